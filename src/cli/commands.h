@@ -1,0 +1,12 @@
+// Subcommand registration for the `roformer` CLI: each subcommand lives in its own file and
+// adds itself to the CLI11 app; its callback runs the command and stores the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace roformer::cli {
+
+void add_version_command(CLI::App& app, int& exit_code);
+void add_config_command(CLI::App& app, int& exit_code);
+
+}  // namespace roformer::cli

@@ -1,0 +1,40 @@
+// Entry point of the `roformer` binary: builds the CLI11 app from the subcommand files and
+// maps failures to exit codes (2: user error with a message naming the fix; 1: internal).
+#include <iostream>
+
+#include "cli/commands.h"
+#include "roformer/common/errors.h"
+#include "roformer/common/log.h"
+
+int main(int argc, char** argv) {
+  using namespace roformer;
+  CLI::App app{
+      "roformer: train and evaluate transformer encoders with rotary (RoFormer) and other position\n"
+      "encodings on LibTorch. Run `roformer COMMAND --help` for a command's options."};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "console log level: trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  app.parse_complete_callback([&log_level] { log::init(log::parse_level(log_level)); });
+
+  int exit_code = 0;
+  cli::add_version_command(app, exit_code);
+  cli::add_config_command(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUserErrorExitCode;
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kUserErrorExitCode;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,156 @@
+// Typed configuration: one struct per component (model, data, train, dist, eval), filled
+// from YAML by config_loader and described once, field by field, in config_fields.cpp.
+// No LibTorch here: every target may include this header cheaply.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "roformer/config/field_visitor.h"
+
+namespace roformer::config {
+
+enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none };
+enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
+enum class RopeImpl { fused, reference };
+enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
+enum class Activation { gelu, gelu_tanh, relu };
+enum class NormPlacement { post, pre };
+enum class Objective { mlm, causal_lm };
+
+struct RopeScalingConfig {
+  RopeScalingKind kind = RopeScalingKind::none;
+  double factor = 1.0;                 // s = target length / training length
+  int64_t original_max_positions = 0;  // training length L; 0 resolves to data.seq_len
+  double beta_fast = 32.0;             // YaRN ramp: rotations above this count are kept
+  double beta_slow = 1.0;              // YaRN ramp: rotations below this count are interpolated
+  double attention_factor = 0.0;       // YaRN logit temperature; 0 means 0.1 ln(s) + 1
+  void visit(FieldVisitor& v);
+};
+
+struct RopeConfig {
+  RopePairing pairing = RopePairing::interleaved;
+  double base = 10000.0;
+  int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
+  bool rotate_value = false;
+  RopeImpl impl = RopeImpl::fused;
+  RopeScalingConfig scaling;
+  void visit(FieldVisitor& v);
+};
+
+struct T5BiasConfig {
+  int64_t num_buckets = 32;
+  int64_t max_distance = 128;
+  void visit(FieldVisitor& v);
+};
+
+struct PositionConfig {
+  PositionKind kind = PositionKind::rope;
+  int64_t max_positions = 512;  // learned table size (the only family with a hard limit)
+  RopeConfig rope;
+  T5BiasConfig t5_bias;
+  void visit(FieldVisitor& v);
+};
+
+struct ModelConfig {
+  Objective objective = Objective::mlm;  // mlm: bidirectional + MLM head; causal_lm: causal + LM head
+  int64_t vocab_size = 264;              // the byte tokenizer's 256 bytes + 8 special tokens
+  int64_t embedding_size = 0;            // 0 means hidden_size (no projection)
+  int64_t hidden_size = 128;
+  int64_t num_layers = 2;
+  int64_t num_heads = 4;
+  int64_t ffn_size = 512;
+  Activation activation = Activation::gelu;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  double layer_norm_eps = 1e-12;
+  NormPlacement norm = NormPlacement::post;
+  int64_t type_vocab_size = 0;  // 0: no token-type embeddings
+  double init_std = 0.02;
+  PositionConfig position;
+  void visit(FieldVisitor& v);
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t embed_dim() const { return embedding_size > 0 ? embedding_size : hidden_size; }
+};
+
+struct DataConfig {
+  std::string path;     // prepared dataset directory (meta.json + shards)
+  int64_t seq_len = 128;  // training length L
+  double mask_prob = 0.15;
+  double mask_token_frac = 0.8;   // of selected tokens: replaced by [MASK]
+  double random_token_frac = 0.1;  // of selected tokens: replaced by a random token
+  void visit(FieldVisitor& v);
+};
+
+enum class LrSchedule { cosine, linear, constant };
+enum class DeviceKind { auto_, cpu, cuda };
+enum class Precision { auto_, fp32, bf16 };
+enum class NonFinitePolicy { stop, skip };
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 32;  // sequences per optimizer step per rank (before accumulation split)
+  int64_t grad_accum = 1;
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;  // the decay floor, as a fraction of lr
+  int64_t warmup_steps = 100;
+  LrSchedule schedule = LrSchedule::cosine;
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // global-norm clip; 0 disables
+  int64_t seed = 1234;
+  int64_t log_every = 10;
+  int64_t eval_every = 200;
+  int64_t eval_batches = 20;
+  int64_t checkpoint_every = 500;
+  int64_t keep_checkpoints = 2;
+  int64_t threads = 0;  // intra-op threads; 0 means the cores available
+  DeviceKind device = DeviceKind::auto_;
+  Precision precision = Precision::auto_;
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
+  void visit(FieldVisitor& v);
+};
+
+enum class DistBackend { auto_, nccl, gloo };
+
+struct DistConfig {
+  DistBackend backend = DistBackend::auto_;
+  double first_bucket_mb = 1.0;
+  double bucket_mb = 25.0;
+  int64_t timeout_s = 300;
+  void visit(FieldVisitor& v);
+};
+
+enum class EvalProtocol { chunks, sliding };
+
+struct EvalConfig {
+  std::vector<int64_t> lengths{128, 256, 512, 1024};
+  EvalProtocol protocol = EvalProtocol::chunks;
+  int64_t stride = 0;  // sliding-window stride; 0 means half the length
+  std::string split = "valid";
+  int64_t max_tokens = 200000;  // tokens scored per length (0: the whole split)
+  void visit(FieldVisitor& v);
+};
+
+struct Config {
+  std::string name = "run";
+  std::string log_level = "info";
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  DistConfig dist;
+  EvalConfig eval;
+  void visit(FieldVisitor& v);
+};
+
+// Enum <-> YAML name tables (config_fields.cpp), shared by the CLI and the dump.
+const EnumNames<PositionKind>& position_kind_names();
+const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
+const EnumNames<Objective>& objective_names();
+
+}  // namespace roformer::config

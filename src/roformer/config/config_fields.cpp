@@ -1,0 +1,171 @@
+// The schema: every config field, its YAML key, its range and a one-line help, in one place.
+// Loading, overrides, dumping and `roformer config schema` all walk these visit() methods.
+#include "roformer/config/config.h"
+
+namespace roformer::config {
+
+const EnumNames<PositionKind>& position_kind_names() {
+  static const EnumNames<PositionKind> names{{{PositionKind::rope, "rope"},
+                                              {PositionKind::sinusoidal, "sinusoidal"},
+                                              {PositionKind::learned, "learned"},
+                                              {PositionKind::t5_bias, "t5_bias"},
+                                              {PositionKind::alibi, "alibi"},
+                                              {PositionKind::none, "none"}}};
+  return names;
+}
+
+const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
+  static const EnumNames<RopeScalingKind> names{{{RopeScalingKind::none, "none"},
+                                                 {RopeScalingKind::linear, "linear"},
+                                                 {RopeScalingKind::ntk, "ntk"},
+                                                 {RopeScalingKind::dynamic_ntk, "dynamic_ntk"},
+                                                 {RopeScalingKind::yarn, "yarn"}}};
+  return names;
+}
+
+const EnumNames<Objective>& objective_names() {
+  static const EnumNames<Objective> names{
+      {{Objective::mlm, "mlm"}, {Objective::causal_lm, "causal_lm"}}};
+  return names;
+}
+
+void RopeScalingConfig::visit(FieldVisitor& v) {
+  enum_field(v, "kind", kind, rope_scaling_kind_names(),
+             "context extension: none, linear (position interpolation), ntk, dynamic_ntk, yarn");
+  v.field("factor", factor, at_least(1.0), "scale s = target length / training length");
+  v.field("original_max_positions", original_max_positions, at_least(int64_t{0}),
+          "training length L the scaling is relative to; 0 = data.seq_len");
+  v.field("beta_fast", beta_fast, above(0.0), "YaRN: dims with more rotations than this keep theta");
+  v.field("beta_slow", beta_slow, above(0.0), "YaRN: dims with fewer rotations are interpolated");
+  v.field("attention_factor", attention_factor, at_least(0.0),
+          "YaRN logit temperature factor; 0 = 0.1*ln(s)+1");
+}
+
+void RopeConfig::visit(FieldVisitor& v) {
+  static const EnumNames<RopePairing> pairings{
+      {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
+  static const EnumNames<RopeImpl> impls{{{RopeImpl::fused, "fused"}, {RopeImpl::reference, "reference"}}};
+  enum_field(v, "pairing", pairing, pairings,
+             "interleaved (RoFormer: pairs 2i,2i+1) or half (GPT-NeoX/LLaMA: pairs i,i+d/2)");
+  v.field("base", base, above(1.0), "theta_i = base^(-2i/d)");
+  v.field("rotary_dim", rotary_dim, at_least(int64_t{0}),
+          "features per head that rotate (even); the rest pass through; 0 = head_dim");
+  v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
+  enum_field(v, "impl", impl, impls, "fused (custom CPU/CUDA op) or reference (plain LibTorch)");
+  v.section("scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
+}
+
+void T5BiasConfig::visit(FieldVisitor& v) {
+  v.field("num_buckets", num_buckets, at_least(int64_t{2}), "relative-position buckets (T5: 32)");
+  v.field("max_distance", max_distance, at_least(int64_t{2}),
+          "distances beyond this share the last bucket (T5: 128)");
+}
+
+void PositionConfig::visit(FieldVisitor& v) {
+  enum_field(v, "kind", kind, position_kind_names(),
+             "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none");
+  v.field("max_positions", max_positions, at_least(int64_t{1}),
+          "learned: table size (longest sequence the model accepts)");
+  v.section("rope", [this](FieldVisitor& s) { rope.visit(s); }, "rotary position embedding");
+  v.section("t5_bias", [this](FieldVisitor& s) { t5_bias.visit(s); }, "T5 relative bias");
+}
+
+void ModelConfig::visit(FieldVisitor& v) {
+  static const EnumNames<Activation> acts{{{Activation::gelu, "gelu"},
+                                           {Activation::gelu_tanh, "gelu_tanh"},
+                                           {Activation::relu, "relu"}}};
+  static const EnumNames<NormPlacement> norms{{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}}};
+  enum_field(v, "objective", objective, objective_names(),
+             "mlm (bidirectional attention, MLM head) or causal_lm (causal attention, LM head)");
+  v.field("vocab_size", vocab_size, at_least(int64_t{1}), "vocabulary size");
+  v.field("embedding_size", embedding_size, at_least(int64_t{0}),
+          "token embedding width; 0 = hidden_size (else projected to hidden_size)");
+  v.field("hidden_size", hidden_size, at_least(int64_t{1}), "model width");
+  v.field("num_layers", num_layers, at_least(int64_t{1}), "encoder layers");
+  v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size)");
+  v.field("ffn_size", ffn_size, at_least(int64_t{1}), "feed-forward inner width");
+  enum_field(v, "activation", activation, acts, "gelu (exact erf), gelu_tanh, relu");
+  v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
+  v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
+  v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");
+  enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
+  v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}),
+          "token-type embeddings; 0 = none");
+  v.field("init_std", init_std, above(0.0), "std of the normal weight initialisation (BERT: 0.02)");
+  v.section("position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
+}
+
+void DataConfig::visit(FieldVisitor& v) {
+  v.field("path", path, "prepared dataset directory (from `roformer prepare-data`)");
+  v.field("seq_len", seq_len, at_least(int64_t{2}), "training sequence length L");
+  v.field("mask_prob", mask_prob, between(0.0, 1.0), "MLM: fraction of tokens selected");
+  v.field("mask_token_frac", mask_token_frac, between(0.0, 1.0),
+          "MLM: of selected tokens, fraction replaced by [MASK]");
+  v.field("random_token_frac", random_token_frac, between(0.0, 1.0),
+          "MLM: of selected tokens, fraction replaced by a random token");
+}
+
+void TrainConfig::visit(FieldVisitor& v) {
+  static const EnumNames<LrSchedule> schedules{{{LrSchedule::cosine, "cosine"},
+                                                {LrSchedule::linear, "linear"},
+                                                {LrSchedule::constant, "constant"}}};
+  static const EnumNames<DeviceKind> devices{
+      {{DeviceKind::auto_, "auto"}, {DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}}};
+  static const EnumNames<Precision> precisions{
+      {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
+  static const EnumNames<NonFinitePolicy> nonfinite{
+      {{NonFinitePolicy::stop, "stop"}, {NonFinitePolicy::skip, "skip"}}};
+  v.field("steps", steps, at_least(int64_t{1}), "optimizer steps");
+  v.field("batch_size", batch_size, at_least(int64_t{1}), "sequences per optimizer step per rank");
+  v.field("grad_accum", grad_accum, at_least(int64_t{1}), "micro-batches per optimizer step");
+  v.field("lr", lr, above(0.0), "peak learning rate");
+  v.field("min_lr_ratio", min_lr_ratio, between(0.0, 1.0), "decay floor as a fraction of lr");
+  v.field("warmup_steps", warmup_steps, at_least(int64_t{0}), "linear warmup steps");
+  enum_field(v, "schedule", schedule, schedules, "decay after warmup: cosine, linear, constant");
+  v.field("weight_decay", weight_decay, at_least(0.0), "AdamW decoupled decay (not on biases/LayerNorm)");
+  v.field("beta1", beta1, between(0.0, 0.999999), "AdamW beta1");
+  v.field("beta2", beta2, between(0.0, 0.999999), "AdamW beta2");
+  v.field("eps", eps, above(0.0), "AdamW epsilon");
+  v.field("grad_clip", grad_clip, at_least(0.0), "clip gradients to this global norm; 0 = off");
+  v.field("seed", seed, at_least(int64_t{0}), "seed for initialisation, data and dropout");
+  v.field("log_every", log_every, at_least(int64_t{1}), "steps between metric records");
+  v.field("eval_every", eval_every, at_least(int64_t{1}), "steps between validation passes");
+  v.field("eval_batches", eval_batches, at_least(int64_t{1}), "validation batches per pass");
+  v.field("checkpoint_every", checkpoint_every, at_least(int64_t{1}), "steps between checkpoints");
+  v.field("keep_checkpoints", keep_checkpoints, at_least(int64_t{1}), "checkpoints kept on disk");
+  v.field("threads", threads, at_least(int64_t{0}), "intra-op threads; 0 = cores available");
+  enum_field(v, "device", device, devices, "auto (cuda if visible), cpu, cuda");
+  enum_field(v, "precision", precision, precisions, "auto (bf16 autocast on CUDA, fp32 on CPU), fp32, bf16");
+  enum_field(v, "on_nonfinite", on_nonfinite, nonfinite, "non-finite loss/grad: stop or skip the batch");
+}
+
+void DistConfig::visit(FieldVisitor& v) {
+  static const EnumNames<DistBackend> backends{
+      {{DistBackend::auto_, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"}}};
+  enum_field(v, "backend", backend, backends, "auto (nccl on CUDA, gloo on CPU), nccl, gloo");
+  v.field("first_bucket_mb", first_bucket_mb, above(0.0), "size of the first gradient bucket (MiB)");
+  v.field("bucket_mb", bucket_mb, above(0.0), "size of later gradient buckets (MiB)");
+  v.field("timeout_s", timeout_s, at_least(int64_t{1}), "rendezvous and collective timeout");
+}
+
+void EvalConfig::visit(FieldVisitor& v) {
+  static const EnumNames<EvalProtocol> protocols{
+      {{EvalProtocol::chunks, "chunks"}, {EvalProtocol::sliding, "sliding"}}};
+  v.field("lengths", lengths, at_least(int64_t{2}), "evaluation sequence lengths");
+  enum_field(v, "protocol", protocol, protocols, "chunks (non-overlapping) or sliding window");
+  v.field("stride", stride, at_least(int64_t{0}), "sliding-window stride; 0 = half the length");
+  v.choice("split", split, {"valid", "test"}, "dataset split to evaluate");
+  v.field("max_tokens", max_tokens, at_least(int64_t{0}), "tokens scored per length; 0 = all");
+}
+
+void Config::visit(FieldVisitor& v) {
+  v.field("name", name, "run name");
+  v.choice("log_level", log_level, {"trace", "debug", "info", "warn", "error"}, "console log level");
+  v.section("model", [this](FieldVisitor& s) { model.visit(s); }, "model architecture");
+  v.section("data", [this](FieldVisitor& s) { data.visit(s); }, "dataset and masking");
+  v.section("train", [this](FieldVisitor& s) { train.visit(s); }, "optimisation and run control");
+  v.section("dist", [this](FieldVisitor& s) { dist.visit(s); }, "data parallel");
+  v.section("eval", [this](FieldVisitor& s) { eval.visit(s); }, "length-extrapolation evaluation");
+}
+
+}  // namespace roformer::config

@@ -1,0 +1,78 @@
+// Cross-field validation (constraints no single field can check) and resolution of derived
+// defaults. Errors name every key involved and where each got its value.
+#include <string>
+
+#include "roformer/common/errors.h"
+#include "roformer/config/config_loader.h"
+
+namespace roformer::config {
+namespace {
+
+std::string where(const Origins& origins, const std::string& key) {
+  const auto it = origins.find(key);
+  return key + (it == origins.end() ? " (default)" : " (set at " + it->second + ")");
+}
+
+[[noreturn]] void conflict(const Origins& o, const std::string& a, const std::string& b, const std::string& msg) {
+  throw UserError("config: " + where(o, a) + " and " + where(o, b) + ": " + msg);
+}
+
+[[noreturn]] void invalid(const Origins& o, const std::string& a, const std::string& msg) {
+  throw UserError("config: " + where(o, a) + ": " + msg);
+}
+
+}  // namespace
+
+void validate(const Config& c, const Origins& o) {
+  const ModelConfig& m = c.model;
+  if (m.hidden_size % m.num_heads != 0)
+    conflict(o, "model.hidden_size", "model.num_heads",
+             std::to_string(m.hidden_size) + " is not divisible by " + std::to_string(m.num_heads) +
+                 " heads; pick a head count that divides the width");
+  const int64_t head_dim = m.head_dim();
+  const PositionConfig& p = m.position;
+  if (p.kind == PositionKind::rope) {
+    if (head_dim % 2 != 0)
+      conflict(o, "model.hidden_size", "model.num_heads",
+               "RoPE rotates feature pairs, so the head dimension must be even (it is " +
+                   std::to_string(head_dim) + ")");
+    const int64_t rd = p.rope.rotary_dim;
+    if (rd % 2 != 0 || rd > head_dim)
+      invalid(o, "model.position.rope.rotary_dim",
+              std::to_string(rd) + " must be even and at most the head dimension " + std::to_string(head_dim) +
+                  " (0 means the whole head)");
+    const RopeScalingConfig& s = p.rope.scaling;
+    if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
+      conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
+               "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
+  }
+  if (p.kind == PositionKind::learned && c.data.seq_len > p.max_positions)
+    conflict(o, "data.seq_len", "model.position.max_positions",
+             "a learned position table of " + std::to_string(p.max_positions) + " rows cannot train on length " +
+                 std::to_string(c.data.seq_len) + "; raise max_positions or lower seq_len");
+  if (p.kind == PositionKind::t5_bias) {
+    if (p.t5_bias.num_buckets % 2 != 0)
+      invalid(o, "model.position.t5_bias.num_buckets",
+              "must be even (bidirectional bucketing gives half the buckets to each direction)");
+    // Bidirectional bucketing keeps num_buckets/4 exact distances; log buckets need room above.
+    if (p.t5_bias.max_distance <= p.t5_bias.num_buckets / 2)
+      conflict(o, "model.position.t5_bias.max_distance", "model.position.t5_bias.num_buckets",
+               "max_distance must exceed num_buckets/2 so the logarithmic buckets are defined");
+  }
+  if (c.data.mask_token_frac + c.data.random_token_frac > 1.0 + 1e-12)
+    conflict(o, "data.mask_token_frac", "data.random_token_frac", "their sum must be at most 1");
+  if (c.train.batch_size % c.train.grad_accum != 0)
+    conflict(o, "train.batch_size", "train.grad_accum",
+             "the batch of " + std::to_string(c.train.batch_size) + " must split evenly into " +
+                 std::to_string(c.train.grad_accum) + " micro-batches");
+  if (c.dist.first_bucket_mb > c.dist.bucket_mb)
+    conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
+}
+
+void resolve(Config& c) {
+  RopeConfig& rope = c.model.position.rope;
+  if (rope.rotary_dim == 0) rope.rotary_dim = c.model.head_dim();
+  if (rope.scaling.original_max_positions == 0) rope.scaling.original_max_positions = c.data.seq_len;
+}
+
+}  // namespace roformer::config

@@ -1,0 +1,208 @@
+// Tests for the config system: every shipped YAML parses; each kind of bad input gives an
+// error naming file:line:col, the key path and the fix; precedence CLI > file > base >
+// defaults; the resolved dump round-trips.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "roformer/common/errors.h"
+#include "roformer/config/config_loader.h"
+#include "test_support.h"
+
+using namespace roformer;
+using namespace roformer::config;
+using roformer::testing::TempDir;
+using roformer::testing::write_file;
+
+namespace {
+
+// Loads YAML text written to a temp file and returns the error message (empty if none).
+std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), yaml);
+  try {
+    load_config(dir.file("c.yaml"), overrides);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_contains(const std::string& text, const std::string& fragment) {
+  EXPECT_NE(text.find(fragment), std::string::npos) << "expected '" << fragment << "' in: " << text;
+}
+
+}  // namespace
+
+TEST(Config, EveryShippedConfigParses) {
+  namespace fs = std::filesystem;
+  int count = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(std::string(ROFORMER_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    // Sweep files (configs/ablation) have their own schema, checked by the sweep tests.
+    if (entry.path().parent_path().filename() == "ablation") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_config(entry.path().string()));
+    ++count;
+  }
+  EXPECT_GE(count, 7);  // quickstart base + six families
+}
+
+TEST(Config, QuickstartFamiliesResolveAsNamed) {
+  const std::string dir = std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/";
+  for (const std::string kind : {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none"}) {
+    const LoadedConfig c = load_config(dir + kind + ".yaml");
+    EXPECT_EQ(position_kind_names().name(c.config.model.position.kind), kind);
+    EXPECT_EQ(c.config.model.hidden_size, 128);  // from base.yaml
+    EXPECT_EQ(c.files.size(), 2u);
+  }
+}
+
+TEST(Config, UnknownKeySuggestsTheClosestName) {
+  const std::string err = load_error("model:\n  num_layer: 3\n");
+  expect_contains(err, "c.yaml:2:3");
+  expect_contains(err, "unknown key 'model.num_layer'");
+  expect_contains(err, "did you mean 'model.num_layers'?");
+}
+
+TEST(Config, UnknownTopLevelKeyWithoutCloseMatchListsValidKeys) {
+  const std::string err = load_error("optimizer: adam\n");
+  expect_contains(err, "c.yaml:1:1");
+  expect_contains(err, "valid keys here:");
+  expect_contains(err, "train");
+}
+
+TEST(Config, WrongTypeNamesTheExpectedType) {
+  expect_contains(load_error("model:\n  hidden_size: big\n"), "c.yaml:2:16: model.hidden_size expected an integer, got 'big'");
+  expect_contains(load_error("train:\n  lr: fast\n"), "train.lr expected a number");
+  expect_contains(load_error("model:\n  rope: 3\n"), "unknown key 'model.rope'");
+  expect_contains(load_error("model: [1, 2]\n"), "model expected a mapping");
+  expect_contains(load_error("model:\n  position:\n    rope:\n      rotate_value: maybe\n"),
+                  "model.position.rope.rotate_value expected true or false");
+  expect_contains(load_error("eval:\n  lengths: [128, x]\n"), "eval.lengths expected an integer");
+  expect_contains(load_error("model:\n  hidden_size:\n"), "model.hidden_size has no value");
+}
+
+TEST(Config, BadEnumListsTheAllowedValues) {
+  const std::string err = load_error("model:\n  position:\n    kind: rotary\n");
+  expect_contains(err, "c.yaml:3:11");
+  expect_contains(err, "'rotary' is not allowed; choose one of: rope, sinusoidal, learned, t5_bias, alibi, none");
+  expect_contains(load_error("model:\n  position:\n    kind: alibii\n"), "did you mean 'alibi'?");
+}
+
+TEST(Config, OutOfRangeValuesAreRefused) {
+  expect_contains(load_error("model:\n  num_layers: 0\n"), "model.num_layers = 0 is out of range: must be >= 1");
+  expect_contains(load_error("model:\n  hidden_dropout: 1.5\n"), "must be in [0, 0.99]");
+  expect_contains(load_error("train:\n  lr: 0\n"), "train.lr = 0 is out of range: must be > 0");
+  expect_contains(load_error("train:\n  lr: .nan\n"), "must be a finite number");
+}
+
+TEST(Config, CrossFieldConflictsNameBothKeysAndWhereTheyWereSet) {
+  const std::string err = load_error("model:\n  hidden_size: 130\n  num_heads: 4\n");
+  expect_contains(err, "model.hidden_size (set at");
+  expect_contains(err, "c.yaml:2:16");
+  expect_contains(err, "model.num_heads");
+  expect_contains(load_error("model:\n  position:\n    kind: learned\n    max_positions: 64\n"),
+                  "cannot train on length 128");
+  expect_contains(load_error("model:\n  position:\n    rope:\n      rotary_dim: 7\n"), "must be even");
+}
+
+TEST(Config, YamlSyntaxErrorGivesLineAndColumn) {
+  const std::string err = load_error("model:\n  hidden_size: [1, 2\n");
+  expect_contains(err, "c.yaml:");
+  expect_contains(err, "YAML syntax error");
+}
+
+TEST(Config, DuplicateKeysAreRefused) {
+  expect_contains(load_error("model:\n  num_layers: 2\n  num_layers: 3\n"), "duplicate key 'model.num_layers'");
+}
+
+TEST(Config, MissingBaseFileIsNamed) {
+  const std::string err = load_error("base: nowhere.yaml\n");
+  expect_contains(err, "c.yaml:1:7: base file 'nowhere.yaml' not found");
+}
+
+TEST(Config, CyclicBaseIsDetected) {
+  TempDir dir;
+  write_file(dir.file("a.yaml"), "base: b.yaml\n");
+  write_file(dir.file("b.yaml"), "base: a.yaml\n");
+  try {
+    load_config(dir.file("a.yaml"));
+    FAIL() << "expected a cycle error";
+  } catch (const UserError& e) {
+    expect_contains(e.what(), "config base cycle");
+    expect_contains(e.what(), "a.yaml");
+  }
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    load_config("/nonexistent/dir/x.yaml");
+    FAIL();
+  } catch (const UserError& e) {
+    expect_contains(e.what(), "'/nonexistent/dir/x.yaml' does not exist");
+  }
+}
+
+TEST(Config, PrecedenceIsCliOverFileOverBaseOverDefaults) {
+  TempDir dir;
+  write_file(dir.file("base.yaml"), "model:\n  num_layers: 3\n  hidden_size: 64\n  num_heads: 2\n");
+  write_file(dir.file("child.yaml"), "base: base.yaml\nmodel:\n  num_layers: 5\n");
+  const LoadedConfig c = load_config(dir.file("child.yaml"), {"model.hidden_size=96"});
+  EXPECT_EQ(c.config.model.num_layers, 5);      // file beats base
+  EXPECT_EQ(c.config.model.hidden_size, 96);    // CLI beats base
+  EXPECT_EQ(c.config.model.num_heads, 2);       // base beats default (4)
+  EXPECT_EQ(c.config.model.ffn_size, ModelConfig{}.ffn_size);  // default
+  EXPECT_EQ(c.origins.at("model.num_layers"), dir.file("child.yaml") + ":3:15");
+  EXPECT_EQ(c.origins.at("model.hidden_size"), "--set model.hidden_size=96");
+  const LoadedConfig c2 = load_config(dir.file("child.yaml"), {"model.num_layers=7"});
+  EXPECT_EQ(c2.config.model.num_layers, 7);  // CLI beats file
+}
+
+TEST(Config, OverridesAreTypedAndValidatedLikeFileValues) {
+  TempDir dir;
+  write_file(dir.file("c.yaml"), "name: x\n");
+  auto err = [&](const std::string& spec) {
+    try {
+      load_config(dir.file("c.yaml"), {spec});
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  expect_contains(err("model.num_layrs=4"), "--set model.num_layrs=4: unknown key 'model.num_layrs'; did you mean 'model.num_layers'?");
+  expect_contains(err("model.num_layers=four"), "--set model.num_layers=four: model.num_layers expected an integer");
+  expect_contains(err("model.num_layers=0"), "out of range");
+  expect_contains(err("model.position.kind=foo"), "choose one of");
+  expect_contains(err("model.num_layers"), "expected key.path=value");
+  expect_contains(err("base=other.yaml"), "'base' can only be set in a config file");
+  const LoadedConfig ok = load_config(dir.file("c.yaml"), {"eval.lengths=64,128", "model.position.rope.scaling.kind=yarn",
+                                                           "model.position.rope.scaling.factor=4"});
+  EXPECT_EQ(ok.config.eval.lengths, (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(ok.config.model.position.rope.scaling.kind, RopeScalingKind::yarn);
+  EXPECT_DOUBLE_EQ(ok.config.model.position.rope.scaling.factor, 4.0);
+}
+
+TEST(Config, ResolutionFillsDerivedDefaults) {
+  const LoadedConfig c = load_overrides({"model.hidden_size=256", "model.num_heads=8", "data.seq_len=64"});
+  EXPECT_EQ(c.config.model.position.rope.rotary_dim, 32);                   // head_dim
+  EXPECT_EQ(c.config.model.position.rope.scaling.original_max_positions, 64);  // data.seq_len
+}
+
+TEST(Config, ResolvedDumpRoundTrips) {
+  const LoadedConfig a = load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/t5_bias.yaml",
+                                     {"train.lr=0.1", "eval.lengths=[100, 200]", "name=with \"quotes\""});
+  const std::string text = dump_yaml(a.config);
+  TempDir dir;
+  write_file(dir.file("resolved.yaml"), text);
+  const LoadedConfig b = load_config(dir.file("resolved.yaml"));
+  EXPECT_EQ(dump_yaml(b.config), text);
+  EXPECT_EQ(flatten(a.config), flatten(b.config));
+  EXPECT_NE(text.find("lr: 0.1\n"), std::string::npos) << text;
+}
+
+TEST(Config, DefaultsAreValid) {
+  EXPECT_NO_THROW(load_overrides({}));
+  EXPECT_FALSE(schema_text().empty());
+  EXPECT_NE(schema_text().find("model.position.rope.scaling.kind"), std::string::npos);
+}

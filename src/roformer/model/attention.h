@@ -1,0 +1,57 @@
+// Multi-head self-attention with Hugging Face RoFormer/BERT parameter names:
+//   self.{query,key,value} (Linear H->H), output.dense (Linear H->H), output.LayerNorm.
+// Scores go through at::scaled_dot_product_attention; the position encoding's rotate hook is
+// applied to q/k/v and its score bias arrives inside the float attention mask.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "roformer/config/config.h"
+#include "roformer/model/position/position_encoding.h"
+
+namespace roformer::model {
+
+class SelfAttentionProjImpl : public torch::nn::Module {
+ public:
+  explicit SelfAttentionProjImpl(int64_t hidden);
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // weight [H, H], bias [H]
+};
+TORCH_MODULE(SelfAttentionProj);
+
+class DenseNormImpl : public torch::nn::Module {
+ public:
+  DenseNormImpl(int64_t in, int64_t out, double eps);
+  torch::nn::Linear dense{nullptr};         // weight [out, in]
+  torch::nn::LayerNorm LayerNorm{nullptr};  // [out]
+};
+TORCH_MODULE(DenseNorm);
+
+// Everything a layer needs about the current forward pass, computed once by the encoder.
+struct AttentionContext {
+  torch::Tensor positions;  // int64 [S] or [B, S]
+  torch::Tensor mask;       // additive float mask [1|B, 1|H, S, S] (bias + padding + causal) or undefined
+  bool causal = false;      // used only when `mask` is undefined (fast SDPA path)
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+
+  // x: [B, S, H] -> context projected by output.dense: [B, S, H] (before dropout/residual).
+  torch::Tensor attend(const torch::Tensor& x, const AttentionContext& ctx);
+
+  SelfAttentionProj self{nullptr};
+  DenseNorm output{nullptr};
+
+ private:
+  int64_t heads_, head_dim_;
+  double dropout_;
+  std::shared_ptr<PositionEncodingImpl> position_;  // shared with the model; not registered here
+};
+TORCH_MODULE(Attention);
+
+}  // namespace roformer::model

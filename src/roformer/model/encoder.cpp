@@ -1,0 +1,162 @@
+// Encoder, layers, embeddings and the tied LM head (see encoder.h).
+#include "roformer/model/encoder.h"
+
+#include <torch/torch.h>
+
+
+namespace roformer::model {
+namespace {
+
+torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
+  switch (a) {
+    case config::Activation::gelu: return torch::gelu(x);
+    case config::Activation::gelu_tanh: return torch::gelu(x, "tanh");
+    case config::Activation::relu: return torch::relu(x);
+  }
+  return x;
+}
+
+// Additive mask from the family's score bias, key padding and causality; undefined when none
+// applies (then SDPA runs its causal flag / unmasked fast path). A large finite negative value
+// keeps fully masked rows finite.
+torch::Tensor build_mask(const torch::Tensor& bias, const torch::Tensor& attention_mask, bool causal, int64_t S,
+                         const torch::Device& device) {
+  if (!bias.defined() && !attention_mask.defined()) return {};
+  constexpr double kMasked = -1e30;
+  torch::Tensor mask = bias.defined() ? bias : torch::zeros({1, 1, S, S}, torch::dtype(torch::kFloat64).device(device));
+  if (attention_mask.defined()) {
+    const torch::Tensor pad = (attention_mask == 0).view({attention_mask.size(0), 1, 1, S});  // keys only
+    mask = mask.masked_fill(pad, kMasked);
+  }
+  if (causal) {
+    const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(device)).triu(1);
+    mask = mask.masked_fill(future, kMasked);
+  }
+  return mask;
+}
+
+}  // namespace
+
+EmbeddingsImpl::EmbeddingsImpl(const config::ModelConfig& c) {
+  word_embeddings = register_module("word_embeddings", torch::nn::Embedding(c.vocab_size, c.embed_dim()));
+  if (c.type_vocab_size > 0)
+    token_type_embeddings =
+        register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.embed_dim()));
+  LayerNorm = register_module("LayerNorm",
+                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.embed_dim()}).eps(c.layer_norm_eps)));
+}
+
+IntermediateImpl::IntermediateImpl(int64_t hidden, int64_t ffn) {
+  dense = register_module("dense", torch::nn::Linear(hidden, ffn));
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position)
+    : config_(c) {
+  attention = register_module("attention", Attention(c, std::move(position)));
+  intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size));
+  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
+  const double p = config_.hidden_dropout;
+  const bool train = is_training();
+  auto ffn = [&](const torch::Tensor& h) {
+    return output->dense->forward(activate(intermediate->dense->forward(h), config_.activation));
+  };
+  if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
+    torch::Tensor h = attention->output->LayerNorm->forward(x + torch::dropout(attention->attend(x, ctx), p, train));
+    return output->LayerNorm->forward(h + torch::dropout(ffn(h), p, train));
+  }
+  // Pre-LN: x + sublayer(LN(x)); the same two LayerNorms, applied before each sublayer.
+  torch::Tensor h = x + torch::dropout(attention->attend(attention->output->LayerNorm->forward(x), ctx), p, train);
+  return h + torch::dropout(ffn(output->LayerNorm->forward(h)), p, train);
+}
+
+EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) layer->push_back(EncoderLayer(c, position));
+  if (c.norm == config::NormPlacement::pre)
+    LayerNorm = register_module(
+        "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
+}
+
+LmPredictionsImpl::LmPredictionsImpl(const config::ModelConfig& c) {
+  transform = register_module("transform", DenseNorm(c.hidden_size, c.embed_dim(), c.layer_norm_eps));
+  bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+}
+
+LmHeadImpl::LmHeadImpl(const config::ModelConfig& c) { predictions = register_module("predictions", LmPredictions(c)); }
+
+EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c) : config_(c) {
+  embeddings = register_module("embeddings", Embeddings(c));
+  if (c.embed_dim() != c.hidden_size)
+    embeddings_project = register_module("embeddings_project", torch::nn::Linear(c.embed_dim(), c.hidden_size));
+  position = register_module("position", make_position_encoding(c));
+  encoder = register_module("encoder", EncoderStack(c, position));
+  cls = register_module("cls", LmHead(c));
+}
+
+torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
+  const int64_t S = in.input_ids.size(1);
+  const torch::Device device = in.input_ids.device();
+  const torch::Tensor positions = torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
+  torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                          // [B, S, E]
+  if (!embeddings->token_type_embeddings.is_empty()) {
+    const torch::Tensor types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros_like(in.input_ids);
+    x = x + embeddings->token_type_embeddings->forward(types);
+  }
+  x = position->embed(x, positions);
+  x = torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training());
+  if (!embeddings_project.is_empty()) x = embeddings_project->forward(x);  // [B, S, H]
+
+  AttentionContext ctx;
+  ctx.positions = positions;
+  ctx.causal = config_.objective == config::Objective::causal_lm;
+  ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device);
+  for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
+  if (!encoder->LayerNorm.is_empty()) x = encoder->LayerNorm->forward(x);
+  return x;
+}
+
+torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
+  auto& p = cls->predictions;
+  const torch::Tensor h = p->transform->LayerNorm->forward(activate(p->transform->dense->forward(hidden), config_.activation));
+  return torch::nn::functional::linear(h, embeddings->word_embeddings->weight, p->bias);
+}
+
+torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets) {
+  const torch::Tensor hidden = forward(input);                               // [B, S, H]
+  const torch::Tensor flat_targets = targets.reshape({-1});                  // [B*S]
+  const torch::Tensor scored = (flat_targets != -100).nonzero().squeeze(1);  // [N]
+  const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored);
+  torch::Tensor lg = logits(h);                                              // [N, V]
+  if (lg.scalar_type() != torch::kFloat64) lg = lg.to(torch::kFloat32);      // the loss in fp32 under autocast
+  return torch::nn::functional::cross_entropy(lg, flat_targets.index_select(0, scored));
+}
+
+EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {
+  torch::manual_seed(seed);
+  EncoderModel model(config);
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    if (name.find("LayerNorm.weight") != std::string::npos) {
+      p.fill_(1.0);
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    } else {
+      p.normal_(0.0, config.init_std);
+    }
+  }
+  return model;
+}
+
+int64_t count_parameters(torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const auto& p : module.parameters())
+    if (p.requires_grad()) n += p.numel();
+  return n;
+}
+
+}  // namespace roformer::model

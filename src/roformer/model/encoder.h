@@ -1,0 +1,114 @@
+// The transformer encoder (BERT/RoFormer architecture) with a pluggable position encoding and
+// the tied language-model head. Parameter names follow Hugging Face RoFormer without the
+// `roformer.` prefix:
+//   embeddings.{word_embeddings, token_type_embeddings, LayerNorm}, embeddings_project,
+//   encoder.layer.N.{attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
+//                    intermediate.dense, output.{dense,LayerNorm}},
+//   cls.predictions.{transform.dense, transform.LayerNorm, bias}   (decoder tied to word_embeddings)
+// plus position.* for families with parameters (learned table, T5 bias) and encoder.LayerNorm
+// for pre-LN.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+
+#include "roformer/config/config.h"
+#include "roformer/model/attention.h"
+
+namespace roformer::model {
+
+class EmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit EmbeddingsImpl(const config::ModelConfig& config);
+  torch::nn::Embedding word_embeddings{nullptr};        // [V, E]
+  torch::nn::Embedding token_type_embeddings{nullptr};  // [T, E], only if type_vocab_size > 0
+  torch::nn::LayerNorm LayerNorm{nullptr};              // [E]
+};
+TORCH_MODULE(Embeddings);
+
+class IntermediateImpl : public torch::nn::Module {
+ public:
+  IntermediateImpl(int64_t hidden, int64_t ffn);
+  torch::nn::Linear dense{nullptr};  // [F, H]
+};
+TORCH_MODULE(Intermediate);
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  EncoderLayerImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // [B, S, H] -> [B, S, H]
+
+  Attention attention{nullptr};
+  Intermediate intermediate{nullptr};
+  DenseNorm output{nullptr};  // dense [H, F], LayerNorm [H]
+
+ private:
+  config::ModelConfig config_;
+};
+TORCH_MODULE(EncoderLayer);
+
+class EncoderStackImpl : public torch::nn::Module {
+ public:
+  EncoderStackImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+  torch::nn::ModuleList layer{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};  // pre-LN only: final normalisation [H]
+};
+TORCH_MODULE(EncoderStack);
+
+class LmPredictionsImpl : public torch::nn::Module {
+ public:
+  LmPredictionsImpl(const config::ModelConfig& config);
+  DenseNorm transform{nullptr};  // dense [E, H], LayerNorm [E]
+  torch::Tensor bias;            // [V]
+};
+TORCH_MODULE(LmPredictions);
+
+class LmHeadImpl : public torch::nn::Module {
+ public:
+  explicit LmHeadImpl(const config::ModelConfig& config);
+  LmPredictions predictions{nullptr};
+};
+TORCH_MODULE(LmHead);
+
+// Inputs of one forward pass. attention_mask: 1 for real tokens, 0 for padding (optional).
+struct EncoderInput {
+  torch::Tensor input_ids;       // int64 [B, S]
+  torch::Tensor attention_mask;  // int64/bool [B, S] or undefined
+  torch::Tensor token_type_ids;  // int64 [B, S] or undefined (zeros when the model has types)
+};
+
+class EncoderModelImpl : public torch::nn::Module {
+ public:
+  explicit EncoderModelImpl(const config::ModelConfig& config);
+
+  // Final hidden states [B, S, H].
+  torch::Tensor forward(const EncoderInput& input);
+  // Vocabulary logits for hidden states [..., H] -> [..., V] (the tied LM head).
+  torch::Tensor logits(const torch::Tensor& hidden);
+  // Mean cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal
+  // LM: next tokens). Only the scored positions go through the head. targets: int64 [B, S].
+  torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets);
+
+  const config::ModelConfig& config() const { return config_; }
+  PositionEncodingImpl& position_encoding() { return *position; }
+
+  Embeddings embeddings{nullptr};
+  torch::nn::Linear embeddings_project{nullptr};  // [H, E], only if E != H
+  std::shared_ptr<PositionEncodingImpl> position;
+  EncoderStack encoder{nullptr};
+  LmHead cls{nullptr};
+
+ private:
+  config::ModelConfig config_;
+};
+TORCH_MODULE(EncoderModel);
+
+// Builds the model with BERT initialisation (normal(0, init_std) weights, zero biases,
+// LayerNorm ones) from `seed`.
+EncoderModel build_model(const config::ModelConfig& config, uint64_t seed);
+
+// Number of trainable parameter elements.
+int64_t count_parameters(torch::nn::Module& module);
+
+}  // namespace roformer::model

@@ -1,0 +1,38 @@
+// Sinusoidal and learned absolute position encodings (see absolute.h).
+#include "roformer/model/position/absolute.h"
+
+#include <torch/torch.h>
+
+#include "roformer/common/errors.h"
+
+namespace roformer::model {
+
+torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, torch::ScalarType dtype) {
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(positions.device());
+  const torch::Tensor i = torch::arange(0, dim, 2, f64);                        // 2i
+  const torch::Tensor inv = torch::pow(10000.0, -i / static_cast<double>(dim));  // [ceil(E/2)]
+  const torch::Tensor angle = positions.to(f64).unsqueeze(-1) * inv;             // [.., S, ceil(E/2)]
+  // Interleave: even features sin, odd features cos; an odd E drops the last cos.
+  const torch::Tensor table = torch::stack({angle.sin(), angle.cos()}, -1).flatten(-2).narrow(-1, 0, dim);
+  return table.to(dtype);
+}
+
+torch::Tensor SinusoidalPositionImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
+  return x + sinusoidal_table(positions, dim_, x.scalar_type());  // [S,E] or [B,S,E] broadcast onto [B,S,E]
+}
+
+LearnedPositionImpl::LearnedPositionImpl(int64_t max_positions, int64_t dim) : max_positions_(max_positions) {
+  table = register_module("embedding", torch::nn::Embedding(max_positions, dim));
+}
+
+torch::Tensor LearnedPositionImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
+  const int64_t longest = positions.numel() == 0 ? 0 : positions.max().item<int64_t>() + 1;
+  if (longest > max_positions_)
+    throw UserError("learned position embeddings have " + std::to_string(max_positions_) +
+                    " rows but the input needs position " + std::to_string(longest - 1) +
+                    " (sequence length " + std::to_string(longest) +
+                    "); this family cannot run longer sequences than model.position.max_positions");
+  return x + table->forward(positions);
+}
+
+}  // namespace roformer::model

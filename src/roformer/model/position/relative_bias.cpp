@@ -1,0 +1,87 @@
+// T5 bucketed relative bias and ALiBi (see relative_bias.h). Both return a bias of shape
+// [1, H, S, S] for positions [S], or [B, H, S, S] for positions [B, S].
+#include "roformer/model/position/relative_bias.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace roformer::model {
+namespace {
+
+// rel[.., i, j] = positions[.., j] - positions[.., i]  (key minus query)
+torch::Tensor relative_positions(const torch::Tensor& positions) {
+  return positions.unsqueeze(-2) - positions.unsqueeze(-1);
+}
+
+// [S, S, H] or [B, S, S, H] -> [1 or B, H, S, S]
+torch::Tensor heads_first(const torch::Tensor& bias) {
+  if (bias.dim() == 3) return bias.permute({2, 0, 1}).unsqueeze(0);
+  return bias.permute({0, 3, 1, 2});
+}
+
+}  // namespace
+
+torch::Tensor t5_relative_bucket(const torch::Tensor& relative, bool bidirectional, int64_t num_buckets,
+                                 int64_t max_distance) {
+  torch::Tensor bucket = torch::zeros_like(relative);
+  torch::Tensor n;
+  int64_t nb = num_buckets;
+  if (bidirectional) {
+    nb /= 2;
+    bucket = bucket + (relative > 0).to(torch::kLong) * nb;  // keys after the query use the upper half
+    n = relative.abs();
+  } else {
+    n = (-relative).clamp_min(0);  // only the past (key before query) is distinguished
+  }
+  const int64_t max_exact = nb / 2;
+  const torch::Tensor is_small = n < max_exact;
+  // Logarithmic buckets from max_exact up to max_distance, then all share the last one.
+  const torch::Tensor nf = n.to(torch::kFloat64).clamp_min(1.0);
+  torch::Tensor large = max_exact + (torch::log(nf / max_exact) / std::log(static_cast<double>(max_distance) / max_exact) *
+                                     static_cast<double>(nb - max_exact))
+                                        .to(torch::kLong);
+  large = large.clamp_max(nb - 1);
+  return bucket + torch::where(is_small, n, large);
+}
+
+T5BiasImpl::T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bool bidirectional)
+    : config_(config), bidirectional_(bidirectional) {
+  relative_attention_bias = register_module("relative_attention_bias", torch::nn::Embedding(config.num_buckets, num_heads));
+}
+
+torch::Tensor T5BiasImpl::score_bias(const torch::Tensor& positions) {
+  const torch::Tensor buckets =
+      t5_relative_bucket(relative_positions(positions), bidirectional_, config_.num_buckets, config_.max_distance);
+  return heads_first(relative_attention_bias->forward(buckets));  // [.., S, S, H] -> [.., H, S, S]
+}
+
+std::vector<double> alibi_slopes(int64_t num_heads) {
+  auto power_of_two_slopes = [](int64_t n) {
+    std::vector<double> s(n);
+    const double start = std::pow(2.0, -8.0 / static_cast<double>(n));
+    for (int64_t i = 0; i < n; ++i) s[i] = std::pow(start, static_cast<double>(i + 1));
+    return s;
+  };
+  int64_t closest = 1;
+  while (closest * 2 <= num_heads) closest *= 2;
+  std::vector<double> slopes = power_of_two_slopes(closest);
+  if (closest < num_heads) {
+    const std::vector<double> extra = power_of_two_slopes(2 * closest);
+    for (int64_t i = 0; static_cast<int64_t>(slopes.size()) < num_heads; i += 2) slopes.push_back(extra[i]);
+  }
+  return slopes;
+}
+
+AlibiImpl::AlibiImpl(int64_t num_heads) : slopes_(alibi_slopes(num_heads)) {}
+
+torch::Tensor AlibiImpl::score_bias(const torch::Tensor& positions) {
+  // Symmetric distances serve both directions: with causal attention the future is masked
+  // anyway, so on the visible entries -m|i - j| equals ALiBi's -m(i - j).
+  // Double here; attention casts the combined mask to the query dtype.
+  const torch::Tensor dist = relative_positions(positions).abs().to(torch::kFloat64);  // [.., S, S]
+  const torch::Tensor slopes = torch::tensor(slopes_, torch::kFloat64).to(positions.device());
+  return heads_first(-dist.unsqueeze(-1) * slopes);  // [.., S, S, H] -> [.., H, S, S]
+}
+
+}  // namespace roformer::model

@@ -1,0 +1,40 @@
+// Forward+backward time of the quickstart models (one per position family) on this machine.
+// Numbers only; nothing here passes or fails. Run: build/release/tests/benchmarks/bench_model
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include "roformer/config/config_loader.h"
+#include "roformer/model/encoder.h"
+
+namespace {
+
+void fwd_bwd(benchmark::State& state, const std::string& family) {
+  const auto loaded =
+      roformer::config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/" + family + ".yaml");
+  const auto& cfg = loaded.config;
+  roformer::model::EncoderModel model = roformer::model::build_model(cfg.model, 1);
+  model->train();
+  const int64_t B = cfg.train.batch_size, S = cfg.data.seq_len;
+  const torch::Tensor ids = torch::randint(0, cfg.model.vocab_size, {B, S}, torch::kLong);
+  torch::Tensor targets = torch::full({B, S}, -100, torch::kLong);
+  targets.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, S, 7)}, 5);  // ~15% scored, like MLM
+  for (auto _ : state) {
+    model->zero_grad();
+    torch::Tensor loss = model->loss({ids}, targets);
+    loss.backward();
+    benchmark::DoNotOptimize(loss.item<float>());
+  }
+  state.counters["params"] = static_cast<double>(roformer::model::count_parameters(*model));
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(B * S), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(fwd_bwd, rope, std::string("rope"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, sinusoidal, std::string("sinusoidal"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, learned, std::string("learned"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, t5_bias, std::string("t5_bias"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, alibi, std::string("alibi"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, none, std::string("none"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+BENCHMARK_MAIN();

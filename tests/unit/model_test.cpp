@@ -213,3 +213,24 @@ TEST(Model, LearnedFamilyRefusesLongerInputsWithAClearError) {
   EncoderModel m = build_model(c, 1);
   EXPECT_THROW(m->forward({torch::zeros({1, 17}, torch::kLong)}), UserError);
 }
+
+TEST(Model, FusedAndReferenceRopeGiveTheSameLossAndGradients) {
+  for (bool rotate_value : {false, true}) {
+    config::ModelConfig c = tiny(PositionKind::rope, config::Objective::mlm);
+    c.position.rope.rotate_value = rotate_value;
+    c.position.rope.scaling.kind = config::RopeScalingKind::yarn;
+    c.position.rope.scaling.factor = 2.0;
+    c.position.rope.impl = config::RopeImpl::fused;
+    EncoderModel fused = build_double(c, 3);
+    c.position.rope.impl = config::RopeImpl::reference;
+    EncoderModel ref = build_double(c, 3);
+    const torch::Tensor ids = torch::randint(0, 11, {2, 7}, torch::kLong);
+    const torch::Tensor lf = fused->loss({ids}, ids), lr = ref->loss({ids}, ids);
+    lf.backward();
+    lr.backward();
+    EXPECT_NEAR(lf.item<double>(), lr.item<double>(), 1e-12);
+    auto rp = ref->named_parameters();
+    for (const auto& item : fused->named_parameters())
+      EXPECT_LT((item.value().grad() - rp[item.key()].grad()).abs().max().item<double>(), 1e-12) << item.key();
+  }
+}

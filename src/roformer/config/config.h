@@ -14,7 +14,7 @@ namespace roformer::config {
 
 enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
-enum class RopeImpl { reference };  // the fused CPU/CUDA op joins with the fused-op work
+enum class RopeImpl { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
 enum class Activation { gelu, gelu_tanh, relu };
 enum class NormPlacement { post, pre };
@@ -35,7 +35,7 @@ struct RopeConfig {
   double base = 10000.0;
   int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
   bool rotate_value = false;
-  RopeImpl impl = RopeImpl::reference;
+  RopeImpl impl = RopeImpl::fused;
   RopeScalingConfig scaling;
   void visit(FieldVisitor& v);
 };

@@ -44,14 +44,14 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
 void RopeConfig::visit(FieldVisitor& v) {
   static const EnumNames<RopePairing> pairings{
       {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
-  static const EnumNames<RopeImpl> impls{{{RopeImpl::reference, "reference"}}};
+  static const EnumNames<RopeImpl> impls{{{RopeImpl::fused, "fused"}, {RopeImpl::reference, "reference"}}};
   enum_field(v, "pairing", pairing, pairings,
              "interleaved (RoFormer: pairs 2i,2i+1) or half (GPT-NeoX/LLaMA: pairs i,i+d/2)");
   v.field("base", base, above(1.0), "theta_i = base^(-2i/d)");
   v.field("rotary_dim", rotary_dim, at_least(int64_t{0}),
           "features per head that rotate (even); the rest pass through; 0 = head_dim");
   v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
-  enum_field(v, "impl", impl, impls, "reference (plain LibTorch ops, the test oracle)");
+  enum_field(v, "impl", impl, impls, "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
   v.section("scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
 }
 

@@ -3,6 +3,7 @@
 #include "roformer/model/position/rope.h"
 
 #include "roformer/model/position/rope_reference.h"
+#include "roformer/ops/rope.h"
 
 namespace roformer::model {
 
@@ -12,6 +13,22 @@ RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
 void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
   const RopeFrequencies freqs = rope_frequencies(config_, rotary_dim_, positions.size(-1));
+  if (config_.impl == config::RopeImpl::fused) {
+    ops::RopeSpec spec;
+    spec.inv_freq = torch::tensor(freqs.inv_freq, torch::kFloat64);
+    spec.position_scale = freqs.position_scale;
+    spec.magnitude = freqs.magnitude;  // q and k only; the op never scales v
+    spec.interleaved = config_.pairing == config::RopePairing::interleaved;
+    spec.rotary_dim = rotary_dim_;
+    spec.layout = ops::RopeLayout::bhsd;  // q/k/v are strided [B, H, S, D] views; no copies
+    std::vector<torch::Tensor> out = ops::rope(config_.rotate_value ? std::vector<torch::Tensor>{q, k, v}
+                                                                    : std::vector<torch::Tensor>{q, k},
+                                               positions, spec);
+    q = out[0];
+    k = out[1];
+    if (config_.rotate_value) v = out[2];
+    return;
+  }
   q = rope_reference(q, positions, freqs, config_.pairing, rotary_dim_);
   k = rope_reference(k, positions, freqs, config_.pairing, rotary_dim_);
   if (config_.rotate_value) {

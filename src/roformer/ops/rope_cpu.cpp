@@ -1,0 +1,120 @@
+// CPU kernel of the fused RoPE op. (cos, sin) of each (position, pair) are computed once into
+// a small table and reused across heads, tensors and, for shared positions, the batch; then
+// tokens are rotated in parallel. Inner loops over contiguous features are written so GCC
+// vectorises them; other strides take the generic loop.
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "roformer/ops/rope_kernels.h"
+
+namespace roformer::ops {
+namespace {
+
+template <typename scalar_t>
+using acc_type = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+// Rotates one head: pairs from `in` to `out` with per-pair cos `c` and sin `s`, tail copied.
+template <typename scalar_t>
+void rotate_head(const RopeLaunch& p, const scalar_t* in, int64_t in_sd, scalar_t* out, int64_t out_sd,
+                 const acc_type<scalar_t>* c, const acc_type<scalar_t>* s) {
+  using acc_t = acc_type<scalar_t>;
+  const int64_t half = p.rotary_dim / 2;
+  if (in_sd == 1 && out_sd == 1) {
+    if (p.interleaved) {
+      for (int64_t i = 0; i < half; ++i) {
+        const acc_t x0 = static_cast<acc_t>(in[2 * i]), x1 = static_cast<acc_t>(in[2 * i + 1]);
+        acc_t y0, y1;
+        rope_rotate_pair(x0, x1, c[i], s[i], &y0, &y1);
+        out[2 * i] = static_cast<scalar_t>(y0);
+        out[2 * i + 1] = static_cast<scalar_t>(y1);
+      }
+    } else {
+      const scalar_t* in1 = in + half;
+      scalar_t* out1 = out + half;
+      for (int64_t i = 0; i < half; ++i) {
+        const acc_t x0 = static_cast<acc_t>(in[i]), x1 = static_cast<acc_t>(in1[i]);
+        acc_t y0, y1;
+        rope_rotate_pair(x0, x1, c[i], s[i], &y0, &y1);
+        out[i] = static_cast<scalar_t>(y0);
+        out1[i] = static_cast<scalar_t>(y1);
+      }
+    }
+    if (!p.inplace)
+      for (int64_t d = p.rotary_dim; d < p.head_dim; ++d) out[d] = in[d];
+    return;
+  }
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t d0 = rope_first(p, i), d1 = rope_second(p, i);
+    const acc_t x0 = static_cast<acc_t>(in[d0 * in_sd]), x1 = static_cast<acc_t>(in[d1 * in_sd]);
+    acc_t y0, y1;
+    rope_rotate_pair(x0, x1, c[i], s[i], &y0, &y1);
+    out[d0 * out_sd] = static_cast<scalar_t>(y0);
+    out[d1 * out_sd] = static_cast<scalar_t>(y1);
+  }
+  if (!p.inplace)
+    for (int64_t d = p.rotary_dim; d < p.head_dim; ++d) out[d * out_sd] = in[d * in_sd];
+}
+
+template <typename scalar_t>
+void rope_cpu_typed(const RopeLaunch& p) {
+  using acc_t = acc_type<scalar_t>;
+  const int64_t half = p.rotary_dim / 2;
+  const bool shared = p.position_mode == RopePositionMode::shared;
+  const int64_t rows = shared ? p.seq : p.batch * p.seq;
+  // Table: per row, [cos_0..cos_{half-1}, sin_0..sin_{half-1}] with the sign folded into sin.
+  std::vector<acc_t> table(static_cast<size_t>(rows * 2 * half));
+  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t pos = shared ? rope_position(p, 0, r) : rope_position(p, r / p.seq, r % p.seq);
+      acc_t* row = table.data() + r * 2 * half;
+      for (int64_t i = 0; i < half; ++i) {
+        acc_t c, s;
+        rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[i]), &c, &s);
+        row[i] = c;
+        row[half + i] = s * static_cast<acc_t>(p.sign);
+      }
+    }
+  });
+  int64_t work_per_token = 0;
+  for (int j = 0; j < p.num_tensors; ++j) work_per_token += p.tensors[j].heads * p.head_dim;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_token));
+  at::parallel_for(0, p.batch * p.seq, grain, [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> scaled(2 * half);
+    for (int64_t tok = begin; tok < end; ++tok) {
+      const int64_t b = tok / p.seq, s = tok % p.seq;
+      const acc_t* row = table.data() + (shared ? s : tok) * 2 * half;
+      for (int j = 0; j < p.num_tensors; ++j) {
+        const RopeTensorArgs& t = p.tensors[j];
+        const acc_t* c = row;
+        const acc_t* sn = row + half;
+        if (t.magnitude != 1.0) {
+          for (int64_t i = 0; i < 2 * half; ++i) scaled[i] = row[i] * static_cast<acc_t>(t.magnitude);
+          c = scaled.data();
+          sn = scaled.data() + half;
+        }
+        const scalar_t* in = static_cast<const scalar_t*>(t.in) + b * t.in_stride[0] + s * t.in_stride[1];
+        scalar_t* out = static_cast<scalar_t*>(t.out) + b * t.out_stride[0] + s * t.out_stride[1];
+        for (int64_t h = 0; h < t.heads; ++h)
+          rotate_head<scalar_t>(p, in + h * t.in_stride[2], t.in_stride[3], out + h * t.out_stride[2], t.out_stride[3],
+                                c, sn);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void rope_cpu(const RopeLaunch& launch) {
+  switch (launch.dtype) {
+    case RopeDType::f32: return rope_cpu_typed<float>(launch);
+    case RopeDType::f64: return rope_cpu_typed<double>(launch);
+    case RopeDType::f16: return rope_cpu_typed<c10::Half>(launch);
+    case RopeDType::bf16: return rope_cpu_typed<c10::BFloat16>(launch);
+  }
+}
+
+}  // namespace roformer::ops

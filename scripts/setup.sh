@@ -12,7 +12,7 @@ python_bin="${PYTHON:-python3}"
 apt_packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
-  libsentencepiece-dev sentencepiece
+  libsentencepiece-dev sentencepiece zlib1g-dev dpkg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
 )

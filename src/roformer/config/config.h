@@ -76,9 +76,12 @@ struct ModelConfig {
   int64_t embed_dim() const { return embedding_size > 0 ? embedding_size : hidden_size; }
 };
 
+enum class DataSampling { random, packed };
+
 struct DataConfig {
   std::string path;     // prepared dataset directory (meta.json + shards)
   int64_t seq_len = 128;  // training length L
+  DataSampling sampling = DataSampling::random;
   double mask_prob = 0.15;
   double mask_token_frac = 0.8;   // of selected tokens: replaced by [MASK]
   double random_token_frac = 0.1;  // of selected tokens: replaced by a random token
@@ -134,6 +137,8 @@ struct EvalConfig {
   int64_t stride = 0;  // sliding-window stride; 0 means half the length
   std::string split = "valid";
   int64_t max_tokens = 200000;  // tokens scored per length (0: the whole split)
+  int64_t batch_size = 8;       // windows per forward pass
+  int64_t mask_seed = 20210420;  // MLM evaluation masks (fixed so checkpoints see identical inputs)
   void visit(FieldVisitor& v);
 };
 

@@ -97,7 +97,10 @@ void ModelConfig::visit(FieldVisitor& v) {
 
 void DataConfig::visit(FieldVisitor& v) {
   v.field("path", path, "prepared dataset directory (from `roformer prepare-data`)");
+  static const EnumNames<DataSampling> samplings{{{DataSampling::random, "random"}, {DataSampling::packed, "packed"}}};
   v.field("seq_len", seq_len, at_least(int64_t{2}), "training sequence length L");
+  enum_field(v, "sampling", sampling, samplings,
+             "random (uniform offsets) or packed (consecutive chunks, reshuffled every epoch)");
   v.field("mask_prob", mask_prob, between(0.0, 1.0), "MLM: fraction of tokens selected");
   v.field("mask_token_frac", mask_token_frac, between(0.0, 1.0),
           "MLM: of selected tokens, fraction replaced by [MASK]");
@@ -156,6 +159,8 @@ void EvalConfig::visit(FieldVisitor& v) {
   v.field("stride", stride, at_least(int64_t{0}), "sliding-window stride; 0 = half the length");
   v.choice("split", split, {"valid", "test"}, "dataset split to evaluate");
   v.field("max_tokens", max_tokens, at_least(int64_t{0}), "tokens scored per length; 0 = all");
+  v.field("batch_size", batch_size, at_least(int64_t{1}), "evaluation windows per forward pass");
+  v.field("mask_seed", mask_seed, at_least(int64_t{0}), "seed of the fixed MLM evaluation masks");
 }
 
 void Config::visit(FieldVisitor& v) {

@@ -1,0 +1,222 @@
+// Training batches and evaluation windows (see batches.h).
+#include "roformer/data/batches.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "roformer/common/errors.h"
+#include "roformer/data/counter_rng.h"
+
+namespace roformer::data {
+namespace {
+
+constexpr uint64_t kMaskStream = 0x6d61736bULL;  // distinct counter streams per use
+constexpr uint64_t kOffsetStream = 0x6f666673ULL;
+constexpr uint64_t kPermStream = 0x7065726dULL;
+
+}  // namespace
+
+MaskingRule MaskingRule::from(const DatasetMeta& meta, const config::DataConfig& data) {
+  MaskingRule r;
+  r.mask_prob = data.mask_prob;
+  r.mask_token_frac = data.mask_token_frac;
+  r.random_token_frac = data.random_token_frac;
+  r.mask_id = meta.mask_id();
+  r.is_special.assign(static_cast<size_t>(meta.vocab_size), 0);
+  for (const auto& kv : meta.special_ids) r.is_special[static_cast<size_t>(kv.second)] = 1;
+  for (int64_t id = 0; id < meta.vocab_size; ++id)
+    if (!r.is_special[static_cast<size_t>(id)]) r.regular_ids.push_back(id);
+  return r;
+}
+
+bool mlm_mask_position(const MaskingRule& rule, uint64_t h, int64_t* id) {
+  if (rule.is_special[static_cast<size_t>(*id)] || to_unit(h) >= rule.mask_prob) return false;
+  const uint64_t h2 = mix64(h);
+  const double u = to_unit(h2);
+  if (u < rule.mask_token_frac) {
+    *id = rule.mask_id;
+  } else if (u < rule.mask_token_frac + rule.random_token_frac) {
+    *id = rule.regular_ids[mix64(h2) % rule.regular_ids.size()];
+  }  // else: kept unchanged (but still predicted)
+  return true;
+}
+
+TrainBatcher::TrainBatcher(std::shared_ptr<const TokenStore> store, config::Objective objective, int64_t seq_len,
+                           int64_t local_batch, int rank, int world, uint64_t seed, config::DataSampling sampling,
+                           MaskingRule rule)
+    : store_(std::move(store)),
+      objective_(objective),
+      seq_len_(seq_len),
+      local_batch_(local_batch),
+      rank_(rank),
+      world_(world),
+      seed_(seed),
+      sampling_(sampling),
+      rule_(std::move(rule)),
+      need_(objective == config::Objective::causal_lm ? seq_len + 1 : seq_len) {
+  if (store_->size() < need_)
+    throw UserError("split '" + store_->split() + "' has " + std::to_string(store_->size()) +
+                    " tokens, fewer than one training sequence of " + std::to_string(need_) + "; lower data.seq_len");
+  if (objective_ == config::Objective::mlm && rule_.mask_id < 0)
+    throw UserError("the dataset has no [MASK] token, so it cannot train an MLM; use model.objective=causal_lm");
+}
+
+int64_t TrainBatcher::packed_offset(int64_t g) const {
+  const int64_t chunks = (store_->size() - (need_ - seq_len_)) / seq_len_;
+  const int64_t epoch = g / chunks, index = g % chunks;
+  std::lock_guard<std::mutex> lock(perm_mutex_);
+  if (epoch != perm_epoch_) {  // Fisher-Yates from counters: the permutation of `epoch` is fixed by the seed
+    perm_.resize(static_cast<size_t>(chunks));
+    for (int64_t i = 0; i < chunks; ++i) perm_[static_cast<size_t>(i)] = i;
+    for (int64_t i = chunks - 1; i > 0; --i) {
+      const int64_t j = static_cast<int64_t>(hash_counters(seed_, {kPermStream, static_cast<uint64_t>(epoch),
+                                                                   static_cast<uint64_t>(i)}) %
+                                             static_cast<uint64_t>(i + 1));
+      std::swap(perm_[static_cast<size_t>(i)], perm_[static_cast<size_t>(j)]);
+    }
+    perm_epoch_ = epoch;
+  }
+  return perm_[static_cast<size_t>(index)] * seq_len_;
+}
+
+std::vector<int64_t> TrainBatcher::offsets(int64_t step) const {
+  std::vector<int64_t> out;
+  const int64_t global = global_batch();
+  for (int64_t i = 0; i < local_batch_; ++i) {
+    const int64_t j = rank_ * local_batch_ + i;  // index in the global batch: ranks take disjoint slices
+    if (sampling_ == config::DataSampling::random) {
+      const uint64_t span = static_cast<uint64_t>(store_->size() - need_ + 1);
+      out.push_back(static_cast<int64_t>(
+          hash_counters(seed_, {kOffsetStream, static_cast<uint64_t>(step), static_cast<uint64_t>(j)}) % span));
+    } else {
+      out.push_back(packed_offset(step * global + j));
+    }
+  }
+  return out;
+}
+
+Batch TrainBatcher::batch(int64_t step) const {
+  const std::vector<int64_t> starts = offsets(step);
+  const int64_t b = local_batch_, L = seq_len_;
+  Batch out;
+  out.input_ids = torch::empty({b, L}, torch::kLong);
+  out.targets = torch::full({b, L}, -100, torch::kLong);
+  int64_t* ids = out.input_ids.data_ptr<int64_t>();
+  int64_t* tg = out.targets.data_ptr<int64_t>();
+  std::vector<int64_t> buf(static_cast<size_t>(need_));
+  for (int64_t i = 0; i < b; ++i) {
+    store_->read(starts[static_cast<size_t>(i)], need_, buf.data());
+    int64_t* row = ids + i * L;
+    int64_t* trow = tg + i * L;
+    if (objective_ == config::Objective::causal_lm) {
+      std::copy(buf.begin(), buf.begin() + L, row);
+      std::copy(buf.begin() + 1, buf.begin() + L + 1, trow);
+      out.scored += L;
+      continue;
+    }
+    const uint64_t j = static_cast<uint64_t>(rank_ * local_batch_ + i);
+    for (int64_t p = 0; p < L; ++p) {
+      int64_t id = buf[static_cast<size_t>(p)];
+      const uint64_t h = hash_counters(seed_, {kMaskStream, static_cast<uint64_t>(step), j, static_cast<uint64_t>(p)});
+      if (mlm_mask_position(rule_, h, &id)) {
+        trow[p] = buf[static_cast<size_t>(p)];
+        ++out.scored;
+      }
+      row[p] = id;
+    }
+  }
+  if (out.scored == 0) {  // a batch must score something; force the first regular token
+    for (int64_t k = 0; k < b * L; ++k)
+      if (!rule_.is_special[static_cast<size_t>(ids[k])]) {
+        tg[k] = ids[k];
+        ids[k] = rule_.mask_id;
+        out.scored = 1;
+        break;
+      }
+  }
+  return out;
+}
+
+EvalWindows::EvalWindows(std::shared_ptr<const TokenStore> store, config::Objective objective, int64_t length,
+                         config::EvalProtocol protocol, int64_t stride, int64_t max_tokens, int64_t batch_size,
+                         int rank, int world, uint64_t mask_seed, MaskingRule rule)
+    : store_(std::move(store)),
+      objective_(objective),
+      length_(length),
+      batch_size_(batch_size),
+      rank_(rank),
+      world_(world),
+      mask_seed_(mask_seed),
+      rule_(std::move(rule)) {
+  const bool causal = objective == config::Objective::causal_lm;
+  const int64_t N = store_->size();
+  const int64_t need = causal ? length + 1 : length;
+  if (N < need)
+    throw UserError("evaluation length " + std::to_string(length) + " needs " + std::to_string(need) +
+                    " tokens but split '" + store_->split() + "' has " + std::to_string(N) +
+                    "; evaluate shorter lengths or use a larger split");
+  const int64_t step = protocol == config::EvalProtocol::chunks ? length : (stride > 0 ? stride : length / 2);
+  if (step <= 0 || step > length)
+    throw UserError("eval.stride " + std::to_string(stride) + " must be in [1, " + std::to_string(length) + "]");
+  // Positions scored: MLM tokens [0, N); causal targets [1, N). Windows are always full length:
+  // the last one is aligned to the end of the split and scores only what is still unscored.
+  const int64_t first = causal ? 1 : 0, end = N;
+  int64_t scored_upto = first;  // next position to score
+  int64_t covered = 0;
+  for (int64_t start = 0; scored_upto < end; start += step) {
+    int64_t s = std::min(start, N - need);
+    const int64_t window_end = causal ? s + length + 1 : s + length;  // one past the last scorable position
+    EvalWindow w{s, scored_upto, std::min(window_end, end)};
+    if (w.score_to <= w.score_from) continue;
+    windows_.push_back(w);
+    covered += w.score_to - w.score_from;
+    scored_upto = w.score_to;
+    if (max_tokens > 0 && covered >= max_tokens) break;
+  }
+  for (int64_t i = rank_; i < static_cast<int64_t>(windows_.size()); i += world_) mine_.push_back(i);
+}
+
+int64_t EvalWindows::num_batches() const {
+  return (static_cast<int64_t>(mine_.size()) + batch_size_ - 1) / batch_size_;
+}
+
+Batch EvalWindows::batch(int64_t index) const {
+  const int64_t lo = index * batch_size_;
+  const int64_t b = std::min<int64_t>(batch_size_, static_cast<int64_t>(mine_.size()) - lo);
+  const bool causal = objective_ == config::Objective::causal_lm;
+  const int64_t L = length_, need = causal ? L + 1 : L;
+  Batch out;
+  out.input_ids = torch::empty({b, L}, torch::kLong);
+  out.targets = torch::full({b, L}, -100, torch::kLong);
+  int64_t* ids = out.input_ids.data_ptr<int64_t>();
+  int64_t* tg = out.targets.data_ptr<int64_t>();
+  std::vector<int64_t> buf(static_cast<size_t>(need));
+  for (int64_t i = 0; i < b; ++i) {
+    const EvalWindow& w = windows_[static_cast<size_t>(mine_[static_cast<size_t>(lo + i)])];
+    store_->read(w.start, need, buf.data());
+    for (int64_t p = 0; p < L; ++p) {
+      const int64_t pos = w.start + p;  // absolute position of input p
+      int64_t id = buf[static_cast<size_t>(p)];
+      if (causal) {
+        const int64_t target_pos = pos + 1;
+        if (target_pos >= w.score_from && target_pos < w.score_to) {
+          tg[i * L + p] = buf[static_cast<size_t>(p + 1)];
+          ++out.scored;
+        }
+      } else {
+        // Masks depend only on the absolute position: identical inputs in every window and run.
+        const uint64_t h = hash_counters(mask_seed_, {kMaskStream, static_cast<uint64_t>(pos)});
+        const int64_t original = id;
+        if (mlm_mask_position(rule_, h, &id) && pos >= w.score_from && pos < w.score_to) {
+          tg[i * L + p] = original;
+          ++out.scored;
+        }
+      }
+      ids[i * L + p] = id;
+    }
+  }
+  return out;
+}
+
+}  // namespace roformer::data

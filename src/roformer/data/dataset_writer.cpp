@@ -1,0 +1,201 @@
+// prepare_dataset: tokenizer (byte, or SentencePiece trained on the train split), streaming
+// tokenization with progress, shards with CRC-32s, meta.json; built in DIR.tmp.<pid> and
+// renamed to DIR only when complete.
+#include "roformer/data/dataset_writer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/progress.h"
+#include "roformer/data/dataset_meta.h"
+#include "roformer/data/sentencepiece_tokenizer.h"
+
+namespace roformer::data {
+namespace {
+
+// Appends token ids to numbered shard files of one split.
+class ShardWriter {
+ public:
+  ShardWriter(std::string dir, std::string split, int token_bytes, int64_t shard_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)), token_bytes_(token_bytes), shard_tokens_(shard_tokens) {}
+  ~ShardWriter() {
+    if (file_) std::fclose(file_);
+  }
+
+  void push(const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      if (!file_ || current_.tokens == shard_tokens_) open_next();
+      unsigned char b[4];
+      const uint32_t v = static_cast<uint32_t>(id);
+      for (int i = 0; i < token_bytes_; ++i) b[i] = static_cast<unsigned char>((v >> (8 * i)) & 0xff);  // little-endian
+      buffer_.insert(buffer_.end(), b, b + token_bytes_);
+      ++current_.tokens;
+      if (buffer_.size() >= (1u << 20)) flush();
+    }
+  }
+
+  std::vector<ShardInfo> finish() {
+    close_current();
+    return shards_;
+  }
+
+ private:
+  void open_next() {
+    close_current();
+    char name[64];
+    std::snprintf(name, sizeof(name), "%s-%05zu.bin", split_.c_str(), shards_.size());
+    current_ = ShardInfo{name, 0, 0};
+    crc_ = crc32(0L, Z_NULL, 0);
+    file_ = std::fopen((dir_ + "/" + name).c_str(), "wb");
+    if (!file_) throw UserError("cannot create shard '" + dir_ + "/" + name + "'");
+  }
+  void flush() {
+    if (buffer_.empty()) return;
+    crc_ = crc32(crc_, buffer_.data(), static_cast<uInt>(buffer_.size()));
+    if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+      throw UserError("writing shard '" + current_.file + "' failed (disk full?)");
+    buffer_.clear();
+  }
+  void close_current() {
+    if (!file_) return;
+    flush();
+    if (std::fclose(file_) != 0) throw UserError("closing shard '" + current_.file + "' failed (disk full?)");
+    file_ = nullptr;
+    current_.crc32 = static_cast<uint32_t>(crc_);
+    shards_.push_back(current_);
+  }
+
+  std::string dir_, split_;
+  int token_bytes_;
+  int64_t shard_tokens_;
+  std::FILE* file_ = nullptr;
+  ShardInfo current_;
+  uLong crc_ = 0;
+  std::vector<unsigned char> buffer_;
+  std::vector<ShardInfo> shards_;
+};
+
+std::string split_name(const std::string& path) {
+  std::string stem = std::filesystem::path(path).filename().string();
+  const auto dot = stem.find('.');
+  return dot == std::string::npos ? stem : stem.substr(0, dot);
+}
+
+void validate(const PrepareOptions& o) {
+  if (o.tokenizer != "byte" && o.tokenizer != "sentencepiece")
+    throw UserError("--tokenizer '" + o.tokenizer + "' is not supported; use byte or sentencepiece");
+  if (o.model_type != "bpe" && o.model_type != "unigram")
+    throw UserError("--model-type '" + o.model_type + "' is not supported; use bpe or unigram");
+  if (o.inputs.empty()) throw UserError("no --input files given");
+  if (o.out.empty()) throw UserError("--out DIR is required");
+  if (o.tokenizer == "sentencepiece" && (o.vocab_size < 300 || o.vocab_size > (1 << 20)))
+    throw UserError("--vocab-size " + std::to_string(o.vocab_size) + " is out of range [300, 1048576] (256 ids go to byte fallback)");
+  std::set<std::string> seen;
+  bool has_train = false;
+  for (const auto& in : o.inputs) {
+    struct stat st{};
+    if (::stat(in.c_str(), &st) != 0) throw UserError("--input '" + in + "' does not exist");
+    if (!S_ISREG(st.st_mode)) throw UserError("--input '" + in + "' is not a regular file");
+    if (st.st_size == 0) throw UserError("--input '" + in + "' is empty");
+    const std::string split = split_name(in);
+    if (!seen.insert(split).second)
+      throw UserError("two inputs map to split '" + split + "' (the split is the file name up to the first dot)");
+    has_train = has_train || split == "train";
+  }
+  if (o.tokenizer == "sentencepiece" && !has_train)
+    throw UserError("SentencePiece is trained on the 'train' split: pass a train.txt among the --input files");
+  if (path_exists(o.out) && !o.force)
+    throw UserError("output '" + o.out + "' already exists; pass --force to replace it (it is replaced only once the "
+                    "new dataset is complete)");
+}
+
+}  // namespace
+
+PrepareReport prepare_dataset(const PrepareOptions& o) {
+  validate(o);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string tmp = o.out + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  make_directories(tmp);
+  PrepareReport report;
+  try {
+    std::unique_ptr<Tokenizer> tok;
+    DatasetMeta meta;
+    if (o.tokenizer == "byte") {
+      tok = std::make_unique<ByteTokenizer>();
+    } else {
+      std::string train_file;
+      for (const auto& in : o.inputs)
+        if (split_name(in) == "train") train_file = in;
+      std::fprintf(stderr, "training SentencePiece (%s, vocabulary %lld) on %s ...\n", o.model_type.c_str(),
+                   static_cast<long long>(o.vocab_size), train_file.c_str());
+      SentencePieceTokenizer::train(train_file, tmp + "/spm", o.vocab_size, o.model_type);
+      tok = std::make_unique<SentencePieceTokenizer>(tmp + "/spm.model");
+      meta.tokenizer_model = "spm.model";
+    }
+    meta.tokenizer = tok->name();
+    meta.vocab_size = tok->vocab_size();
+    meta.token_bytes = meta.vocab_size <= 65536 ? 2 : 4;
+    meta.special_ids = tok->special_ids();
+    for (const auto& in : o.inputs) {
+      const std::string split = split_name(in);
+      std::ifstream file(in, std::ios::binary);
+      if (!file) throw UserError("cannot read --input '" + in + "'");
+      file.seekg(0, std::ios::end);
+      const double total_mb = static_cast<double>(file.tellg()) / 1e6;
+      file.seekg(0);
+      ShardWriter writer(tmp, split, meta.token_bytes, o.shard_tokens);
+      Progress progress("tokenizing " + split, total_mb, "MB");
+      double done = 0;
+      if (o.tokenizer == "byte") {
+        std::string block(1 << 20, '\0');
+        while (file) {
+          file.read(block.data(), static_cast<std::streamsize>(block.size()));
+          const auto n = file.gcount();
+          if (n <= 0) break;
+          writer.push(tok->encode(block.substr(0, static_cast<size_t>(n))));
+          done += static_cast<double>(n) / 1e6;
+          progress.update(done);
+        }
+      } else {
+        std::string line;
+        while (std::getline(file, line)) {  // SentencePiece normalises whitespace; lines are its sentences
+          if (!line.empty()) writer.push(tok->encode(line));
+          done += static_cast<double>(line.size() + 1) / 1e6;
+          progress.update(done);
+        }
+      }
+      meta.splits[split] = writer.finish();
+      progress.finish(std::to_string(meta.split_tokens(split)) + " tokens");
+      report.tokens_per_split.emplace_back(split, meta.split_tokens(split));
+    }
+    write_dataset_meta(tmp, meta);
+    report.vocab_size = meta.vocab_size;
+    if (path_exists(o.out)) {  // --force: swap in the complete new directory, then drop the old
+      const std::string old = o.out + ".old." + std::to_string(::getpid());
+      std::filesystem::rename(o.out, old);
+      std::filesystem::rename(tmp, o.out);
+      std::filesystem::remove_all(old, ec);
+    } else {
+      std::filesystem::rename(tmp, o.out);
+    }
+  } catch (...) {
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace roformer::data

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   cli::add_version_command(app, exit_code);
   cli::add_config_command(app, exit_code);
   cli::add_prepare_data_command(app, exit_code);
+  cli::add_train_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

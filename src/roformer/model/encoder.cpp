@@ -124,14 +124,21 @@ torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   return torch::nn::functional::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 
-torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets) {
+torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets, bool sum) {
   const torch::Tensor hidden = forward(input);                               // [B, S, H]
   const torch::Tensor flat_targets = targets.reshape({-1});                  // [B*S]
   const torch::Tensor scored = (flat_targets != -100).nonzero().squeeze(1);  // [N]
   const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored);
   torch::Tensor lg = logits(h);                                              // [N, V]
   if (lg.scalar_type() != torch::kFloat64) lg = lg.to(torch::kFloat32);      // the loss in fp32 under autocast
-  return torch::nn::functional::cross_entropy(lg, flat_targets.index_select(0, scored));
+  namespace F = torch::nn::functional;
+  auto options = F::CrossEntropyFuncOptions();
+  if (sum) {
+    options.reduction(torch::kSum);
+  } else {
+    options.reduction(torch::kMean);
+  }
+  return F::cross_entropy(lg, flat_targets.index_select(0, scored), options);
 }
 
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {

@@ -86,9 +86,10 @@ class EncoderModelImpl : public torch::nn::Module {
   torch::Tensor forward(const EncoderInput& input);
   // Vocabulary logits for hidden states [..., H] -> [..., V] (the tied LM head).
   torch::Tensor logits(const torch::Tensor& hidden);
-  // Mean cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal
-  // LM: next tokens). Only the scored positions go through the head. targets: int64 [B, S].
-  torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets);
+  // Cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal LM:
+  // next tokens), the mean or (sum = true) the sum. Only the scored positions go through the
+  // head. targets: int64 [B, S].
+  torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets, bool sum = false);
 
   const config::ModelConfig& config() const { return config_; }
   PositionEncodingImpl& position_encoding() { return *position; }

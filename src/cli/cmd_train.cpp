@@ -1,0 +1,31 @@
+// `roformer train CONFIG [--set k=v ...] [--run-dir DIR] [--resume auto|PATH]`.
+#include "cli/commands.h"
+#include "roformer/common/log.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/train/trainer.h"
+
+namespace roformer::cli {
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  struct Options {
+    std::string file, run_dir, resume;
+    std::vector<std::string> overrides;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from a YAML config (MLM or causal LM)");
+  cmd->add_option("config", o->file, "YAML config file")->required();
+  cmd->add_option("--set", o->overrides, "override a config key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--run-dir", o->run_dir, "run directory (default runs/<config name>)");
+  cmd->add_option("--resume", o->resume, "auto: continue from the newest complete checkpoint of the run directory "
+                                         "(or start fresh if none); or a checkpoint directory");
+  cmd->callback([o, &exit_code] {
+    const config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
+    log::init(log::parse_level(loaded.config.log_level));
+    train::TrainOptions opts;
+    opts.run_dir = o->run_dir;
+    opts.resume = o->resume;
+    exit_code = train::run_training(loaded, opts).exit_code;
+  });
+}
+
+}  // namespace roformer::cli

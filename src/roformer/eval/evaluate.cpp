@@ -1,0 +1,47 @@
+// Evaluation loop (see evaluate.h).
+#include "roformer/eval/evaluate.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace roformer::eval {
+
+double EvalResult::perplexity() const { return std::exp(loss()); }
+
+EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
+                    int64_t buckets, int64_t max_batches) {
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EvalResult r;
+  r.bucket_loss_sum.assign(static_cast<size_t>(buckets), 0.0);
+  r.bucket_tokens.assign(static_cast<size_t>(buckets), 0);
+  const int64_t L = windows.length();
+  const int64_t n = max_batches > 0 ? std::min(max_batches, windows.num_batches()) : windows.num_batches();
+  for (int64_t i = 0; i < n; ++i) {
+    const data::Batch b = windows.batch(i);
+    const torch::Tensor ids = b.input_ids.to(device), targets = b.targets.to(device);
+    const torch::Tensor hidden = model->forward({ids});                          // [B, L, H]
+    const torch::Tensor flat = targets.reshape({-1});
+    const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);            // [N]
+    const torch::Tensor logits = model->logits(hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored)).to(torch::kFloat64);
+    const torch::Tensor gold = flat.index_select(0, scored);
+    const torch::Tensor nll = torch::nn::functional::cross_entropy(
+        logits, gold, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [N]
+    r.loss_sum += nll.sum().item<double>();
+    r.tokens += scored.size(0);
+    r.correct += (logits.argmax(-1) == gold).sum().item<int64_t>();
+    const torch::Tensor bucket = torch::div((scored % L) * buckets, L, "floor");  // position in the window -> bucket
+    const torch::Tensor sums = torch::zeros({buckets}, torch::kFloat64).index_add_(0, bucket.cpu(), nll.cpu());
+    const torch::Tensor counts = torch::bincount(bucket.cpu(), {}, buckets);
+    for (int64_t k = 0; k < buckets; ++k) {
+      r.bucket_loss_sum[static_cast<size_t>(k)] += sums[k].item<double>();
+      r.bucket_tokens[static_cast<size_t>(k)] += counts[k].item<int64_t>();
+    }
+  }
+  if (was_training) model->train();
+  return r;
+}
+
+}  // namespace roformer::eval

@@ -1,0 +1,34 @@
+// safetensors reading and writing (https://huggingface.co/docs/safetensors format): an 8-byte
+// little-endian header length, a JSON header {name: {dtype, shape, data_offsets}} with an
+// optional "__metadata__" string map, then the raw little-endian tensor bytes. Every file is
+// treated as untrusted: the header size is bounded, the JSON validated, and every offset,
+// shape and dtype checked against the file before a byte is read.
+#pragma once
+
+#include <torch/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace roformer::io {
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+
+  const torch::Tensor* find(const std::string& name) const;
+};
+
+// Writes `tensors` (F32, F16, BF16, F64, I64; CPU, any strides) atomically (temporary file +
+// rename). Names must be unique.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// Reads and validates a file; throws UserError naming the file and the tensor at fault.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// The same validation on bytes already in memory (`label` names them in errors).
+SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const std::string& label);
+
+}  // namespace roformer::io

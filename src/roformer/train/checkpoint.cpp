@@ -1,0 +1,195 @@
+// Checkpoint writing, discovery and loading (see checkpoint.h).
+#include "roformer/train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/log.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/io/safetensors.h"
+
+namespace roformer::train {
+namespace {
+
+using nlohmann::json;
+
+bool is_step_dir(const std::string& name, int64_t* step) {
+  if (name.rfind("step_", 0) != 0 || name.size() == 5) return false;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  *step = std::stoll(name.substr(5));
+  return true;
+}
+
+bool is_complete(const std::string& dir) {
+  for (const char* f : {"model.safetensors", "trainer.pt", "config.yaml", "meta.json"})
+    if (!path_exists(dir + "/" + f)) return false;
+  try {
+    return json::parse(read_text_file(dir + "/meta.json")).value("complete", false);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Keys that describe the trained function; dropout, init and RoPE's runtime choices
+// (implementation, evaluation-time scaling) may change between save and load.
+bool is_architecture_key(const std::string& key) {
+  if (key.rfind("model.", 0) != 0) return false;
+  for (const char* skip : {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.position.rope.impl",
+                           "model.position.rope.scaling."})
+    if (key.rfind(skip, 0) == 0) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir) {
+  std::vector<CheckpointInfo> out;
+  const std::string root = run_dir + "/checkpoints";
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    int64_t step = 0;
+    const std::string name = e->d_name;
+    if (is_step_dir(name, &step) && is_complete(root + "/" + name)) out.push_back({root + "/" + name, step});
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return out;
+}
+
+std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir) {
+  const auto all = list_checkpoints(run_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const TrainerState& state, const config::Config& config, const std::string& git_revision,
+                     int64_t keep_last) {
+  const std::string root = run_dir + "/checkpoints";
+  make_directories(root);
+  const std::string final_dir = root + "/step_" + std::to_string(state.step);
+  const std::string tmp = root + "/.tmp-step_" + std::to_string(state.step) + "-" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  make_directories(tmp);
+  try {
+    std::vector<std::pair<std::string, torch::Tensor>> weights;
+    for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
+    for (const auto& b : model.named_buffers()) weights.emplace_back(b.key(), b.value().detach());
+    io::write_safetensors(tmp + "/model.safetensors", weights,
+                          {{"format", "pt"}, {"step", std::to_string(state.step)},
+                           {"position", config::position_kind_names().name(config.model.position.kind)}});
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      archive.write("rng_cpu", gen.get_state());
+    }
+    archive.write("step", torch::tensor(state.step));
+    archive.write("tokens_seen", torch::tensor(state.tokens_seen));
+    archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
+    archive.save_to(tmp + "/trainer.pt");
+    write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
+    const json meta = {{"step", state.step},       {"tokens_seen", state.tokens_seen},
+                       {"elapsed_s", state.elapsed_s}, {"git_revision", git_revision},
+                       {"complete", true}};
+    write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
+    if (path_exists(final_dir)) std::filesystem::remove_all(final_dir);  // re-saving the same step
+    std::filesystem::rename(tmp, final_dir);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::filesystem::remove_all(tmp, ec);
+    throw UserError("saving checkpoint " + final_dir + " failed: " + e.what() + " (disk full or not writable?)");
+  } catch (...) {
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
+  auto all = list_checkpoints(run_dir);
+  while (static_cast<int64_t>(all.size()) > keep_last) {
+    std::filesystem::remove_all(all.front().dir, ec);
+    all.erase(all.begin());
+  }
+}
+
+config::Config checkpoint_config(const std::string& dir) {
+  if (!path_exists(dir + "/config.yaml"))
+    throw UserError("'" + dir + "' is not a checkpoint directory (no config.yaml); point at RUN/checkpoints/step_N");
+  config::LoadedConfig loaded;
+  config::apply_yaml_text(loaded, read_text_file(dir + "/config.yaml"), dir + "/config.yaml");
+  config::validate(loaded.config, loaded.origins);
+  config::resolve(loaded.config);
+  return loaded.config;
+}
+
+void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where) {
+  const auto a = config::flatten(saved), b = config::flatten(current);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (!is_architecture_key(a[i].first)) continue;
+    if (a[i].second != b[i].second)
+      throw UserError("the checkpoint " + where + " has " + a[i].first + " = " + a[i].second + " but the config has " +
+                      b[i].second + "; use the checkpoint's architecture or start a new run directory");
+  }
+}
+
+void load_model_weights(const std::string& dir, torch::nn::Module& model) {
+  const std::string path = dir + "/model.safetensors";
+  if (!path_exists(path)) throw UserError("'" + dir + "' has no model.safetensors; is it a checkpoint directory?");
+  const io::SafetensorsFile file = io::read_safetensors(path);
+  torch::NoGradGuard no_grad;
+  size_t used = 0;
+  auto load_one = [&](const std::string& name, torch::Tensor& target) {
+    const torch::Tensor* t = file.find(name);
+    if (!t) throw UserError(path + ": tensor '" + name + "' is missing (a different architecture?)");
+    if (t->sizes() != target.sizes())
+      throw UserError(path + ": tensor '" + name + "' has shape " + c10::str(t->sizes()) + " but the model expects " +
+                      c10::str(target.sizes()));
+    target.copy_(*t);
+    ++used;
+  };
+  for (auto& p : model.named_parameters()) load_one(p.key(), p.value());
+  for (auto& b : model.named_buffers()) load_one(b.key(), b.value());
+  if (used != file.tensors.size())
+    throw UserError(path + ": holds " + std::to_string(file.tensors.size()) + " tensors but the model has " +
+                    std::to_string(used) + " (a different architecture?)");
+}
+
+TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  if (!is_complete(dir)) throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
+  load_model_weights(dir, model);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(dir + "/trainer.pt");
+  } catch (const c10::Error& e) {
+    throw UserError(dir + "/trainer.pt cannot be read (corrupted?): " + e.what_without_backtrace());
+  }
+  optimizer.load(archive);
+  auto read = [&](const char* key) {
+    torch::Tensor t;  // a fresh tensor per read: the archive rebinds its storage
+    archive.read(key, t);
+    return t;
+  };
+  TrainerState s;
+  s.step = read("step").item<int64_t>();
+  s.tokens_seen = read("tokens_seen").item<int64_t>();
+  s.elapsed_s = read("elapsed_s").item<double>();
+  const torch::Tensor rng = read("rng_cpu");
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(rng);
+  return s;
+}
+
+}  // namespace roformer::train

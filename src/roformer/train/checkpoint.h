@@ -1,0 +1,52 @@
+// Checkpoints: RUN/checkpoints/step_N/ with model.safetensors (weights), trainer.pt
+// (optimizer state, RNG states, step), config.yaml (resolved) and meta.json, written into a
+// temporary directory and renamed into place when complete, so a crash never leaves a
+// checkpoint that looks complete. Loading refuses an architecture that differs, naming the key.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "roformer/config/config.h"
+
+namespace roformer::train {
+
+struct CheckpointInfo {
+  std::string dir;
+  int64_t step = 0;
+};
+
+// Newest complete checkpoint under run_dir/checkpoints (incomplete temporaries are ignored).
+std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir);
+
+// All complete checkpoints, oldest first.
+std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
+
+struct TrainerState {
+  int64_t step = 0;           // optimizer steps completed
+  int64_t tokens_seen = 0;
+  double elapsed_s = 0;       // training time before this session
+};
+
+void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                     const TrainerState& state, const config::Config& config, const std::string& git_revision,
+                     int64_t keep_last);
+
+// Reads a checkpoint directory's resolved config (config.yaml).
+config::Config checkpoint_config(const std::string& dir);
+
+// Throws UserError naming the first architecture key whose value differs.
+void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where);
+
+// Loads weights (strict: every parameter present with its shape) into `model`.
+void load_model_weights(const std::string& checkpoint_dir, torch::nn::Module& model);
+
+// Loads weights, optimizer state and RNG state; returns the trainer state.
+TrainerState load_checkpoint(const std::string& checkpoint_dir, torch::nn::Module& model,
+                             torch::optim::Optimizer& optimizer);
+
+}  // namespace roformer::train

@@ -1,0 +1,12 @@
+// SIGINT/SIGTERM during training: the handler only records the request; the loop finishes the
+// current step, saves a checkpoint and exits.
+#pragma once
+
+namespace roformer::train {
+
+void install_stop_handlers();
+bool stop_requested();
+int stop_signal();  // the signal received (0 if none)
+void reset_stop_request();
+
+}  // namespace roformer::train

@@ -1,0 +1,293 @@
+// The training loop (see trainer.h). Everything a step consumes is a pure function of the step
+// number (batches, masks) or is restored from the checkpoint (weights, AdamW moments, RNG), so
+// a resumed run is bitwise identical to an uninterrupted one on CPU.
+#include "roformer/train/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "roformer/common/build_info.h"
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/log.h"
+#include "roformer/common/progress.h"
+#include "roformer/common/strings.h"
+#include "roformer/data/batches.h"
+#include "roformer/data/prefetcher.h"
+#include "roformer/eval/evaluate.h"
+#include "roformer/model/encoder.h"
+#include "roformer/train/checkpoint.h"
+#include "roformer/train/lr_schedule.h"
+#include "roformer/train/signals.h"
+
+namespace roformer::train {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// metrics.jsonl: one JSON object per line. On resume, records past the checkpoint's step
+// (written before a crash) are dropped so the file matches an uninterrupted run.
+class MetricsWriter {
+ public:
+  MetricsWriter(const std::string& path, int64_t keep_up_to_step) : path_(path) {
+    std::string kept;
+    if (path_exists(path)) {
+      std::istringstream in(read_text_file(path));
+      std::string line;
+      while (std::getline(in, line)) {
+        try {
+          if (!line.empty() && json::parse(line).value("step", int64_t{-1}) <= keep_up_to_step) kept += line + "\n";
+        } catch (const std::exception&) {  // a line cut by a crash
+        }
+      }
+    }
+    write_file_atomic(path, kept);
+    out_.open(path, std::ios::app);
+    if (!out_) throw UserError("cannot append to " + path);
+  }
+  void write(const json& record) {
+    out_ << record.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+torch::Device pick_device(const config::TrainConfig& t) {
+  const bool cuda = torch::cuda::is_available();
+  if (t.device == config::DeviceKind::cuda && !cuda)
+    throw UserError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu or auto");
+  if (t.device == config::DeviceKind::cpu || !cuda) return torch::kCPU;
+  return torch::Device(torch::kCUDA, 0);
+}
+
+// Enables bf16 autocast on CUDA for the forward pass (RAII); a no-op when disabled.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+  }
+
+ private:
+  bool enabled_;
+};
+
+std::string resolve_run_dir(const config::LoadedConfig& c, const TrainOptions& o) {
+  return o.run_dir.empty() ? "runs/" + c.config.name : o.run_dir;
+}
+
+// Fails before any training if the run directory cannot be created or written.
+void check_writable(const std::string& dir) {
+  make_directories(dir);
+  const std::string probe = dir + "/.write_probe." + std::to_string(::getpid());
+  write_file_atomic(probe, "ok");
+  ::unlink(probe.c_str());
+}
+
+}  // namespace
+
+TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions& opts) {
+  const config::Config& cfg = loaded.config;
+  const config::TrainConfig& t = cfg.train;
+  TrainResult result;
+  result.run_dir = resolve_run_dir(loaded, opts);
+  const std::string& run_dir = result.run_dir;
+
+  // ---- inputs first: nothing is written until the config, data and resume target check out
+  if (cfg.data.path.empty()) throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data)");
+  const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path, /*verify_checksums=*/true);
+  if (meta.vocab_size > cfg.model.vocab_size)
+    throw UserError("dataset '" + cfg.data.path + "' has a vocabulary of " + std::to_string(meta.vocab_size) +
+                    " but model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
+                    "; set model.vocab_size >= " + std::to_string(meta.vocab_size));
+  std::string resume_dir;
+  if (opts.resume == "auto") {
+    if (auto latest = latest_checkpoint(run_dir)) resume_dir = latest->dir;
+  } else if (!opts.resume.empty()) {
+    resume_dir = opts.resume;
+  } else if (!list_checkpoints(run_dir).empty()) {
+    throw UserError("run directory '" + run_dir + "' already has checkpoints; pass --resume auto to continue it or "
+                    "--run-dir NEW to start another run");
+  }
+  if (!resume_dir.empty()) check_same_architecture(checkpoint_config(resume_dir), cfg, resume_dir);
+
+  check_writable(run_dir);
+  log::add_file(run_dir + "/train.log");
+  const std::string git_rev = build_info().git_revision;
+  write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev + "\n" + config::dump_yaml(cfg));
+  log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg));
+
+  const int64_t threads = t.threads > 0 ? t.threads : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(static_cast<int>(threads));
+  const torch::Device device = pick_device(t);
+  const bool autocast = device.is_cuda() && t.precision != config::Precision::fp32;
+  log::info("device ", device.str(), ", ", threads, " intra-op threads, ", autocast ? "bf16 autocast" : "fp32");
+
+  // ---- data
+  auto train_store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, "train");
+  auto valid_store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, "valid");
+  const data::MaskingRule rule = data::MaskingRule::from(meta, cfg.data);
+  const data::TrainBatcher batcher(train_store, cfg.model.objective, cfg.data.seq_len, t.batch_size, 0, 1,
+                                   static_cast<uint64_t>(t.seed), cfg.data.sampling, rule);
+  const data::EvalWindows valid(valid_store, cfg.model.objective, cfg.data.seq_len, config::EvalProtocol::chunks, 0,
+                                t.eval_batches * t.batch_size * cfg.data.seq_len, t.batch_size, 0, 1,
+                                static_cast<uint64_t>(cfg.eval.mask_seed), rule);
+
+  // ---- model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters)
+  model::EncoderModel model = model::build_model(cfg.model, static_cast<uint64_t>(t.seed));
+  model->to(device);
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(t.weight_decay));
+  groups.emplace_back(no_decay, options(0.0));
+  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(t.lr));
+  log::info("model: ", config::position_kind_names().name(cfg.model.position.kind), ", ",
+            model::count_parameters(*model), " parameters");
+
+  TrainerState state;
+  torch::manual_seed(static_cast<uint64_t>(t.seed) + 1);  // dropout stream, distinct from initialisation
+  if (!resume_dir.empty()) {
+    state = load_checkpoint(resume_dir, *model, optimizer);
+    log::info("resumed from ", resume_dir, " at step ", state.step);
+  }
+  MetricsWriter metrics(run_dir + "/metrics.jsonl", resume_dir.empty() ? -1 : state.step);
+
+  auto run_eval = [&](int64_t step) {
+    const eval::EvalResult r = eval::evaluate(model, valid, device);
+    metrics.write({{"type", "eval"}, {"step", step}, {"loss", r.loss()}, {"ppl", r.perplexity()},
+                   {"accuracy", r.accuracy()}, {"tokens", r.tokens}});
+    log::info("eval step ", step, ": loss ", r.loss(), ", ppl ", r.perplexity(), ", accuracy ", r.accuracy());
+    result.valid_loss = r.loss();
+  };
+  auto save = [&] { save_checkpoint(run_dir, *model, optimizer, state, cfg, git_rev, t.keep_checkpoints); };
+
+  install_stop_handlers();
+  const char* nan_env = std::getenv("ROFORMER_FAULT_NAN_STEP");  // fault injection for the non-finite guard test
+  const int64_t nan_step = nan_env ? std::stoll(nan_env) : -1;
+  if (state.step == 0) run_eval(0);
+  model->train();
+  const int64_t micro = t.batch_size / t.grad_accum;
+  data::Prefetcher<data::Batch> batches([&](int64_t s) { return batcher.batch(s); }, state.step, t.steps);
+  const int64_t first_step = state.step;
+  const double elapsed_before = state.elapsed_s;
+  Progress progress("train (from step " + std::to_string(first_step) + ")", static_cast<double>(t.steps - first_step), "steps");
+  const bool tty = Progress::stderr_is_terminal();
+  const auto session_start = Clock::now();
+  auto window_start = Clock::now();
+  int64_t window_tokens = 0, skipped = 0;
+
+  while (state.step < t.steps) {
+    const double lr = learning_rate(t, state.step);
+    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    const data::Batch batch = batches.next();
+    optimizer.zero_grad();
+    double loss_value = 0;
+    for (int64_t m = 0; m < t.grad_accum; ++m) {  // each micro-batch's sum / the step's scored count
+      const torch::Tensor ids = batch.input_ids.narrow(0, m * micro, micro).to(device);
+      const torch::Tensor targets = batch.targets.narrow(0, m * micro, micro).to(device);
+      if ((targets != -100).sum().item<int64_t>() == 0) continue;
+      torch::Tensor loss;
+      {
+        AutocastGuard guard(autocast);
+        loss = model->loss({ids}, targets, /*sum=*/true) / static_cast<double>(batch.scored);
+      }
+      if (state.step == nan_step) loss = loss * std::numeric_limits<double>::quiet_NaN();
+      loss.backward();
+      loss_value += loss.item<double>();
+    }
+    double sq = 0;
+    for (const auto& p : model->parameters())
+      if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    const double grad_norm = std::sqrt(sq);
+    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+      log::error("non-finite ", std::isfinite(loss_value) ? "gradient norm" : "loss", " at step ", state.step,
+                 " (loss ", loss_value, ", grad norm ", grad_norm, ")");
+      if (t.on_nonfinite == config::NonFinitePolicy::stop) {
+        log::error("stopping; the last good checkpoint is intact (train.on_nonfinite=skip skips such batches)");
+        result.exit_code = kNonFiniteExitCode;
+        result.step = state.step;
+        log::close_file();
+        return result;
+      }
+      ++skipped;
+      optimizer.zero_grad();
+      ++state.step;
+      continue;
+    }
+    if (t.grad_clip > 0 && grad_norm > t.grad_clip) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters())
+        if (p.grad().defined()) p.grad().mul_(t.grad_clip / (grad_norm + 1e-6));
+    }
+    optimizer.step();
+    ++state.step;
+    const int64_t tokens = t.batch_size * cfg.data.seq_len;
+    state.tokens_seen += tokens;
+    window_tokens += tokens;
+    const double session_s = std::chrono::duration<double>(Clock::now() - session_start).count();
+    if (state.step % t.log_every == 0 || state.step == t.steps) {
+      const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double tps = window_s > 0 ? static_cast<double>(window_tokens) / window_s : 0;
+      metrics.write({{"type", "train"}, {"step", state.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm},
+                     {"tokens_per_s", tps}, {"elapsed_s", elapsed_before + session_s}, {"tokens", state.tokens_seen}});
+      const std::string line = "step " + std::to_string(state.step) + "/" + std::to_string(t.steps) + " | loss " +
+                               shortest_double(std::round(loss_value * 1e4) / 1e4) + " | lr " +
+                               shortest_double(lr) + " | grad " + shortest_double(std::round(grad_norm * 1e3) / 1e3) +
+                               " | " + std::to_string(static_cast<int64_t>(tps)) + " tok/s";
+      if (tty) {
+        log::debug(line);
+      } else {
+        log::info(line);
+      }
+      window_start = Clock::now();
+      window_tokens = 0;
+    }
+    if (tty) progress.update(static_cast<double>(state.step - first_step), "loss " + shortest_double(std::round(loss_value * 1e3) / 1e3));
+    if (state.step % t.eval_every == 0 && state.step != t.steps) run_eval(state.step);
+    const bool stopping = stop_requested();
+    if (state.step % t.checkpoint_every == 0 || state.step == t.steps || stopping) {
+      state.elapsed_s = elapsed_before + std::chrono::duration<double>(Clock::now() - session_start).count();
+      save();
+    }
+    if (stopping) {
+      log::warn("stopped by signal ", stop_signal(), " after step ", state.step, "; checkpoint saved; continue with --resume auto");
+      result.exit_code = 128 + stop_signal();
+      result.step = state.step;
+      log::close_file();
+      return result;
+    }
+  }
+  run_eval(state.step);
+  if (tty) progress.finish();
+  if (skipped) log::warn(skipped, " batches skipped for non-finite values");
+  log::info("done: ", state.step, " steps, validation loss ", result.valid_loss, "; run directory ", run_dir);
+  result.step = state.step;
+  log::close_file();
+  return result;
+}
+
+}  // namespace roformer::train

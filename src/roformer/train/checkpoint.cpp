@@ -186,6 +186,8 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
   s.tokens_seen = read("tokens_seen").item<int64_t>();
   s.elapsed_s = read("elapsed_s").item<double>();
   const torch::Tensor rng = read("rng_cpu");
+  // Fault injection for the negative control of the resume test: forget the RNG state.
+  if (std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE")) return s;
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(rng);

@@ -4,7 +4,6 @@
 #include "roformer/train/trainer.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include "roformer/train/checkpoint.h"
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/signals.h"
+#include "roformer/train/step.h"
 
 namespace roformer::train {
 namespace {
@@ -71,25 +71,6 @@ torch::Device pick_device(const config::TrainConfig& t) {
   if (t.device == config::DeviceKind::cpu || !cuda) return torch::kCPU;
   return torch::Device(torch::kCUDA, 0);
 }
-
-// Enables bf16 autocast on CUDA for the forward pass (RAII); a no-op when disabled.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(bool enabled) : enabled_(enabled) {
-    if (!enabled_) return;
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastGuard() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-  }
-
- private:
-  bool enabled_;
-};
 
 std::string resolve_run_dir(const config::LoadedConfig& c, const TrainOptions& o) {
   return o.run_dir.empty() ? "runs/" + c.config.name : o.run_dir;
@@ -155,16 +136,8 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   // ---- model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters)
   model::EncoderModel model = model::build_model(cfg.model, static_cast<uint64_t>(t.seed));
   model->to(device);
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
-  auto options = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps).weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(t.weight_decay));
-  groups.emplace_back(no_decay, options(0.0));
-  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(t.lr));
+  const std::unique_ptr<torch::optim::AdamW> adamw = make_optimizer(model, t);
+  torch::optim::AdamW& optimizer = *adamw;
   log::info("model: ", config::position_kind_names().name(cfg.model.position.kind), ", ",
             model::count_parameters(*model), " parameters");
 
@@ -175,6 +148,12 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     log::info("resumed from ", resume_dir, " at step ", state.step);
   }
   MetricsWriter metrics(run_dir + "/metrics.jsonl", resume_dir.empty() ? -1 : state.step);
+  if (state.step >= t.steps) {
+    log::info("the run is already complete at step ", state.step, " (train.steps = ", t.steps, ")");
+    result.step = state.step;
+    log::close_file();
+    return result;
+  }
 
   auto run_eval = [&](int64_t step) {
     const eval::EvalResult r = eval::evaluate(model, valid, device);
@@ -190,7 +169,6 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   const int64_t nan_step = nan_env ? std::stoll(nan_env) : -1;
   if (state.step == 0) run_eval(0);
   model->train();
-  const int64_t micro = t.batch_size / t.grad_accum;
   data::Prefetcher<data::Batch> batches([&](int64_t s) { return batcher.batch(s); }, state.step, t.steps);
   const int64_t first_step = state.step;
   const double elapsed_before = state.elapsed_s;
@@ -202,28 +180,12 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
 
   while (state.step < t.steps) {
     const double lr = learning_rate(t, state.step);
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    set_learning_rate(optimizer, lr);
     const data::Batch batch = batches.next();
-    optimizer.zero_grad();
-    double loss_value = 0;
-    for (int64_t m = 0; m < t.grad_accum; ++m) {  // each micro-batch's sum / the step's scored count
-      const torch::Tensor ids = batch.input_ids.narrow(0, m * micro, micro).to(device);
-      const torch::Tensor targets = batch.targets.narrow(0, m * micro, micro).to(device);
-      if ((targets != -100).sum().item<int64_t>() == 0) continue;
-      torch::Tensor loss;
-      {
-        AutocastGuard guard(autocast);
-        loss = model->loss({ids}, targets, /*sum=*/true) / static_cast<double>(batch.scored);
-      }
-      if (state.step == nan_step) loss = loss * std::numeric_limits<double>::quiet_NaN();
-      loss.backward();
-      loss_value += loss.item<double>();
-    }
-    double sq = 0;
-    for (const auto& p : model->parameters())
-      if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-    const double grad_norm = std::sqrt(sq);
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+    const StepResult sr = train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
+                                     state.step == nan_step);
+    const double loss_value = sr.loss, grad_norm = sr.grad_norm;
+    if (!sr.finite) {
       log::error("non-finite ", std::isfinite(loss_value) ? "gradient norm" : "loss", " at step ", state.step,
                  " (loss ", loss_value, ", grad norm ", grad_norm, ")");
       if (t.on_nonfinite == config::NonFinitePolicy::stop) {
@@ -234,16 +196,9 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
         return result;
       }
       ++skipped;
-      optimizer.zero_grad();
       ++state.step;
       continue;
     }
-    if (t.grad_clip > 0 && grad_norm > t.grad_clip) {
-      torch::NoGradGuard no_grad;
-      for (auto& p : model->parameters())
-        if (p.grad().defined()) p.grad().mul_(t.grad_clip / (grad_norm + 1e-6));
-    }
-    optimizer.step();
     ++state.step;
     const int64_t tokens = t.batch_size * cfg.data.seq_len;
     state.tokens_seen += tokens;

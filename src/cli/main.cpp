@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   cli::add_config_command(app, exit_code);
   cli::add_prepare_data_command(app, exit_code);
   cli::add_train_command(app, exit_code);
+  cli::add_eval_command(app, exit_code);
+  cli::add_sweep_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -20,24 +20,7 @@ namespace {
 struct Fixture {
   TempDir dir;
   std::string dataset, config;
-  Fixture() {
-    std::mt19937 rng(1);
-    const std::vector<std::string> words{"the ", "kernel ", "maps ", "a ", "page ", "into ", "memory ", "and ", "frees ", "it. "};
-    std::string text;
-    while (text.size() < 40000) text += words[rng() % words.size()];
-    write_file(dir.file("train.txt"), text);
-    write_file(dir.file("valid.txt"), text.substr(0, 4000));
-    const auto r = run_command("'" + roformer_binary() + "' prepare-data --input '" + dir.file("train.txt") + "' '" +
-                               dir.file("valid.txt") + "' --out '" + dir.file("ds") + "'");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    dataset = dir.file("ds");
-    config = dir.file("tiny.yaml");
-    write_file(config, "name: tiny\nmodel:\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  ffn_size: 64\n"
-                       "  hidden_dropout: 0.1\n  attention_dropout: 0.0\ndata:\n  path: " + dataset +
-                       "\n  seq_len: 32\ntrain:\n  steps: 40\n  batch_size: 8\n  lr: 3.0e-3\n  warmup_steps: 5\n"
-                       "  log_every: 5\n  eval_every: 20\n  eval_batches: 2\n  checkpoint_every: 10\n"
-                       "  keep_checkpoints: 100\n  threads: 1\n");
-  }
+  Fixture() : dataset(make_word_dataset(dir)), config(write_tiny_config(dir, dataset)) {}
   CommandResult train(const std::string& run, const std::string& extra = "", const std::string& env = "") const {
     return run_command(env + " '" + roformer_binary() + "' train '" + config + "' --run-dir '" + run + "' " + extra);
   }

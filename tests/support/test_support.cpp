@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <random>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -49,6 +51,30 @@ CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+std::string make_word_dataset(const TempDir& dir, size_t chars) {
+  std::mt19937 rng(1);
+  const std::vector<std::string> words{"the ", "kernel ", "maps ", "a ", "page ", "into ", "memory ", "and ", "frees ", "it. "};
+  std::string text;
+  while (text.size() < chars) text += words[rng() % words.size()];
+  write_file(dir.file("train.txt"), text);
+  write_file(dir.file("valid.txt"), text.substr(0, chars / 10));
+  const auto r = run_command("'" + roformer_binary() + "' prepare-data --input '" + dir.file("train.txt") + "' '" +
+                             dir.file("valid.txt") + "' --out '" + dir.file("ds") + "'");
+  if (r.exit_code != 0) throw std::runtime_error("prepare-data failed: " + r.output);
+  return dir.file("ds");
+}
+
+std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective) {
+  const std::string path = dir.file("tiny.yaml");
+  write_file(path, "name: tiny\nmodel:\n  objective: " + objective +
+                       "\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  ffn_size: 64\n"
+                       "  hidden_dropout: 0.1\n  attention_dropout: 0.0\ndata:\n  path: " + dataset +
+                       "\n  seq_len: 32\ntrain:\n  steps: 40\n  batch_size: 8\n  lr: 3.0e-3\n  warmup_steps: 5\n"
+                       "  log_every: 5\n  eval_every: 20\n  eval_batches: 2\n  checkpoint_every: 10\n"
+                       "  keep_checkpoints: 100\n  threads: 1\n");
+  return path;
 }
 
 std::string roformer_binary() { return ROFORMER_BINARY; }

@@ -31,6 +31,14 @@ struct CommandResult {
 // Runs `command` through /bin/sh with stderr merged into stdout.
 CommandResult run_command(const std::string& command);
 
+// Prepares a byte dataset at dir/ds from generated word text (train: `chars` characters,
+// valid: a tenth of it) with `roformer prepare-data`; returns its path.
+std::string make_word_dataset(const TempDir& dir, size_t chars = 40000);
+
+// Writes dir/tiny.yaml: a one-layer width-32 model on `dataset`, sequence 32, batch 8,
+// 40 steps, checkpoints every 10; returns its path.
+std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective = "mlm");
+
 // Absolute path of the built `roformer` binary and of the source tree (set by CMake).
 std::string roformer_binary();
 std::string source_dir();

@@ -1,0 +1,65 @@
+"""The PyTorch side of scripts/bench_vs_pytorch.sh: trains Hugging Face transformers'
+RoFormerForMaskedLM (eager PyTorch) on the same prepared dataset, model size, batch, masking
+rate, optimizer and thread count as `roformer train`, and prints tokens/s.
+Usage: hf_train_bench.py DATASET_DIR --hidden H --layers N --heads A --ffn F --seq L --batch B --steps S --threads T
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+from transformers import RoFormerConfig, RoFormerForMaskedLM
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("dataset")
+    for name in ("hidden", "layers", "heads", "ffn", "seq", "batch", "steps", "threads"):
+        p.add_argument("--" + name, type=int, required=True)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    meta = json.load(open(os.path.join(a.dataset, "meta.json")))
+    dtype = np.uint16 if meta["token_bytes"] == 2 else np.uint32
+    tokens = np.concatenate([np.fromfile(os.path.join(a.dataset, s["file"]), dtype=dtype) for s in meta["splits"]["train"]])
+    vocab = (meta["vocab_size"] + 7) // 8 * 8
+    mask_id = meta["special_ids"]["[MASK]"]
+    cfg = RoFormerConfig(vocab_size=vocab, hidden_size=a.hidden, num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                         intermediate_size=a.ffn, max_position_embeddings=max(a.seq, 512), hidden_act="gelu",
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)
+    model = RoFormerForMaskedLM(cfg)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.98), eps=1e-8)
+    rng = np.random.default_rng(0)
+
+    def batch():
+        starts = rng.integers(0, len(tokens) - a.seq, a.batch)
+        ids = np.stack([tokens[s:s + a.seq] for s in starts]).astype(np.int64)
+        labels = np.full_like(ids, -100)
+        sel = rng.random(ids.shape) < 0.15
+        labels[sel] = ids[sel]
+        ids[sel & (rng.random(ids.shape) < 0.8)] = mask_id
+        return torch.from_numpy(ids), torch.from_numpy(labels)
+
+    warmup = max(3, a.steps // 10)
+    t0 = None
+    for step in range(a.steps):
+        if step == warmup:
+            t0 = time.perf_counter()
+        ids, labels = batch()
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    elapsed = time.perf_counter() - t0
+    print(json.dumps({"tokens_per_s": (a.steps - warmup) * a.batch * a.seq / elapsed, "loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+// Checkpoint evaluation across lengths (see extrapolation.h).
+#include "roformer/eval/extrapolation.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/log.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/data/batches.h"
+#include "roformer/model/encoder.h"
+#include "roformer/train/checkpoint.h"
+
+namespace roformer::eval {
+
+ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
+  const config::Config saved = train::checkpoint_config(dir);
+  config::LoadedConfig loaded;
+  loaded.config = saved;
+  config::apply_overrides(loaded, overrides);
+  const config::Config& cfg = loaded.config;
+  train::check_same_architecture(saved, cfg, dir);
+  const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads
+                                                : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(static_cast<int>(threads));
+  const torch::Device device = torch::cuda::is_available() && cfg.train.device != config::DeviceKind::cpu
+                                   ? torch::Device(torch::kCUDA, 0)
+                                   : torch::Device(torch::kCPU);
+  const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path);
+  auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split);
+  model::EncoderModel model = model::build_model(cfg.model, 0);
+  train::load_model_weights(dir, *model);
+  model->to(device);
+
+  ExtrapolationReport report;
+  report.checkpoint = dir;
+  report.split = cfg.eval.split;
+  report.protocol = cfg.eval.protocol == config::EvalProtocol::chunks ? "chunks" : "sliding";
+  report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
+  if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
+    report.scaling += "x" + std::to_string(static_cast<int64_t>(cfg.model.position.rope.scaling.factor));
+  report.stride = cfg.eval.stride;
+  report.train_length = cfg.data.seq_len;
+  report.position = config::position_kind_names().name(cfg.model.position.kind);
+  const int64_t limit = model->position_encoding().max_length();
+  for (int64_t L : cfg.eval.lengths) {
+    LengthResult lr;
+    lr.length = L;
+    if (limit > 0 && L > limit) {
+      lr.applicable = false;
+      lr.reason = "learned positions stop at " + std::to_string(limit);
+      report.lengths.push_back(lr);
+      continue;
+    }
+    const data::EvalWindows windows(store, cfg.model.objective, L, cfg.eval.protocol,
+                                    cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
+                                    cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
+                                    static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
+    lr.result = evaluate(model, windows, device);
+    log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
+              " tokens");
+    report.lengths.push_back(lr);
+  }
+  return report;
+}
+
+std::string report_json(const ExtrapolationReport& r) {
+  nlohmann::json j = {{"checkpoint", r.checkpoint}, {"split", r.split},       {"protocol", r.protocol},
+                      {"stride", r.stride},         {"scaling", r.scaling},   {"train_length", r.train_length},
+                      {"position", r.position},     {"results", nlohmann::json::array()}};
+  for (const auto& l : r.lengths) {
+    nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
+    if (!l.applicable) {
+      e["reason"] = l.reason;
+    } else {
+      std::vector<double> by_pos;
+      for (size_t k = 0; k < l.result.bucket_tokens.size(); ++k)
+        by_pos.push_back(l.result.bucket_tokens[k] ? l.result.bucket_loss_sum[k] / l.result.bucket_tokens[k] : 0.0);
+      e.update({{"loss", l.result.loss()}, {"ppl", l.result.perplexity()}, {"accuracy", l.result.accuracy()},
+                {"tokens", l.result.tokens}, {"loss_by_position", by_pos}});
+    }
+    j["results"].push_back(e);
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string report_csv(const ExtrapolationReport& r) {
+  std::ostringstream os;
+  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens\n";
+  for (const auto& l : r.lengths) {
+    os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0) << ",";
+    if (l.applicable) {
+      os << std::setprecision(10) << l.result.loss() << "," << l.result.perplexity() << "," << l.result.accuracy() << ","
+         << l.result.tokens;
+    } else {
+      os << ",,,";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string report_table(const ExtrapolationReport& r) {
+  std::ostringstream os;
+  os << r.position << " (scaling " << r.scaling << "), " << r.protocol << " protocol, split " << r.split
+     << ", trained at length " << r.train_length << "\n";
+  os << "  length      loss       ppl   accuracy    tokens\n";
+  for (const auto& l : r.lengths) {
+    os << std::setw(8) << l.length;
+    if (!l.applicable) {
+      os << "       n/a  (" << l.reason << ")\n";
+      continue;
+    }
+    os << std::fixed << std::setprecision(4) << std::setw(10) << l.result.loss() << std::setprecision(2)
+       << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11) << l.result.accuracy()
+       << std::setw(10) << l.result.tokens << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace roformer::eval

@@ -1,0 +1,37 @@
+// Length-extrapolation evaluation of one checkpoint: loss/perplexity at each evaluation
+// length under one protocol (chunks or sliding), with the loss by position inside the window;
+// lengths a family cannot run (a learned table too short) are reported as not applicable.
+// Results are written as JSON and CSV and printed as a table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "roformer/config/config.h"
+#include "roformer/eval/evaluate.h"
+
+namespace roformer::eval {
+
+struct LengthResult {
+  int64_t length = 0;
+  bool applicable = true;
+  std::string reason;  // when not applicable
+  EvalResult result;
+};
+
+struct ExtrapolationReport {
+  std::string checkpoint, split, protocol, scaling;
+  int64_t stride = 0, train_length = 0;
+  std::string position;
+  std::vector<LengthResult> lengths;
+};
+
+// Loads the checkpoint with `overrides` applied to its saved config (runtime keys only: the
+// architecture must match), then evaluates eval.lengths on eval.split under eval.protocol.
+ExtrapolationReport evaluate_checkpoint(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
+
+std::string report_json(const ExtrapolationReport& report);
+std::string report_csv(const ExtrapolationReport& report);
+std::string report_table(const ExtrapolationReport& report);
+
+}  // namespace roformer::eval

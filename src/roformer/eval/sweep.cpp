@@ -1,0 +1,327 @@
+// Sweep orchestration and report aggregation (see sweep.h).
+#include "roformer/eval/sweep.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "roformer/common/build_info.h"
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/log.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/eval/extrapolation.h"
+#include "roformer/train/checkpoint.h"
+#include "roformer/train/trainer.h"
+
+namespace roformer::eval {
+namespace {
+
+using nlohmann::json;
+
+std::string where(const std::string& file, const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+std::vector<std::string> string_list(const std::string& file, const YAML::Node& n, const std::string& key) {
+  std::vector<std::string> out;
+  if (!n) return out;
+  if (!n.IsSequence()) throw UserError(where(file, n) + ": " + key + " must be a list of \"key=value\" strings");
+  for (const auto& item : n) {
+    if (!item.IsScalar() || item.Scalar().find('=') == std::string::npos)
+      throw UserError(where(file, item) + ": " + key + " entries must look like key.path=value");
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n, const std::string& key) {
+  std::vector<SweepVariant> out;
+  if (!n) return out;
+  if (!n.IsSequence()) throw UserError(where(file, n) + ": " + key + " must be a list of {name, set}");
+  for (const auto& v : n) {
+    if (!v.IsMap() || !v["name"] || !v["name"].IsScalar()) throw UserError(where(file, v) + ": each " + key + " entry needs a name");
+    for (const auto& kv : v)
+      if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set")
+        throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key + " (name, set)");
+    out.push_back({v["name"].Scalar(), string_list(file, v["set"], key + ".set")});
+  }
+  return out;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? NAN : s / static_cast<double>(v.size());
+}
+
+double stdev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+std::string fmt(double x, int precision = 2) {
+  if (!std::isfinite(x)) return "n/a";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(precision) << x;
+  return os.str();
+}
+
+std::string mean_std(const std::vector<double>& v, int precision = 2) {
+  if (v.empty()) return "n/a";
+  return v.size() > 1 ? fmt(mean(v), precision) + " ± " + fmt(stdev(v), precision) : fmt(mean(v), precision);
+}
+
+std::string run_name(const SweepVariant& v, int64_t seed) { return v.name + "-seed" + std::to_string(seed); }
+
+config::LoadedConfig point_config(const SweepSpec& s, const SweepVariant& v, int64_t seed) {
+  std::vector<std::string> o = s.overrides;
+  o.insert(o.end(), v.overrides.begin(), v.overrides.end());
+  o.push_back("train.seed=" + std::to_string(seed));
+  o.push_back("name=" + s.name + "-" + run_name(v, seed));
+  return config::load_config(s.config, o);
+}
+
+std::vector<std::string> eval_overrides(const SweepSpec& s, const std::string& protocol) {
+  std::vector<std::string> o;
+  std::string lengths;
+  for (int64_t L : s.lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(L);
+  o.push_back("eval.lengths=" + lengths);
+  o.push_back("eval.protocol=" + protocol);
+  o.push_back("eval.split=" + s.split);
+  if (s.max_tokens > 0) o.push_back("eval.max_tokens=" + std::to_string(s.max_tokens));
+  return o;
+}
+
+}  // namespace
+
+SweepSpec load_sweep(const std::string& path) {
+  if (!path_exists(path)) throw UserError("sweep file '" + path + "' does not exist");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) throw UserError(path + ": a sweep file is a mapping (name, config, variants, seeds, eval)");
+  static const std::vector<std::string> known{"name", "config", "set", "seeds", "variants", "eval"};
+  for (const auto& kv : root) {
+    if (std::find(known.begin(), known.end(), kv.first.Scalar()) == known.end())
+      throw UserError(where(path, kv.first) + ": unknown key '" + kv.first.Scalar() + "' (valid: name, config, set, seeds, variants, eval)");
+  }
+  SweepSpec s;
+  s.file = path;
+  s.name = root["name"] ? root["name"].Scalar() : std::filesystem::path(path).stem().string();
+  if (!root["config"]) throw UserError(path + ": 'config' (the base config file) is required");
+  s.config = (std::filesystem::path(path).parent_path() / root["config"].Scalar()).string();
+  if (!path_exists(s.config)) throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
+  s.overrides = string_list(path, root["set"], "set");
+  if (root["seeds"]) {
+    if (!root["seeds"].IsSequence()) throw UserError(where(path, root["seeds"]) + ": seeds must be a list of integers");
+    for (const auto& x : root["seeds"]) s.seeds.push_back(x.as<int64_t>());
+  }
+  if (s.seeds.empty()) s.seeds.push_back(1234);
+  s.variants = variants(path, root["variants"], "variants");
+  if (s.variants.empty()) throw UserError(path + ": 'variants' must list at least one {name, set}");
+  const YAML::Node e = root["eval"];
+  if (e) {
+    for (const auto& kv : e) {
+      const std::string k = kv.first.Scalar();
+      if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling")
+        throw UserError(where(path, kv.first) + ": unknown key 'eval." + k + "' (lengths, protocols, split, max_tokens, scaling)");
+    }
+    if (e["lengths"]) for (const auto& x : e["lengths"]) s.lengths.push_back(x.as<int64_t>());
+    if (e["protocols"]) for (const auto& x : e["protocols"]) s.protocols.push_back(x.Scalar());
+    if (e["split"]) s.split = e["split"].Scalar();
+    if (e["max_tokens"]) s.max_tokens = e["max_tokens"].as<int64_t>();
+    s.scaling = variants(path, e["scaling"], "eval.scaling");
+  }
+  if (s.protocols.empty()) s.protocols = {"chunks"};
+  for (const auto& p : s.protocols)
+    if (p != "chunks" && p != "sliding") throw UserError(path + ": eval.protocols entries must be chunks or sliding, got '" + p + "'");
+  // Validate every point's config now, so a typo fails before hours of training.
+  for (const auto& v : s.variants) point_config(s, v, s.seeds.front());
+  if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
+  return s;
+}
+
+int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_override) {
+  SweepSpec spec = spec_in;
+  if (seeds_override > 0) {
+    const int64_t first = spec.seeds.front();
+    spec.seeds.clear();
+    for (int64_t i = 0; i < seeds_override; ++i) spec.seeds.push_back(first + i);
+  }
+  make_directories(out + "/runs");
+  const size_t points = spec.variants.size() * spec.seeds.size();
+  size_t index = 0;
+  for (const auto& v : spec.variants) {
+    for (int64_t seed : spec.seeds) {
+      ++index;
+      const std::string dir = out + "/runs/" + run_name(v, seed);
+      const config::LoadedConfig cfg = point_config(spec, v, seed);
+      const auto latest = train::latest_checkpoint(dir);
+      if (latest && latest->step >= cfg.config.train.steps) {
+        log::info("[", index, "/", points, "] ", run_name(v, seed), ": trained (step ", latest->step, "), skipping training");
+      } else {
+        log::info("[", index, "/", points, "] ", run_name(v, seed), ": training");
+        train::TrainOptions opts;
+        opts.run_dir = dir;
+        opts.resume = "auto";
+        const train::TrainResult r = train::run_training(cfg, opts);
+        if (r.exit_code != 0) return r.exit_code;
+      }
+      const std::string ckpt = train::latest_checkpoint(dir)->dir;
+      make_directories(dir + "/eval");
+      auto run_eval = [&](const std::string& file, const std::vector<std::string>& o) {
+        if (path_exists(file)) return;
+        const ExtrapolationReport rep = evaluate_checkpoint(ckpt, o);
+        std::cout << report_table(rep);
+        write_file_atomic(file, report_json(rep));
+      };
+      for (const auto& p : spec.protocols) run_eval(dir + "/eval/" + p + ".json", eval_overrides(spec, p));
+      if (cfg.config.model.position.kind == config::PositionKind::rope) {
+        for (const auto& sc : spec.scaling) {
+          std::vector<std::string> o = eval_overrides(spec, "chunks");
+          o.insert(o.end(), sc.overrides.begin(), sc.overrides.end());
+          run_eval(dir + "/eval/chunks-" + sc.name + ".json", o);
+        }
+      }
+    }
+  }
+  SweepSpec used = spec;
+  write_sweep_report(used, out);
+  return 0;
+}
+
+void write_sweep_report(const SweepSpec& spec, const std::string& out) {
+  json report = {{"name", spec.name}, {"sweep_file", spec.file}, {"config", spec.config}, {"seeds", spec.seeds},
+                 {"lengths", spec.lengths}, {"protocols", spec.protocols}, {"git_revision", build_info().git_revision},
+                 {"variants", json::array()}};
+  int64_t train_length = 0, steps = 0;
+  std::string objective;
+  for (const auto& v : spec.variants) {
+    json jv = {{"name", v.name}, {"runs", json::array()}};
+    for (int64_t seed : spec.seeds) {
+      const std::string dir = out + "/runs/" + run_name(v, seed);
+      if (!path_exists(dir + "/metrics.jsonl")) continue;
+      const config::Config c = point_config(spec, v, seed).config;
+      train_length = c.data.seq_len;
+      steps = c.train.steps;
+      objective = config::objective_names().name(c.model.objective);
+      json run = {{"seed", seed}, {"dir", dir}, {"train", json::array()}, {"valid", json::array()}, {"eval", json::object()}};
+      std::istringstream in(read_text_file(dir + "/metrics.jsonl"));
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        const json r = json::parse(line);
+        if (r["type"] == "train") run["train"].push_back({r["step"], r["loss"]});
+        if (r["type"] == "eval") run["valid"].push_back({r["step"], r["loss"]});
+      }
+      if (is_directory(dir + "/eval"))
+        for (const auto& f : std::filesystem::directory_iterator(dir + "/eval"))
+          if (f.path().extension() == ".json") run["eval"][f.path().stem().string()] = json::parse(read_text_file(f.path().string()));
+      jv["runs"].push_back(run);
+    }
+    report["variants"].push_back(jv);
+  }
+  report["train_length"] = train_length;
+  report["steps"] = steps;
+  report["objective"] = objective;
+  write_file_atomic(out + "/report.json", report.dump(1) + "\n");
+
+  // ---- report.md
+  auto ppl_at = [&](const json& jv, const std::string& key, int64_t L) {
+    std::vector<double> v;
+    for (const auto& run : jv["runs"]) {
+      if (!run["eval"].contains(key)) continue;
+      for (const auto& r : run["eval"][key]["results"])
+        if (r["length"] == L && r["applicable"].get<bool>()) v.push_back(r["ppl"].get<double>());
+    }
+    return v;
+  };
+  std::ostringstream md;
+  md << "# Sweep report: " << spec.name << "\n\n"
+     << "Base config `" << spec.config << "`, objective " << objective << ", " << steps << " steps, training length "
+     << train_length << ", seeds " << json(spec.seeds).dump() << ", evaluation split `" << spec.split
+     << "`, git " << build_info().git_revision << ". Values are mean ± sample std over seeds; perplexity is per "
+     << (objective == "mlm" ? "masked token (fixed evaluation masks)" : "next token") << ".\n\n";
+  md << "## In-distribution (validation at the training length)\n\n| variant | final valid loss | valid ppl |\n|---|---|---|\n";
+  for (const auto& jv : report["variants"]) {
+    std::vector<double> losses;
+    for (const auto& run : jv["runs"])
+      if (!run["valid"].empty()) losses.push_back(run["valid"].back()[1].get<double>());
+    std::vector<double> ppls;
+    for (double l : losses) ppls.push_back(std::exp(l));
+    md << "| " << jv["name"].get<std::string>() << " | " << mean_std(losses, 4) << " | " << mean_std(ppls, 2) << " |\n";
+  }
+  for (const auto& protocol : spec.protocols) {
+    md << "\n## Perplexity by evaluation length (" << protocol << " protocol)\n\n| variant |";
+    for (int64_t L : spec.lengths) md << " " << L << " (" << fmt(static_cast<double>(L) / std::max<int64_t>(1, train_length), 0) << "×) |";
+    md << "\n|---|";
+    for (size_t i = 0; i < spec.lengths.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& jv : report["variants"]) {
+      md << "| " << jv["name"].get<std::string>() << " |";
+      for (int64_t L : spec.lengths) md << " " << mean_std(ppl_at(jv, protocol, L)) << " |";
+      md << "\n";
+    }
+    md << "\nRatio to the training length (mean ppl at L / mean ppl at " << train_length << "):\n\n| variant |";
+    for (int64_t L : spec.lengths) md << " " << L << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < spec.lengths.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& jv : report["variants"]) {
+      const double base = mean(ppl_at(jv, protocol, train_length));
+      md << "| " << jv["name"].get<std::string>() << " |";
+      for (int64_t L : spec.lengths) md << " " << fmt(mean(ppl_at(jv, protocol, L)) / base) << " |";
+      md << "\n";
+    }
+  }
+  if (!spec.scaling.empty()) {
+    md << "\n## RoPE context extension at evaluation time (chunks protocol, no retraining)\n\n| rope variant | scaling |";
+    for (int64_t L : spec.lengths) md << " " << L << " |";
+    md << "\n|---|---|";
+    for (size_t i = 0; i < spec.lengths.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& jv : report["variants"]) {
+      bool any = false;
+      for (const auto& run : jv["runs"]) any = any || run["eval"].contains("chunks-" + spec.scaling.front().name);
+      if (!any) continue;
+      md << "| " << jv["name"].get<std::string>() << " | none |";
+      for (int64_t L : spec.lengths) md << " " << mean_std(ppl_at(jv, "chunks", L)) << " |";
+      md << "\n";
+      for (const auto& sc : spec.scaling) {
+        md << "| " << jv["name"].get<std::string>() << " | " << sc.name << " |";
+        for (int64_t L : spec.lengths) md << " " << mean_std(ppl_at(jv, "chunks-" + sc.name, L)) << " |";
+        md << "\n";
+      }
+    }
+  }
+  md << "\n## Plots\n\n![loss vs step](loss_vs_step.png)\n\n![perplexity vs length](ppl_vs_length.png)\n\n"
+        "![loss by position](loss_by_position.png)\n";
+  write_file_atomic(out + "/report.md", md.str());
+  log::info("wrote ", out, "/report.md and report.json");
+  // Plots: matplotlib through the project venv, when present.
+  const std::string py = std::string(ROFORMER_SOURCE_DIR) + "/.venv/bin/python";
+  const std::string script = std::string(ROFORMER_SOURCE_DIR) + "/scripts/plot_report.py";
+  if (path_exists(py) && path_exists(script)) {
+    const std::string cmd = "'" + py + "' '" + script + "' '" + out + "/report.json' '" + out + "'";
+    if (std::system(cmd.c_str()) != 0) log::warn("plotting failed: ", cmd);
+  } else {
+    log::warn("no .venv with matplotlib: skipped the plots (run scripts/setup.sh)");
+  }
+}
+
+}  // namespace roformer::eval

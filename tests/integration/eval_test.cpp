@@ -1,0 +1,146 @@
+// `roformer eval` and `roformer sweep` end to end on a tiny trained checkpoint: evaluation at
+// the training length equals the trainer's own validation loss; the chunks protocol scores
+// every token once; sliding with stride L equals chunks; RoPE scaling changes results only
+// where it should; learned positions past their table are reported as not applicable; a
+// sweep resumes without retraining and its report carries the expected tables.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "roformer/common/files.h"
+#include "test_support.h"
+
+using namespace roformer::testing;
+using nlohmann::json;
+
+namespace {
+
+struct Trained {
+  TempDir dir;
+  std::string dataset, config, run, checkpoint;
+  explicit Trained(const std::string& objective, const std::string& extra = "") {
+    dataset = make_word_dataset(dir);
+    config = write_tiny_config(dir, dataset, objective);
+    run = dir.file("run");
+    const auto r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + run + "' " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    checkpoint = run + "/checkpoints/step_40";
+  }
+  json eval(const std::string& args) const {
+    const std::string out = dir.file("eval_out");
+    const auto r = run_command("'" + roformer_binary() + "' eval '" + checkpoint + "' --out '" + out + "' " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return json::parse(read_file(out + "/eval.json"));
+  }
+};
+
+double last_valid_loss(const std::string& run) {
+  std::istringstream in(read_file(run + "/metrics.jsonl"));
+  std::string line;
+  double loss = 0;
+  while (std::getline(in, line))
+    if (!line.empty() && json::parse(line)["type"] == "eval") loss = json::parse(line)["loss"].get<double>();
+  return loss;
+}
+
+}  // namespace
+
+TEST(Eval, AtTheTrainingLengthEqualsTheTrainersValidationLoss) {
+  for (const std::string objective : {"mlm", "causal_lm"}) {
+    Trained t(objective);
+    // The trainer scores eval_batches x batch_size windows of length 32: 2 * 8 * 32 tokens.
+    const json j = t.eval("--lengths 32 --set eval.max_tokens=512 --set eval.batch_size=8");
+    EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9) << objective;
+  }
+}
+
+TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
+  Trained t("causal_lm");
+  const json chunks = t.eval("--lengths 32,64 --set eval.max_tokens=0");
+  EXPECT_EQ(chunks["results"][0]["tokens"].get<int64_t>(), 3999);  // every target of the 4000-token split once
+  EXPECT_EQ(chunks["results"][1]["tokens"].get<int64_t>(), 3999);
+  const json sliding_l = t.eval("--lengths 32,64 --protocol sliding --stride 32 --set eval.max_tokens=0");
+  EXPECT_DOUBLE_EQ(sliding_l["results"][0]["loss"].get<double>(), chunks["results"][0]["loss"].get<double>());
+  const json sliding = t.eval("--lengths 64 --protocol sliding --stride 16 --set eval.max_tokens=0");
+  EXPECT_EQ(sliding["results"][0]["tokens"].get<int64_t>(), 3999);
+  // Linear scaling with factor 1 is no scaling; dynamic NTK changes nothing up to the training
+  // length and something beyond it.
+  const json linear1 = t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=linear "
+                              "--set model.position.rope.scaling.factor=1");
+  EXPECT_EQ(linear1["results"][0]["loss"], chunks["results"][0]["loss"]);
+  EXPECT_EQ(linear1["results"][1]["loss"], chunks["results"][1]["loss"]);
+  const json dynamic = t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=dynamic_ntk");
+  EXPECT_EQ(dynamic["results"][0]["loss"], chunks["results"][0]["loss"]);
+  EXPECT_NE(dynamic["results"][1]["loss"], chunks["results"][1]["loss"]);
+  // Architecture overrides are refused at evaluation time.
+  const auto r = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --set model.num_layers=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("model.num_layers"), std::string::npos) << r.output;
+}
+
+TEST(Eval, LearnedPositionsPastTheTableAreNotApplicable) {
+  Trained t("causal_lm", "--set model.position.kind=learned --set model.position.max_positions=48");
+  const json j = t.eval("--lengths 32,64");
+  EXPECT_TRUE(j["results"][0]["applicable"].get<bool>());
+  EXPECT_FALSE(j["results"][1]["applicable"].get<bool>());
+  EXPECT_NE(j["results"][1]["reason"].get<std::string>().find("48"), std::string::npos);
+}
+
+TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
+  TempDir dir;
+  const std::string ds = make_word_dataset(dir);
+  const std::string cfg = write_tiny_config(dir, ds, "causal_lm");
+  write_file(dir.file("sweep.yaml"),
+             "name: tiny\nconfig: tiny.yaml\nset: [\"train.steps=20\", \"train.checkpoint_every=20\"]\nseeds: [1, 2]\n"
+             "variants:\n  - {name: rope, set: [\"model.position.kind=rope\"]}\n"
+             "  - {name: alibi, set: [\"model.position.kind=alibi\"]}\n"
+             "eval:\n  lengths: [32, 64]\n  protocols: [chunks, sliding]\n  max_tokens: 1000\n"
+             "  scaling:\n    - {name: yarn-2, set: [\"model.position.rope.scaling.kind=yarn\", "
+             "\"model.position.rope.scaling.factor=2\"]}\n");
+  const std::string out = dir.file("out");
+  auto r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string report = read_file(out + "/report.md");
+  for (const std::string fragment : {"| rope |", "| alibi |", "chunks protocol", "sliding protocol", "| rope | yarn-2 |",
+                                     "## In-distribution"})
+    EXPECT_NE(report.find(fragment), std::string::npos) << fragment << "\n" << report;
+  EXPECT_TRUE(roformer::path_exists(out + "/runs/alibi-seed2/eval/sliding.json"));
+  EXPECT_FALSE(roformer::path_exists(out + "/runs/alibi-seed2/eval/chunks-yarn-2.json"));  // scaling is for rope only
+  const std::string before = read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors");
+  r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rope-seed1: trained (step 20), skipping training"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors"), before);
+  // A typo in a variant fails before any training.
+  write_file(dir.file("bad.yaml"), "config: tiny.yaml\nvariants:\n  - {name: x, set: [\"model.position.kind=rotary\"]}\n");
+  r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("bad.yaml") + "' --out '" + dir.file("bad") + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("rotary"), std::string::npos) << r.output;
+  EXPECT_FALSE(roformer::path_exists(dir.file("bad")));
+}
+
+TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {
+  TempDir dir;
+  const std::string ds = make_word_dataset(dir, 4000);
+  write_tiny_config(dir, ds, "causal_lm");
+  write_file(dir.file("sweep.yaml"), "name: fx\nconfig: tiny.yaml\nseeds: [1, 2]\nvariants:\n  - {name: rope, set: []}\n"
+                                     "eval:\n  lengths: [32, 64]\n  protocols: [chunks]\n");
+  for (int seed : {1, 2}) {
+    const std::string run = dir.file("out/runs/rope-seed" + std::to_string(seed));
+    roformer::make_directories(run + "/eval");
+    write_file(run + "/metrics.jsonl", "{\"type\":\"train\",\"step\":10,\"loss\":2.0}\n{\"type\":\"eval\",\"step\":40,\"loss\":" +
+                                           std::string(seed == 1 ? "1.0" : "3.0") + "}\n");
+    const double p32 = seed == 1 ? 10.0 : 20.0, p64 = seed == 1 ? 30.0 : 50.0;
+    write_file(run + "/eval/chunks.json", json({{"results", {{{"length", 32}, {"applicable", true}, {"ppl", p32}},
+                                                             {{"length", 64}, {"applicable", true}, {"ppl", p64}}}}})
+                                              .dump());
+  }
+  const auto r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" +
+                             dir.file("out") + "' --report-only");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string report = read_file(dir.file("out/report.md"));
+  EXPECT_NE(report.find("| rope | 2.0000 ± 1.4142 |"), std::string::npos) << report;  // valid loss 1 and 3
+  EXPECT_NE(report.find("| rope | 15.00 ± 7.07 | 40.00 ± 14.14 |"), std::string::npos) << report;
+  EXPECT_NE(report.find("| rope | 1.00 | 2.67 |"), std::string::npos) << report;  // 40 / 15
+}

@@ -7,6 +7,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/eval/sweep.h"
 #include "test_support.h"
 
 using namespace roformer;
@@ -205,4 +206,17 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_NO_THROW(load_overrides({}));
   EXPECT_FALSE(schema_text().empty());
   EXPECT_NE(schema_text().find("model.position.rope.scaling.kind"), std::string::npos);
+}
+
+TEST(Config, EveryShippedSweepFileLoads) {
+  namespace fs = std::filesystem;
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(ROFORMER_SOURCE_DIR) + "/configs/ablation")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    const eval::SweepSpec spec = eval::load_sweep(entry.path().string());  // validates every variant's config
+    EXPECT_FALSE(spec.variants.empty());
+    ++count;
+  }
+  EXPECT_GE(count, 2);
 }

@@ -79,6 +79,20 @@ TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
   EXPECT_NE(r.output.find("model.num_layers"), std::string::npos) << r.output;
 }
 
+TEST(Eval, PasskeyRetrievalRunsOnACausalCheckpoint) {
+  Trained t("causal_lm");
+  const std::string out = t.dir.file("pk");
+  const auto r = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --passkey --lengths 128,256 "
+                             "--depths 0,0.5 --trials 2 --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(read_file(out + "/passkey.json"));
+  ASSERT_EQ(j["cells"].size(), 4u);
+  for (const json& cell : j["cells"]) EXPECT_EQ(cell["trials"].get<int64_t>(), 2);
+  const auto bad = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --passkey --depths 2");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("outside [0, 1]"), std::string::npos) << bad.output;
+}
+
 TEST(Eval, LearnedPositionsPastTheTableAreNotApplicable) {
   Trained t("causal_lm", "--set model.position.kind=learned --set model.position.max_positions=48");
   const json j = t.eval("--lengths 32,64");

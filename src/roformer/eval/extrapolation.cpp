@@ -18,24 +18,33 @@
 
 namespace roformer::eval {
 
-ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
+LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::string>& overrides) {
   const config::Config saved = train::checkpoint_config(dir);
   config::LoadedConfig loaded;
   loaded.config = saved;
   config::apply_overrides(loaded, overrides);
-  const config::Config& cfg = loaded.config;
-  train::check_same_architecture(saved, cfg, dir);
-  const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads
-                                                : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  train::check_same_architecture(saved, loaded.config, dir);
+  LoadedCheckpoint c;
+  c.config = loaded.config;
+  const int64_t threads = c.config.train.threads > 0
+                              ? c.config.train.threads
+                              : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(static_cast<int>(threads));
-  const torch::Device device = torch::cuda::is_available() && cfg.train.device != config::DeviceKind::cpu
-                                   ? torch::Device(torch::kCUDA, 0)
-                                   : torch::Device(torch::kCPU);
+  c.device = torch::cuda::is_available() && c.config.train.device != config::DeviceKind::cpu ? torch::Device(torch::kCUDA, 0)
+                                                                                              : torch::Device(torch::kCPU);
+  c.model = model::build_model(c.config.model, 0);
+  train::load_model_weights(dir, *c.model);
+  c.model->to(c.device);
+  return c;
+}
+
+ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
+  LoadedCheckpoint loaded = load_for_eval(dir, overrides);
+  const config::Config& cfg = loaded.config;
+  model::EncoderModel& model = loaded.model;
+  const torch::Device device = loaded.device;
   const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path);
   auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split);
-  model::EncoderModel model = model::build_model(cfg.model, 0);
-  train::load_model_weights(dir, *model);
-  model->to(device);
 
   ExtrapolationReport report;
   report.checkpoint = dir;

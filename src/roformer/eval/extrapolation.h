@@ -9,6 +9,7 @@
 
 #include "roformer/config/config.h"
 #include "roformer/eval/evaluate.h"
+#include "roformer/model/encoder.h"
 
 namespace roformer::eval {
 
@@ -26,8 +27,16 @@ struct ExtrapolationReport {
   std::vector<LengthResult> lengths;
 };
 
-// Loads the checkpoint with `overrides` applied to its saved config (runtime keys only: the
-// architecture must match), then evaluates eval.lengths on eval.split under eval.protocol.
+// A checkpoint ready for evaluation: its saved config with `overrides` applied (runtime keys
+// only: the architecture must match), the model with its weights, on the device.
+struct LoadedCheckpoint {
+  config::Config config;
+  model::EncoderModel model{nullptr};
+  torch::Device device = torch::kCPU;
+};
+LoadedCheckpoint load_for_eval(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
+
+// Evaluates eval.lengths on eval.split under eval.protocol.
 ExtrapolationReport evaluate_checkpoint(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
 
 std::string report_json(const ExtrapolationReport& report);

@@ -219,7 +219,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       const config::Config c = point_config(spec, v, seed).config;
       train_length = c.data.seq_len;
       steps = c.train.steps;
-      objective = config::objective_names().name(c.model.objective);
+      const std::string obj = config::objective_names().name(c.model.objective);
+      objective = objective.empty() || objective == obj ? obj : "mixed";
       json run = {{"seed", seed}, {"dir", dir}, {"train", json::array()}, {"valid", json::array()}, {"eval", json::object()}};
       std::istringstream in(read_text_file(dir + "/metrics.jsonl"));
       std::string line;
@@ -256,7 +257,10 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
      << "Base config `" << spec.config << "`, objective " << objective << ", " << steps << " steps, training length "
      << train_length << ", seeds " << json(spec.seeds).dump() << ", evaluation split `" << spec.split
      << "`, git " << build_info().git_revision << ". Values are mean ± sample std over seeds; perplexity is per "
-     << (objective == "mlm" ? "masked token (fixed evaluation masks)" : "next token") << ".\n\n";
+     << (objective == "mlm"         ? "masked token (fixed evaluation masks)"
+         : objective == "causal_lm" ? "next token"
+                                    : "masked token for MLM variants and next token for causal-LM variants")
+     << ".\n\n";
   md << "## In-distribution (validation at the training length)\n\n| variant | final valid loss | valid ppl |\n|---|---|---|\n";
   for (const auto& jv : report["variants"]) {
     std::vector<double> losses;

@@ -25,14 +25,14 @@ std::string sibling_tool(const char* name) {
 
 }  // namespace
 
-void add_prepare_data_command(CLI::App& app, int& exit_code) {
+void add_prepare_data_command(CLI::App& app, int& /*exit_code: execv replaces the process*/) {
   CLI::App* cmd = app.add_subcommand(
       "prepare-data", "Tokenize text into binary shards + meta.json (byte or SentencePiece); see --help");
   cmd->prefix_command();  // everything after the subcommand goes to the tool
   cmd->set_help_flag();   // ... including --help
   cmd->allow_extras();
   cmd->fallthrough(false);
-  cmd->callback([cmd, &exit_code] {
+  cmd->callback([cmd] {
     const std::string tool = sibling_tool("roformer-prepare-data");
     if (::access(tool.c_str(), X_OK) != 0)
       throw UserError("'" + tool + "' is missing: rebuild the project (it is built with the roformer binary)");
@@ -42,8 +42,7 @@ void add_prepare_data_command(CLI::App& app, int& exit_code) {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     ::execv(tool.c_str(), argv.data());
-    throw std::runtime_error("cannot run '" + tool + "': " + std::strerror(errno));
-    exit_code = 1;
+    throw std::runtime_error("cannot run '" + tool + "': " + std::strerror(errno));  // execv returned: it failed
   });
 }
 

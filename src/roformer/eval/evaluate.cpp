@@ -35,9 +35,11 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
     const torch::Tensor bucket = torch::div((scored % L) * buckets, L, "floor");  // position in the window -> bucket
     const torch::Tensor sums = torch::zeros({buckets}, torch::kFloat64).index_add_(0, bucket.cpu(), nll.cpu());
     const torch::Tensor counts = torch::bincount(bucket.cpu(), {}, buckets);
+    const auto sums_a = sums.accessor<double, 1>();
+    const auto counts_a = counts.accessor<int64_t, 1>();
     for (int64_t k = 0; k < buckets; ++k) {
-      r.bucket_loss_sum[static_cast<size_t>(k)] += sums[k].item<double>();
-      r.bucket_tokens[static_cast<size_t>(k)] += counts[k].item<int64_t>();
+      r.bucket_loss_sum[static_cast<size_t>(k)] += sums_a[k];
+      r.bucket_tokens[static_cast<size_t>(k)] += counts_a[k];
     }
   }
   if (was_training) model->train();

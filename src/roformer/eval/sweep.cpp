@@ -200,8 +200,7 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
       }
     }
   }
-  SweepSpec used = spec;
-  write_sweep_report(used, out);
+  write_sweep_report(spec, out);
   return 0;
 }
 

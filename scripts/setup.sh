@@ -15,6 +15,7 @@ apt_packages=(
   libsentencepiece-dev sentencepiece zlib1g-dev dpkg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  libgloo-dev
 )
 pip_packages=("torch==${torch_version}" matplotlib transformers safetensors numpy)
 

@@ -1,7 +1,11 @@
-// `roformer train CONFIG [--set k=v ...] [--run-dir DIR] [--resume auto|PATH]`.
+// `roformer train CONFIG [--set k=v ...] [--run-dir DIR] [--resume auto|PATH]`. Under a
+// launcher (scripts/launch.sh, torchrun --no-python, srun) the rank comes from the environment.
+#include <algorithm>
+
 #include "cli/commands.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/dist/dist_env.h"
 #include "roformer/train/trainer.h"
 
 namespace roformer::cli {
@@ -20,8 +24,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
                                          "(or start fresh if none); or a checkpoint directory");
   cmd->callback([o, &exit_code] {
     const config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
-    log::init(log::parse_level(loaded.config.log_level));
     train::TrainOptions opts;
+    opts.env = dist::read_dist_env();
+    // Ranks other than 0 report warnings and errors only (rank 0 speaks for the run).
+    const log::Level level = log::parse_level(loaded.config.log_level);
+    log::init(opts.env.rank == 0 ? level : std::max(level, log::Level::warn), opts.env.rank, opts.env.world_size);
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;
     exit_code = train::run_training(loaded, opts).exit_code;

@@ -13,7 +13,6 @@ namespace {
 
 constexpr uint64_t kMaskStream = 0x6d61736bULL;  // distinct counter streams per use
 constexpr uint64_t kOffsetStream = 0x6f666673ULL;
-constexpr uint64_t kPermStream = 0x7065726dULL;
 
 }  // namespace
 
@@ -58,31 +57,18 @@ TrainBatcher::TrainBatcher(std::shared_ptr<const TokenStore> store, config::Obje
   if (store_->size() < need_)
     throw UserError("split '" + store_->split() + "' has " + std::to_string(store_->size()) +
                     " tokens, fewer than one training sequence of " + std::to_string(need_) + "; lower data.seq_len");
+  if (sampling_ == config::DataSampling::packed) {
+    const int64_t chunks = (store_->size() - (need_ - seq_len_)) / seq_len_;
+    sampler_ = std::make_unique<DistributedSampler>(chunks, world_, rank_, seed_);
+  }
   if (objective_ == config::Objective::mlm && rule_.mask_id < 0)
     throw UserError("the dataset has no [MASK] token, so it cannot train an MLM; use model.objective=causal_lm");
 }
 
-int64_t TrainBatcher::packed_offset(int64_t g) const {
-  const int64_t chunks = (store_->size() - (need_ - seq_len_)) / seq_len_;
-  const int64_t epoch = g / chunks, index = g % chunks;
-  std::lock_guard<std::mutex> lock(perm_mutex_);
-  if (epoch != perm_epoch_) {  // Fisher-Yates from counters: the permutation of `epoch` is fixed by the seed
-    perm_.resize(static_cast<size_t>(chunks));
-    for (int64_t i = 0; i < chunks; ++i) perm_[static_cast<size_t>(i)] = i;
-    for (int64_t i = chunks - 1; i > 0; --i) {
-      const int64_t j = static_cast<int64_t>(hash_counters(seed_, {kPermStream, static_cast<uint64_t>(epoch),
-                                                                   static_cast<uint64_t>(i)}) %
-                                             static_cast<uint64_t>(i + 1));
-      std::swap(perm_[static_cast<size_t>(i)], perm_[static_cast<size_t>(j)]);
-    }
-    perm_epoch_ = epoch;
-  }
-  return perm_[static_cast<size_t>(index)] * seq_len_;
-}
+int64_t TrainBatcher::packed_offset(int64_t q) const { return sampler_->stream_index(q) * seq_len_; }
 
 std::vector<int64_t> TrainBatcher::offsets(int64_t step) const {
   std::vector<int64_t> out;
-  const int64_t global = global_batch();
   for (int64_t i = 0; i < local_batch_; ++i) {
     const int64_t j = rank_ * local_batch_ + i;  // index in the global batch: ranks take disjoint slices
     if (sampling_ == config::DataSampling::random) {
@@ -90,7 +76,7 @@ std::vector<int64_t> TrainBatcher::offsets(int64_t step) const {
       out.push_back(static_cast<int64_t>(
           hash_counters(seed_, {kOffsetStream, static_cast<uint64_t>(step), static_cast<uint64_t>(j)}) % span));
     } else {
-      out.push_back(packed_offset(step * global + j));
+      out.push_back(packed_offset(step * local_batch_ + i));  // this rank's shard of each epoch
     }
   }
   return out;

@@ -1,7 +1,7 @@
 // Batches for training and evaluation, built from a TokenStore as pure functions of their
 // index, so a resumed run sees exactly the batches it would have seen:
-//   TrainBatcher: step -> this rank's [b, L] batch (random offsets or packed chunks in a
-//                 per-epoch permutation), MLM-masked or shifted for causal LM;
+//   TrainBatcher: step -> this rank's [b, L] batch (random offsets, or packed chunks drawn
+//                 through a DistributedSampler), MLM-masked or shifted for causal LM;
 //   EvalWindows:  every token of a split scored exactly once at length L, by non-overlapping
 //                 chunks or a sliding window of stride S, with MLM masks fixed by absolute
 //                 position so two checkpoints are scored on identical inputs.
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "roformer/config/config.h"
+#include "roformer/data/distributed_sampler.h"
 #include "roformer/data/token_store.h"
 
 namespace roformer::data {
@@ -58,9 +59,7 @@ class TrainBatcher {
   config::DataSampling sampling_;
   MaskingRule rule_;
   int64_t need_;  // tokens per sequence (L, or L+1 for causal LM)
-  mutable std::mutex perm_mutex_;
-  mutable int64_t perm_epoch_ = -1;
-  mutable std::vector<int64_t> perm_;
+  std::unique_ptr<DistributedSampler> sampler_;  // packed sampling: chunks of L tokens
 };
 
 struct EvalWindow {

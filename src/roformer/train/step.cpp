@@ -56,22 +56,52 @@ double gradient_norm(model::EncoderModel& model) {
 }
 
 StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
-                      int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast, bool poison) {
+                      int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast, bool poison,
+                      const DataParallel* dp) {
   StepResult r;
   optimizer.zero_grad();
   const int64_t micro = batch.input_ids.size(0) / grad_accum;
+  const torch::Device comm_device = model->parameters().front().device();
+  double scored = static_cast<double>(batch.scored);
+  double world = 1;
+  if (dp) {  // the global count of scored tokens
+    torch::Tensor n = torch::full({1}, scored, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+    dp->comm->allreduce_sum_now(n);
+    scored = n.item<double>();
+    world = dp->comm->size();
+  }
   for (int64_t m = 0; m < grad_accum; ++m) {
     const torch::Tensor targets = batch.targets.narrow(0, m * micro, micro).to(device);
-    if ((targets != -100).sum().item<int64_t>() == 0) continue;  // nothing scored in this micro-batch
+    // Single process: skip a micro-batch with nothing scored. Data parallel: every rank must
+    // run the same backward passes (the collectives pair up), so none is skipped.
+    if (!dp && (targets != -100).sum().item<int64_t>() == 0) continue;
     const torch::Tensor ids = batch.input_ids.narrow(0, m * micro, micro).to(device);
     torch::Tensor loss;
     {
       AutocastGuard guard(autocast);
-      loss = model->loss({ids}, targets, /*sum=*/true) / static_cast<double>(batch.scored);
+      loss = model->loss({ids}, targets, /*sum=*/true) / scored;
     }
     if (poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
-    loss.backward();
     r.loss += loss.item<double>();
+    if (!dp) {
+      loss.backward();
+      continue;
+    }
+    // The reducer divides by the world size; scaling by it here makes the result the global mean.
+    const bool last = m == grad_accum - 1;
+    if (last) {
+      dp->reducer->prepare_for_backward();
+      (loss * world).backward();
+      dp->reducer->finish();
+    } else {
+      auto no_sync = dp->reducer->no_sync();
+      (loss * world).backward();
+    }
+  }
+  if (dp) {
+    torch::Tensor l = torch::full({1}, r.loss, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+    dp->comm->allreduce_sum_now(l);
+    r.loss = l.item<double>();
   }
   r.grad_norm = gradient_norm(model);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);

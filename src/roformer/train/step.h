@@ -10,6 +10,7 @@
 
 #include "roformer/config/config.h"
 #include "roformer/data/batches.h"
+#include "roformer/dist/reducer.h"
 #include "roformer/model/encoder.h"
 
 namespace roformer::train {
@@ -27,9 +28,17 @@ struct StepResult {
 
 // Forward/backward over `grad_accum` micro-batches of `batch`, then (if finite) clip and step.
 // `poison` multiplies the loss by NaN (fault injection for tests of the guard).
+// Data parallel (`dp` set): `batch` is this rank's share of the global batch; the loss is
+// normalised by the global number of scored tokens, the first grad_accum-1 micro-batches run
+// under no_sync, the reducer averages gradients over ranks, and the returned loss is global,
+// so every rank takes the same decisions (finite or not, clipping) on identical gradients.
+struct DataParallel {
+  dist::GradientReducer* reducer = nullptr;
+  dist::Communicator* comm = nullptr;
+};
 StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
-                      bool poison = false);
+                      bool poison = false, const DataParallel* dp = nullptr);
 
 // Global L2 norm of all gradients (in double).
 double gradient_norm(model::EncoderModel& model);

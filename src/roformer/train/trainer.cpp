@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,10 @@
 #include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
 #include "roformer/data/batches.h"
+#include "roformer/data/counter_rng.h"
 #include "roformer/data/prefetcher.h"
+#include "roformer/dist/process_group.h"
+#include "roformer/dist/reducer.h"
 #include "roformer/eval/evaluate.h"
 #include "roformer/model/encoder.h"
 #include "roformer/train/checkpoint.h"
@@ -38,6 +42,7 @@ using Clock = std::chrono::steady_clock;
 // (written before a crash) are dropped so the file matches an uninterrupted run.
 class MetricsWriter {
  public:
+  MetricsWriter() = default;  // disabled (ranks other than 0)
   MetricsWriter(const std::string& path, int64_t keep_up_to_step) : path_(path) {
     std::string kept;
     if (path_exists(path)) {
@@ -55,6 +60,7 @@ class MetricsWriter {
     if (!out_) throw UserError("cannot append to " + path);
   }
   void write(const json& record) {
+    if (!out_.is_open()) return;
     out_ << record.dump() << "\n";
     out_.flush();
   }
@@ -64,12 +70,50 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-torch::Device pick_device(const config::TrainConfig& t) {
+torch::Device pick_device(const config::TrainConfig& t, const dist::DistEnv& env) {
   const bool cuda = torch::cuda::is_available();
   if (t.device == config::DeviceKind::cuda && !cuda)
     throw UserError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu or auto");
   if (t.device == config::DeviceKind::cpu || !cuda) return torch::kCPU;
-  return torch::Device(torch::kCUDA, 0);
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (env.local_rank >= gpus)
+    throw UserError("LOCAL_RANK=" + std::to_string(env.local_rank) + " but this node has " + std::to_string(gpus) +
+                    " GPU(s); start at most one rank per GPU");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+}
+
+dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
+  if (d.backend == config::DistBackend::nccl) {
+    if (!device.is_cuda()) throw UserError("dist.backend=nccl needs CUDA tensors, but training runs on the CPU; use gloo or auto");
+    return dist::Engine::nccl;
+  }
+  if (d.backend == config::DistBackend::gloo) return dist::Engine::gloo;
+  return device.is_cuda() ? dist::Engine::nccl : dist::Engine::gloo;
+}
+
+// Sums an evaluation's counts over ranks (each rank scored its own windows).
+void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::EvalResult& r) {
+  std::vector<double> v{r.loss_sum, static_cast<double>(r.tokens), static_cast<double>(r.correct)};
+  v.insert(v.end(), r.bucket_loss_sum.begin(), r.bucket_loss_sum.end());
+  for (int64_t n : r.bucket_tokens) v.push_back(static_cast<double>(n));
+  torch::Tensor t = torch::tensor(v, torch::kFloat64).to(device);
+  comm.allreduce_sum_now(t);
+  t = t.cpu();
+  const auto* d = t.data_ptr<double>();
+  r.loss_sum = d[0];
+  r.tokens = static_cast<int64_t>(d[1]);
+  r.correct = static_cast<int64_t>(d[2]);
+  const size_t nb = r.bucket_loss_sum.size();
+  for (size_t i = 0; i < nb; ++i) r.bucket_loss_sum[i] = d[3 + i];
+  for (size_t i = 0; i < nb; ++i) r.bucket_tokens[i] = static_cast<int64_t>(d[3 + nb + i]);
+}
+
+// True on every rank when any rank was asked to stop (so all stop after the same step).
+bool any_rank(dist::Communicator* comm, const torch::Device& device, bool mine) {
+  if (!comm) return mine;
+  torch::Tensor t = torch::full({1}, mine ? 1.0 : 0.0, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  comm->allreduce_sum_now(t);
+  return t.item<double>() > 0;
 }
 
 std::string resolve_run_dir(const config::LoadedConfig& c, const TrainOptions& o) {
@@ -92,6 +136,14 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   TrainResult result;
   result.run_dir = resolve_run_dir(loaded, opts);
   const std::string& run_dir = result.run_dir;
+  const dist::DistEnv& env = opts.env;
+  const int world = env.world_size;
+  const bool rank0 = env.rank == 0;
+  if (t.batch_size % world != 0 || (t.batch_size / world) % t.grad_accum != 0)
+    throw UserError("train.batch_size=" + std::to_string(t.batch_size) + " is the global batch: it must split evenly " +
+                    "over " + std::to_string(world) + " rank(s) x train.grad_accum=" + std::to_string(t.grad_accum) +
+                    " micro-batches; choose a multiple of " + std::to_string(world * t.grad_accum));
+  const int64_t local_batch = t.batch_size / world;
 
   // ---- inputs first: nothing is written until the config, data and resume target check out
   if (cfg.data.path.empty()) throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data)");
@@ -111,26 +163,47 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   }
   if (!resume_dir.empty()) check_same_architecture(checkpoint_config(resume_dir), cfg, resume_dir);
 
-  check_writable(run_dir);
-  log::add_file(run_dir + "/train.log");
-  const std::string git_rev = build_info().git_revision;
-  write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev + "\n" + config::dump_yaml(cfg));
-  log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg));
-
-  const int64_t threads = t.threads > 0 ? t.threads : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t hw_threads = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = t.threads > 0 ? t.threads : std::max<int64_t>(1, hw_threads / env.local_world_size);
   at::set_num_threads(static_cast<int>(threads));
-  const torch::Device device = pick_device(t);
+  const torch::Device device = pick_device(t, env);
   const bool autocast = device.is_cuda() && t.precision != config::Precision::fp32;
+
+  // ---- data parallel: rendezvous before anything is written, so a failed start changes nothing
+  std::unique_ptr<dist::ProcessGroup> group;
+  if (env.distributed()) {
+    dist::ProcessGroupOptions po;
+    po.engine = pick_engine(cfg.dist, device);
+    po.timeout = std::chrono::seconds(cfg.dist.timeout_s);
+    po.cuda_device = device.is_cuda() ? device.index() : 0;
+    log::info("data parallel: ", env.describe(), ", ", po.engine == dist::Engine::nccl ? "NCCL" : "Gloo",
+              ", local batch ", local_batch, " of global ", t.batch_size);
+    group = std::make_unique<dist::ProcessGroup>(env, po);
+    // Every rank must resume from the same checkpoint: rank 0's choice wins, and it must exist here too.
+    resume_dir = group->share_from_rank0("resume_dir", resume_dir);
+    if (!resume_dir.empty() && !path_exists(resume_dir + "/model.safetensors"))
+      throw UserError("rank " + std::to_string(env.rank) + " cannot see checkpoint '" + resume_dir +
+                      "' chosen by rank 0; multi-node runs need the run directory on a shared filesystem");
+  }
+  dist::Communicator* comm = group ? &group->comm() : nullptr;
+
+  const std::string git_rev = build_info().git_revision;
+  if (rank0) {
+    check_writable(run_dir);
+    log::add_file(run_dir + "/train.log");
+    write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev + "\n" + config::dump_yaml(cfg));
+    log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg));
+  }
   log::info("device ", device.str(), ", ", threads, " intra-op threads, ", autocast ? "bf16 autocast" : "fp32");
 
   // ---- data
   auto train_store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, "train");
   auto valid_store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, "valid");
   const data::MaskingRule rule = data::MaskingRule::from(meta, cfg.data);
-  const data::TrainBatcher batcher(train_store, cfg.model.objective, cfg.data.seq_len, t.batch_size, 0, 1,
+  const data::TrainBatcher batcher(train_store, cfg.model.objective, cfg.data.seq_len, local_batch, env.rank, world,
                                    static_cast<uint64_t>(t.seed), cfg.data.sampling, rule);
   const data::EvalWindows valid(valid_store, cfg.model.objective, cfg.data.seq_len, config::EvalProtocol::chunks, 0,
-                                t.eval_batches * t.batch_size * cfg.data.seq_len, t.batch_size, 0, 1,
+                                t.eval_batches * t.batch_size * cfg.data.seq_len, local_batch, env.rank, world,
                                 static_cast<uint64_t>(cfg.eval.mask_seed), rule);
 
   // ---- model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters)
@@ -147,7 +220,26 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     state = load_checkpoint(resume_dir, *model, optimizer);
     log::info("resumed from ", resume_dir, " at step ", state.step);
   }
-  MetricsWriter metrics(run_dir + "/metrics.jsonl", resume_dir.empty() ? -1 : state.step);
+  std::unique_ptr<dist::GradientReducer> reducer;
+  train::DataParallel dp;
+  if (group) {
+    // Same model and config everywhere (checked before any gradient collective), then rank 0's weights.
+    group->check_same_fingerprint("model and config",
+                                  dist::model_fingerprint(*model, {"world_size " + std::to_string(world),
+                                                                   "resume " + resume_dir, config::dump_yaml(cfg)}));
+    dist::broadcast_module(*comm, *model);
+    dist::ReducerOptions ro;
+    ro.first_bucket_bytes = static_cast<int64_t>(cfg.dist.first_bucket_mb * 1024 * 1024);
+    ro.bucket_bytes = static_cast<int64_t>(cfg.dist.bucket_mb * 1024 * 1024);
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
+    reducer = std::make_unique<dist::GradientReducer>(std::move(named), *comm, ro);
+    dp = {reducer.get(), comm};
+    log::info("gradient buckets: ", reducer->buckets().size(), " (first ", cfg.dist.first_bucket_mb, " MiB, then ",
+              cfg.dist.bucket_mb, " MiB)");
+  }
+  MetricsWriter metrics = rank0 ? MetricsWriter(run_dir + "/metrics.jsonl", resume_dir.empty() ? -1 : state.step)
+                                : MetricsWriter();
   if (state.step >= t.steps) {
     log::info("the run is already complete at step ", state.step, " (train.steps = ", t.steps, ")");
     result.step = state.step;
@@ -156,13 +248,17 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   }
 
   auto run_eval = [&](int64_t step) {
-    const eval::EvalResult r = eval::evaluate(model, valid, device);
+    eval::EvalResult r = eval::evaluate(model, valid, device);
+    if (comm) reduce_eval(*comm, device, r);
     metrics.write({{"type", "eval"}, {"step", step}, {"loss", r.loss()}, {"ppl", r.perplexity()},
                    {"accuracy", r.accuracy()}, {"tokens", r.tokens}});
     log::info("eval step ", step, ": loss ", r.loss(), ", ppl ", r.perplexity(), ", accuracy ", r.accuracy());
     result.valid_loss = r.loss();
   };
-  auto save = [&] { save_checkpoint(run_dir, *model, optimizer, state, cfg, git_rev, t.keep_checkpoints); };
+  auto save = [&] {
+    if (rank0) save_checkpoint(run_dir, *model, optimizer, state, cfg, git_rev, t.keep_checkpoints);
+    if (group) group->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
+  };
 
   install_stop_handlers();
   const char* nan_env = std::getenv("ROFORMER_FAULT_NAN_STEP");  // fault injection for the non-finite guard test
@@ -173,7 +269,7 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   const int64_t first_step = state.step;
   const double elapsed_before = state.elapsed_s;
   Progress progress("train (from step " + std::to_string(first_step) + ")", static_cast<double>(t.steps - first_step), "steps");
-  const bool tty = Progress::stderr_is_terminal();
+  const bool tty = rank0 && Progress::stderr_is_terminal();
   const auto session_start = Clock::now();
   auto window_start = Clock::now();
   int64_t window_tokens = 0, skipped = 0;
@@ -182,8 +278,13 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer, lr);
     const data::Batch batch = batches.next();
+    // Data parallel: each rank's dropout stream is a function of (seed, rank, step), so resumed
+    // ranks draw what they would have drawn without a checkpoint RNG state per rank.
+    if (group)
+      torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t.seed) + 1,
+                                             {static_cast<uint64_t>(env.rank), static_cast<uint64_t>(state.step)}));
     const StepResult sr = train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
-                                     state.step == nan_step);
+                                     state.step == nan_step, group ? &dp : nullptr);
     const double loss_value = sr.loss, grad_norm = sr.grad_norm;
     if (!sr.finite) {
       log::error("non-finite ", std::isfinite(loss_value) ? "gradient norm" : "loss", " at step ", state.step,
@@ -223,14 +324,15 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     }
     if (tty) progress.update(static_cast<double>(state.step - first_step), "loss " + shortest_double(std::round(loss_value * 1e3) / 1e3));
     if (state.step % t.eval_every == 0 && state.step != t.steps) run_eval(state.step);
-    const bool stopping = stop_requested();
+    const bool stopping = any_rank(comm, device, stop_requested());
     if (state.step % t.checkpoint_every == 0 || state.step == t.steps || stopping) {
       state.elapsed_s = elapsed_before + std::chrono::duration<double>(Clock::now() - session_start).count();
       save();
     }
     if (stopping) {
-      log::warn("stopped by signal ", stop_signal(), " after step ", state.step, "; checkpoint saved; continue with --resume auto");
-      result.exit_code = 128 + stop_signal();
+      const int sig = stop_signal() ? stop_signal() : SIGTERM;  // a peer's signal stops this rank too
+      log::warn("stopped by signal ", sig, " after step ", state.step, "; checkpoint saved; continue with --resume auto");
+      result.exit_code = 128 + sig;
       result.step = state.step;
       log::close_file();
       return result;

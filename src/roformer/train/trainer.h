@@ -1,17 +1,21 @@
 // `roformer train`: builds model and data from a config and trains MLM or causal LM with
 // AdamW, warmup + decay, clipping and accumulation; validates periodically; writes the run
-// directory (config.yaml, train.log, metrics.jsonl, checkpoints/); resumes exactly.
+// directory (config.yaml, train.log, metrics.jsonl, checkpoints/); resumes exactly. Under
+// data parallel every rank trains on its share of each global batch, rank 0 alone writes the
+// run directory, and every rank resumes from its checkpoints.
 #pragma once
 
 #include <string>
 
 #include "roformer/config/config_loader.h"
+#include "roformer/dist/dist_env.h"
 
 namespace roformer::train {
 
 struct TrainOptions {
   std::string run_dir;  // empty: runs/<config name>
   std::string resume;   // "", "auto" (newest complete checkpoint, if any) or a checkpoint directory
+  dist::DistEnv env;    // world_size > 1: data parallel; train.batch_size is the global batch
 };
 
 struct TrainResult {

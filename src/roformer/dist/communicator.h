@@ -1,0 +1,56 @@
+// Collective communication between the ranks of a data-parallel run. Two engines implement
+// it: Gloo (LibTorch's c10d ProcessGroupGloo, for CPU tensors) and NCCL (CUDA tensors, with
+// its own stream and a watchdog that turns a dead peer into an error). Reductions are always
+// SUM (Gloo has no AVG); callers pre-divide. All calls must be made in the same order on
+// every rank.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class Store;
+}
+
+namespace roformer::dist {
+
+// An asynchronous collective: wait() blocks until done (or throws on failure or timeout).
+class CollectiveHandle {
+ public:
+  virtual ~CollectiveHandle() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+  // In-place sum over ranks of a contiguous tensor; returns at once.
+  virtual std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor& tensor) = 0;
+  // In place: every rank receives `root`'s values. Blocks.
+  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  virtual void barrier() = 0;
+  // Blocking sum, for scalars and small metrics.
+  void allreduce_sum_now(at::Tensor& tensor) { allreduce_sum(tensor)->wait(); }
+};
+
+// Gloo over the given store; `host` is the address this rank's Gloo device binds to ("":
+// the address this machine's hostname resolves to).
+std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                     const std::string& host, std::chrono::milliseconds timeout);
+
+// NCCL on CUDA device `device`; the unique id travels through the store. Throws UserError
+// when this build has no NCCL.
+std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                     int device, std::chrono::milliseconds timeout);
+
+bool nccl_available();
+
+}  // namespace roformer::dist

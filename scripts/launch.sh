@@ -54,15 +54,23 @@ is_int "$master_port" || { echo "launch.sh: --master must be HOST:PORT, got '$ma
 
 world=$((nproc * nnodes))
 pids=() ranks=()
+# Each rank runs in its own process group (job control is on while they start), so stopping
+# a rank stops everything it started.
 stop_all() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  sleep 2
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
+    sleep 0.5
+  done
+  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
 }
-forward() { for pid in "${pids[@]}"; do kill -"$1" "$pid" 2>/dev/null; done; }
+forward() { for pid in "${pids[@]}"; do kill -"$1" -- "-$pid" 2>/dev/null; done; }
 trap 'forward INT' INT
 trap 'forward TERM' TERM
 
+set -m
 for ((local = 0; local < nproc; local++)); do
   rank=$((node_rank * nproc + local))
   (
@@ -73,6 +81,7 @@ for ((local = 0; local < nproc; local++)); do
   pids+=($!)
   ranks+=("$rank")
 done
+set +m
 echo "[launch] $nproc rank(s) on node $node_rank of $nnodes, world size $world, rendezvous $master_addr:$master_port" >&2
 
 deadline=0

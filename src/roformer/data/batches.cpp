@@ -67,10 +67,17 @@ TrainBatcher::TrainBatcher(std::shared_ptr<const TokenStore> store, config::Obje
 
 int64_t TrainBatcher::packed_offset(int64_t q) const { return sampler_->stream_index(q) * seq_len_; }
 
+// Row i of this rank is row global_row(i) of the single-process batch of the same step: ranks
+// take contiguous slices of random offsets and strided slices of the sampler's order. Keying
+// MLM masks by it makes W ranks of b rows see exactly the masks of one process with W*b rows.
+int64_t TrainBatcher::global_row(int64_t i) const {
+  return sampling_ == config::DataSampling::packed ? rank_ + world_ * i : rank_ * local_batch_ + i;
+}
+
 std::vector<int64_t> TrainBatcher::offsets(int64_t step) const {
   std::vector<int64_t> out;
   for (int64_t i = 0; i < local_batch_; ++i) {
-    const int64_t j = rank_ * local_batch_ + i;  // index in the global batch: ranks take disjoint slices
+    const int64_t j = global_row(i);
     if (sampling_ == config::DataSampling::random) {
       const uint64_t span = static_cast<uint64_t>(store_->size() - need_ + 1);
       out.push_back(static_cast<int64_t>(
@@ -101,7 +108,7 @@ Batch TrainBatcher::batch(int64_t step) const {
       out.scored += L;
       continue;
     }
-    const uint64_t j = static_cast<uint64_t>(rank_ * local_batch_ + i);
+    const uint64_t j = static_cast<uint64_t>(global_row(i));
     for (int64_t p = 0; p < L; ++p) {
       int64_t id = buf[static_cast<size_t>(p)];
       const uint64_t h = hash_counters(seed_, {kMaskStream, static_cast<uint64_t>(step), j, static_cast<uint64_t>(p)});

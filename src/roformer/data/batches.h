@@ -50,7 +50,8 @@ class TrainBatcher {
   int64_t global_batch() const { return local_batch_ * world_; }
 
  private:
-  int64_t packed_offset(int64_t global_index) const;
+  int64_t packed_offset(int64_t q) const;  // q-th sequence of this rank's sampler stream
+  int64_t global_row(int64_t i) const;
   std::shared_ptr<const TokenStore> store_;
   config::Objective objective_;
   int64_t seq_len_, local_batch_;

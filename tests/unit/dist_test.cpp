@@ -1,0 +1,154 @@
+// The pure parts of data parallel: the distributed environment (torchrun and Slurm variables,
+// every bad value named), bucket assignment (reverse order, first-bucket cap, groups, huge
+// tensors, one per parameter), and the distributed sampler (PyTorch's semantics: equal
+// shards, disjoint and covering, padding and drop_last, epochs, identical on every rank).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "roformer/common/errors.h"
+#include "roformer/data/distributed_sampler.h"
+#include "roformer/dist/dist_env.h"
+#include "roformer/dist/reducer.h"
+
+using roformer::UserError;
+using namespace roformer::dist;
+using roformer::data::DistributedSampler;
+
+namespace {
+
+DistEnv env_of(const std::map<std::string, std::string>& vars) {
+  return read_dist_env([&](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+std::string error_of(const std::map<std::string, std::string>& vars) {
+  try {
+    env_of(vars);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(DistEnv, UnsetIsASingleProcess) {
+  const DistEnv e = env_of({});
+  EXPECT_FALSE(e.distributed());
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.world_size, 1);
+}
+
+TEST(DistEnv, ReadsTorchrunVariables) {
+  const DistEnv e = env_of({{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "5"}, {"LOCAL_WORLD_SIZE", "8"},
+                            {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}});
+  EXPECT_TRUE(e.distributed());
+  EXPECT_EQ(e.rank, 5);
+  EXPECT_EQ(e.world_size, 16);
+  EXPECT_EQ(e.local_rank, 5);
+  EXPECT_EQ(e.local_world_size, 8);
+  EXPECT_EQ(e.master_addr, "node0");
+  EXPECT_EQ(e.master_port, 29400);
+  EXPECT_EQ(e.source, "torchrun variables");
+}
+
+TEST(DistEnv, ReadsSlurmVariablesWhenTorchrunsAreAbsent) {
+  const DistEnv e = env_of({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"},
+                            {"SLURM_NTASKS_PER_NODE", "8(x2)"}, {"MASTER_ADDR", "node0"}});
+  EXPECT_EQ(e.rank, 9);
+  EXPECT_EQ(e.world_size, 16);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_world_size, 8);
+  EXPECT_EQ(e.source, "Slurm variables");
+}
+
+TEST(DistEnv, BadValuesAreNamed) {
+  EXPECT_NE(error_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK='x' is not an integer"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=2 is out of range [0, 1]"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0 is out of range"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}}).find("WORLD_SIZE is unset but RANK is set"), std::string::npos);
+  EXPECT_NE(error_of({{"WORLD_SIZE", "2"}}).find("RANK is unset but WORLD_SIZE is set"), std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}})
+                .find("MASTER_ADDR is unset for a multi-node run"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}}).find("LOCAL_RANK=3"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""}}).find("MASTER_ADDR is empty"),
+            std::string::npos);
+}
+
+TEST(Buckets, ReverseOrderWithASmallFirstBucket) {
+  // Six 400 KiB parameters: the first bucket (1 MiB cap) closes after three, the rest share one.
+  std::vector<BucketParam> p(6, BucketParam{400 << 10, "f32"});
+  const auto b = assign_buckets(p, 1 << 20, 25 << 20);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{5, 4, 3}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{2, 1, 0}));
+}
+
+TEST(Buckets, HugeTensorsGetTheirOwnBucketAndGroupsNeverMix) {
+  std::vector<BucketParam> p{{100, "f32"}, {100, "f64"}, {1 << 30, "f32"}, {100, "f32"}};
+  const auto b = assign_buckets(p, 1000, 1000);
+  // Walking 3, 2 (f32: 3 + 2 fills the first f32 bucket), 1 (f64), 0 (f32).
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{3, 2}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{1}));
+  EXPECT_EQ(b[2], (std::vector<size_t>{0}));
+  const auto each = assign_buckets(p, 0, 0);
+  ASSERT_EQ(each.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(each[i], (std::vector<size_t>{3 - i}));
+  const auto one = assign_buckets(std::vector<BucketParam>(5, BucketParam{8, "f32"}), 1 << 30, 1 << 30);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].size(), 5u);
+}
+
+TEST(DistributedSampler, ShardsAreEqualDisjointAndCoverTheData) {
+  for (int world : {1, 2, 3, 4}) {
+    for (int64_t n : {1, 7, 10, 12}) {
+      if (n < world) continue;
+      std::multiset<int64_t> seen;
+      for (int r = 0; r < world; ++r) {
+        DistributedSampler s(n, world, r, 42);
+        EXPECT_EQ(s.num_samples(), (n + world - 1) / world);
+        for (int64_t i : s.shard(3)) seen.insert(i);
+      }
+      // Every item at least once; exactly total - n items are padding repeats.
+      for (int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << "n " << n << " world " << world;
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), (n + world - 1) / world * world);
+    }
+  }
+}
+
+TEST(DistributedSampler, DropLastTruncatesToEqualDisjointShards) {
+  std::set<int64_t> seen;
+  for (int r = 0; r < 3; ++r) {
+    DistributedSampler s(10, 3, r, 1, true, /*drop_last=*/true);
+    EXPECT_EQ(s.num_samples(), 3);
+    for (int64_t i : s.shard(0)) EXPECT_TRUE(seen.insert(i).second) << "item " << i << " twice";
+  }
+  EXPECT_EQ(seen.size(), 9u);
+  EXPECT_THROW(DistributedSampler(2, 3, 0, 1, true, true), UserError);
+}
+
+TEST(DistributedSampler, EpochsReshuffleTheSameWayOnEveryRankAndStridedShardsInterleave) {
+  DistributedSampler whole(100, 1, 0, 9), r0(100, 2, 0, 9), r1(100, 2, 1, 9);
+  EXPECT_NE(whole.shard(0), whole.shard(1));                          // set_epoch changes the order
+  EXPECT_EQ(whole.shard(4), DistributedSampler(100, 1, 0, 9).shard(4));  // a pure function of (seed, epoch)
+  EXPECT_NE(whole.shard(0), DistributedSampler(100, 1, 0, 10).shard(0));
+  // Rank r of W takes positions r, r+W, ... of the single-process order (PyTorch's layout), so
+  // the union of a step's local batches is the single-process global batch.
+  for (int64_t k = 0; k < 50; ++k) {
+    EXPECT_EQ(r0.index(2, k), whole.index(2, 2 * k));
+    EXPECT_EQ(r1.index(2, k), whole.index(2, 2 * k + 1));
+  }
+  EXPECT_EQ(whole.stream_index(100 + 5), whole.index(1, 5));
+  const DistributedSampler ordered(5, 1, 0, 0, /*shuffle=*/false);
+  EXPECT_EQ(ordered.shard(7), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}

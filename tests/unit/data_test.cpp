@@ -150,13 +150,22 @@ TEST(Dataset, RankShardsAreDisjointAndCompleteAndPackedCoversEveryChunkOncePerEp
   for (auto sampling : {config::DataSampling::random, config::DataSampling::packed}) {
     TrainBatcher single(store, config::Objective::mlm, 64, 6, 0, 1, 5, sampling, MaskingRule::from(meta, data_config()));
     for (int64_t step = 0; step < 4; ++step) {
-      std::vector<int64_t> joined;
+      // Random offsets: rank r takes rows [2r, 2r+2) of the global batch; packed (PyTorch's
+      // DistributedSampler layout): rows r, r+3. Either way the same global batch and masks.
+      std::vector<int64_t> joined(6);
+      std::vector<torch::Tensor> ids(6);
       for (int r = 0; r < 3; ++r) {
         TrainBatcher rank(store, config::Objective::mlm, 64, 2, r, 3, 5, sampling, MaskingRule::from(meta, data_config()));
         const auto o = rank.offsets(step);
-        joined.insert(joined.end(), o.begin(), o.end());
+        const Batch b = rank.batch(step);
+        for (int64_t i = 0; i < 2; ++i) {
+          const int64_t row = sampling == config::DataSampling::packed ? r + 3 * i : 2 * r + i;
+          joined[static_cast<size_t>(row)] = o[static_cast<size_t>(i)];
+          ids[static_cast<size_t>(row)] = b.input_ids[i];
+        }
       }
-      EXPECT_EQ(joined, single.offsets(step));  // same global batch, split by rank
+      EXPECT_EQ(joined, single.offsets(step));
+      EXPECT_TRUE(torch::equal(torch::stack(ids), single.batch(step).input_ids));  // same MLM masks
     }
   }
   // Packed: 100 chunks of 64; 100 consecutive global samples form one permutation of them.

@@ -12,5 +12,7 @@ void add_prepare_data_command(CLI::App& app, int& exit_code);
 void add_train_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
 void add_sweep_command(CLI::App& app, int& exit_code);
+void add_convert_command(CLI::App& app, int& exit_code);
+void add_forward_command(CLI::App& app, int& exit_code);
 
 }  // namespace roformer::cli

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   cli::add_train_command(app, exit_code);
   cli::add_eval_command(app, exit_code);
   cli::add_sweep_command(app, exit_code);
+  cli::add_convert_command(app, exit_code);
+  cli::add_forward_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

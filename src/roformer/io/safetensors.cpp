@@ -3,9 +3,16 @@
 
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
@@ -83,7 +90,6 @@ SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const 
   const unsigned char* body = data + 8 + n;
   const uint64_t body_size = size - 8 - n;
   SafetensorsFile file;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
   std::vector<std::pair<uint64_t, std::string>> order;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -123,18 +129,30 @@ SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const 
     if (end - begin != numel * static_cast<uint64_t>(it->size))
       bad(label, where + ": " + std::to_string(end - begin) + " bytes do not match dtype " + dt + " and its shape (" +
                      std::to_string(numel * static_cast<uint64_t>(it->size)) + " expected)");
-    ranges.emplace_back(begin, end);
     order.emplace_back(begin, name);
     torch::Tensor t = torch::empty(dims, torch::dtype(it->type));
     if (numel > 0) std::memcpy(t.data_ptr(), body + begin, end - begin);
     file.tensors.emplace_back(name, t);
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second && ranges[i].second > ranges[i].first)
-      bad(label, "tensor data ranges overlap");
   // File order = data order, so a round trip preserves it.
   std::sort(order.begin(), order.end());
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;
+  for (const auto& [b, name] : order) {
+    const auto& offs = header[name]["data_offsets"];
+    spans.emplace_back(b, offs[1].get<uint64_t>(), name);
+  }
+  uint64_t reach = 0;  // furthest end of the non-empty spans so far, and whose it is
+  std::string reach_name;
+  uint64_t reach_begin = 0;
+  for (const auto& [b, e, name] : spans) {
+    if (e == b) continue;
+    if (b < reach)
+      bad(label, "the data of tensors '" + reach_name + "' and '" + name + "' overlap ([" + std::to_string(reach_begin) +
+                     ", " + std::to_string(reach) + ") and [" + std::to_string(b) + ", " + std::to_string(e) + "))");
+    reach = e;
+    reach_name = name;
+    reach_begin = b;
+  }
   std::vector<std::pair<std::string, torch::Tensor>> sorted;
   for (const auto& [b, name] : order)
     for (auto& entry : file.tensors)
@@ -144,8 +162,28 @@ SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const 
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  const std::string bytes = read_text_file(path);
-  return parse_safetensors(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path);
+  // Memory-mapped: tensors are copied straight from the page cache, never through a buffer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError("'" + path + "' is not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return parse_safetensors(nullptr, 0, path);
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) throw UserError("cannot map '" + path + "': " + std::strerror(errno));
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { ::munmap(p, n); }
+  } unmap{map, size};
+  return parse_safetensors(static_cast<const unsigned char*>(map), size, path);
 }
 
 }  // namespace roformer::io

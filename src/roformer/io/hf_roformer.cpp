@@ -1,0 +1,328 @@
+// Hugging Face RoFormer <-> native checkpoints (see hf_roformer.h). The state-dict names are
+// the same apart from the "roformer." prefix of the encoder; the rotary table
+// (encoder.embed_positions: sin in the first half of each row, cos in the second, frequencies
+// 10000^(-2j/d)) is not a weight of ours, since our RoPE computes the same angles, so it is
+// checked on the way in and rebuilt on the way out.
+#include "roformer/io/hf_roformer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "roformer/common/build_info.h"
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/io/safetensors.h"
+#include "roformer/model/encoder.h"
+#include "roformer/train/checkpoint.h"
+
+namespace roformer::io {
+namespace {
+
+using nlohmann::json;
+using Named = std::vector<std::pair<std::string, torch::Tensor>>;
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> a{"RoFormerForMaskedLM", "RoFormerForCausalLM", "RoFormerModel"};
+  return a;
+}
+
+// The rotary table HF RoFormer stores: row p = [sin(p w_0) .. sin(p w_{d/2-1}) | cos(p w_0) ..].
+torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
+  torch::Tensor t = torch::empty({positions, head_dim}, torch::kFloat64);
+  auto a = t.accessor<double, 2>();
+  const int64_t half = head_dim / 2;
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+      a[p][j] = std::sin(angle);
+      a[p][half + j] = std::cos(angle);
+    }
+  return t.to(torch::kFloat32);
+}
+
+// Writes files into a fresh temporary sibling of out_dir, then renames it into place.
+template <class Fill>
+void write_directory(const std::string& out_dir, Fill fill) {
+  if (path_exists(out_dir) && !std::filesystem::is_empty(out_dir))
+    throw UserError("output directory '" + out_dir + "' exists and is not empty; choose a new one");
+  const std::filesystem::path out(out_dir);
+  if (out.has_parent_path()) make_directories(out.parent_path().string());
+  const std::string tmp = out_dir + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  make_directories(tmp);
+  try {
+    fill(tmp);
+    if (path_exists(out_dir)) std::filesystem::remove(out_dir);  // the empty directory
+    std::filesystem::rename(tmp, out_dir);
+  } catch (...) {
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+int64_t get_int(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {}) {
+  if (!c.contains(key) || c[key].is_null()) {
+    if (fallback) return *fallback;
+    throw UserError(where + ": config.json has no '" + key + "'");
+  }
+  if (!c[key].is_number_integer()) throw UserError(where + ": config.json '" + key + "' must be an integer");
+  return c[key].get<int64_t>();
+}
+
+double get_double(const json& c, const char* key, const std::string& where, double fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  if (!c[key].is_number()) throw UserError(where + ": config.json '" + key + "' must be a number");
+  return c[key].get<double>();
+}
+
+config::Activation activation_from_hf(const std::string& act, const std::string& where) {
+  if (act == "gelu") return config::Activation::gelu;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return config::Activation::gelu_tanh;
+  if (act == "relu") return config::Activation::relu;
+  throw UserError(where + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu are)");
+}
+
+std::string activation_to_hf(config::Activation a) {
+  switch (a) {
+    case config::Activation::gelu: return "gelu";
+    case config::Activation::gelu_tanh: return "gelu_pytorch_tanh";
+    case config::Activation::relu: return "relu";
+  }
+  return "gelu";
+}
+
+}  // namespace
+
+ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir) {
+  const std::string where = "Hugging Face directory '" + hf_dir + "'";
+  if (!is_directory(hf_dir)) throw UserError(where + " does not exist");
+  if (!path_exists(hf_dir + "/config.json")) throw UserError(where + " has no config.json");
+  const std::string weights = hf_dir + "/model.safetensors";
+  if (!path_exists(weights)) {
+    if (path_exists(hf_dir + "/pytorch_model.bin"))
+      throw UserError(where + " has pytorch_model.bin but no model.safetensors; convert it once with: "
+                      ".venv/bin/python -c \"import torch; from safetensors.torch import save_file; "
+                      "sd = torch.load('" + hf_dir + "/pytorch_model.bin', map_location='cpu'); "
+                      "save_file({k: v.contiguous() for k, v in sd.items()}, '" + weights + "', metadata={'format': 'pt'})\"");
+    if (path_exists(hf_dir + "/model.safetensors.index.json"))
+      throw UserError(where + " holds a sharded checkpoint (model.safetensors.index.json); merge the shards into one "
+                      "model.safetensors first");
+    throw UserError(where + " has no model.safetensors");
+  }
+  json hf;
+  try {
+    hf = json::parse(read_text_file(hf_dir + "/config.json"));
+  } catch (const json::exception& e) {
+    throw UserError(hf_dir + "/config.json is not valid JSON: " + e.what());
+  }
+  if (!hf.is_object()) throw UserError(hf_dir + "/config.json must be a JSON object");
+  const std::string model_type = hf.value("model_type", std::string());
+  if (model_type != "roformer")
+    throw UserError(where + ": model_type is '" + model_type + "', not 'roformer'; only RoFormer checkpoints convert");
+  std::string arch = "RoFormerModel";
+  if (hf.contains("architectures") && hf["architectures"].is_array() && !hf["architectures"].empty())
+    arch = hf["architectures"][0].get<std::string>();
+  if (std::find(supported_architectures().begin(), supported_architectures().end(), arch) ==
+      supported_architectures().end())
+    throw UserError(where + ": architecture '" + arch +
+                    "' is not supported (RoFormerForMaskedLM, RoFormerForCausalLM, RoFormerModel are)");
+  if (hf.value("rope_scaling", json()).is_object() || hf.contains("rope_theta"))
+    throw UserError(where + ": config.json has rope_theta/rope_scaling, which stock RoFormer ignores; "
+                    "this checkpoint comes from a fork whose behaviour we cannot match");
+
+  config::Config cfg;
+  config::ModelConfig& m = cfg.model;
+  m.objective = (arch == "RoFormerForCausalLM" || hf.value("is_decoder", false)) ? config::Objective::causal_lm
+                                                                                 : config::Objective::mlm;
+  m.vocab_size = get_int(hf, "vocab_size", where);
+  m.hidden_size = get_int(hf, "hidden_size", where);
+  m.embedding_size = get_int(hf, "embedding_size", where, m.hidden_size);
+  if (m.embedding_size == m.hidden_size) m.embedding_size = 0;
+  m.num_layers = get_int(hf, "num_hidden_layers", where);
+  m.num_heads = get_int(hf, "num_attention_heads", where);
+  m.ffn_size = get_int(hf, "intermediate_size", where);
+  m.activation = activation_from_hf(hf.value("hidden_act", std::string("gelu")), where);
+  m.hidden_dropout = get_double(hf, "hidden_dropout_prob", where, 0.1);
+  m.attention_dropout = get_double(hf, "attention_probs_dropout_prob", where, 0.1);
+  m.layer_norm_eps = get_double(hf, "layer_norm_eps", where, 1e-12);
+  m.type_vocab_size = get_int(hf, "type_vocab_size", where, 2);
+  m.init_std = get_double(hf, "initializer_range", where, 0.02);
+  m.norm = config::NormPlacement::post;
+  m.position.kind = config::PositionKind::rope;
+  m.position.rope.pairing = config::RopePairing::interleaved;
+  m.position.rope.base = 10000.0;
+  m.position.rope.rotary_dim = 0;
+  m.position.rope.rotate_value = hf.value("rotary_value", false);
+  if (m.hidden_size % m.num_heads != 0 || m.head_dim() % 2 != 0)
+    throw UserError(where + ": hidden_size " + std::to_string(m.hidden_size) + " / num_attention_heads " +
+                    std::to_string(m.num_heads) + " must give an even head dimension");
+  const int64_t max_positions = get_int(hf, "max_position_embeddings", where, 1536);
+  cfg.name = "hf-" + std::filesystem::path(hf_dir).filename().string();
+  cfg.data.seq_len = std::min<int64_t>(max_positions, 512);
+
+  // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies.
+  const SafetensorsFile file = read_safetensors(weights);
+  const std::string prefix = arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight")
+                                 ? ""
+                                 : "roformer.";
+  Named by_name;
+  std::vector<std::string> ignored;
+  bool has_head = false;
+  for (const auto& [name, t] : file.tensors) {
+    std::string ours;
+    if (name == prefix + "encoder.embed_positions.weight") {
+      const torch::Tensor want = rotary_table(t.size(0), m.head_dim());
+      if (t.dim() != 2 || t.size(1) != m.head_dim() || !torch::allclose(t.to(torch::kFloat32), want, 1e-5, 1e-5))
+        throw UserError(weights + ": tensor '" + name + "' is not the standard RoFormer rotary table (base 10000, "
+                        "head dimension " + std::to_string(m.head_dim()) + "); we cannot reproduce this model");
+      continue;
+    }
+    if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;  // tied
+    if (!prefix.empty() && name.rfind(prefix, 0) == 0) {
+      ours = name.substr(prefix.size());
+    } else if (name.rfind("cls.predictions.", 0) == 0) {
+      ours = name;
+      has_head = true;
+    } else if (prefix.empty() && (name.rfind("embeddings", 0) == 0 || name.rfind("encoder.", 0) == 0)) {
+      ours = name;
+    } else {
+      ignored.push_back(name);
+      continue;
+    }
+    if (ours.rfind("pooler.", 0) == 0) {
+      ignored.push_back(name);
+      continue;
+    }
+    by_name.emplace_back(ours, t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32));
+  }
+  // A token-type table that is a single zero row carries nothing: our model then has none.
+  for (auto it = by_name.begin(); it != by_name.end(); ++it)
+    if (it->first == "embeddings.token_type_embeddings.weight" && it->second.size(0) == 1 &&
+        torch::count_nonzero(it->second).item<int64_t>() == 0) {
+      m.type_vocab_size = 0;
+      by_name.erase(it);
+      break;
+    }
+
+  model::EncoderModel model = model::build_model(m, 0);
+  std::set<std::string> provided;
+  for (const auto& [n, t] : by_name) provided.insert(n);
+  std::string notes;
+  if (!has_head) {
+    notes = "no LM head in the source (" + arch + "): cls.predictions.* are freshly initialised (seed 0), so logits "
+            "are meaningless until fine-tuned; last_hidden_state is exact";
+    for (const auto& p : model->named_parameters())
+      if (p.key().rfind("cls.", 0) == 0) {
+        by_name.emplace_back(p.key(), p.value().detach().clone());
+        provided.insert(p.key());
+      }
+  }
+  for (const auto& p : model->named_parameters()) {
+    if (!provided.count(p.key()))
+      throw UserError(weights + ": has no tensor for our parameter '" + p.key() + "' (expected '" +
+                      (p.key().rfind("cls.", 0) == 0 ? p.key() : prefix + p.key()) + "')");
+    for (const auto& [n, t] : by_name)
+      if (n == p.key() && t.sizes() != p.value().sizes())
+        throw UserError(weights + ": tensor '" + n + "' has shape " + c10::str(t.sizes()) + " but the config implies " +
+                        c10::str(p.value().sizes()));
+  }
+  if (by_name.size() != model->named_parameters().size()) {
+    std::string extra;
+    std::set<std::string> ours;
+    for (const auto& p : model->named_parameters()) ours.insert(p.key());
+    for (const auto& [n, t] : by_name)
+      if (!ours.count(n)) extra += (extra.empty() ? "" : ", ") + n;
+    throw UserError(weights + ": tensors our RoFormer has no place for: " + extra);
+  }
+  if (!ignored.empty()) {
+    std::string list;
+    for (const auto& n : ignored) list += (list.empty() ? "" : ", ") + n;
+    notes += (notes.empty() ? "" : "; ") + std::string("ignored tensors outside the encoder and LM head: ") + list;
+  }
+  // Same order as our own checkpoints (the model's parameter order).
+  Named ordered;
+  for (const auto& p : model->named_parameters())
+    for (const auto& [n, t] : by_name)
+      if (n == p.key()) ordered.emplace_back(n, t);
+
+  write_directory(out_dir, [&](const std::string& tmp) {
+    write_safetensors(tmp + "/model.safetensors", ordered, {{"format", "pt"}, {"position", "rope"}, {"source", hf_dir}});
+    write_file_atomic(tmp + "/config.yaml", "# converted from Hugging Face " + arch + " at " + hf_dir + "\n" +
+                                                config::dump_yaml(cfg));
+    const json meta = {{"step", 0}, {"complete", true}, {"source", "huggingface"}, {"architecture", arch},
+                       {"max_position_embeddings", max_positions}, {"git_revision", build_info().git_revision}};
+    write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
+  });
+  return {arch, static_cast<int64_t>(ordered.size()), notes};
+}
+
+ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir) {
+  const config::Config cfg = train::checkpoint_config(checkpoint_dir);
+  const config::ModelConfig& m = cfg.model;
+  const std::string where = "checkpoint '" + checkpoint_dir + "'";
+  auto refuse = [&](const std::string& why) {
+    throw UserError(where + " cannot be represented by Hugging Face RoFormer: " + why);
+  };
+  if (m.position.kind != config::PositionKind::rope)
+    refuse("its position encoding is '" + config::position_kind_names().name(m.position.kind) +
+           "' (RoFormer has RoPE only)");
+  const auto& r = m.position.rope;
+  if (r.pairing != config::RopePairing::interleaved) refuse("RoPE pairing is 'half' (RoFormer rotates adjacent pairs)");
+  if (r.base != 10000.0) refuse("RoPE base is " + std::to_string(r.base) + " (RoFormer hard-codes 10000)");
+  if (r.rotary_dim != 0 && r.rotary_dim != m.head_dim()) refuse("partial rotary (RoFormer rotates the whole head)");
+  if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
+  if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
+
+  model::EncoderModel model = model::build_model(m, 0);
+  train::load_model_weights(checkpoint_dir, *model);
+  const bool causal = m.objective == config::Objective::causal_lm;
+  const std::string arch = causal ? "RoFormerForCausalLM" : "RoFormerForMaskedLM";
+  int64_t max_positions = std::max<int64_t>(1536, cfg.data.seq_len);
+  for (int64_t l : cfg.eval.lengths) max_positions = std::max(max_positions, l);
+
+  Named tensors;
+  bool has_types = false;
+  for (const auto& p : model->named_parameters()) {
+    const std::string& n = p.key();
+    has_types |= n == "embeddings.token_type_embeddings.weight";
+    tensors.emplace_back(n.rfind("cls.", 0) == 0 ? n : "roformer." + n, p.value().detach().to(torch::kFloat32));
+  }
+  if (!has_types)  // RoFormer always adds a token-type embedding: one zero row adds nothing
+    tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight", torch::zeros({1, m.embed_dim()}));
+  tensors.emplace_back("roformer.encoder.embed_positions.weight", rotary_table(max_positions, m.head_dim()));
+
+  json hf = {{"architectures", {arch}},
+             {"model_type", "roformer"},
+             {"vocab_size", m.vocab_size},
+             {"embedding_size", m.embed_dim()},
+             {"hidden_size", m.hidden_size},
+             {"num_hidden_layers", m.num_layers},
+             {"num_attention_heads", m.num_heads},
+             {"intermediate_size", m.ffn_size},
+             {"hidden_act", activation_to_hf(m.activation)},
+             {"hidden_dropout_prob", m.hidden_dropout},
+             {"attention_probs_dropout_prob", m.attention_dropout},
+             {"max_position_embeddings", max_positions},
+             {"type_vocab_size", has_types ? m.type_vocab_size : 1},
+             {"initializer_range", m.init_std},
+             {"layer_norm_eps", m.layer_norm_eps},
+             {"pad_token_id", 0},
+             {"rotary_value", r.rotate_value},
+             {"is_decoder", causal},
+             {"tie_word_embeddings", true},
+             {"dtype", "float32"}};
+  write_directory(out_dir, [&](const std::string& tmp) {
+    write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
+    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
+  });
+  return {arch, static_cast<int64_t>(tensors.size()), ""};
+}
+
+}  // namespace roformer::io

@@ -12,16 +12,15 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <tuple>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/io/safetensors_header.h"
 
 namespace roformer::io {
 namespace {
 
 using nlohmann::json;
-constexpr uint64_t kMaxHeader = 100ull << 20;  // 100 MiB, as the reference implementation bounds it
 
 struct DType {
   const char* name;
@@ -33,10 +32,6 @@ const std::vector<DType>& dtypes() {
                                     {"BF16", torch::kBFloat16, 2}, {"F64", torch::kFloat64, 8},
                                     {"I64", torch::kInt64, 8}};
   return d;
-}
-
-[[noreturn]] void bad(const std::string& label, const std::string& msg) {
-  throw UserError(label + ": invalid safetensors file: " + msg);
 }
 
 }  // namespace
@@ -75,89 +70,15 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
 }
 
 SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const std::string& label) {
-  if (size < 8) bad(label, "shorter than the 8-byte header length (" + std::to_string(size) + " bytes)");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(data[i]) << (8 * i);
-  if (n > kMaxHeader) bad(label, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
-  if (n > size - 8) bad(label, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
-  json header;
-  try {
-    header = json::parse(data + 8, data + 8 + n);
-  } catch (const json::exception& e) {
-    bad(label, std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!header.is_object()) bad(label, "header must be a JSON object");
-  const unsigned char* body = data + 8 + n;
-  const uint64_t body_size = size - 8 - n;
+  const SafetensorsHeader header = parse_safetensors_header(data, size, label);
   SafetensorsFile file;
-  std::vector<std::pair<uint64_t, std::string>> order;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) bad(label, "__metadata__ must map strings to strings");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) bad(label, "__metadata__ value of '" + k + "' is not a string");
-        file.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "'";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      bad(label, where + " needs dtype, shape and data_offsets");
-    if (!entry["dtype"].is_string()) bad(label, where + ": dtype must be a string");
-    const std::string dt = entry["dtype"].get<std::string>();
-    const auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return dt == d.name; });
-    if (it == dtypes().end()) bad(label, where + ": unsupported dtype '" + dt + "' (F32, F16, BF16, F64, I64 are)");
-    const json& shape = entry["shape"];
-    if (!shape.is_array()) bad(label, where + ": shape must be a list");
-    std::vector<int64_t> dims;
-    uint64_t numel = 1;
-    for (const json& d : shape) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
-        bad(label, where + ": shape entries must be non-negative integers");
-      const uint64_t v = d.get<uint64_t>();
-      if (v != 0 && numel > (uint64_t{1} << 62) / v) bad(label, where + ": shape is too large");
-      numel *= v;
-      dims.push_back(static_cast<int64_t>(v));
-    }
-    const json& offs = entry["data_offsets"];
-    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      bad(label, where + ": data_offsets must be two non-negative integers");
-    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    if (begin > end || end > body_size)
-      bad(label, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                     ") lie outside the " + std::to_string(body_size) + " data bytes (truncated file?)");
-    if (end - begin != numel * static_cast<uint64_t>(it->size))
-      bad(label, where + ": " + std::to_string(end - begin) + " bytes do not match dtype " + dt + " and its shape (" +
-                     std::to_string(numel * static_cast<uint64_t>(it->size)) + " expected)");
-    order.emplace_back(begin, name);
-    torch::Tensor t = torch::empty(dims, torch::dtype(it->type));
-    if (numel > 0) std::memcpy(t.data_ptr(), body + begin, end - begin);
-    file.tensors.emplace_back(name, t);
+  file.metadata = header.metadata;
+  for (const SafetensorsEntry& e : header.tensors) {
+    const auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return e.dtype == d.name; });
+    torch::Tensor t = torch::empty(e.shape, torch::dtype(it->type));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), data + header.data_start + e.begin, e.end - e.begin);
+    file.tensors.emplace_back(e.name, t);
   }
-  // File order = data order, so a round trip preserves it.
-  std::sort(order.begin(), order.end());
-  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;
-  for (const auto& [b, name] : order) {
-    const auto& offs = header[name]["data_offsets"];
-    spans.emplace_back(b, offs[1].get<uint64_t>(), name);
-  }
-  uint64_t reach = 0;  // furthest end of the non-empty spans so far, and whose it is
-  std::string reach_name;
-  uint64_t reach_begin = 0;
-  for (const auto& [b, e, name] : spans) {
-    if (e == b) continue;
-    if (b < reach)
-      bad(label, "the data of tensors '" + reach_name + "' and '" + name + "' overlap ([" + std::to_string(reach_begin) +
-                     ", " + std::to_string(reach) + ") and [" + std::to_string(b) + ", " + std::to_string(e) + "))");
-    reach = e;
-    reach_name = name;
-    reach_begin = b;
-  }
-  std::vector<std::pair<std::string, torch::Tensor>> sorted;
-  for (const auto& [b, name] : order)
-    for (auto& entry : file.tensors)
-      if (entry.first == name) sorted.push_back(entry);
-  file.tensors = std::move(sorted);
   return file;
 }
 

@@ -1,8 +1,5 @@
-// safetensors reading and writing (https://huggingface.co/docs/safetensors format): an 8-byte
-// little-endian header length, a JSON header {name: {dtype, shape, data_offsets}} with an
-// optional "__metadata__" string map, then the raw little-endian tensor bytes. Every file is
-// treated as untrusted: the header size is bounded, the JSON validated, and every offset,
-// shape and dtype checked against the file before a byte is read.
+// safetensors reading (memory-mapped) and writing for LibTorch tensors. The header is parsed
+// and validated by safetensors_header.h before a byte of tensor data is read.
 #pragma once
 
 #include <torch/types.h>

@@ -1,10 +1,12 @@
 // Entry point of the `roformer` binary: builds the CLI11 app from the subcommand files and
 // maps failures to exit codes (2: user error with a message naming the fix; 1: internal).
+#include <cstdint>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
+#include "roformer/common/strings.h"
 
 int main(int argc, char** argv) {
   using namespace roformer;
@@ -28,6 +30,31 @@ int main(int argc, char** argv) {
   cli::add_convert_command(app, exit_code);
   cli::add_forward_command(app, exit_code);
 
+  // An unknown command word: name it and suggest the closest command (CLI11 alone would only
+  // say that a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::string names, closest;
+    size_t best = SIZE_MAX;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == word) {
+        best = 0;
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      const size_t d = edit_distance(word, sub->get_name());
+      if (d < best) {
+        best = d;
+        closest = sub->get_name();
+      }
+    }
+    if (best != 0) {
+      std::cerr << "error: unknown command '" << word << "'"
+                << (best <= 2 ? " (did you mean '" + closest + "'?)" : std::string()) << "; commands: " << names
+                << "\n";
+      return kUserErrorExitCode;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -15,6 +15,7 @@
 namespace roformer {
 
 std::string read_text_file(const std::string& path) {
+  if (is_directory(path)) throw UserError("'" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
   std::stringstream ss;

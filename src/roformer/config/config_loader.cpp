@@ -240,6 +240,7 @@ void apply_layer(LoadedConfig& loaded, const YAML::Node& root, const Source& src
 }
 
 YAML::Node parse_file(const fs::path& path) {
+  if (fs::is_directory(path)) throw UserError("config file '" + path.string() + "' is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw UserError("config file '" + path.string() + "' cannot be read: check the path");
   std::stringstream text;

@@ -32,7 +32,9 @@ bool is_step_dir(const std::string& name, int64_t* step) {
   return true;
 }
 
-bool is_complete(const std::string& dir) {
+}  // namespace
+
+bool is_complete_checkpoint(const std::string& dir) {
   for (const char* f : {"model.safetensors", "trainer.pt", "config.yaml", "meta.json"})
     if (!path_exists(dir + "/" + f)) return false;
   try {
@@ -41,6 +43,8 @@ bool is_complete(const std::string& dir) {
     return false;
   }
 }
+
+namespace {
 
 // Keys that describe the trained function; dropout, init and RoPE's runtime choices
 // (implementation, evaluation-time scaling) may change between save and load.
@@ -62,7 +66,7 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir) {
   while (const dirent* e = ::readdir(d)) {
     int64_t step = 0;
     const std::string name = e->d_name;
-    if (is_step_dir(name, &step) && is_complete(root + "/" + name)) out.push_back({root + "/" + name, step});
+    if (is_step_dir(name, &step) && is_complete_checkpoint(root + "/" + name)) out.push_back({root + "/" + name, step});
   }
   ::closedir(d);
   std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
@@ -113,6 +117,10 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   } catch (const std::filesystem::filesystem_error& e) {
     std::filesystem::remove_all(tmp, ec);
     throw UserError("saving checkpoint " + final_dir + " failed: " + e.what() + " (disk full or not writable?)");
+  } catch (const c10::Error& e) {
+    std::filesystem::remove_all(tmp, ec);
+    throw UserError("saving checkpoint " + final_dir + " failed: " + e.what_without_backtrace() +
+                    " (disk full or not writable?)");
   } catch (...) {
     std::filesystem::remove_all(tmp, ec);
     throw;
@@ -167,7 +175,7 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
 }
 
 TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  if (!is_complete(dir)) throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
+  if (!is_complete_checkpoint(dir)) throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
   load_model_weights(dir, model);
   torch::serialize::InputArchive archive;
   try {

@@ -23,6 +23,9 @@ struct CheckpointInfo {
 // Newest complete checkpoint under run_dir/checkpoints (incomplete temporaries are ignored).
 std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir);
 
+// Whether `dir` is a complete checkpoint (all four files, meta.json says complete).
+bool is_complete_checkpoint(const std::string& dir);
+
 // All complete checkpoints, oldest first.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 

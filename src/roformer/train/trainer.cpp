@@ -161,7 +161,12 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     throw UserError("run directory '" + run_dir + "' already has checkpoints; pass --resume auto to continue it or "
                     "--run-dir NEW to start another run");
   }
-  if (!resume_dir.empty()) check_same_architecture(checkpoint_config(resume_dir), cfg, resume_dir);
+  if (!resume_dir.empty()) {
+    if (!is_complete_checkpoint(resume_dir))
+      throw UserError("'" + resume_dir + "' is not a complete checkpoint (missing model.safetensors, trainer.pt, "
+                      "config.yaml or meta.json); pass --resume auto to take the newest complete one");
+    check_same_architecture(checkpoint_config(resume_dir), cfg, resume_dir);
+  }
 
   const int64_t hw_threads = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
   const int64_t threads = t.threads > 0 ? t.threads : std::max<int64_t>(1, hw_threads / env.local_world_size);
@@ -187,13 +192,6 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   }
   dist::Communicator* comm = group ? &group->comm() : nullptr;
 
-  const std::string git_rev = build_info().git_revision;
-  if (rank0) {
-    check_writable(run_dir);
-    log::add_file(run_dir + "/train.log");
-    write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev + "\n" + config::dump_yaml(cfg));
-    log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg));
-  }
   log::info("device ", device.str(), ", ", threads, " intra-op threads, ", autocast ? "bf16 autocast" : "fp32");
 
   // ---- data
@@ -237,6 +235,14 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     dp = {reducer.get(), comm};
     log::info("gradient buckets: ", reducer->buckets().size(), " (first ", cfg.dist.first_bucket_mb, " MiB, then ",
               cfg.dist.bucket_mb, " MiB)");
+  }
+  // Every input has been read and checked; only now is the run directory touched.
+  const std::string git_rev = build_info().git_revision;
+  if (rank0) {
+    check_writable(run_dir);
+    log::add_file(run_dir + "/train.log");
+    write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev + "\n" + config::dump_yaml(cfg));
+    log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg));
   }
   MetricsWriter metrics = rank0 ? MetricsWriter(run_dir + "/metrics.jsonl", resume_dir.empty() ? -1 : state.step)
                                 : MetricsWriter();

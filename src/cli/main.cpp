@@ -1,5 +1,6 @@
 // Entry point of the `roformer` binary: builds the CLI11 app from the subcommand files and
 // maps failures to exit codes (2: user error with a message naming the fix; 1: internal).
+#include <csignal>
 #include <cstdint>
 #include <iostream>
 
@@ -10,6 +11,9 @@
 
 int main(int argc, char** argv) {
   using namespace roformer;
+  // A file-size limit (ulimit -f) should fail a write with EFBIG, reported like a full disk,
+  // rather than kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "roformer: train and evaluate transformer encoders with rotary (RoFormer) and other position\n"
       "encodings on LibTorch. Run `roformer COMMAND --help` for a command's options."};

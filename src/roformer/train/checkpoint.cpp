@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -87,8 +88,13 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   const std::string final_dir = root + "/step_" + std::to_string(state.step);
   const std::string tmp = root + "/.tmp-step_" + std::to_string(state.step) + "-" + std::to_string(::getpid());
   std::error_code ec;
-  std::filesystem::remove_all(tmp, ec);
+  // Temporaries left by a crash mid-save are never read; sweep them.
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec))
+    if (entry.path().filename().string().rfind(".tmp-step_", 0) == 0) std::filesystem::remove_all(entry.path(), ec);
   make_directories(tmp);
+  // Fault injection for the kill tests: die half-way through writing this step's checkpoint.
+  const char* kill_env = std::getenv("ROFORMER_FAULT_KILL_IN_CHECKPOINT");
+  const bool kill_here = kill_env && std::to_string(state.step) == kill_env;
   try {
     std::vector<std::pair<std::string, torch::Tensor>> weights;
     for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
@@ -96,6 +102,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     io::write_safetensors(tmp + "/model.safetensors", weights,
                           {{"format", "pt"}, {"step", std::to_string(state.step)},
                            {"position", config::position_kind_names().name(config.model.position.kind)}});
+    if (kill_here) std::raise(SIGKILL);
     torch::serialize::OutputArchive archive;
     optimizer.save(archive);
     {

@@ -262,7 +262,16 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     result.valid_loss = r.loss();
   };
   auto save = [&] {
-    if (rank0) save_checkpoint(run_dir, *model, optimizer, state, cfg, git_rev, t.keep_checkpoints);
+    if (rank0) {
+      try {
+        save_checkpoint(run_dir, *model, optimizer, state, cfg, git_rev, t.keep_checkpoints);
+      } catch (const UserError& e) {
+        const auto previous = latest_checkpoint(run_dir);
+        throw UserError(std::string(e.what()) + "\ntraining stopped at step " + std::to_string(state.step) + "; " +
+                        (previous ? "the previous checkpoint " + previous->dir + " is intact" : "no checkpoint was written yet") +
+                        "; free space (or fix permissions) and continue with --resume auto");
+      }
+    }
     if (group) group->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
   };
 

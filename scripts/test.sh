@@ -1,22 +1,51 @@
 #!/usr/bin/env bash
-# The project's test command: configure (release preset), build, run every ctest test, print
-# ctest's summary; non-zero on any failure. Usage: scripts/test.sh [extra ctest args]
-#   ROFORMER_PRESET=debug scripts/test.sh   builds and tests another preset
+# The project's test command, in three stages; non-zero on any failure:
+#   1. release preset: configure, build, every ctest test (unit, integration, bad_input,
+#      python; GPU tests skip without a GPU);
+#   2. asan preset (ASan + UBSan on project code): the unit and bad-input tests;
+#   3. the libFuzzer targets (config, safetensors, dataset_meta), ROFORMER_FUZZ_SECONDS each.
+# Usage: scripts/test.sh [extra ctest args for stage 1]
+#   ROFORMER_FUZZ_SECONDS=60   fuzzing time per target (0 skips stage 3)
+#   ROFORMER_SKIP_ASAN=1       skips stage 2 (for a quick local run; CI runs everything)
+#   ROFORMER_PRESET=debug      builds and tests another preset in stage 1
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 preset="${ROFORMER_PRESET:-release}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
+fuzz_seconds="${ROFORMER_FUZZ_SECONDS:-60}"
 
 if [ ! -x .venv/bin/python ]; then
   echo "test.sh: .venv/ is missing; run scripts/setup.sh first" >&2
   exit 1
 fi
+[[ "$fuzz_seconds" =~ ^[0-9]+$ ]] || { echo "test.sh: ROFORMER_FUZZ_SECONDS must be a whole number" >&2; exit 2; }
 
 start=$(date +%s)
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 built=$(date +%s)
-echo "[test] build: $((built - start)) s"
+echo "[test] $preset build: $((built - start)) s"
 ctest --preset "$preset" -j "$jobs" --timeout 900 "$@"
-echo "[test] tests: $(( $(date +%s) - built )) s"
+echo "[test] $preset tests: $(( $(date +%s) - built )) s"
+
+if [ "${ROFORMER_SKIP_ASAN:-0}" != 1 ]; then
+  t0=$(date +%s)
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  t1=$(date +%s)
+  echo "[test] asan build: $((t1 - t0)) s"
+  # LibTorch is not instrumented; tests/sanitizers/lsan.supp lists the leak reports that are its own.
+  ASAN_OPTIONS="detect_odr_violation=0:abort_on_error=0" \
+  LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    ctest --preset asan -j "$jobs" --timeout 900 -L 'unit|bad_input'
+  echo "[test] asan tests: $(( $(date +%s) - t1 )) s"
+fi
+
+if ((fuzz_seconds > 0)); then
+  t0=$(date +%s)
+  scripts/fuzz.sh all "$fuzz_seconds"
+  echo "[test] fuzzing: $(( $(date +%s) - t0 )) s"
+fi
+echo "[test] all stages passed in $(( $(date +%s) - start )) s"

@@ -223,3 +223,20 @@ TEST(DataParallel, TwoRankRunStoppedAndResumedInFreshProcessesIsBitwiseIdentical
             read_file(resumed + "/checkpoints/step_40/model.safetensors"));
   EXPECT_EQ(losses(straight, "train"), losses(resumed, "train"));
 }
+
+TEST(DataParallel, TrainerRunsUnderTorchrunLikeUnderTheLauncher) {
+  const std::string torchrun = source_dir() + "/.venv/bin/torchrun";
+  if (run_command("test -x '" + torchrun + "'").exit_code != 0) GTEST_SKIP() << "no torchrun in .venv";
+  TrainFixture f;
+  const std::string extra = "--set train.steps=20 ";
+  const std::string launched = f.dir.file("launched"), elastic = f.dir.file("elastic");
+  ASSERT_EQ(f.train(2, launched, extra).exit_code, 0);
+  // torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE): rank 0 must not.
+  const auto r = run_command("'" + torchrun + "' --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
+                             " --no-python '" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + elastic +
+                             "' " + extra);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(losses(launched, "train"), losses(elastic, "train"));
+  EXPECT_EQ(read_file(launched + "/checkpoints/step_20/model.safetensors"),
+            read_file(elastic + "/checkpoints/step_20/model.safetensors"));
+}

@@ -288,6 +288,9 @@ TEST(DatasetBadInput, EachProblemGetsItsError) {
   const std::string meta_text = roformer::testing::read_file(ds + "/meta.json");
   write_file(ds + "/meta.json", "{ not json");
   expect_error([&] { read_dataset_meta(ds); }, "not valid JSON");
+  // Regression (fuzz_dataset_meta): a number too large for a double is out_of_range, not a parse error.
+  write_file(ds + "/meta.json", "{\"format_version\": 9e999}");
+  expect_error([&] { read_dataset_meta(ds); }, "not valid JSON");
   write_file(ds + "/meta.json", meta_text);
   // Truncated shard (mid-token: an odd number of bytes).
   const std::string shard = ds + "/valid-00000.bin";

@@ -57,6 +57,14 @@ TEST(DistEnv, ReadsTorchrunVariables) {
   EXPECT_EQ(e.source, "torchrun variables");
 }
 
+TEST(DistEnv, UnderTorchrunTheAgentHostsTheStore) {
+  EXPECT_FALSE(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).agent_store);
+  const DistEnv e = env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                            {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  EXPECT_TRUE(e.agent_store);
+  EXPECT_EQ(e.restart_count, 3);
+}
+
 TEST(DistEnv, ReadsSlurmVariablesWhenTorchrunsAreAbsent) {
   const DistEnv e = env_of({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"},
                             {"SLURM_NTASKS_PER_NODE", "8(x2)"}, {"MASTER_ADDR", "node0"}});

@@ -80,7 +80,7 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
   json j;
   try {
     j = json::parse(read_text_file(path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for numbers like 9e999 (found by fuzzing)
     bad(path, std::string("not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) bad(path, "must be a JSON object");

@@ -78,6 +78,9 @@ DistEnv read_dist_env(const EnvLookup& getenv) {
     throw UserError("environment: MASTER_ADDR is unset for a multi-node run; set it to the host of rank 0");
   }
   if (const auto port = getenv("MASTER_PORT")) env.master_port = parse_int("MASTER_PORT", *port, 1, 65535);
+  if (const auto agent = getenv("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = *agent == "True" || *agent == "1";
+  if (const auto restarts = getenv("TORCHELASTIC_RESTART_COUNT"))
+    env.restart_count = parse_int("TORCHELASTIC_RESTART_COUNT", *restarts, 0, 1 << 30);
   return env;
 }
 

@@ -18,6 +18,10 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single process";  // "torchrun variables", "Slurm variables"
+  // Under torchrun the agent already hosts the TCP store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, connects as a client.
+  bool agent_store = false;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: keys of earlier attempts are ignored
 
   bool distributed() const { return world_size > 1; }
   std::string describe() const;

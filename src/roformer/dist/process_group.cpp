@@ -1,6 +1,7 @@
 // Rendezvous, fingerprint check, barriers and the rank-0 broadcast (see process_group.h).
 #include "roformer/dist/process_group.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
@@ -27,13 +28,16 @@ std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t
 ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& options) : env_(env), options_(options) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(env.master_port);
-  so.isServer = env.rank == 0;
+  so.isServer = env.rank == 0 && !env.agent_store;
   so.numWorkers = static_cast<size_t>(env.world_size);
   so.waitWorkers = true;
   so.timeout = options.timeout;
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    // Our keys (and Gloo's/NCCL's) live under a prefix per launch attempt, so a restarted job
+    // never reads what an earlier attempt left in torchrun's long-lived store.
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        "roformer/attempt_" + std::to_string(env.restart_count), c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
   } catch (const std::exception& e) {
     throw std::runtime_error("rendezvous at " + where + " failed on rank " + std::to_string(env.rank) + " after " +
                              std::to_string(options.timeout.count() / 1000.0) + " s (are all " +

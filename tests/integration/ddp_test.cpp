@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "roformer/common/files.h"
 #include "test_support.h"
 
 using namespace roformer::testing;
@@ -239,4 +240,28 @@ TEST(DataParallel, TrainerRunsUnderTorchrunLikeUnderTheLauncher) {
   EXPECT_EQ(losses(launched, "train"), losses(elastic, "train"));
   EXPECT_EQ(read_file(launched + "/checkpoints/step_20/model.safetensors"),
             read_file(elastic + "/checkpoints/step_20/model.safetensors"));
+}
+
+TEST(DataParallel, SignalToOneRankStopsEveryRankAfterTheSameStepWithACheckpoint) {
+  TrainFixture f;
+  const std::string run = f.dir.file("run");
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port());
+  const std::string cmd = "'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + run +
+                          "' --set train.steps=100000 --set train.checkpoint_every=100000 ";
+  // Rank 1 alone gets SIGTERM once training is under way; rank 0 must learn it through the step's reduction.
+  const auto r = run_command("RANK=0 " + env + " " + cmd + " > '" + f.dir.file("r0") + "' 2>&1 & p0=$!; RANK=1 " + env +
+                             " " + cmd + " > '" + f.dir.file("r1") + "' 2>&1 & p1=$!; "
+                             "for i in $(seq 100); do grep -q 'step 5/' '" + f.dir.file("r0") +
+                             "' 2>/dev/null && break; sleep 0.2; done; kill -TERM $p1; "
+                             "wait $p0; echo rc0=$?; wait $p1; echo rc1=$?");
+  EXPECT_NE(r.output.find("rc0=143"), std::string::npos) << r.output << read_file(f.dir.file("r0"));
+  EXPECT_NE(r.output.find("rc1=143"), std::string::npos) << r.output << read_file(f.dir.file("r1"));
+  const std::string log0 = read_file(f.dir.file("r0")), log1 = read_file(f.dir.file("r1"));
+  const auto stopped_at = [](const std::string& log) {
+    const size_t p = log.find("after step ");
+    return p == std::string::npos ? std::string("none") : log.substr(p + 11, log.find(';', p) - p - 11);
+  };
+  EXPECT_NE(stopped_at(log0), "none") << log0;
+  EXPECT_EQ(stopped_at(log0), stopped_at(log1));
+  EXPECT_TRUE(roformer::path_exists(run + "/checkpoints/step_" + stopped_at(log0) + "/meta.json"));
 }

@@ -56,7 +56,7 @@ DistEnv read_dist_env(const EnvLookup& getenv) {
     throw UserError(std::string("environment: ") + (rank ? n.world : n.rank) + " is unset but " +
                     (rank ? n.rank : n.world) + " is set; set both (or neither, for a single process)");
   env.world_size = parse_int(n.world, *world, 1, 1 << 20);
-  env.rank = parse_int(n.rank, *rank, 0, env.world_size - 1 < 0 ? 0 : env.world_size - 1);
+  env.rank = parse_int(n.rank, *rank, 0, env.world_size - 1);
   env.local_world_size = env.world_size;
   env.local_rank = env.rank;
   if (const auto lw = getenv(n.local_world)) {

@@ -45,12 +45,17 @@ ncclDataType_t nccl_type(at::ScalarType t) {
   }
 }
 
+// One enqueued collective. The completion event lives as long as the op (shared by the
+// handle and the watchdog's queue), so wait() may still order the compute stream on it.
 struct PendingOp {
-  uint64_t seq;
+  uint64_t seq = 0;
   std::string what;
-  cudaEvent_t done;
+  cudaEvent_t done = nullptr;
   Clock::time_point start;
   std::atomic<bool> finished{false};
+  ~PendingOp() {
+    if (done) cudaEventDestroy(done);
+  }
 };
 
 class NcclCommunicator;
@@ -191,7 +196,6 @@ class NcclCommunicator : public Communicator {
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(pending_.empty() ? 100 : 1));
       while (!pending_.empty() && cudaEventQuery(pending_.front()->done) == cudaSuccess) {
-        cudaEventDestroy(pending_.front()->done);
         pending_.front()->finished = true;
         pending_.pop_front();
         wake_.notify_all();

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <map>
 
 #include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
@@ -172,7 +172,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   const std::string prefix = arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight")
                                  ? ""
                                  : "roformer.";
-  Named by_name;
+  std::map<std::string, torch::Tensor> by_name;  // our parameter name -> tensor
   std::vector<std::string> ignored;
   bool has_head = false;
   for (const auto& [name, t] : file.tensors) {
@@ -192,53 +192,44 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
       has_head = true;
     } else if (prefix.empty() && (name.rfind("embeddings", 0) == 0 || name.rfind("encoder.", 0) == 0)) {
       ours = name;
-    } else {
+    }
+    if (ours.empty() || ours.rfind("pooler.", 0) == 0) {
       ignored.push_back(name);
       continue;
     }
-    if (ours.rfind("pooler.", 0) == 0) {
-      ignored.push_back(name);
-      continue;
-    }
-    by_name.emplace_back(ours, t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32));
+    by_name[ours] = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
   }
   // A token-type table that is a single zero row carries nothing: our model then has none.
-  for (auto it = by_name.begin(); it != by_name.end(); ++it)
-    if (it->first == "embeddings.token_type_embeddings.weight" && it->second.size(0) == 1 &&
-        torch::count_nonzero(it->second).item<int64_t>() == 0) {
-      m.type_vocab_size = 0;
-      by_name.erase(it);
-      break;
-    }
+  const auto types = by_name.find("embeddings.token_type_embeddings.weight");
+  if (types != by_name.end() && types->second.size(0) == 1 && torch::count_nonzero(types->second).item<int64_t>() == 0) {
+    m.type_vocab_size = 0;
+    by_name.erase(types);
+  }
 
   model::EncoderModel model = model::build_model(m, 0);
-  std::set<std::string> provided;
-  for (const auto& [n, t] : by_name) provided.insert(n);
   std::string notes;
   if (!has_head) {
     notes = "no LM head in the source (" + arch + "): cls.predictions.* are freshly initialised (seed 0), so logits "
             "are meaningless until fine-tuned; last_hidden_state is exact";
     for (const auto& p : model->named_parameters())
-      if (p.key().rfind("cls.", 0) == 0) {
-        by_name.emplace_back(p.key(), p.value().detach().clone());
-        provided.insert(p.key());
-      }
+      if (p.key().rfind("cls.", 0) == 0) by_name[p.key()] = p.value().detach().clone();
   }
+  // Every parameter found with its shape, in the model's order (as our own checkpoints).
+  Named ordered;
   for (const auto& p : model->named_parameters()) {
-    if (!provided.count(p.key()))
+    const auto it = by_name.find(p.key());
+    if (it == by_name.end())
       throw UserError(weights + ": has no tensor for our parameter '" + p.key() + "' (expected '" +
                       (p.key().rfind("cls.", 0) == 0 ? p.key() : prefix + p.key()) + "')");
-    for (const auto& [n, t] : by_name)
-      if (n == p.key() && t.sizes() != p.value().sizes())
-        throw UserError(weights + ": tensor '" + n + "' has shape " + c10::str(t.sizes()) + " but the config implies " +
-                        c10::str(p.value().sizes()));
+    if (it->second.sizes() != p.value().sizes())
+      throw UserError(weights + ": tensor '" + it->first + "' has shape " + c10::str(it->second.sizes()) +
+                      " but the config implies " + c10::str(p.value().sizes()));
+    ordered.emplace_back(it->first, it->second);
+    by_name.erase(it);
   }
-  if (by_name.size() != model->named_parameters().size()) {
+  if (!by_name.empty()) {
     std::string extra;
-    std::set<std::string> ours;
-    for (const auto& p : model->named_parameters()) ours.insert(p.key());
-    for (const auto& [n, t] : by_name)
-      if (!ours.count(n)) extra += (extra.empty() ? "" : ", ") + n;
+    for (const auto& [n, t] : by_name) extra += (extra.empty() ? "" : ", ") + n;
     throw UserError(weights + ": tensors our RoFormer has no place for: " + extra);
   }
   if (!ignored.empty()) {
@@ -246,11 +237,6 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     for (const auto& n : ignored) list += (list.empty() ? "" : ", ") + n;
     notes += (notes.empty() ? "" : "; ") + std::string("ignored tensors outside the encoder and LM head: ") + list;
   }
-  // Same order as our own checkpoints (the model's parameter order).
-  Named ordered;
-  for (const auto& p : model->named_parameters())
-    for (const auto& [n, t] : by_name)
-      if (n == p.key()) ordered.emplace_back(n, t);
 
   write_directory(out_dir, [&](const std::string& tmp) {
     write_safetensors(tmp + "/model.safetensors", ordered, {{"format", "pt"}, {"position", "rope"}, {"source", hf_dir}});

@@ -25,12 +25,11 @@ using nlohmann::json;
 struct DType {
   const char* name;
   torch::ScalarType type;
-  int64_t size;
 };
 const std::vector<DType>& dtypes() {
-  static const std::vector<DType> d{{"F32", torch::kFloat32, 4}, {"F16", torch::kFloat16, 2},
-                                    {"BF16", torch::kBFloat16, 2}, {"F64", torch::kFloat64, 8},
-                                    {"I64", torch::kInt64, 8}};
+  static const std::vector<DType> d{{"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+                                    {"BF16", torch::kBFloat16}, {"F64", torch::kFloat64},
+                                    {"I64", torch::kInt64}};
   return d;
 }
 
@@ -53,7 +52,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     const auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return d.type == t.scalar_type(); });
     if (it == dtypes().end()) throw std::invalid_argument("write_safetensors: unsupported dtype for " + name);
     const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(it->size);
+    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(c.element_size());
     header[name] = {{"dtype", it->name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     payload.push_back(c);

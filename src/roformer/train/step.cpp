@@ -98,10 +98,12 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
       (loss * world).backward();
     }
   }
-  if (dp) {
-    torch::Tensor l = torch::full({1}, r.loss, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+  if (dp) {  // one reduction: the global loss and whether any rank wants to stop
+    torch::Tensor l = torch::tensor({r.loss, dp->stop_requested ? 1.0 : 0.0}, torch::kFloat64).to(comm_device);
     dp->comm->allreduce_sum_now(l);
-    r.loss = l.item<double>();
+    l = l.cpu();
+    r.loss = l[0].item<double>();
+    r.any_stop = l[1].item<double>() > 0;
   }
   r.grad_norm = gradient_norm(model);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);

@@ -24,6 +24,7 @@ struct StepResult {
   double loss = 0;       // mean loss over the step's scored tokens
   double grad_norm = 0;  // global L2 norm before clipping
   bool finite = true;    // false: nothing was updated
+  bool any_stop = false;  // data parallel: some rank had stop_requested set
 };
 
 // Forward/backward over `grad_accum` micro-batches of `batch`, then (if finite) clip and step.
@@ -32,9 +33,11 @@ struct StepResult {
 // normalised by the global number of scored tokens, the first grad_accum-1 micro-batches run
 // under no_sync, the reducer averages gradients over ranks, and the returned loss is global,
 // so every rank takes the same decisions (finite or not, clipping) on identical gradients.
+// `stop_requested` rides along with the loss reduction, so ranks agree on stopping for free.
 struct DataParallel {
   dist::GradientReducer* reducer = nullptr;
   dist::Communicator* comm = nullptr;
+  bool stop_requested = false;
 };
 StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,

@@ -108,14 +108,6 @@ void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::Ev
   for (size_t i = 0; i < nb; ++i) r.bucket_tokens[i] = static_cast<int64_t>(d[3 + nb + i]);
 }
 
-// True on every rank when any rank was asked to stop (so all stop after the same step).
-bool any_rank(dist::Communicator* comm, const torch::Device& device, bool mine) {
-  if (!comm) return mine;
-  torch::Tensor t = torch::full({1}, mine ? 1.0 : 0.0, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-  comm->allreduce_sum_now(t);
-  return t.item<double>() > 0;
-}
-
 std::string resolve_run_dir(const config::LoadedConfig& c, const TrainOptions& o) {
   return o.run_dir.empty() ? "runs/" + c.config.name : o.run_dir;
 }
@@ -298,6 +290,7 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     if (group)
       torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t.seed) + 1,
                                              {static_cast<uint64_t>(env.rank), static_cast<uint64_t>(state.step)}));
+    dp.stop_requested = stop_requested();
     const StepResult sr = train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
                                      state.step == nan_step, group ? &dp : nullptr);
     const double loss_value = sr.loss, grad_norm = sr.grad_norm;
@@ -339,7 +332,7 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     }
     if (tty) progress.update(static_cast<double>(state.step - first_step), "loss " + shortest_double(std::round(loss_value * 1e3) / 1e3));
     if (state.step % t.eval_every == 0 && state.step != t.steps) run_eval(state.step);
-    const bool stopping = any_rank(comm, device, stop_requested());
+    const bool stopping = group ? sr.any_stop : stop_requested();
     if (state.step % t.checkpoint_every == 0 || state.step == t.steps || stopping) {
       state.elapsed_s = elapsed_before + std::chrono::duration<double>(Clock::now() - session_start).count();
       save();

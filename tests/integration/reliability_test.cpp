@@ -32,7 +32,8 @@ std::string checkpoint_listing(const std::string& run) {
   return run_command("ls -a '" + run + "/checkpoints' 2>/dev/null").output;
 }
 
-// Every visible step_N directory must be complete; temporaries are hidden (.tmp-step_N-PID).
+// Every visible step_N directory must be complete: checkpoints being written or pruned are
+// hidden (.tmp-step_N-PID, .tmp-discard-step_N-PID) until they are whole or gone.
 void expect_only_complete_checkpoints(const std::string& run) {
   const auto r = run_command("cd '" + run + "/checkpoints' 2>/dev/null && for d in step_*; do [ -d \"$d\" ] || continue; "
                              "for f in model.safetensors trainer.pt config.yaml meta.json; do "
@@ -90,7 +91,7 @@ TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
   EXPECT_EQ(read_file(straight + "/checkpoints/step_200/model.safetensors"),
             read_file(killed + "/checkpoints/step_200/model.safetensors"));
   EXPECT_EQ(train_losses(straight), train_losses(killed));
-  EXPECT_EQ(checkpoint_listing(killed).find(".tmp-step_"), std::string::npos);  // swept by later saves
+  EXPECT_EQ(checkpoint_listing(killed).find(".tmp-"), std::string::npos);  // swept by later saves
 }
 
 TEST(Reliability, UnwritableRunDirectoryIsRefusedBeforeTraining) {

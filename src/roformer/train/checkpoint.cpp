@@ -80,6 +80,21 @@ std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir) {
   return all.back();
 }
 
+namespace {
+
+// Removes a checkpoint without ever leaving a partial step_N behind: it is first renamed to a
+// hidden temporary (atomic), then deleted; a crash during the deletion leaves only the hidden
+// name, which the next save sweeps.
+void discard(const std::string& dir) {
+  const std::filesystem::path p(dir);
+  const std::filesystem::path hidden = p.parent_path() / (".tmp-discard-" + p.filename().string() + "-" + std::to_string(::getpid()));
+  std::error_code renamed, removed;
+  std::filesystem::rename(p, hidden, renamed);
+  std::filesystem::remove_all(renamed ? p : hidden, removed);
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
                      int64_t keep_last) {
@@ -90,7 +105,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   std::error_code ec;
   // Temporaries left by a crash mid-save are never read; sweep them.
   for (const auto& entry : std::filesystem::directory_iterator(root, ec))
-    if (entry.path().filename().string().rfind(".tmp-step_", 0) == 0) std::filesystem::remove_all(entry.path(), ec);
+    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) std::filesystem::remove_all(entry.path(), ec);
   make_directories(tmp);
   // Fault injection for the kill tests: die half-way through writing this step's checkpoint.
   const char* kill_env = std::getenv("ROFORMER_FAULT_KILL_IN_CHECKPOINT");
@@ -119,7 +134,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
                        {"elapsed_s", state.elapsed_s}, {"git_revision", git_revision},
                        {"complete", true}};
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
-    if (path_exists(final_dir)) std::filesystem::remove_all(final_dir);  // re-saving the same step
+    if (path_exists(final_dir)) discard(final_dir);  // re-saving the same step
     std::filesystem::rename(tmp, final_dir);
   } catch (const std::filesystem::filesystem_error& e) {
     std::filesystem::remove_all(tmp, ec);
@@ -134,7 +149,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   }
   auto all = list_checkpoints(run_dir);
   while (static_cast<int64_t>(all.size()) > keep_last) {
-    std::filesystem::remove_all(all.front().dir, ec);
+    discard(all.front().dir);
     all.erase(all.begin());
   }
 }

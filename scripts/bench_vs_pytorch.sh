@@ -4,11 +4,12 @@
 # same config, batch, masking rate, optimizer, threads and steps. Prints tokens/s, the ratio
 # and peak RSS for the quickstart RoPE config and a medium config (4 layers, hidden 512,
 # 8 heads, sequence 256). Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it).
-# Usage: scripts/bench_vs_pytorch.sh [STEPS]
+# Usage: scripts/bench_vs_pytorch.sh [STEPS] [quickstart|medium|all]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 steps="${1:-60}"
+which="${2:-all}"
 threads="$(nproc)"
 ds=data/prepared/linux-docs-byte
 [ -f "$ds/meta.json" ] || { echo "bench_vs_pytorch: $ds is missing; run scripts/quickstart.sh or roformer prepare-data first" >&2; exit 1; }
@@ -50,5 +51,5 @@ bench() {
 }
 
 echo "steps $steps, threads $threads, $(date -u +%F)"
-bench quickstart 128 2 4 512 128 16
-bench medium 512 4 8 2048 256 8
+if [ "$which" != medium ]; then bench quickstart 128 2 4 512 128 16; fi
+if [ "$which" != quickstart ]; then bench medium 512 4 8 2048 256 8; fi

@@ -55,16 +55,17 @@ is_int "$master_port" || { echo "launch.sh: --master must be HOST:PORT, got '$ma
 world=$((nproc * nnodes))
 pids=() ranks=()
 # Each rank runs in its own process group (job control is on while they start), so stopping
-# a rank stops everything it started.
+# a rank stops everything it started. A rank that has already exited is left alone: its
+# output prefixers may still be flushing its last lines (the error that explains the failure).
 stop_all() {
-  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do [ -n "${done_pid[$pid]:-}" ] || kill -TERM -- "-$pid" 2>/dev/null; done
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     alive=0
-    for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+    for pid in "${pids[@]}"; do [ -n "${done_pid[$pid]:-}" ] || { kill -0 -- "-$pid" 2>/dev/null && alive=1; }; done
     ((alive)) || return 0
     sleep 0.5
   done
-  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do [ -n "${done_pid[$pid]:-}" ] || kill -KILL -- "-$pid" 2>/dev/null; done
 }
 forward() { for pid in "${pids[@]}"; do kill -"$1" -- "-$pid" 2>/dev/null; done; }
 trap 'forward INT' INT

@@ -26,8 +26,12 @@ cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 built=$(date +%s)
 echo "[test] $preset build: $((built - start)) s"
-ctest --preset "$preset" -j "$jobs" --timeout 900 "$@"
+ctest_log="build/$preset/ctest-output.log"
+ctest --preset "$preset" -j "$jobs" --timeout 900 "$@" 2>&1 | tee "$ctest_log"
+ctest_status=${PIPESTATUS[0]}
 echo "[test] $preset tests: $(( $(date +%s) - built )) s"
+scripts/gpu_test_summary.sh "$preset" "$ctest_log"
+((ctest_status == 0)) || exit "$ctest_status"
 
 if [ "${ROFORMER_SKIP_ASAN:-0}" != 1 ]; then
   t0=$(date +%s)

@@ -125,7 +125,7 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rope-seed1: trained (step 20), skipping training"), std::string::npos) << r.output;
-  EXPECT_EQ(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors"), before);
+  EXPECT_TRUE(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors") == before) << "rewritten";
   // A typo in a variant fails before any training.
   write_file(dir.file("bad.yaml"), "config: tiny.yaml\nvariants:\n  - {name: x, set: [\"model.position.kind=rotary\"]}\n");
   r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("bad.yaml") + "' --out '" + dir.file("bad") + "'");

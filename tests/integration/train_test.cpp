@@ -26,26 +26,12 @@ struct Fixture {
   }
 };
 
-std::vector<json> records(const std::string& run, const std::string& type) {
-  std::vector<json> out;
-  std::istringstream in(read_file(run + "/metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && json::parse(line)["type"] == type) out.push_back(json::parse(line));
-  return out;
-}
+std::vector<json> records(const std::string& run, const std::string& type) { return metric_records(run, type); }
+std::string trajectory(const std::string& run) { return metrics_trajectory(run); }
 
-// The deterministic part of the metrics (timings excluded).
-std::string trajectory(const std::string& run) {
-  std::string s;
-  for (const json& r : records(run, "train"))
-    s += r["step"].dump() + " " + r["loss"].dump() + " " + r["lr"].dump() + " " + r["grad_norm"].dump() + "\n";
-  for (const json& r : records(run, "eval")) s += "eval " + r["step"].dump() + " " + r["loss"].dump() + "\n";
-  return s;
-}
-
-std::string weights(const std::string& run, int step) {
-  return read_file(run + "/checkpoints/step_" + std::to_string(step) + "/model.safetensors");
+// "" when the two runs' weights at `step` are bitwise equal, else the first difference.
+std::string weight_difference(const std::string& a, const std::string& b, int step) {
+  return safetensors_difference(checkpoint_weights(a, step), checkpoint_weights(b, step));
 }
 
 }  // namespace
@@ -79,13 +65,13 @@ TEST(Train, ResumeIsBitwiseIdenticalAndTheNegativeControlDiverges) {
   auto r = f.train(resumed, "--resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos);
-  EXPECT_EQ(weights(straight, 40), weights(resumed, 40));
+  EXPECT_EQ(weight_difference(straight, resumed, 40), "");
   EXPECT_EQ(trajectory(straight), trajectory(resumed));
   // Negative control: the same resume without restoring the RNG (dropout) state diverges.
   ASSERT_EQ(f.train(control, "--set train.checkpoint_every=20").exit_code, 0);
   ASSERT_EQ(run_command("rm -rf '" + control + "/checkpoints/step_40'").exit_code, 0);
   ASSERT_EQ(f.train(control, "--resume auto", "ROFORMER_FAULT_SKIP_RNG_RESTORE=1").exit_code, 0);
-  EXPECT_NE(weights(straight, 40), weights(control, 40));
+  EXPECT_NE(weight_difference(straight, control, 40), "");
 }
 
 TEST(Train, KilledRunsResumeToTheSameResult) {
@@ -106,7 +92,7 @@ TEST(Train, KilledRunsResumeToTheSameResult) {
   EXPECT_GE(kills, 1);
   const auto r = f.train(killed, longer + " --resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(weights(straight, 240), weights(killed, 240));
+  EXPECT_EQ(weight_difference(straight, killed, 240), "");
   EXPECT_EQ(trajectory(straight), trajectory(killed));
 }
 

@@ -29,7 +29,7 @@ failures = []
 
 
 def run(*args):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)  # no hang
     if r.returncode != 0:
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(map(str, args))}\n{r.stdout}\n{r.stderr}")
     return r.stdout
@@ -40,6 +40,11 @@ def check(name, diff):
     print(f"{status:4} {name}: max abs diff {diff:.3g}")
     if diff > TOL:
         failures.append(name)
+
+
+# Parity is checked on the CPU, where transformers runs too (fp32 on both sides), also on a
+# machine with a GPU.
+CPU = ["--set", "train.device=cpu"]
 
 
 def hf_model(path):
@@ -73,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
         native = os.path.join(tmp, "native-" + case)
         run(ROFORMER, "convert", "hf-to-native", case_dir, native)
         out = os.path.join(tmp, case + ".safetensors")
-        run(ROFORMER, "forward", native, *forward_args(case_dir), "--output", out)
+        run(ROFORMER, "forward", native, *forward_args(case_dir), "--output", out, *CPU)
         ours, ref = load_file(out), load_file(os.path.join(case_dir, "reference.safetensors"))
         for key in ref:
             check(f"{case} {key}", (ours[key] - ref[key]).abs().max().item())
@@ -109,14 +114,14 @@ with tempfile.TemporaryDirectory() as tmp:
     run_dir = os.path.join(tmp, "run")
     run(ROFORMER, "train", os.path.join(SRC, "configs/quickstart/rope.yaml"), "--run-dir", run_dir,
         "--set", f"data.path={ds}", "--set", "train.steps=20", "--set", "train.eval_every=20",
-        "--set", "train.checkpoint_every=20", "--set", "train.eval_batches=1", "--set", "data.seq_len=64")
+        "--set", "train.checkpoint_every=20", "--set", "train.eval_batches=1", "--set", "data.seq_len=64", *CPU)
     ckpt = os.path.join(run_dir, "checkpoints", "step_20")
     hf_dir = os.path.join(tmp, "trained-hf")
     run(ROFORMER, "convert", "native-to-hf", ckpt, hf_dir)
     ids = [list(b"The scheduler keeps a rotary table of every device.")]
     json.dump(ids, open(os.path.join(tmp, "ids.json"), "w"))
     out = os.path.join(tmp, "trained.safetensors")
-    run(ROFORMER, "forward", ckpt, "--input-ids", os.path.join(tmp, "ids.json"), "--output", out)
+    run(ROFORMER, "forward", ckpt, "--input-ids", os.path.join(tmp, "ids.json"), "--output", out, *CPU)
     ours = load_file(out)
     model, arch = hf_model(hf_dir)
     with torch.no_grad():

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 #include <cstdio>
@@ -12,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 namespace roformer::testing {
 
@@ -41,16 +46,111 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-CommandResult run_command(const std::string& command) {
+CommandResult run_command(const std::string& command, int deadline_s) {
   CommandResult result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::string quoted;  // the command as one single-quoted sh word
+  for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  // GNU timeout runs the command in its own process group and signals all of it.
+  const std::string wrapped =
+      "timeout -k 10 " + std::to_string(deadline_s) + " /bin/sh -c '" + quoted + "' 2>&1";
+  FILE* pipe = popen(wrapped.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::array<char, 4096> buf{};
   size_t n = 0;
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (result.exit_code == 124)
+    result.output += "\n[run_command: killed after the " + std::to_string(deadline_s) + " s deadline]\n";
   return result;
+}
+
+namespace {
+
+struct TensorBytes {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// The tensors of a safetensors file by name (a plain parse: 8-byte header length, JSON, data).
+std::map<std::string, TensorBytes> read_safetensors_bytes(const std::string& path) {
+  const std::string file = read_file(path);
+  if (file.size() < 8) throw std::runtime_error(path + ": too short for safetensors");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[static_cast<size_t>(i)]);
+  const auto header = nlohmann::json::parse(file.substr(8, n));
+  std::map<std::string, TensorBytes> out;
+  for (const auto& [name, e] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
+    out[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(), file.substr(8 + n + begin, end - begin)};
+  }
+  return out;
+}
+
+double element(const TensorBytes& t, size_t i) {
+  if (t.dtype == "F32") {
+    float v;
+    std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+    return v;
+  }
+  if (t.dtype == "F64") {
+    double v;
+    std::memcpy(&v, t.bytes.data() + 8 * i, 8);
+    return v;
+  }
+  return std::nan("");  // other dtypes: counted, not measured
+}
+
+size_t element_size(const std::string& dtype) { return dtype == "F64" || dtype == "I64" ? 8 : dtype == "F32" ? 4 : 2; }
+
+}  // namespace
+
+std::string safetensors_difference(const std::string& path_a, const std::string& path_b) {
+  const auto a = read_safetensors_bytes(path_a), b = read_safetensors_bytes(path_b);
+  for (const auto& [name, ta] : a) {
+    const auto it = b.find(name);
+    if (it == b.end()) return "tensor '" + name + "' is only in " + path_a;
+    const TensorBytes& tb = it->second;
+    if (ta.dtype != tb.dtype || ta.shape != tb.shape) return "tensor '" + name + "' differs in dtype or shape";
+    if (ta.bytes == tb.bytes) continue;
+    const size_t size = element_size(ta.dtype), count = ta.bytes.size() / size;
+    size_t differing = 0;
+    double max_abs = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::memcmp(ta.bytes.data() + i * size, tb.bytes.data() + i * size, size) == 0) continue;
+      ++differing;
+      max_abs = std::max(max_abs, std::fabs(element(ta, i) - element(tb, i)));
+    }
+    std::ostringstream msg;
+    msg << "first differing tensor '" << name << "' (" << ta.dtype << ", " << count << " elements): " << differing
+        << " elements differ, max abs difference " << max_abs;
+    return msg.str();
+  }
+  if (a.size() != b.size()) return path_b + " has tensors that " + path_a + " lacks";
+  return "";
+}
+
+std::vector<nlohmann::json> metric_records(const std::string& run, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(run + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && nlohmann::json::parse(line)["type"] == type) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::string metrics_trajectory(const std::string& run) {
+  std::string s;
+  for (const auto& r : metric_records(run, "train"))
+    s += r["step"].dump() + " " + r["loss"].dump() + " " + r["lr"].dump() + " " + r["grad_norm"].dump() + "\n";
+  for (const auto& r : metric_records(run, "eval")) s += "eval " + r["step"].dump() + " " + r["loss"].dump() + "\n";
+  return s;
+}
+
+std::string checkpoint_weights(const std::string& run_dir, int step) {
+  return run_dir + "/checkpoints/step_" + std::to_string(step) + "/model.safetensors";
 }
 
 std::string make_word_dataset(const TempDir& dir, size_t chars) {
@@ -68,12 +168,12 @@ std::string make_word_dataset(const TempDir& dir, size_t chars) {
 
 std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective) {
   const std::string path = dir.file("tiny.yaml");
-  write_file(path, "name: tiny\nmodel:\n  objective: " + objective +
+  write_file(path, "name: tiny\ndist:\n  backend: gloo\nmodel:\n  objective: " + objective +
                        "\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  ffn_size: 64\n"
                        "  hidden_dropout: 0.1\n  attention_dropout: 0.0\ndata:\n  path: " + dataset +
                        "\n  seq_len: 32\ntrain:\n  steps: 40\n  batch_size: 8\n  lr: 3.0e-3\n  warmup_steps: 5\n"
                        "  log_every: 5\n  eval_every: 20\n  eval_batches: 2\n  checkpoint_every: 10\n"
-                       "  keep_checkpoints: 100\n  threads: 1\n");
+                       "  keep_checkpoints: 100\n  threads: 1\n  device: cpu\n");
   return path;
 }
 

@@ -2,7 +2,9 @@
 // `roformer` binary (or any command) as a process with its exit code and output captured.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace roformer::testing {
 
@@ -28,15 +30,34 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `command` through /bin/sh with stderr merged into stdout.
-CommandResult run_command(const std::string& command);
+// Runs `command` through /bin/sh with stderr merged into stdout, under a deadline: past
+// `deadline_s` seconds the whole process group gets SIGTERM (SIGKILL 10 s later), the exit
+// code is 124 or 137 and the output says so. No test can hang on a child.
+constexpr int kDefaultDeadlineSeconds = 300;
+CommandResult run_command(const std::string& command, int deadline_s = kDefaultDeadlineSeconds);
+
+// "" when the two safetensors files hold bitwise-identical tensors; otherwise a bounded
+// description: the first differing tensor, its dtype and shape, the number of differing
+// elements and their largest absolute difference (never the raw bytes).
+std::string safetensors_difference(const std::string& path_a, const std::string& path_b);
+
+// The records of RUN/metrics.jsonl whose "type" is `type` ("train" or "eval").
+std::vector<nlohmann::json> metric_records(const std::string& run_dir, const std::string& type);
+
+// The deterministic part of a run's metrics (step, loss, lr, grad norm; eval losses), one
+// line per record: equal strings mean identical training trajectories.
+std::string metrics_trajectory(const std::string& run_dir);
+
+// RUN/checkpoints/step_N/model.safetensors
+std::string checkpoint_weights(const std::string& run_dir, int step);
 
 // Prepares a byte dataset at dir/ds from generated word text (train: `chars` characters,
 // valid: a tenth of it) with `roformer prepare-data`; returns its path.
 std::string make_word_dataset(const TempDir& dir, size_t chars = 40000);
 
 // Writes dir/tiny.yaml: a one-layer width-32 model on `dataset`, sequence 32, batch 8,
-// 40 steps, checkpoints every 10; returns its path.
+// 40 steps, checkpoints every 10, pinned to the CPU (train.device: cpu, dist.backend: gloo:
+// these tests check CPU semantics; GPU variants set train.device=cuda); returns its path.
 std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective = "mlm");
 
 // Absolute path of the built `roformer` binary and of the source tree (set by CMake).

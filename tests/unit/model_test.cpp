@@ -234,3 +234,31 @@ TEST(Model, FusedAndReferenceRopeGiveTheSameLossAndGradients) {
       EXPECT_LT((item.value().grad() - rp[item.key()].grad()).abs().max().item<double>(), 1e-12) << item.key();
   }
 }
+
+TEST(Model, CachedPositionTablesEqualFreshOnesAcrossLengths) {
+  // One model reused at lengths 12, 32, 12 (tables cached per length, dynamic NTK recomputed)
+  // against a freshly built model at each length: identical outputs, in every family.
+  for (PositionKind kind : kFamilies) {
+    SCOPED_TRACE(name(kind));
+    config::ModelConfig c = tiny(kind, config::Objective::causal_lm);
+    c.position.max_positions = 32;
+    c.position.rope.scaling.kind = config::RopeScalingKind::dynamic_ntk;
+    c.position.rope.scaling.factor = 2.0;
+    c.position.rope.scaling.original_max_positions = 16;
+    EncoderModel reused = build_double(c, 9);
+    for (int64_t length : {12, 32, 12}) {
+      const torch::Tensor ids = torch::randint(0, 11, {2, length}, torch::kLong);
+      EncoderModel fresh = build_double(c, 9);
+      EXPECT_TRUE(torch::equal(reused->forward({ids}), fresh->forward({ids}))) << "length " << length;
+    }
+  }
+}
+
+TEST(Model, LossWithPrecomputedScoredIndexEqualsTheSearchedOne) {
+  EncoderModel m = build_double(tiny(PositionKind::rope, config::Objective::mlm), 4);
+  const torch::Tensor ids = torch::randint(0, 11, {3, 9}, torch::kLong);
+  torch::Tensor targets = ids.clone();
+  targets.masked_fill_(torch::rand({3, 9}) < 0.6, -100);
+  const torch::Tensor index = (targets.reshape({-1}) != -100).nonzero().squeeze(1);
+  EXPECT_TRUE(torch::equal(m->loss({ids}, targets, true), m->loss({ids}, targets, true, index)));
+}

@@ -96,7 +96,7 @@ TEST(TrainStep, ClipsToTheGlobalNorm) {
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : m->named_parameters()) before[p.key()] = p.value().detach().clone();
   const auto r = train::train_step(m, sgd, batch, 1, /*grad_clip=*/0.01, torch::kCPU, false);
-  ASSERT_GT(r.grad_norm, 0.01);
+  ASSERT_GT(r.grad_norm_value(), 0.01);
   // With SGD(lr=1) the update is the clipped gradient: its global norm is the clip value.
   double sq = 0;
   for (const auto& p : m->named_parameters()) sq += (before[p.key()] - p.value()).to(torch::kFloat64).pow(2).sum().item<double>();
@@ -116,8 +116,8 @@ TEST(TrainStep, AccumulatedMicroBatchesEqualOneLargeBatch) {
       const data::Batch batch = make_batch(8, 6, 10 + step);
       const auto ra = train::train_step(a, *oa, batch, 1, 1.0, torch::kCPU, false);
       const auto rb = train::train_step(b, *ob, batch, k, 1.0, torch::kCPU, false);
-      EXPECT_NEAR(ra.loss, rb.loss, 1e-12);
-      EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-12);
+      EXPECT_NEAR(ra.loss_value(), rb.loss_value(), 1e-12);
+      EXPECT_NEAR(ra.grad_norm_value(), rb.grad_norm_value(), 1e-12);
     }
     auto pb = b->named_parameters();
     for (const auto& p : a->named_parameters())
@@ -132,8 +132,13 @@ TEST(TrainStep, NonFiniteLossChangesNothing) {
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : m->named_parameters()) before[p.key()] = p.value().detach().clone();
   const auto r = train::train_step(m, *opt, make_batch(4, 8, 1), 1, 1.0, torch::kCPU, false, /*poison=*/true);
-  EXPECT_FALSE(r.finite);
+  EXPECT_FALSE(r.finite());
   for (const auto& p : m->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), before[p.key()])) << p.key();
+  EXPECT_EQ(opt->completed_steps(), 0);  // the skipped update is not counted (bias correction stays right)
+  // The next finite step is the optimizer's first.
+  const auto ok = train::train_step(m, *opt, make_batch(4, 8, 2), 1, 1.0, torch::kCPU, false);
+  EXPECT_TRUE(ok.finite());
+  EXPECT_EQ(opt->completed_steps(), 1);
 }
 
 TEST(TrainStep, TinyModelOverfitsATinyBatch) {
@@ -146,8 +151,8 @@ TEST(TrainStep, TinyModelOverfitsATinyBatch) {
   double first = 0, last = 0;
   for (int step = 0; step < 300; ++step) {
     const auto r = train::train_step(m, *opt, batch, 1, 1.0, torch::kCPU, false);
-    if (step == 0) first = r.loss;
-    last = r.loss;
+    if (step == 0) first = r.loss_value();
+    last = r.loss_value();
   }
   EXPECT_GT(first, 2.0);
   EXPECT_LT(last, 0.05) << "first " << first;

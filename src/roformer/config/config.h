@@ -95,7 +95,7 @@ enum class NonFinitePolicy { stop, skip };
 
 struct TrainConfig {
   int64_t steps = 1000;
-  int64_t batch_size = 32;  // sequences per optimizer step per rank (before accumulation split)
+  int64_t batch_size = 32;  // global batch: sequences per optimizer step over all ranks and micro-batches
   int64_t grad_accum = 1;
   double lr = 1e-3;
   double min_lr_ratio = 0.1;  // the decay floor, as a fraction of lr
@@ -116,6 +116,9 @@ struct TrainConfig {
   DeviceKind device = DeviceKind::auto_;
   Precision precision = Precision::auto_;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
+  bool deterministic = false;  // deterministic CUDA kernels (cuBLAS workspace, math SDPA): bitwise repeatable runs
+  bool tf32 = true;            // TF32 tensor cores for fp32 matmuls on CUDA
+  double peak_tflops = 0;      // MFU denominator; 0 = from the GPU's name (none on the CPU)
   void visit(FieldVisitor& v);
 };
 

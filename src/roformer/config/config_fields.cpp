@@ -119,7 +119,8 @@ void TrainConfig::visit(FieldVisitor& v) {
   static const EnumNames<NonFinitePolicy> nonfinite{
       {{NonFinitePolicy::stop, "stop"}, {NonFinitePolicy::skip, "skip"}}};
   v.field("steps", steps, at_least(int64_t{1}), "optimizer steps");
-  v.field("batch_size", batch_size, at_least(int64_t{1}), "sequences per optimizer step per rank");
+  v.field("batch_size", batch_size, at_least(int64_t{1}),
+          "global batch: sequences per optimizer step, split over ranks and grad_accum micro-batches");
   v.field("grad_accum", grad_accum, at_least(int64_t{1}), "micro-batches per optimizer step");
   v.field("lr", lr, above(0.0), "peak learning rate");
   v.field("min_lr_ratio", min_lr_ratio, between(0.0, 1.0), "decay floor as a fraction of lr");
@@ -140,6 +141,10 @@ void TrainConfig::visit(FieldVisitor& v) {
   enum_field(v, "device", device, devices, "auto (cuda if visible), cpu, cuda");
   enum_field(v, "precision", precision, precisions, "auto (bf16 autocast on CUDA, fp32 on CPU), fp32, bf16");
   enum_field(v, "on_nonfinite", on_nonfinite, nonfinite, "non-finite loss/grad: stop or skip the batch");
+  v.field("deterministic", deterministic,
+          "CUDA: deterministic algorithms, cuBLAS workspace config and the math SDPA backend (slower)");
+  v.field("tf32", tf32, "CUDA: TF32 tensor cores for fp32 matmuls (ignored on the CPU)");
+  v.field("peak_tflops", peak_tflops, at_least(0.0), "peak TFLOP/s for MFU; 0 = from the GPU name (bf16 dense)");
 }
 
 void DistConfig::visit(FieldVisitor& v) {

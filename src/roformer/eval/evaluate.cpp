@@ -25,7 +25,7 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
     const torch::Tensor hidden = model->forward({ids});                          // [B, L, H]
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);            // [N]
-    const torch::Tensor logits = model->logits(hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored)).to(torch::kFloat64);
+    const torch::Tensor logits = model->scored_logits(hidden, scored).to(torch::kFloat64);
     const torch::Tensor gold = flat.index_select(0, scored);
     const torch::Tensor nll = torch::nn::functional::cross_entropy(
         logits, gold, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [N]

@@ -1,6 +1,7 @@
 // Encoder, layers, embeddings and the tied LM head (see encoder.h).
 #include "roformer/model/encoder.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 
@@ -113,6 +114,10 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   ctx.positions = positions;
   ctx.causal = config_.objective == config::Objective::causal_lm;
   ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device);
+  if (ctx.mask.defined()) {  // once in the dtype the scores have, not once per layer
+    const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
+    ctx.mask = ctx.mask.to(autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type());
+  }
   for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
   if (!encoder->LayerNorm.is_empty()) x = encoder->LayerNorm->forward(x);
   return x;
@@ -124,13 +129,18 @@ torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   return torch::nn::functional::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 
-torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets, bool sum) {
-  const torch::Tensor hidden = forward(input);                               // [B, S, H]
-  const torch::Tensor flat_targets = targets.reshape({-1});                  // [B*S]
-  const torch::Tensor scored = (flat_targets != -100).nonzero().squeeze(1);  // [N]
-  const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored);
-  torch::Tensor lg = logits(h);                                              // [N, V]
-  if (lg.scalar_type() != torch::kFloat64) lg = lg.to(torch::kFloat32);      // the loss in fp32 under autocast
+torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored) {
+  const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored);  // [N, H]
+  torch::Tensor lg = logits(h);                                                        // [N, V]
+  return lg.scalar_type() == torch::kFloat64 ? lg : lg.to(torch::kFloat32);
+}
+
+torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets, bool sum,
+                                     const torch::Tensor& scored_index) {
+  const torch::Tensor hidden = forward(input);               // [B, S, H]
+  const torch::Tensor flat_targets = targets.reshape({-1});  // [B*S]
+  const torch::Tensor scored =
+      scored_index.defined() ? scored_index : (flat_targets != -100).nonzero().squeeze(1);  // [N]
   namespace F = torch::nn::functional;
   auto options = F::CrossEntropyFuncOptions();
   if (sum) {
@@ -138,7 +148,7 @@ torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Ten
   } else {
     options.reduction(torch::kMean);
   }
-  return F::cross_entropy(lg, flat_targets.index_select(0, scored), options);
+  return F::cross_entropy(scored_logits(hidden, scored), flat_targets.index_select(0, scored), options);
 }
 
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {

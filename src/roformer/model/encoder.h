@@ -88,8 +88,13 @@ class EncoderModelImpl : public torch::nn::Module {
   torch::Tensor logits(const torch::Tensor& hidden);
   // Cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal LM:
   // next tokens), the mean or (sum = true) the sum. Only the scored positions go through the
-  // head. targets: int64 [B, S].
-  torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets, bool sum = false);
+  // head. targets: int64 [B, S]. `scored`: the flat indices of those positions, int64 [N],
+  // when the caller already has them (computed here otherwise, which waits for the GPU).
+  torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets, bool sum = false,
+                     const torch::Tensor& scored = {});
+  // Logits at flat positions `scored` [N] of hidden states [B, S, H]: [N, V], in float32
+  // under autocast (float64 for a double model), so losses are computed in full precision.
+  torch::Tensor scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored);
 
   const config::ModelConfig& config() const { return config_; }
   PositionEncodingImpl& position_encoding() { return *position; }

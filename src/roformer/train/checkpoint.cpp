@@ -25,6 +25,16 @@ namespace {
 
 using nlohmann::json;
 
+torch::Tensor generator_state(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_generator_state(at::Generator gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
 bool is_step_dir(const std::string& name, int64_t* step) {
   if (name.rfind("step_", 0) != 0 || name.size() == 5) return false;
   for (size_t i = 5; i < name.size(); ++i)
@@ -120,11 +130,10 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     if (kill_here) std::raise(SIGKILL);
     torch::serialize::OutputArchive archive;
     optimizer.save(archive);
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      archive.write("rng_cpu", gen.get_state());
-    }
+    archive.write("rng_cpu", generator_state(at::detail::getDefaultCPUGenerator()));
+    // CUDA kernels (dropout) draw from the device's own Philox generator: its seed and offset.
+    const torch::Device device = model.parameters().front().device();
+    if (device.is_cuda()) archive.write("rng_cuda", generator_state(at::globalContext().defaultGenerator(device)));
     archive.write("step", torch::tensor(state.step));
     archive.write("tokens_seen", torch::tensor(state.tokens_seen));
     archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
@@ -218,9 +227,11 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
   const torch::Tensor rng = read("rng_cpu");
   // Fault injection for the negative control of the resume test: forget the RNG state.
   if (std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE")) return s;
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(rng);
+  set_generator_state(at::detail::getDefaultCPUGenerator(), rng);
+  const torch::Device device = model.parameters().front().device();
+  torch::Tensor cuda_rng;
+  if (device.is_cuda() && archive.try_read("rng_cuda", cuda_rng))
+    set_generator_state(at::globalContext().defaultGenerator(device), cuda_rng);
   return s;
 }
 

@@ -1,4 +1,6 @@
-// Optimizer construction and the training step (see step.h).
+// Optimizer construction and the training step (see step.h). Nothing here reads a device
+// value on the host in a single-process step: the loss, norm, clipping factor and non-finite
+// flag stay tensors, and batches reach the GPU through pinned, non-blocking copies.
 #include "roformer/train/step.h"
 
 #include <ATen/autocast_mode.h>
@@ -29,9 +31,23 @@ class AutocastGuard {
   bool enabled_;
 };
 
+std::vector<torch::Tensor> defined_grads(model::EncoderModel& model) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+// The global count of scored tokens over ranks (data parallel; one small collective).
+double global_scored(const DataParallel& dp, double local, const torch::Device& comm_device) {
+  torch::Tensor n = torch::full({1}, local, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+  dp.comm->allreduce_sum_now(n);
+  return n.item<double>();
+}
+
 }  // namespace
 
-std::unique_ptr<torch::optim::AdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& t) {
+std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
   auto options = [&](double wd) {
@@ -41,55 +57,59 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(model::EncoderModel& model, 
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, options(t.weight_decay));
   groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(t.lr));
+  return std::make_unique<FusedAdamW>(groups, torch::optim::AdamWOptions(t.lr));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
 }
 
-double gradient_norm(model::EncoderModel& model) {
-  double sq = 0;
-  for (const auto& p : model->parameters())
-    if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-  return std::sqrt(sq);
+torch::Tensor gradient_norm(model::EncoderModel& model) {
+  const std::vector<torch::Tensor> grads = defined_grads(model);
+  if (grads.empty()) return torch::zeros({}, torch::kFloat64);
+  std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
+  for (auto& n : norms) n = n.to(torch::kFloat64);
+  return torch::stack(norms).pow(2).sum().sqrt();
+}
+
+torch::Tensor to_device_async(const torch::Tensor& cpu, const torch::Device& device) {
+  if (device.is_cpu()) return cpu;
+  return cpu.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast, bool poison,
                       const DataParallel* dp) {
-  StepResult r;
   optimizer.zero_grad();
   const int64_t micro = batch.input_ids.size(0) / grad_accum;
   const torch::Device comm_device = model->parameters().front().device();
-  double scored = static_cast<double>(batch.scored);
-  double world = 1;
-  if (dp) {  // the global count of scored tokens
-    torch::Tensor n = torch::full({1}, scored, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
-    dp->comm->allreduce_sum_now(n);
-    scored = n.item<double>();
-    world = dp->comm->size();
-  }
+  const double scored = dp ? global_scored(*dp, static_cast<double>(batch.scored), comm_device)
+                           : static_cast<double>(batch.scored);
+  const double world = dp ? dp->comm->size() : 1;
+  StepResult r;
+  r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
   for (int64_t m = 0; m < grad_accum; ++m) {
-    const torch::Tensor targets = batch.targets.narrow(0, m * micro, micro).to(device);
+    const torch::Tensor targets_cpu = batch.targets.narrow(0, m * micro, micro);
+    const torch::Tensor scored_cpu = (targets_cpu.reshape({-1}) != -100).nonzero().squeeze(1);  // [N], on the host
     // Single process: skip a micro-batch with nothing scored. Data parallel: every rank must
     // run the same backward passes (the collectives pair up), so none is skipped.
-    if (!dp && (targets != -100).sum().item<int64_t>() == 0) continue;
-    const torch::Tensor ids = batch.input_ids.narrow(0, m * micro, micro).to(device);
+    if (!dp && scored_cpu.numel() == 0) continue;
+    const torch::Tensor ids = to_device_async(batch.input_ids.narrow(0, m * micro, micro), device);
+    const torch::Tensor targets = to_device_async(targets_cpu, device);
+    const torch::Tensor scored_index = to_device_async(scored_cpu, device);
     torch::Tensor loss;
     {
       AutocastGuard guard(autocast);
-      loss = model->loss({ids}, targets, /*sum=*/true) / scored;
+      loss = model->loss({ids}, targets, /*sum=*/true, scored_index) / scored;
     }
     if (poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
-    r.loss += loss.item<double>();
+    r.loss.add_(loss.detach().to(torch::kFloat64));
     if (!dp) {
       loss.backward();
       continue;
     }
     // The reducer divides by the world size; scaling by it here makes the result the global mean.
-    const bool last = m == grad_accum - 1;
-    if (last) {
+    if (m == grad_accum - 1) {
       dp->reducer->prepare_for_backward();
       (loss * world).backward();
       dp->reducer->finish();
@@ -99,24 +119,23 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
     }
   }
   if (dp) {  // one reduction: the global loss and whether any rank wants to stop
-    torch::Tensor l = torch::tensor({r.loss, dp->stop_requested ? 1.0 : 0.0}, torch::kFloat64).to(comm_device);
+    torch::Tensor l = torch::stack({r.loss, torch::full({}, dp->stop_requested ? 1.0 : 0.0, r.loss.options())});
     dp->comm->allreduce_sum_now(l);
-    l = l.cpu();
-    r.loss = l[0].item<double>();
+    r.loss = l[0];
     r.any_stop = l[1].item<double>() > 0;
   }
-  r.grad_norm = gradient_norm(model);
-  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
-  if (!r.finite) {
-    optimizer.zero_grad();
-    return r;
+  torch::NoGradGuard no_grad;
+  r.grad_norm = gradient_norm(model).to(comm_device);
+  r.found_inf = torch::logical_not(torch::isfinite(r.loss) & torch::isfinite(r.grad_norm)).to(torch::kFloat32);
+  std::vector<torch::Tensor> grads = defined_grads(model);
+  if (grad_clip > 0 && !grads.empty())  // scale by min(1, clip / norm) on the device
+    at::_foreach_mul_(grads, (grad_clip / (r.grad_norm + 1e-6)).clamp_max(1.0).to(grads.front().scalar_type()));
+  if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer)) {
+    fused->set_found_inf(r.found_inf);
+    fused->step();
+  } else if (r.finite()) {  // another optimizer (tests use SGD): checked on the host
+    optimizer.step();
   }
-  if (grad_clip > 0 && r.grad_norm > grad_clip) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters())
-      if (p.grad().defined()) p.grad().mul_(grad_clip / (r.grad_norm + 1e-6));
-  }
-  optimizer.step();
   return r;
 }
 

@@ -1,10 +1,10 @@
-// One optimizer step, separated from the loop so tests can drive it directly: AdamW with
-// decay only on matrices (no decay on biases and LayerNorm), accumulation of micro-batches as
-// sum-of-losses / scored tokens (so k micro-batches equal one k-times larger batch), the
-// global gradient norm checked for finiteness before anything changes, and clipping.
+// One optimizer step, separated from the loop so tests can drive it directly: AdamW (fused,
+// decay only on matrices), accumulation of micro-batches as sum-of-losses / scored tokens (so
+// k micro-batches equal one k-times larger batch), the global gradient norm, clipping and the
+// non-finite guard -- all on the device, so a single-process step never waits for the GPU.
 #pragma once
 
-#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
 
 #include <memory>
 
@@ -12,22 +12,31 @@
 #include "roformer/data/batches.h"
 #include "roformer/dist/reducer.h"
 #include "roformer/model/encoder.h"
+#include "roformer/train/fused_adamw.h"
 
 namespace roformer::train {
 
 // AdamW with two groups: weight decay for parameters with >= 2 dimensions, none otherwise.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& train);
+std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& train);
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
+// Device tensors: reading one (the *_value accessors) waits for the step to finish, so the
+// trainer reads them only at log, evaluation and checkpoint steps.
 struct StepResult {
-  double loss = 0;       // mean loss over the step's scored tokens
-  double grad_norm = 0;  // global L2 norm before clipping
-  bool finite = true;    // false: nothing was updated
-  bool any_stop = false;  // data parallel: some rank had stop_requested set
+  torch::Tensor loss;       // float64 []: mean loss over the step's scored tokens
+  torch::Tensor grad_norm;  // float64 []: global L2 norm before clipping
+  torch::Tensor found_inf;  // float32 []: 1 when the loss or the norm is non-finite (nothing updated)
+  bool any_stop = false;    // data parallel: some rank had stop_requested set
+
+  double loss_value() const { return loss.item<double>(); }
+  double grad_norm_value() const { return grad_norm.item<double>(); }
+  bool finite() const { return found_inf.item<float>() == 0; }
 };
 
-// Forward/backward over `grad_accum` micro-batches of `batch`, then (if finite) clip and step.
+// Forward/backward over `grad_accum` micro-batches of `batch`, then clip and step; a
+// non-finite loss or norm skips the update on the device (FusedAdamW's found_inf; any other
+// optimizer is stepped only after the host has checked the flag).
 // `poison` multiplies the loss by NaN (fault injection for tests of the guard).
 // Data parallel (`dp` set): `batch` is this rank's share of the global batch; the loss is
 // normalised by the global number of scored tokens, the first grad_accum-1 micro-batches run
@@ -43,7 +52,10 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
                       bool poison = false, const DataParallel* dp = nullptr);
 
-// Global L2 norm of all gradients (in double).
-double gradient_norm(model::EncoderModel& model);
+// Global L2 norm of all gradients: float64 [] on the gradients' device (no host sync).
+torch::Tensor gradient_norm(model::EncoderModel& model);
+
+// A CPU tensor on `device` without blocking the host (pinned staging on CUDA).
+torch::Tensor to_device_async(const torch::Tensor& cpu, const torch::Device& device);
 
 }  // namespace roformer::train

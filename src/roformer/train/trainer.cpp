@@ -28,7 +28,9 @@
 #include "roformer/eval/evaluate.h"
 #include "roformer/model/encoder.h"
 #include "roformer/train/checkpoint.h"
+#include "roformer/train/device_setup.h"
 #include "roformer/train/lr_schedule.h"
+#include "roformer/train/mfu.h"
 #include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 
@@ -70,26 +72,31 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-torch::Device pick_device(const config::TrainConfig& t, const dist::DistEnv& env) {
-  const bool cuda = torch::cuda::is_available();
-  if (t.device == config::DeviceKind::cuda && !cuda)
-    throw UserError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu or auto");
-  if (t.device == config::DeviceKind::cpu || !cuda) return torch::kCPU;
-  const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (env.local_rank >= gpus)
-    throw UserError("LOCAL_RANK=" + std::to_string(env.local_rank) + " but this node has " + std::to_string(gpus) +
-                    " GPU(s); start at most one rank per GPU");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-}
-
-dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
-  if (d.backend == config::DistBackend::nccl) {
-    if (!device.is_cuda()) throw UserError("dist.backend=nccl needs CUDA tensors, but training runs on the CPU; use gloo or auto");
-    return dist::Engine::nccl;
+// Non-finite steps, counted on the device so the step never waits for the host:
+// [count, first such step, whether that step's loss (1) or only its norm (0) was non-finite].
+class NonFiniteWatch {
+ public:
+  explicit NonFiniteWatch(const torch::Device& device)
+      : state_(torch::tensor({0.0, -1.0, 0.0}, torch::kFloat64).to(device)) {}
+  void record(const StepResult& r, int64_t step) {
+    const torch::Tensor bad = r.found_inf.to(torch::kFloat64);
+    const torch::Tensor first = (state_[1] < 0).to(torch::kFloat64) * bad;  // 1 at the first bad step only
+    const torch::Tensor loss_bad = torch::logical_not(torch::isfinite(r.loss)).to(torch::kFloat64);
+    state_ = state_ + torch::stack({bad, first * static_cast<double>(step + 1), first * loss_bad});
   }
-  if (d.backend == config::DistBackend::gloo) return dist::Engine::gloo;
-  return device.is_cuda() ? dist::Engine::nccl : dist::Engine::gloo;
-}
+  struct Seen {
+    int64_t count = 0, first_step = -1;
+    bool first_was_loss = false;
+  };
+  Seen read() const {  // a host sync: called at log, evaluation and checkpoint steps only
+    const torch::Tensor h = state_.cpu();
+    const double* d = h.data_ptr<double>();
+    return {static_cast<int64_t>(d[0]), static_cast<int64_t>(d[1]), d[2] > 0};
+  }
+
+ private:
+  torch::Tensor state_;  // float64 [3] on the training device
+};
 
 // Sums an evaluation's counts over ranks (each rank scored its own windows).
 void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::EvalResult& r) {
@@ -165,6 +172,7 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   at::set_num_threads(static_cast<int>(threads));
   const torch::Device device = pick_device(t, env);
   const bool autocast = device.is_cuda() && t.precision != config::Precision::fp32;
+  const std::string cuda_switches = apply_cuda_switches(t, device);
 
   // ---- data parallel: rendezvous before anything is written, so a failed start changes nothing
   std::unique_ptr<dist::ProcessGroup> group;
@@ -184,7 +192,12 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   }
   dist::Communicator* comm = group ? &group->comm() : nullptr;
 
-  log::info("device ", device.str(), ", ", threads, " intra-op threads, ", autocast ? "bf16 autocast" : "fp32");
+  log::info("device ", device.str(), device.is_cuda() ? " (" + device_name(device) + ")" : "", ", ", threads,
+            " intra-op threads, ", autocast ? "bf16 autocast" : "fp32", cuda_switches.empty() ? "" : ", " + cuda_switches);
+  const double flops_per_token = training_flops_per_token(cfg.model, cfg.data);
+  const double peak = peak_tflops(t, device, autocast);
+  log::info("model FLOPs per token ", shortest_double(std::round(flops_per_token / 1e3) / 1e3), " M (6N + attention); ",
+            peak > 0 ? "peak " + shortest_double(peak) + " TFLOP/s for MFU" : "no peak known: set train.peak_tflops for MFU");
 
   // ---- data
   auto train_store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, "train");
@@ -199,8 +212,8 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   // ---- model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters)
   model::EncoderModel model = model::build_model(cfg.model, static_cast<uint64_t>(t.seed));
   model->to(device);
-  const std::unique_ptr<torch::optim::AdamW> adamw = make_optimizer(model, t);
-  torch::optim::AdamW& optimizer = *adamw;
+  const std::unique_ptr<FusedAdamW> adamw = make_optimizer(model, t);
+  FusedAdamW& optimizer = *adamw;
   log::info("model: ", config::position_kind_names().name(cfg.model.position.kind), ", ",
             model::count_parameters(*model), " parameters");
 
@@ -281,6 +294,27 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   auto window_start = Clock::now();
   int64_t window_tokens = 0, skipped = 0;
 
+  NonFiniteWatch watch(device);
+  int64_t reported_nonfinite = 0;
+  // The one host read between log points: did a step since the last read go non-finite? Those
+  // steps changed nothing (the optimizer skipped them on the device); true means stop now.
+  auto nonfinite_stop = [&]() {
+    const NonFiniteWatch::Seen seen = watch.read();
+    if (seen.count == reported_nonfinite) return false;
+    if (reported_nonfinite == 0)
+      log::error("non-finite ", seen.first_was_loss ? "loss" : "gradient norm", " at step ", seen.first_step,
+                 "; that update was skipped");
+    if (seen.count > 1) log::error(seen.count, " non-finite steps so far");
+    skipped += seen.count - reported_nonfinite;
+    reported_nonfinite = seen.count;
+    if (t.on_nonfinite == config::NonFinitePolicy::skip) return false;
+    log::error("stopping; the last good checkpoint is intact (train.on_nonfinite=skip skips such batches)");
+    result.exit_code = kNonFiniteExitCode;
+    result.step = state.step;
+    log::close_file();
+    return true;
+  };
+
   while (state.step < t.steps) {
     const double lr = learning_rate(t, state.step);
     set_learning_rate(optimizer, lr);
@@ -293,47 +327,45 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
     dp.stop_requested = stop_requested();
     const StepResult sr = train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
                                      state.step == nan_step, group ? &dp : nullptr);
-    const double loss_value = sr.loss, grad_norm = sr.grad_norm;
-    if (!sr.finite) {
-      log::error("non-finite ", std::isfinite(loss_value) ? "gradient norm" : "loss", " at step ", state.step,
-                 " (loss ", loss_value, ", grad norm ", grad_norm, ")");
-      if (t.on_nonfinite == config::NonFinitePolicy::stop) {
-        log::error("stopping; the last good checkpoint is intact (train.on_nonfinite=skip skips such batches)");
-        result.exit_code = kNonFiniteExitCode;
-        result.step = state.step;
-        log::close_file();
-        return result;
-      }
-      ++skipped;
-      ++state.step;
-      continue;
-    }
+    watch.record(sr, state.step);
     ++state.step;
     const int64_t tokens = t.batch_size * cfg.data.seq_len;
     state.tokens_seen += tokens;
     window_tokens += tokens;
-    const double session_s = std::chrono::duration<double>(Clock::now() - session_start).count();
-    if (state.step % t.log_every == 0 || state.step == t.steps) {
+    const bool stopping = group ? sr.any_stop : stop_requested();
+    const bool log_now = state.step % t.log_every == 0 || state.step == t.steps;
+    const bool eval_now = state.step % t.eval_every == 0 && state.step != t.steps;
+    const bool checkpoint_now = state.step % t.checkpoint_every == 0 || state.step == t.steps || stopping;
+    if ((log_now || eval_now || checkpoint_now) && nonfinite_stop()) return result;
+    if (log_now) {
+      const double loss_value = sr.loss_value(), grad_norm = sr.grad_norm_value();  // the step has finished
+      const double session_s = std::chrono::duration<double>(Clock::now() - session_start).count();
       const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double tps = window_s > 0 ? static_cast<double>(window_tokens) / window_s : 0;
-      metrics.write({{"type", "train"}, {"step", state.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm},
-                     {"tokens_per_s", tps}, {"elapsed_s", elapsed_before + session_s}, {"tokens", state.tokens_seen}});
-      const std::string line = "step " + std::to_string(state.step) + "/" + std::to_string(t.steps) + " | loss " +
-                               shortest_double(std::round(loss_value * 1e4) / 1e4) + " | lr " +
-                               shortest_double(lr) + " | grad " + shortest_double(std::round(grad_norm * 1e3) / 1e3) +
-                               " | " + std::to_string(static_cast<int64_t>(tps)) + " tok/s";
+      const double tflops = tps * flops_per_token / 1e12;
+      json record{{"type", "train"}, {"step", state.step}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", grad_norm},
+                  {"tokens_per_s", tps}, {"tflops", tflops}, {"elapsed_s", elapsed_before + session_s},
+                  {"tokens", state.tokens_seen}};
+      if (peak > 0) record["mfu"] = tflops / peak;
+      if (device.is_cuda()) record["peak_mem_gib"] = peak_memory_gib(device);
+      metrics.write(record);
+      std::string line = "step " + std::to_string(state.step) + "/" + std::to_string(t.steps) + " | loss " +
+                         shortest_double(std::round(loss_value * 1e4) / 1e4) + " | lr " + shortest_double(lr) +
+                         " | grad " + shortest_double(std::round(grad_norm * 1e3) / 1e3) + " | " +
+                         std::to_string(static_cast<int64_t>(tps)) + " tok/s | " +
+                         shortest_double(std::round(tflops * 100) / 100) + " TFLOP/s";
+      if (peak > 0) line += " | MFU " + shortest_double(std::round(tflops / peak * 1000) / 10) + "%";
       if (tty) {
         log::debug(line);
+        progress.update(static_cast<double>(state.step - first_step), "loss " + shortest_double(std::round(loss_value * 1e3) / 1e3));
       } else {
         log::info(line);
       }
       window_start = Clock::now();
       window_tokens = 0;
     }
-    if (tty) progress.update(static_cast<double>(state.step - first_step), "loss " + shortest_double(std::round(loss_value * 1e3) / 1e3));
-    if (state.step % t.eval_every == 0 && state.step != t.steps) run_eval(state.step);
-    const bool stopping = group ? sr.any_stop : stop_requested();
-    if (state.step % t.checkpoint_every == 0 || state.step == t.steps || stopping) {
+    if (eval_now) run_eval(state.step);
+    if (checkpoint_now) {
       state.elapsed_s = elapsed_before + std::chrono::duration<double>(Clock::now() - session_start).count();
       save();
     }

@@ -18,7 +18,10 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, torc
 }
 
 torch::Tensor SinusoidalPositionImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
-  return x + sinusoidal_table(positions, dim_, x.scalar_type());  // [S,E] or [B,S,E] broadcast onto [B,S,E]
+  if (positions.dim() == 1)  // 0..S-1: the same table every step
+    return x + table_.get(x.device(), positions.size(0), x.scalar_type(),
+                          [&] { return sinusoidal_table(positions, dim_, x.scalar_type()); });  // [S, E]
+  return x + sinusoidal_table(positions, dim_, x.scalar_type());  // [B, S, E]
 }
 
 LearnedPositionImpl::LearnedPositionImpl(int64_t max_positions, int64_t dim) : max_positions_(max_positions) {
@@ -26,7 +29,10 @@ LearnedPositionImpl::LearnedPositionImpl(int64_t max_positions, int64_t dim) : m
 }
 
 torch::Tensor LearnedPositionImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
-  const int64_t longest = positions.numel() == 0 ? 0 : positions.max().item<int64_t>() + 1;
+  // Shared positions are 0..S-1, so the longest is known without reading the device.
+  const int64_t longest = positions.dim() == 1 ? positions.size(0)
+                          : positions.numel() == 0 ? 0
+                                                   : positions.max().item<int64_t>() + 1;
   if (longest > max_positions_)
     throw UserError("learned position embeddings have " + std::to_string(max_positions_) +
                     " rows but the input needs position " + std::to_string(longest - 1) +

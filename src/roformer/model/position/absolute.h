@@ -6,6 +6,7 @@
 #include <torch/nn/modules/embedding.h>
 
 #include "roformer/model/position/position_encoding.h"
+#include "roformer/model/position/table_cache.h"
 
 namespace roformer::model {
 
@@ -24,6 +25,7 @@ class SinusoidalPositionImpl : public PositionEncodingImpl {
 
  private:
   int64_t dim_;
+  TableCache table_;  // [S, E] for shared positions 0..S-1
 };
 
 class LearnedPositionImpl : public PositionEncodingImpl {

@@ -3,7 +3,8 @@
 //   embed:      absolute families add to the token embeddings      x: [B, S, E]
 //   rotate:     RoPE rotates queries/keys (and optionally values)  q, k, v: [B, H, S, D]
 //   score_bias: additive per-head bias on attention scores         -> [1 or B, H, Sq, Sk]
-// positions: int64, [S] (shared by the batch) or [B, S].
+// positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
+// it can be cached per length), or explicit [B, S].
 #pragma once
 
 #include <torch/nn/module.h>

@@ -51,8 +51,11 @@ T5BiasImpl::T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bo
 }
 
 torch::Tensor T5BiasImpl::score_bias(const torch::Tensor& positions) {
+  auto build = [&] {
+    return t5_relative_bucket(relative_positions(positions), bidirectional_, config_.num_buckets, config_.max_distance);
+  };
   const torch::Tensor buckets =
-      t5_relative_bucket(relative_positions(positions), bidirectional_, config_.num_buckets, config_.max_distance);
+      positions.dim() == 1 ? buckets_.get(positions.device(), positions.size(0), torch::kLong, build) : build();
   return heads_first(relative_attention_bias->forward(buckets));  // [.., S, S, H] -> [.., H, S, S]
 }
 
@@ -79,9 +82,13 @@ torch::Tensor AlibiImpl::score_bias(const torch::Tensor& positions) {
   // Symmetric distances serve both directions: with causal attention the future is masked
   // anyway, so on the visible entries -m|i - j| equals ALiBi's -m(i - j).
   // Double here; attention casts the combined mask to the query dtype.
-  const torch::Tensor dist = relative_positions(positions).abs().to(torch::kFloat64);  // [.., S, S]
-  const torch::Tensor slopes = torch::tensor(slopes_, torch::kFloat64).to(positions.device());
-  return heads_first(-dist.unsqueeze(-1) * slopes);  // [.., S, S, H] -> [.., H, S, S]
+  auto build = [&] {
+    const torch::Tensor dist = relative_positions(positions).abs().to(torch::kFloat64);  // [.., S, S]
+    const torch::Tensor slopes = torch::tensor(slopes_, torch::kFloat64).to(positions.device());
+    return heads_first(-dist.unsqueeze(-1) * slopes);  // [.., S, S, H] -> [.., H, S, S]
+  };
+  if (positions.dim() == 2) return build();
+  return bias_.get(positions.device(), positions.size(0), torch::kFloat64, build);
 }
 
 }  // namespace roformer::model

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "roformer/model/position/position_encoding.h"
+#include "roformer/model/position/table_cache.h"
 
 namespace roformer::model {
 
@@ -28,6 +29,7 @@ class T5BiasImpl : public PositionEncodingImpl {
  private:
   config::T5BiasConfig config_;
   bool bidirectional_;
+  TableCache buckets_;  // int64 [S, S] bucket ids for shared positions (the learned values are looked up each pass)
 };
 
 // ALiBi head slopes: geometric from 2^(-8/n) for n a power of two; otherwise the slopes of the
@@ -42,6 +44,7 @@ class AlibiImpl : public PositionEncodingImpl {
 
  private:
   std::vector<double> slopes_;
+  TableCache bias_;  // float64 [1, H, S, S] for shared positions
 };
 
 }  // namespace roformer::model

@@ -12,10 +12,17 @@ RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
 
 void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
-  const RopeFrequencies freqs = rope_frequencies(config_, rotary_dim_, positions.size(-1));
+  const int64_t length = positions.size(-1);
+  if (freqs_length_ != length) {  // host math once per length; the device copy is cached below
+    freqs_ = rope_frequencies(config_, rotary_dim_, length);
+    freqs_length_ = length;
+  }
+  const RopeFrequencies& freqs = freqs_;
   if (config_.impl == config::RopeImpl::fused) {
     ops::RopeSpec spec;
-    spec.inv_freq = torch::tensor(freqs.inv_freq, torch::kFloat64);
+    spec.inv_freq = inv_freq_.get(q.device(), length, torch::kFloat64, [&] {
+      return torch::tensor(freqs.inv_freq, torch::kFloat64).to(q.device());  // once per (device, length)
+    });
     spec.position_scale = freqs.position_scale;
     spec.magnitude = freqs.magnitude;  // q and k only; the op never scales v
     spec.interleaved = config_.pairing == config::RopePairing::interleaved;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "roformer/model/position/position_encoding.h"
+#include "roformer/model/position/rope_frequencies.h"
+#include "roformer/model/position/table_cache.h"
 
 namespace roformer::model {
 
@@ -18,6 +20,9 @@ class RopeImpl : public PositionEncodingImpl {
  private:
   config::RopeConfig config_;
   int64_t rotary_dim_;
+  RopeFrequencies freqs_;     // for freqs_length_ (dynamic NTK depends on the length)
+  int64_t freqs_length_ = -1;
+  TableCache inv_freq_;  // float64 [rotary_dim / 2] on the inputs' device, per length (dynamic NTK)
 };
 
 }  // namespace roformer::model

@@ -144,3 +144,14 @@ TEST(Train, BadResumesAndMismatchedDataAreRefused) {
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
   EXPECT_FALSE(roformer::path_exists(other));  // nothing written for refused runs
 }
+
+TEST(Train, CudaGraphsOnTheCpuSayWhyAndTrainEagerly) {
+  Fixture f;
+  const std::string graphs = f.dir.file("graphs"), eager = f.dir.file("eager");
+  const auto r = f.train(graphs, "--set train.steps=10 --set train.cuda_graphs=on");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.cuda_graphs=on but the step runs eagerly: training runs on the CPU"), std::string::npos)
+      << r.output;
+  ASSERT_EQ(f.train(eager, "--set train.steps=10 --set train.cuda_graphs=off").exit_code, 0);
+  EXPECT_EQ(trajectory(graphs), trajectory(eager));
+}

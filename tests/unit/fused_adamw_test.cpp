@@ -7,7 +7,10 @@
 
 #include <sstream>
 
+#include "roformer/model/encoder.h"
 #include "roformer/train/fused_adamw.h"
+#include "roformer/train/step.h"
+#include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/mfu.h"
 
 using namespace roformer;
@@ -149,4 +152,23 @@ TEST(Mfu, FlopsPerTokenIsPaLMsFormula) {
   EXPECT_EQ(train::peak_tflops(t, torch::kCPU, false), 0);  // no peak for the CPU
   t.peak_tflops = 2.5;
   EXPECT_EQ(train::peak_tflops(t, torch::kCPU, false), 2.5);
+}
+
+TEST(CudaGraphStep, CapacityCoversTheScoredPositionsAndTheCpuIsRefused) {
+  EXPECT_EQ(train::scored_capacity(4096, /*mlm=*/false, 0.15), 4096);  // causal: every position
+  // MLM at 15 %: mean 614.4, sd sqrt(614.4 * 0.85) = 22.85 -> ceil(614.4 + 182.8 + 16) = 814
+  EXPECT_EQ(train::scored_capacity(4096, true, 0.15), 814);
+  EXPECT_EQ(train::scored_capacity(8, true, 0.5), 8);  // never above the positions
+  config::ModelConfig c;
+  c.vocab_size = 11;
+  c.hidden_size = 8;
+  c.num_heads = 2;
+  c.num_layers = 1;
+  c.ffn_size = 16;
+  model::EncoderModel m = model::build_model(c, 1);
+  config::TrainConfig t;
+  auto opt = train::make_optimizer(m, t);
+  std::string why;
+  EXPECT_EQ(train::make_graphed_step(m, *opt, torch::kCPU, {}, &why), nullptr);
+  EXPECT_EQ(why, "training runs on the CPU");
 }

@@ -92,6 +92,7 @@ enum class LrSchedule { cosine, linear, constant };
 enum class DeviceKind { auto_, cpu, cuda };
 enum class Precision { auto_, fp32, bf16 };
 enum class NonFinitePolicy { stop, skip };
+enum class CudaGraphs { auto_, on, off };
 
 struct TrainConfig {
   int64_t steps = 1000;
@@ -118,6 +119,7 @@ struct TrainConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
   bool deterministic = false;  // deterministic CUDA kernels (cuBLAS workspace, math SDPA): bitwise repeatable runs
   bool tf32 = true;            // TF32 tensor cores for fp32 matmuls on CUDA
+  CudaGraphs cuda_graphs = CudaGraphs::auto_;  // capture the whole step as one CUDA graph
   double peak_tflops = 0;      // MFU denominator; 0 = from the GPU's name (none on the CPU)
   void visit(FieldVisitor& v);
 };

@@ -118,6 +118,7 @@ void TrainConfig::visit(FieldVisitor& v) {
       {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
   static const EnumNames<NonFinitePolicy> nonfinite{
       {{NonFinitePolicy::stop, "stop"}, {NonFinitePolicy::skip, "skip"}}};
+  static const EnumNames<CudaGraphs> graphs{{{CudaGraphs::auto_, "auto"}, {CudaGraphs::on, "on"}, {CudaGraphs::off, "off"}}};
   v.field("steps", steps, at_least(int64_t{1}), "optimizer steps");
   v.field("batch_size", batch_size, at_least(int64_t{1}),
           "global batch: sequences per optimizer step, split over ranks and grad_accum micro-batches");
@@ -144,6 +145,8 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("deterministic", deterministic,
           "CUDA: deterministic algorithms, cuBLAS workspace config and the math SDPA backend (slower)");
   v.field("tf32", tf32, "CUDA: TF32 tensor cores for fp32 matmuls (ignored on the CPU)");
+  enum_field(v, "cuda_graphs", cuda_graphs, graphs,
+             "CUDA, one process: capture the whole step as a CUDA graph (on); auto = off until verified on a GPU");
   v.field("peak_tflops", peak_tflops, at_least(0.0), "peak TFLOP/s for MFU; 0 = from the GPU name (bf16 dense)");
 }
 

@@ -136,7 +136,7 @@ torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const
 }
 
 torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets, bool sum,
-                                     const torch::Tensor& scored_index) {
+                                     const torch::Tensor& scored_index, const torch::Tensor& gold) {
   const torch::Tensor hidden = forward(input);               // [B, S, H]
   const torch::Tensor flat_targets = targets.reshape({-1});  // [B*S]
   const torch::Tensor scored =
@@ -148,7 +148,8 @@ torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Ten
   } else {
     options.reduction(torch::kMean);
   }
-  return F::cross_entropy(scored_logits(hidden, scored), flat_targets.index_select(0, scored), options);
+  return F::cross_entropy(scored_logits(hidden, scored), gold.defined() ? gold : flat_targets.index_select(0, scored),
+                          options);  // ignore_index -100: padded entries add nothing
 }
 
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {

@@ -89,9 +89,11 @@ class EncoderModelImpl : public torch::nn::Module {
   // Cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal LM:
   // next tokens), the mean or (sum = true) the sum. Only the scored positions go through the
   // head. targets: int64 [B, S]. `scored`: the flat indices of those positions, int64 [N],
-  // when the caller already has them (computed here otherwise, which waits for the GPU).
+  // when the caller already has them (computed here otherwise, which waits for the GPU);
+  // `gold`: their targets [N] (gathered here otherwise). A fixed-capacity caller (a CUDA
+  // graph) pads both: padded entries have gold -100 and count for nothing.
   torch::Tensor loss(const EncoderInput& input, const torch::Tensor& targets, bool sum = false,
-                     const torch::Tensor& scored = {});
+                     const torch::Tensor& scored = {}, const torch::Tensor& gold = {});
   // Logits at flat positions `scored` [N] of hidden states [B, S, H]: [N, V], in float32
   // under autocast (float64 for a double model), so losses are computed in full precision.
   torch::Tensor scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored);

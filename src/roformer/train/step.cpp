@@ -81,35 +81,45 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast, bool poison,
                       const DataParallel* dp) {
   optimizer.zero_grad();
-  const int64_t micro = batch.input_ids.size(0) / grad_accum;
+  const int64_t rows = batch.input_ids.size(0) / grad_accum;
   const torch::Device comm_device = model->parameters().front().device();
   const double scored = dp ? global_scored(*dp, static_cast<double>(batch.scored), comm_device)
                            : static_cast<double>(batch.scored);
-  const double world = dp ? dp->comm->size() : 1;
-  StepResult r;
-  r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+  std::vector<MicroBatch> micro;
   for (int64_t m = 0; m < grad_accum; ++m) {
-    const torch::Tensor targets_cpu = batch.targets.narrow(0, m * micro, micro);
+    const torch::Tensor targets_cpu = batch.targets.narrow(0, m * rows, rows);
     const torch::Tensor scored_cpu = (targets_cpu.reshape({-1}) != -100).nonzero().squeeze(1);  // [N], on the host
     // Single process: skip a micro-batch with nothing scored. Data parallel: every rank must
     // run the same backward passes (the collectives pair up), so none is skipped.
     if (!dp && scored_cpu.numel() == 0) continue;
-    const torch::Tensor ids = to_device_async(batch.input_ids.narrow(0, m * micro, micro), device);
-    const torch::Tensor targets = to_device_async(targets_cpu, device);
-    const torch::Tensor scored_index = to_device_async(scored_cpu, device);
+    micro.push_back({to_device_async(batch.input_ids.narrow(0, m * rows, rows), device),
+                     to_device_async(targets_cpu, device), to_device_async(scored_cpu, device), {}});
+  }
+  const torch::Tensor count = torch::full({}, poison ? std::numeric_limits<double>::quiet_NaN() : scored,
+                                          torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
+  return device_step(model, optimizer, micro, count, grad_clip, autocast, dp);
+}
+
+StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
+                       const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
+                       bool autocast, const DataParallel* dp) {
+  const double world = dp ? dp->comm->size() : 1;
+  StepResult r;
+  r.loss = torch::zeros({}, scored.options());
+  for (size_t m = 0; m < micro.size(); ++m) {
+    const MicroBatch& mb = micro[m];
     torch::Tensor loss;
     {
       AutocastGuard guard(autocast);
-      loss = model->loss({ids}, targets, /*sum=*/true, scored_index) / scored;
+      loss = model->loss({mb.ids}, mb.targets, /*sum=*/true, mb.scored_index, mb.gold) / scored;
     }
-    if (poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
     r.loss.add_(loss.detach().to(torch::kFloat64));
     if (!dp) {
       loss.backward();
       continue;
     }
     // The reducer divides by the world size; scaling by it here makes the result the global mean.
-    if (m == grad_accum - 1) {
+    if (m + 1 == micro.size()) {
       dp->reducer->prepare_for_backward();
       (loss * world).backward();
       dp->reducer->finish();
@@ -125,7 +135,7 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
     r.any_stop = l[1].item<double>() > 0;
   }
   torch::NoGradGuard no_grad;
-  r.grad_norm = gradient_norm(model).to(comm_device);
+  r.grad_norm = gradient_norm(model).to(scored.device());
   r.found_inf = torch::logical_not(torch::isfinite(r.loss) & torch::isfinite(r.grad_norm)).to(torch::kFloat32);
   std::vector<torch::Tensor> grads = defined_grads(model);
   if (grad_clip > 0 && !grads.empty())  // scale by min(1, clip / norm) on the device

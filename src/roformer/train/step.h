@@ -52,6 +52,20 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
                       bool poison = false, const DataParallel* dp = nullptr);
 
+// One micro-batch on the device. scored_index [N] / gold [N] (optional) may be padded to a
+// fixed capacity with gold -100 (a CUDA graph's static buffers); ids/targets are [b, L].
+struct MicroBatch {
+  torch::Tensor ids, targets, scored_index, gold;
+};
+
+// The device part of a step, which a CUDA graph captures whole: forward/backward over the
+// micro-batches (loss sums divided by `scored`, a float64 [] device tensor holding the
+// scored-token count, or NaN to poison the step), the gradient norm, clipping and the
+// update guarded by the non-finite flag. No host reads in a single process.
+StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
+                       const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
+                       bool autocast, const DataParallel* dp = nullptr);
+
 // Global L2 norm of all gradients: float64 [] on the gradients' device (no host sync).
 torch::Tensor gradient_norm(model::EncoderModel& model);
 

@@ -28,6 +28,7 @@
 #include "roformer/eval/evaluate.h"
 #include "roformer/model/encoder.h"
 #include "roformer/train/checkpoint.h"
+#include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/device_setup.h"
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/mfu.h"
@@ -97,6 +98,35 @@ class NonFiniteWatch {
  private:
   torch::Tensor state_;  // float64 [3] on the training device
 };
+
+// The CUDA-graph step when train.cuda_graphs asks for it and the run allows it, else nullptr
+// (eager steps) with a one-line log naming why.
+std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::EncoderModel& model,
+                                              FusedAdamW& optimizer, const torch::Device& device, bool autocast,
+                                              bool distributed) {
+  const config::TrainConfig& t = cfg.train;
+  if (t.cuda_graphs == config::CudaGraphs::off) return nullptr;
+  if (t.cuda_graphs == config::CudaGraphs::auto_) {
+    if (device.is_cuda())
+      log::info("train.cuda_graphs=auto: eager steps (graphs are opt-in until verified on a GPU: train.cuda_graphs=on)");
+    return nullptr;
+  }
+  std::string why;
+  std::unique_ptr<GraphedStep> step;
+  if (distributed) {
+    why = "data parallel: the gradient reducer's collectives run outside a graph";
+  } else {
+    GraphStepOptions o;
+    o.grad_accum = t.grad_accum;
+    o.grad_clip = t.grad_clip;
+    o.autocast = autocast;
+    o.capacity = scored_capacity(t.batch_size / t.grad_accum * cfg.data.seq_len,
+                                 cfg.model.objective == config::Objective::mlm, cfg.data.mask_prob);
+    step = make_graphed_step(model, optimizer, device, o, &why);
+  }
+  if (!step) log::warn("train.cuda_graphs=on but the step runs eagerly: ", why);
+  return step;
+}
 
 // Sums an evaluation's counts over ranks (each rank scored its own windows).
 void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::EvalResult& r) {
@@ -294,6 +324,7 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
   auto window_start = Clock::now();
   int64_t window_tokens = 0, skipped = 0;
 
+  const std::unique_ptr<GraphedStep> graphed = graphed_step_for(cfg, model, optimizer, device, autocast, group != nullptr);
   NonFiniteWatch watch(device);
   int64_t reported_nonfinite = 0;
   // The one host read between log points: did a step since the last read go non-finite? Those
@@ -325,8 +356,9 @@ TrainResult run_training(const config::LoadedConfig& loaded, const TrainOptions&
       torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t.seed) + 1,
                                              {static_cast<uint64_t>(env.rank), static_cast<uint64_t>(state.step)}));
     dp.stop_requested = stop_requested();
-    const StepResult sr = train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
-                                     state.step == nan_step, group ? &dp : nullptr);
+    const StepResult sr = graphed ? graphed->run(batch, lr, state.step == nan_step)
+                                  : train_step(model, optimizer, batch, t.grad_accum, t.grad_clip, device, autocast,
+                                               state.step == nan_step, group ? &dp : nullptr);
     watch.record(sr, state.step);
     ++state.step;
     const int64_t tokens = t.batch_size * cfg.data.seq_len;

@@ -1,0 +1,186 @@
+// The CUDA-graph step (see cuda_graph_step.h). Without CUDA in the build it compiles to the
+// factory's refusal. The captured body is train/step.cpp's device_step, the same code the
+// eager path runs; only the inputs differ (static, padded buffers).
+#include "roformer/train/cuda_graph_step.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#ifdef ROFORMER_WITH_CUDA
+#include <c10/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "roformer/common/log.h"
+
+namespace roformer::train {
+
+int64_t scored_capacity(int64_t positions, bool mlm, double mask_prob) {
+  if (!mlm) return positions;
+  const double mean = static_cast<double>(positions) * mask_prob;
+  const double sd = std::sqrt(mean * (1 - mask_prob));
+  return std::min<int64_t>(positions, static_cast<int64_t>(std::ceil(mean + 8 * sd + 16)));
+}
+
+#ifdef ROFORMER_WITH_CUDA
+namespace {
+
+// The static inputs of one micro-batch.
+struct StaticMicro {
+  torch::Tensor ids, targets;  // int64 [rows, L]
+  torch::Tensor index, gold;   // int64 [capacity]: scored flat positions, their targets (-100 padding)
+};
+
+class CudaGraphStep : public GraphedStep {
+ public:
+  CudaGraphStep(model::EncoderModel& model, FusedAdamW& optimizer, const torch::Device& device,
+                const GraphStepOptions& options)
+      : model_(model), optimizer_(optimizer), device_(device), options_(options),
+        side_(c10::cuda::getStreamFromPool(false, device.index())) {
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+    count_ = torch::zeros({}, f64);
+    lr_ = torch::zeros({}, f64.dtype(torch::kFloat32));
+    optimizer_.set_lr_tensor(lr_);
+  }
+
+  StepResult run(const data::Batch& batch, double lr, bool poison) override {
+    const c10::cuda::CUDAGuard guard(device_);
+    if (micro_.empty()) allocate(batch);
+    if (failed_ || !fill_inputs(batch, lr, poison)) return eager_step(batch, poison);
+    if (calls_++ < options_.warmup_steps) return on_side_stream([&] { return body(); });
+    if (!graph_) {
+      try {
+        capture();
+      } catch (const c10::Error& e) {  // something in the step cannot be captured: say what, go on eagerly
+        log::warn("CUDA graph capture failed, the run continues with eager steps: ", e.what_without_backtrace());
+        graph_.reset();
+        failed_ = true;
+        return eager_step(batch, poison);
+      }
+    }
+    graph_->replay();
+    return outputs_;
+  }
+
+ private:
+  void allocate(const data::Batch& batch) {
+    const int64_t rows = batch.input_ids.size(0) / options_.grad_accum, len = batch.input_ids.size(1);
+    const auto i64 = torch::TensorOptions().dtype(torch::kLong).device(device_);
+    for (int64_t m = 0; m < options_.grad_accum; ++m)
+      micro_.push_back({torch::zeros({rows, len}, i64), torch::zeros({rows, len}, i64),
+                        torch::zeros({options_.capacity}, i64), torch::full({options_.capacity}, -100, i64)});
+  }
+
+  // Copies the batch into the static buffers (pinned, non-blocking); false when a micro-batch
+  // has more scored positions than the capacity.
+  bool fill_inputs(const data::Batch& batch, double lr, bool poison) {
+    const int64_t rows = micro_.front().ids.size(0), capacity = options_.capacity;
+    std::vector<torch::Tensor> index(micro_.size()), gold(micro_.size());
+    for (size_t m = 0; m < micro_.size(); ++m) {
+      const torch::Tensor targets = batch.targets.narrow(0, static_cast<int64_t>(m) * rows, rows).reshape({-1});
+      const torch::Tensor scored = (targets != -100).nonzero().squeeze(1);  // on the host
+      if (scored.numel() > capacity) {
+        if (!warned_) log::warn("CUDA graph: a micro-batch has ", scored.numel(), " scored positions, more than the ",
+                                capacity, " the graph holds; such steps run eagerly");
+        warned_ = true;
+        return false;
+      }
+      index[m] = torch::zeros({capacity}, torch::kLong);
+      gold[m] = torch::full({capacity}, -100, torch::kLong);
+      index[m].narrow(0, 0, scored.numel()).copy_(scored);
+      gold[m].narrow(0, 0, scored.numel()).copy_(targets.index_select(0, scored));
+    }
+    for (size_t m = 0; m < micro_.size(); ++m) {
+      const int64_t first = static_cast<int64_t>(m) * rows;
+      micro_[m].ids.copy_(batch.input_ids.narrow(0, first, rows).pin_memory(), /*non_blocking=*/true);
+      micro_[m].targets.copy_(batch.targets.narrow(0, first, rows).pin_memory(), true);
+      micro_[m].index.copy_(index[m].pin_memory(), true);
+      micro_[m].gold.copy_(gold[m].pin_memory(), true);
+    }
+    count_.fill_(poison ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(batch.scored));
+    lr_.fill_(lr);
+    return true;
+  }
+
+  // The captured body: device_step on the static buffers, gradients accumulated from None.
+  StepResult body() {
+    std::vector<MicroBatch> micro;
+    for (const auto& s : micro_) micro.push_back({s.ids, s.targets, s.index, s.gold});
+    optimizer_.zero_grad();
+    return device_step(model_, optimizer_, micro, count_, options_.grad_clip, options_.autocast);
+  }
+
+  template <typename F>
+  StepResult on_side_stream(F&& f) {
+    const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(device_.index());
+    c10::cuda::CUDAEvent ready;
+    ready.record(main);
+    ready.block(side_);
+    StepResult r;
+    {
+      const c10::cuda::CUDAStreamGuard on_side(side_);
+      r = f();
+    }
+    c10::cuda::CUDAEvent done;
+    done.record(side_);
+    done.block(main);
+    return r;
+  }
+
+  void capture() {
+    graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    on_side_stream([&] {
+      optimizer_.zero_grad();  // the graph's backward allocates the gradients from its own pool
+      graph_->capture_begin();
+      outputs_ = body();
+      graph_->capture_end();
+      return outputs_;
+    });
+    log::info("CUDA graph captured after ", options_.warmup_steps, " eager steps: the whole step replays as one graph");
+  }
+
+  // A step that does not fit the graph: the eager path, with the same inputs.
+  StepResult eager_step(const data::Batch& batch, bool poison) {
+    return train_step(model_, optimizer_, batch, options_.grad_accum, options_.grad_clip, device_, options_.autocast,
+                      poison);
+  }
+
+  model::EncoderModel& model_;
+  FusedAdamW& optimizer_;
+  torch::Device device_;
+  GraphStepOptions options_;
+  c10::cuda::CUDAStream side_;
+  std::vector<StaticMicro> micro_;
+  torch::Tensor count_;  // float64 []: scored tokens of the step (NaN poisons it)
+  torch::Tensor lr_;     // float32 []: read by the fused optimizer inside the graph
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  StepResult outputs_;  // the captured body's outputs, rewritten by every replay
+  int64_t calls_ = 0;
+  bool warned_ = false;
+  bool failed_ = false;  // the capture failed: every step runs eagerly
+};
+
+}  // namespace
+#endif
+
+std::unique_ptr<GraphedStep> make_graphed_step(model::EncoderModel& model, FusedAdamW& optimizer,
+                                               const torch::Device& device, const GraphStepOptions& options,
+                                               std::string* why) {
+  if (!device.is_cuda()) {
+    *why = "training runs on the CPU";
+    return nullptr;
+  }
+#ifdef ROFORMER_WITH_CUDA
+  return std::make_unique<CudaGraphStep>(model, optimizer, device, options);
+#else
+  (void)model, (void)optimizer, (void)options;
+  *why = "this build has no CUDA kernels (ROFORMER_CUDA=OFF)";
+  return nullptr;
+#endif
+}
+
+}  // namespace roformer::train

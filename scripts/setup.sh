@@ -14,7 +14,7 @@ apt_packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libsentencepiece-dev sentencepiece zlib1g-dev dpkg-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev
+  clang clang-format libclang-rt-14-dev
   libgloo-dev
 )
 pip_packages=("torch==${torch_version}" matplotlib transformers safetensors numpy)

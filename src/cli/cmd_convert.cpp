@@ -1,11 +1,11 @@
 // `roformer convert hf-to-native HF_DIR OUT_DIR` and `roformer convert native-to-hf
-// CHECKPOINT OUT_DIR`: Hugging Face RoFormer interop (see roformer/io/hf_roformer.h), and
+// CHECKPOINT OUT_DIR`: Hugging Face RoFormer interop (see roformer/convert/hf_roformer.h), and
 // `roformer forward CHECKPOINT --input-ids FILE.json --output OUT.safetensors`.
 #include <iostream>
 
 #include "cli/commands.h"
 #include "roformer/eval/forward.h"
-#include "roformer/io/hf_roformer.h"
+#include "roformer/convert/hf_roformer.h"
 
 namespace roformer::cli {
 
@@ -13,7 +13,7 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("convert", "Convert checkpoints to and from Hugging Face RoFormer");
   cmd->require_subcommand(1);
   auto paths = std::make_shared<std::pair<std::string, std::string>>();
-  auto report = [](const io::ConversionSummary& s, const std::string& out) {
+  auto report = [](const convert::ConversionSummary& s, const std::string& out) {
     std::cout << "wrote " << out << " (" << s.architecture << ", " << s.tensors << " tensors)\n";
     if (!s.notes.empty()) std::cout << "note: " << s.notes << "\n";
   };
@@ -21,12 +21,12 @@ void add_convert_command(CLI::App& app, int& exit_code) {
                                                      "a checkpoint directory for eval/forward");
   in->add_option("hf_dir", paths->first, "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM directory")->required();
   in->add_option("out_dir", paths->second, "new checkpoint directory")->required();
-  in->callback([paths, report] { report(io::convert_hf_to_native(paths->first, paths->second), paths->second); });
+  in->callback([paths, report] { report(convert::convert_hf_to_native(paths->first, paths->second), paths->second); });
   CLI::App* out = cmd->add_subcommand("native-to-hf", "checkpoint directory (RoPE, interleaved, base 10000) -> "
                                                       "a directory for transformers' from_pretrained");
   out->add_option("checkpoint", paths->first, "checkpoint directory, e.g. RUN/checkpoints/step_600")->required();
   out->add_option("out_dir", paths->second, "new Hugging Face directory")->required();
-  out->callback([paths, report] { report(io::convert_native_to_hf(paths->first, paths->second), paths->second); });
+  out->callback([paths, report] { report(convert::convert_native_to_hf(paths->first, paths->second), paths->second); });
   (void)exit_code;
 }
 

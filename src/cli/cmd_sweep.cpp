@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "roformer/common/log.h"
-#include "roformer/eval/sweep.h"
+#include "roformer/sweep/sweep.h"
 
 namespace roformer::cli {
 
@@ -20,14 +20,14 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", o->out, "output directory (default sweeps/<sweep name>); rerunning resumes it");
   cmd->add_flag("--report-only", o->report_only, "only aggregate finished runs into report.md and plots");
   cmd->callback([o, &exit_code] {
-    const eval::SweepSpec spec = eval::load_sweep(o->file);
+    const sweep::SweepSpec spec = sweep::load_sweep(o->file);
     const std::string out = o->out.empty() ? "sweeps/" + spec.name : o->out;
     if (o->report_only) {
-      eval::write_sweep_report(spec, out);
+      sweep::write_sweep_report(spec, out);
       exit_code = 0;
       return;
     }
-    exit_code = eval::run_sweep(spec, out, o->seeds);
+    exit_code = sweep::run_sweep(spec, out, o->seeds);
   });
 }
 

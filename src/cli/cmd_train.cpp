@@ -31,6 +31,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     log::init(opts.env.rank == 0 ? level : std::max(level, log::Level::warn), opts.env.rank, opts.env.world_size);
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;
+    opts.faults = train::FaultInjection::from_environment();
     exit_code = train::run_training(loaded, opts).exit_code;
   });
 }

@@ -7,7 +7,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
-#include "roformer/eval/sweep.h"
+#include "roformer/sweep/sweep.h"
 #include "test_support.h"
 
 using namespace roformer;
@@ -214,7 +214,7 @@ TEST(Config, EveryShippedSweepFileLoads) {
   for (const auto& entry : fs::directory_iterator(std::string(ROFORMER_SOURCE_DIR) + "/configs/ablation")) {
     if (entry.path().extension() != ".yaml") continue;
     SCOPED_TRACE(entry.path().string());
-    const eval::SweepSpec spec = eval::load_sweep(entry.path().string());  // validates every variant's config
+    const sweep::SweepSpec spec = sweep::load_sweep(entry.path().string());  // validates every variant's config
     EXPECT_FALSE(spec.variants.empty());
     ++count;
   }

@@ -220,9 +220,9 @@ TEST(Model, FusedAndReferenceRopeGiveTheSameLossAndGradients) {
     c.position.rope.rotate_value = rotate_value;
     c.position.rope.scaling.kind = config::RopeScalingKind::yarn;
     c.position.rope.scaling.factor = 2.0;
-    c.position.rope.impl = config::RopeImpl::fused;
+    c.position.rope.impl = config::RopeKernel::fused;
     EncoderModel fused = build_double(c, 3);
-    c.position.rope.impl = config::RopeImpl::reference;
+    c.position.rope.impl = config::RopeKernel::reference;
     EncoderModel ref = build_double(c, 3);
     const torch::Tensor ids = torch::randint(0, 11, {2, 7}, torch::kLong);
     const torch::Tensor lf = fused->loss({ids}, ids), lr = ref->loss({ids}, ids);

@@ -14,7 +14,7 @@ namespace roformer::config {
 
 enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
-enum class RopeImpl { fused, reference };
+enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
 enum class Activation { gelu, gelu_tanh, relu };
 enum class NormPlacement { post, pre };
@@ -35,7 +35,9 @@ struct RopeConfig {
   double base = 10000.0;
   int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
   bool rotate_value = false;
-  RopeImpl impl = RopeImpl::fused;
+  RopeKernel impl = RopeKernel::fused;
+  // rotary_dim 0 means the whole head: the one place that rule is applied.
+  int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   RopeScalingConfig scaling;
   void visit(FieldVisitor& v);
 };
@@ -162,5 +164,6 @@ struct Config {
 const EnumNames<PositionKind>& position_kind_names();
 const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
 const EnumNames<Objective>& objective_names();
+const EnumNames<EvalProtocol>& eval_protocol_names();
 
 }  // namespace roformer::config

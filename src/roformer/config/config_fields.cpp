@@ -23,6 +23,11 @@ const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
   return names;
 }
 
+const EnumNames<EvalProtocol>& eval_protocol_names() {
+  static const EnumNames<EvalProtocol> names{{{EvalProtocol::chunks, "chunks"}, {EvalProtocol::sliding, "sliding"}}};
+  return names;
+}
+
 const EnumNames<Objective>& objective_names() {
   static const EnumNames<Objective> names{
       {{Objective::mlm, "mlm"}, {Objective::causal_lm, "causal_lm"}}};
@@ -44,7 +49,7 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
 void RopeConfig::visit(FieldVisitor& v) {
   static const EnumNames<RopePairing> pairings{
       {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
-  static const EnumNames<RopeImpl> impls{{{RopeImpl::fused, "fused"}, {RopeImpl::reference, "reference"}}};
+  static const EnumNames<RopeKernel> impls{{{RopeKernel::fused, "fused"}, {RopeKernel::reference, "reference"}}};
   enum_field(v, "pairing", pairing, pairings,
              "interleaved (RoFormer: pairs 2i,2i+1) or half (GPT-NeoX/LLaMA: pairs i,i+d/2)");
   v.field("base", base, above(1.0), "theta_i = base^(-2i/d)");
@@ -160,8 +165,7 @@ void DistConfig::visit(FieldVisitor& v) {
 }
 
 void EvalConfig::visit(FieldVisitor& v) {
-  static const EnumNames<EvalProtocol> protocols{
-      {{EvalProtocol::chunks, "chunks"}, {EvalProtocol::sliding, "sliding"}}};
+  const EnumNames<EvalProtocol>& protocols = eval_protocol_names();
   v.field("lengths", lengths, at_least(int64_t{2}), "evaluation sequence lengths");
   enum_field(v, "protocol", protocol, protocols, "chunks (non-overlapping) or sliding window");
   v.field("stride", stride, at_least(int64_t{0}), "sliding-window stride; 0 = half the length");

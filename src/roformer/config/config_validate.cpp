@@ -71,7 +71,7 @@ void validate(const Config& c, const Origins& o) {
 
 void resolve(Config& c) {
   RopeConfig& rope = c.model.position.rope;
-  if (rope.rotary_dim == 0) rope.rotary_dim = c.model.head_dim();
+  rope.rotary_dim = rope.resolved_rotary_dim(c.model.head_dim());
   if (rope.scaling.original_max_positions == 0) rope.scaling.original_max_positions = c.data.seq_len;
 }
 

@@ -23,7 +23,6 @@ namespace roformer::data {
 struct Batch {
   torch::Tensor input_ids;       // int64 [b, L]
   torch::Tensor targets;         // int64 [b, L], -100 = not scored
-  torch::Tensor attention_mask;  // undefined (every window is full length)
   int64_t scored = 0;            // number of targets != -100
 };
 

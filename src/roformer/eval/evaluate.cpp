@@ -27,8 +27,7 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
     const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);            // [N]
     const torch::Tensor logits = model->scored_logits(hidden, scored).to(torch::kFloat64);
     const torch::Tensor gold = flat.index_select(0, scored);
-    const torch::Tensor nll = torch::nn::functional::cross_entropy(
-        logits, gold, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [N]
+    const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]
     r.loss_sum += nll.sum().item<double>();
     r.tokens += scored.size(0);
     r.correct += (logits.argmax(-1) == gold).sum().item<int64_t>();

@@ -13,27 +13,24 @@
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/data/batches.h"
+#include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
-#include "roformer/train/checkpoint.h"
+#include "roformer/io/checkpoint.h"
 
 namespace roformer::eval {
 
 LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::string>& overrides) {
-  const config::Config saved = train::checkpoint_config(dir);
+  const config::Config saved = io::checkpoint_config(dir);
   config::LoadedConfig loaded;
   loaded.config = saved;
   config::apply_overrides(loaded, overrides);
-  train::check_same_architecture(saved, loaded.config, dir);
+  io::check_same_architecture(saved, loaded.config, dir);
   LoadedCheckpoint c;
   c.config = loaded.config;
-  const int64_t threads = c.config.train.threads > 0
-                              ? c.config.train.threads
-                              : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(static_cast<int>(threads));
-  c.device = torch::cuda::is_available() && c.config.train.device != config::DeviceKind::cpu ? torch::Device(torch::kCUDA, 0)
-                                                                                              : torch::Device(torch::kCPU);
+  model::apply_threads(c.config.train.threads, 1);
+  c.device = model::pick_device(c.config.train.device, 0, /*strict=*/false);
   c.model = model::build_model(c.config.model, 0);
-  train::load_model_weights(dir, *c.model);
+  io::load_model_weights(dir, *c.model);
   c.model->to(c.device);
   return c;
 }
@@ -49,7 +46,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   ExtrapolationReport report;
   report.checkpoint = dir;
   report.split = cfg.eval.split;
-  report.protocol = cfg.eval.protocol == config::EvalProtocol::chunks ? "chunks" : "sliding";
+  report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
   report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
   if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
     report.scaling += "x" + std::to_string(static_cast<int64_t>(cfg.model.position.rope.scaling.factor));

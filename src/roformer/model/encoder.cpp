@@ -141,15 +141,14 @@ torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Ten
   const torch::Tensor flat_targets = targets.reshape({-1});  // [B*S]
   const torch::Tensor scored =
       scored_index.defined() ? scored_index : (flat_targets != -100).nonzero().squeeze(1);  // [N]
+  const torch::Tensor g = gold.defined() ? gold : flat_targets.index_select(0, scored);     // [N]
+  const torch::Tensor total = token_cross_entropy(scored_logits(hidden, scored), g).sum();
+  return sum ? total : total / (g != -100).sum();
+}
+
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& gold) {
   namespace F = torch::nn::functional;
-  auto options = F::CrossEntropyFuncOptions();
-  if (sum) {
-    options.reduction(torch::kSum);
-  } else {
-    options.reduction(torch::kMean);
-  }
-  return F::cross_entropy(scored_logits(hidden, scored), gold.defined() ? gold : flat_targets.index_select(0, scored),
-                          options);  // ignore_index -100: padded entries add nothing
+  return F::cross_entropy(logits, gold, F::CrossEntropyFuncOptions().reduction(torch::kNone));  // ignore_index -100
 }
 
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {

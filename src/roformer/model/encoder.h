@@ -112,6 +112,10 @@ class EncoderModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderModel);
 
+// Cross-entropy per scored position [N] from logits [N, V] and targets [N]; a target of -100
+// (padding) contributes 0. The one definition of the loss, for training and evaluation.
+torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& gold);
+
 // Builds the model with BERT initialisation (normal(0, init_std) weights, zero biases,
 // LayerNorm ones) from `seed`.
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed);

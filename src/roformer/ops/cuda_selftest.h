@@ -14,7 +14,4 @@ int cuda_device_count();
 // against the host result. Throws std::runtime_error naming the CUDA error on failure.
 double cuda_selftest(int n);
 
-// The architectures the kernels in this binary were compiled for, as nvcc reported them.
-std::string cuda_compiled_archs();
-
 }  // namespace roformer::ops

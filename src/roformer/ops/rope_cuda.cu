@@ -208,14 +208,4 @@ double cuda_selftest(int n) {
   return err;
 }
 
-std::string cuda_compiled_archs() {
-#ifdef __CUDA_ARCH_LIST__
-#define ROFORMER_STR2(...) #__VA_ARGS__
-#define ROFORMER_STR(...) ROFORMER_STR2(__VA_ARGS__)
-  return ROFORMER_STR(__CUDA_ARCH_LIST__);
-#else
-  return "unknown";
-#endif
-}
-
 }  // namespace roformer::ops

@@ -2,25 +2,12 @@
 #include "roformer/train/device_setup.h"
 
 #include <ATen/Context.h>
-#include <torch/cuda.h>
 
 #include <cstdlib>
 
 #include "roformer/common/errors.h"
 
 namespace roformer::train {
-
-torch::Device pick_device(const config::TrainConfig& t, const dist::DistEnv& env) {
-  const bool cuda = torch::cuda::is_available();
-  if (t.device == config::DeviceKind::cuda && !cuda)
-    throw UserError("train.device=cuda but no CUDA GPU is visible; use train.device=cpu or auto");
-  if (t.device == config::DeviceKind::cpu || !cuda) return torch::kCPU;
-  const int gpus = static_cast<int>(torch::cuda::device_count());
-  if (env.local_rank >= gpus)
-    throw UserError("LOCAL_RANK=" + std::to_string(env.local_rank) + " but this node has " + std::to_string(gpus) +
-                    " GPU(s); start at most one rank per GPU, or set train.device=cpu");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-}
 
 dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
   if (d.backend == config::DistBackend::nccl) {

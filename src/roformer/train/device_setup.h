@@ -1,5 +1,6 @@
-// Where a run executes and how: the device for this rank, the data-parallel engine, and the
-// CUDA switches (TF32, deterministic kernels) applied before the first kernel runs.
+// How a training run uses its device: the data-parallel engine and the CUDA switches (TF32,
+// deterministic kernels) applied before the first kernel runs. (The device itself and the
+// threads: model/device.h, shared with evaluation.)
 #pragma once
 
 #include <torch/types.h>
@@ -7,13 +8,9 @@
 #include <string>
 
 #include "roformer/config/config.h"
-#include "roformer/dist/dist_env.h"
 #include "roformer/dist/process_group.h"
 
 namespace roformer::train {
-
-// cpu, or cuda:LOCAL_RANK (auto picks CUDA when a GPU is visible). UserError when the rank has no GPU.
-torch::Device pick_device(const config::TrainConfig& train, const dist::DistEnv& env);
 
 dist::Engine pick_engine(const config::DistConfig& dist, const torch::Device& device);
 

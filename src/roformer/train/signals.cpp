@@ -19,6 +19,5 @@ void install_stop_handlers() {
 
 bool stop_requested() { return g_signal != 0; }
 int stop_signal() { return g_signal; }
-void reset_stop_request() { g_signal = 0; }
 
 }  // namespace roformer::train

@@ -7,6 +7,5 @@ namespace roformer::train {
 void install_stop_handlers();
 bool stop_requested();
 int stop_signal();  // the signal received (0 if none)
-void reset_stop_request();
 
 }  // namespace roformer::train

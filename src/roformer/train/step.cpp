@@ -72,6 +72,22 @@ torch::Tensor gradient_norm(model::EncoderModel& model) {
   return torch::stack(norms).pow(2).sum().sqrt();
 }
 
+NonFiniteWatch::NonFiniteWatch(const torch::Device& device)
+    : state_(torch::tensor({0.0, -1.0, 0.0}, torch::kFloat64).to(device)) {}
+
+void NonFiniteWatch::record(const StepResult& r, int64_t step) {
+  const torch::Tensor bad = r.found_inf.to(torch::kFloat64);
+  const torch::Tensor first = (state_[1] < 0).to(torch::kFloat64) * bad;  // 1 at the first bad step only
+  const torch::Tensor loss_bad = torch::logical_not(torch::isfinite(r.loss)).to(torch::kFloat64);
+  state_ = state_ + torch::stack({bad, first * static_cast<double>(step + 1), first * loss_bad});
+}
+
+NonFiniteWatch::Seen NonFiniteWatch::read() const {
+  const torch::Tensor h = state_.cpu();
+  const double* d = h.data_ptr<double>();
+  return {static_cast<int64_t>(d[0]), static_cast<int64_t>(d[1]), d[2] > 0};
+}
+
 torch::Tensor to_device_async(const torch::Tensor& cpu, const torch::Device& device) {
   if (device.is_cpu()) return cpu;
   return cpu.pin_memory().to(device, /*non_blocking=*/true);

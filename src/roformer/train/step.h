@@ -52,6 +52,22 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
                       int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
                       bool poison = false, const DataParallel* dp = nullptr);
 
+// Non-finite steps counted on the device, so the step never waits for the host:
+// [count, first such step, whether that step's loss (1) or only its norm (0) was non-finite].
+class NonFiniteWatch {
+ public:
+  explicit NonFiniteWatch(const torch::Device& device);
+  void record(const StepResult& r, int64_t step);
+  struct Seen {
+    int64_t count = 0, first_step = -1;
+    bool first_was_loss = false;
+  };
+  Seen read() const;  // a host sync: for log, evaluation and checkpoint steps
+
+ private:
+  torch::Tensor state_;  // float64 [3] on the training device
+};
+
 // One micro-batch on the device. scored_index [N] / gold [N] (optional) may be padded to a
 // fixed capacity with gold -100 (a CUDA graph's static buffers); ids/targets are [b, L].
 struct MicroBatch {

@@ -12,10 +12,20 @@
 
 namespace roformer::train {
 
+// Faults the reliability tests inject. The CLI reads them once from the environment
+// (FaultInjection::from_environment); the library never looks at the environment for them.
+struct FaultInjection {
+  int64_t nan_step = -1;                 // ROFORMER_FAULT_NAN_STEP: that step's loss is NaN
+  int64_t kill_in_checkpoint_step = -1;  // ROFORMER_FAULT_KILL_IN_CHECKPOINT: SIGKILL half-way through that save
+  bool skip_rng_restore = false;         // ROFORMER_FAULT_SKIP_RNG_RESTORE: resume without the RNG state
+  static FaultInjection from_environment();
+};
+
 struct TrainOptions {
   std::string run_dir;  // empty: runs/<config name>
   std::string resume;   // "", "auto" (newest complete checkpoint, if any) or a checkpoint directory
   dist::DistEnv env;    // world_size > 1: data parallel; train.batch_size is the global batch
+  FaultInjection faults;
 };
 
 struct TrainResult {

@@ -21,7 +21,6 @@ class SinusoidalPositionImpl : public PositionEncodingImpl {
  public:
   explicit SinusoidalPositionImpl(int64_t dim) : dim_(dim) {}
   torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) override;
-  std::string family() const override { return "sinusoidal"; }
 
  private:
   int64_t dim_;
@@ -33,7 +32,6 @@ class LearnedPositionImpl : public PositionEncodingImpl {
   LearnedPositionImpl(int64_t max_positions, int64_t dim);
   torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) override;
   int64_t max_length() const override { return max_positions_; }
-  std::string family() const override { return "learned"; }
 
   torch::nn::Embedding table{nullptr};  // weight [max_positions, E]
 

@@ -34,7 +34,6 @@ class PositionEncodingImpl : public torch::nn::Module {
   // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
   virtual int64_t max_length() const { return 0; }
 
-  virtual std::string family() const = 0;
 };
 
 // Builds the family selected by model.position.kind.
@@ -43,7 +42,6 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
 // NoPE: no position information at all (causal masking alone carries order).
 class NoPositionImpl : public PositionEncodingImpl {
  public:
-  std::string family() const override { return "none"; }
 };
 
 }  // namespace roformer::model

@@ -22,7 +22,6 @@ class T5BiasImpl : public PositionEncodingImpl {
  public:
   T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bool bidirectional);
   torch::Tensor score_bias(const torch::Tensor& positions) override;
-  std::string family() const override { return "t5_bias"; }
 
   torch::nn::Embedding relative_attention_bias{nullptr};  // weight [num_buckets, H]
 
@@ -40,7 +39,6 @@ class AlibiImpl : public PositionEncodingImpl {
  public:
   explicit AlibiImpl(int64_t num_heads);
   torch::Tensor score_bias(const torch::Tensor& positions) override;
-  std::string family() const override { return "alibi"; }
 
  private:
   std::vector<double> slopes_;

@@ -8,7 +8,7 @@
 namespace roformer::model {
 
 RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
-    : config_(config), rotary_dim_(config.rotary_dim > 0 ? config.rotary_dim : head_dim) {}
+    : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)) {}
 
 void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
@@ -18,7 +18,7 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
     freqs_length_ = length;
   }
   const RopeFrequencies& freqs = freqs_;
-  if (config_.impl == config::RopeImpl::fused) {
+  if (config_.impl == config::RopeKernel::fused) {
     ops::RopeSpec spec;
     spec.inv_freq = inv_freq_.get(q.device(), length, torch::kFloat64, [&] {
       return torch::tensor(freqs.inv_freq, torch::kFloat64).to(q.device());  // once per (device, length)

@@ -13,7 +13,6 @@ class RopeImpl : public PositionEncodingImpl {
   RopeImpl(const config::RopeConfig& config, int64_t head_dim);
 
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override;
-  std::string family() const override { return "rope"; }
 
   const config::RopeConfig& config() const { return config_; }
 

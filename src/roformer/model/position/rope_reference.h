@@ -1,5 +1,5 @@
-// The reference RoPE: plain LibTorch ops, angles and sin/cos in double precision. It is the
-// model's implementation until the fused op exists and the fused op's test oracle after.
+// The reference RoPE: plain LibTorch ops, angles and sin/cos in double precision: the fused
+// op's test oracle, and the model's implementation with model.position.rope.impl=reference.
 #pragma once
 
 #include <torch/types.h>

@@ -1,5 +1,5 @@
 // Checkpoint writing, discovery and loading (see checkpoint.h).
-#include "roformer/train/checkpoint.h"
+#include "roformer/io/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <dirent.h>
@@ -20,7 +20,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/io/safetensors.h"
 
-namespace roformer::train {
+namespace roformer::io {
 namespace {
 
 using nlohmann::json;
@@ -107,7 +107,7 @@ void discard(const std::string& dir) {
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
-                     int64_t keep_last) {
+                     int64_t keep_last, int64_t kill_at_step) {
   const std::string root = run_dir + "/checkpoints";
   make_directories(root);
   const std::string final_dir = root + "/step_" + std::to_string(state.step);
@@ -117,9 +117,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   for (const auto& entry : std::filesystem::directory_iterator(root, ec))
     if (entry.path().filename().string().rfind(".tmp-", 0) == 0) std::filesystem::remove_all(entry.path(), ec);
   make_directories(tmp);
-  // Fault injection for the kill tests: die half-way through writing this step's checkpoint.
-  const char* kill_env = std::getenv("ROFORMER_FAULT_KILL_IN_CHECKPOINT");
-  const bool kill_here = kill_env && std::to_string(state.step) == kill_env;
+  const bool kill_here = kill_at_step == state.step;  // fault injection: die half-way through this save
   try {
     std::vector<std::pair<std::string, torch::Tensor>> weights;
     for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
@@ -205,7 +203,8 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
                     std::to_string(used) + " (a different architecture?)");
 }
 
-TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                             bool restore_rng) {
   if (!is_complete_checkpoint(dir)) throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
   load_model_weights(dir, model);
   torch::serialize::InputArchive archive;
@@ -225,8 +224,7 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
   s.tokens_seen = read("tokens_seen").item<int64_t>();
   s.elapsed_s = read("elapsed_s").item<double>();
   const torch::Tensor rng = read("rng_cpu");
-  // Fault injection for the negative control of the resume test: forget the RNG state.
-  if (std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE")) return s;
+  if (!restore_rng) return s;
   set_generator_state(at::detail::getDefaultCPUGenerator(), rng);
   const torch::Device device = model.parameters().front().device();
   torch::Tensor cuda_rng;
@@ -235,4 +233,4 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
   return s;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::io

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace roformer::io {
+namespace roformer::convert {
 
 struct ConversionSummary {
   std::string architecture;  // e.g. "RoFormerForMaskedLM"
@@ -22,4 +22,4 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
 // with config.json and model.safetensors for transformers' from_pretrained.
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir);
 
-}  // namespace roformer::io
+}  // namespace roformer::convert

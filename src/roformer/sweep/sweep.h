@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace roformer::eval {
+namespace roformer::sweep {
 
 struct SweepVariant {
   std::string name;
@@ -39,4 +39,4 @@ int run_sweep(const SweepSpec& spec, const std::string& out_dir, int64_t seeds_o
 // Aggregates finished points under out_dir into report.md and report.json (no training).
 void write_sweep_report(const SweepSpec& spec, const std::string& out_dir);
 
-}  // namespace roformer::eval
+}  // namespace roformer::sweep

@@ -1,5 +1,5 @@
 // Sweep orchestration and report aggregation (see sweep.h).
-#include "roformer/eval/sweep.h"
+#include "roformer/sweep/sweep.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -17,12 +17,16 @@
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/eval/extrapolation.h"
-#include "roformer/train/checkpoint.h"
+#include "roformer/io/checkpoint.h"
 #include "roformer/train/trainer.h"
 
-namespace roformer::eval {
+namespace roformer::sweep {
 namespace {
 
+using eval::evaluate_checkpoint;
+using eval::ExtrapolationReport;
+using eval::report_json;
+using eval::report_table;
 using nlohmann::json;
 
 std::string where(const std::string& file, const YAML::Node& n) {
@@ -171,7 +175,7 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
       ++index;
       const std::string dir = out + "/runs/" + run_name(v, seed);
       const config::LoadedConfig cfg = point_config(spec, v, seed);
-      const auto latest = train::latest_checkpoint(dir);
+      const auto latest = io::latest_checkpoint(dir);
       if (latest && latest->step >= cfg.config.train.steps) {
         log::info("[", index, "/", points, "] ", run_name(v, seed), ": trained (step ", latest->step, "), skipping training");
       } else {
@@ -182,7 +186,7 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
         const train::TrainResult r = train::run_training(cfg, opts);
         if (r.exit_code != 0) return r.exit_code;
       }
-      const std::string ckpt = train::latest_checkpoint(dir)->dir;
+      const std::string ckpt = io::latest_checkpoint(dir)->dir;
       make_directories(dir + "/eval");
       auto run_eval = [&](const std::string& file, const std::vector<std::string>& o) {
         if (path_exists(file)) return;
@@ -327,4 +331,4 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
   }
 }
 
-}  // namespace roformer::eval
+}  // namespace roformer::sweep

@@ -1,5 +1,5 @@
 // Checkpoints: RUN/checkpoints/step_N/ with model.safetensors (weights), trainer.pt
-// (optimizer state, RNG states, step), config.yaml (resolved) and meta.json, written into a
+// (optimizer state, CPU and CUDA RNG states, step), config.yaml (resolved) and meta.json, written into a
 // temporary directory and renamed into place when complete, so a crash never leaves a
 // checkpoint that looks complete. Loading refuses an architecture that differs, naming the key.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "roformer/config/config.h"
 
-namespace roformer::train {
+namespace roformer::io {
 
 struct CheckpointInfo {
   std::string dir;
@@ -35,9 +35,11 @@ struct TrainerState {
   double elapsed_s = 0;       // training time before this session
 };
 
+// `kill_at_step` (fault injection for the kill tests): SIGKILL this process half-way through
+// writing the checkpoint of that step.
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
-                     int64_t keep_last);
+                     int64_t keep_last, int64_t kill_at_step = -1);
 
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);
@@ -48,8 +50,9 @@ void check_same_architecture(const config::Config& saved, const config::Config& 
 // Loads weights (strict: every parameter present with its shape) into `model`.
 void load_model_weights(const std::string& checkpoint_dir, torch::nn::Module& model);
 
-// Loads weights, optimizer state and RNG state; returns the trainer state.
+// Loads weights, optimizer state and (unless restore_rng is false: the negative control of the
+// resume test) the CPU and CUDA RNG states; returns the trainer state.
 TrainerState load_checkpoint(const std::string& checkpoint_dir, torch::nn::Module& model,
-                             torch::optim::Optimizer& optimizer);
+                             torch::optim::Optimizer& optimizer, bool restore_rng = true);
 
-}  // namespace roformer::train
+}  // namespace roformer::io

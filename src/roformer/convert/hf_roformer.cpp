@@ -3,7 +3,7 @@
 // (encoder.embed_positions: sin in the first half of each row, cos in the second, frequencies
 // 10000^(-2j/d)) is not a weight of ours, since our RoPE computes the same angles, so it is
 // checked on the way in and rebuilt on the way out.
-#include "roformer/io/hf_roformer.h"
+#include "roformer/convert/hf_roformer.h"
 
 #include <torch/torch.h>
 #include <unistd.h>
@@ -19,10 +19,15 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
-#include "roformer/train/checkpoint.h"
+#include "roformer/model/position/rope_frequencies.h"
+#include "roformer/io/checkpoint.h"
 
-namespace roformer::io {
+namespace roformer::convert {
 namespace {
+
+using io::read_safetensors;
+using io::SafetensorsFile;
+using io::write_safetensors;
 
 using nlohmann::json;
 using Named = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -32,14 +37,16 @@ const std::vector<std::string>& supported_architectures() {
   return a;
 }
 
-// The rotary table HF RoFormer stores: row p = [sin(p w_0) .. sin(p w_{d/2-1}) | cos(p w_0) ..].
+// The rotary table HF RoFormer stores: row p = [sin(p w_0) .. sin(p w_{d/2-1}) | cos(p w_0) ..],
+// w_j from our own frequency code at RoFormer's settings (base 10000, whole head, no scaling).
 torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
   torch::Tensor t = torch::empty({positions, head_dim}, torch::kFloat64);
   auto a = t.accessor<double, 2>();
   const int64_t half = head_dim / 2;
+  const std::vector<double> w = model::rope_frequencies(config::RopeConfig{}, head_dim, positions).inv_freq;
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t j = 0; j < half; ++j) {
-      const double angle = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+      const double angle = static_cast<double>(p) * w[static_cast<size_t>(j)];
       a[p][j] = std::sin(angle);
       a[p][half + j] = std::cos(angle);
     }
@@ -250,7 +257,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
 }
 
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir) {
-  const config::Config cfg = train::checkpoint_config(checkpoint_dir);
+  const config::Config cfg = io::checkpoint_config(checkpoint_dir);
   const config::ModelConfig& m = cfg.model;
   const std::string where = "checkpoint '" + checkpoint_dir + "'";
   auto refuse = [&](const std::string& why) {
@@ -267,7 +274,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
 
   model::EncoderModel model = model::build_model(m, 0);
-  train::load_model_weights(checkpoint_dir, *model);
+  io::load_model_weights(checkpoint_dir, *model);
   const bool causal = m.objective == config::Objective::causal_lm;
   const std::string arch = causal ? "RoFormerForCausalLM" : "RoFormerForMaskedLM";
   int64_t max_positions = std::max<int64_t>(1536, cfg.data.seq_len);
@@ -311,4 +318,4 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   return {arch, static_cast<int64_t>(tensors.size()), ""};
 }
 
-}  // namespace roformer::io
+}  // namespace roformer::convert

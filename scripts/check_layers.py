@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Fails when a lower layer of src/roformer includes a higher one, or a peer (same layer).
+
+The layer order, low to high (a folder may include its own folder and any lower layer):
+  common < config < ops < model < {data, dist, io} < eval < train < {sweep, convert} < cli
+and ops/ never includes config/.
+src/cli and src/tools are the top. Prints each violation as file:line and exits 1.
+Usage: scripts/check_layers.py [SOURCE_ROOT]
+"""
+import os
+import re
+import sys
+
+LAYERS = [["common"], ["config"], ["ops"], ["model"], ["data", "dist", "io"], ["eval"], ["train"],
+          ["sweep", "convert"]]
+RANK = {folder: i for i, peers in enumerate(LAYERS) for folder in peers}
+# Stricter than the order: the kernels know nothing of configs (callers pass plain values).
+FORBIDDEN = {"ops": {"config"}}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"roformer/([a-z_]+)/')
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    base = os.path.join(root, "src", "roformer")
+    violations, checked = [], 0
+    for folder in sorted(os.listdir(base)):
+        if folder not in RANK:
+            violations.append(f"src/roformer/{folder}/: not in the layer order (add it to scripts/check_layers.py)")
+            continue
+        for dirpath, _, files in os.walk(os.path.join(base, folder)):
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                for number, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    checked += 1
+                    target = m.group(1)
+                    if target == folder:
+                        continue
+                    if target in FORBIDDEN.get(folder, set()):
+                        violations.append(f"{os.path.relpath(path, root)}:{number}: {folder}/ must not include {target}/")
+                    elif target not in RANK or RANK[target] >= RANK[folder]:
+                        rel = os.path.relpath(path, root)
+                        kind = "a peer" if RANK.get(target) == RANK[folder] else "a higher layer"
+                        violations.append(f"{rel}:{number}: {folder}/ includes {target}/, {kind}")
+    for v in violations:
+        print(v)
+    order = " < ".join("{" + ", ".join(p) + "}" if len(p) > 1 else p[0] for p in LAYERS) + " < cli"
+    print(f"layers: {checked} includes checked, {len(violations)} violation(s); order {order}")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

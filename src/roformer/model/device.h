@@ -1,0 +1,20 @@
+// Where a model runs, one rule for training and evaluation: the device from train.device and
+// the process's local rank, and the intra-op thread count.
+#pragma once
+
+#include <torch/types.h>
+
+#include "roformer/config/config.h"
+
+namespace roformer::model {
+
+// cpu, or cuda:local_rank (auto: CUDA when a GPU is visible). A rank without its own GPU is a
+// UserError. strict: train.device=cuda without a GPU is a UserError (training); otherwise it
+// falls back to the CPU (evaluating a checkpoint trained elsewhere).
+torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict);
+
+// Sets and returns the intra-op threads: `requested`, or (0) the cores shared evenly by the
+// node's processes.
+int apply_threads(int64_t requested, int64_t processes_per_node);
+
+}  // namespace roformer::model

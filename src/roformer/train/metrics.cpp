@@ -1,0 +1,56 @@
+// metrics.jsonl writer and the step record (see metrics.h).
+#include "roformer/train/metrics.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/strings.h"
+
+namespace roformer::train {
+
+using nlohmann::json;
+
+MetricsWriter::MetricsWriter(const std::string& path, int64_t keep_up_to_step) : path_(path) {
+  std::string kept;
+  if (path_exists(path)) {
+    std::istringstream in(read_text_file(path));
+    std::string line;
+    while (std::getline(in, line)) {
+      try {
+        if (!line.empty() && json::parse(line).value("step", int64_t{-1}) <= keep_up_to_step) kept += line + "\n";
+      } catch (const std::exception&) {  // a line cut by a crash
+      }
+    }
+  }
+  write_file_atomic(path, kept);
+  out_.open(path, std::ios::app);
+  if (!out_) throw UserError("cannot append to " + path);
+}
+
+void MetricsWriter::write(const json& record) {
+  if (!out_.is_open()) return;
+  out_ << record.dump() << "\n";
+  out_.flush();
+}
+
+json StepRecord::to_json() const {
+  json r{{"type", "train"},         {"step", step},     {"loss", loss},           {"lr", lr},
+         {"grad_norm", grad_norm},   {"tokens_per_s", tokens_per_s}, {"tflops", tflops},
+         {"elapsed_s", elapsed_s},   {"tokens", tokens}};
+  if (mfu >= 0) r["mfu"] = mfu;
+  if (peak_mem_gib >= 0) r["peak_mem_gib"] = peak_mem_gib;
+  return r;
+}
+
+std::string StepRecord::line() const {
+  auto rounded = [](double v, double scale) { return shortest_double(std::round(v * scale) / scale); };
+  std::string s = "step " + std::to_string(step) + "/" + std::to_string(steps) + " | loss " + rounded(loss, 1e4) +
+                  " | lr " + shortest_double(lr) + " | grad " + rounded(grad_norm, 1e3) + " | " +
+                  std::to_string(static_cast<int64_t>(tokens_per_s)) + " tok/s | " + rounded(tflops, 100) + " TFLOP/s";
+  if (mfu >= 0) s += " | MFU " + rounded(mfu * 100, 10) + "%";
+  return s;
+}
+
+}  // namespace roformer::train

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command, in three stages; non-zero on any failure:
+# The project's test command, in three stages after two quick checks (formatting against
+# .clang-format, the one-way layer order of src/roformer); non-zero on any failure:
 #   1. release preset: configure, build, every ctest test (unit, integration, bad_input,
 #      python; GPU tests skip without a GPU);
 #   2. asan preset (ASan + UBSan on project code): the unit and bad-input tests;
@@ -22,6 +23,8 @@ fi
 [[ "$fuzz_seconds" =~ ^[0-9]+$ ]] || { echo "test.sh: ROFORMER_FUZZ_SECONDS must be a whole number" >&2; exit 2; }
 
 start=$(date +%s)
+scripts/format.sh --check
+python3 scripts/check_layers.py
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 built=$(date +%s)

@@ -16,8 +16,9 @@ void add_config_command(CLI::App& app, int& exit_code) {
     std::vector<std::string> overrides;
   };
   auto opts = std::make_shared<CheckOptions>();
-  CLI::App* check = cmd->add_subcommand("check", "Validate FILE (with its base chain and --set overrides) and "
-                                                  "print the resolved config as YAML");
+  CLI::App* check = cmd->add_subcommand("check",
+                                        "Validate FILE (with its base chain and --set overrides) and "
+                                        "print the resolved config as YAML");
   check->add_option("file", opts->file, "YAML config file")->required();
   check->add_option("--set", opts->overrides, "override a key: --set model.num_layers=4 (repeatable)")
       ->allow_extra_args(false);

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "roformer/eval/forward.h"
 #include "roformer/convert/hf_roformer.h"
+#include "roformer/eval/forward.h"
 
 namespace roformer::cli {
 
@@ -17,13 +17,16 @@ void add_convert_command(CLI::App& app, int& exit_code) {
     std::cout << "wrote " << out << " (" << s.architecture << ", " << s.tensors << " tensors)\n";
     if (!s.notes.empty()) std::cout << "note: " << s.notes << "\n";
   };
-  CLI::App* in = cmd->add_subcommand("hf-to-native", "Hugging Face directory (config.json + model.safetensors) -> "
-                                                     "a checkpoint directory for eval/forward");
-  in->add_option("hf_dir", paths->first, "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM directory")->required();
+  CLI::App* in = cmd->add_subcommand("hf-to-native",
+                                     "Hugging Face directory (config.json + model.safetensors) -> "
+                                     "a checkpoint directory for eval/forward");
+  in->add_option("hf_dir", paths->first, "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM directory")
+      ->required();
   in->add_option("out_dir", paths->second, "new checkpoint directory")->required();
   in->callback([paths, report] { report(convert::convert_hf_to_native(paths->first, paths->second), paths->second); });
-  CLI::App* out = cmd->add_subcommand("native-to-hf", "checkpoint directory (RoPE, interleaved, base 10000) -> "
-                                                      "a directory for transformers' from_pretrained");
+  CLI::App* out = cmd->add_subcommand("native-to-hf",
+                                      "checkpoint directory (RoPE, interleaved, base 10000) -> "
+                                      "a directory for transformers' from_pretrained");
   out->add_option("checkpoint", paths->first, "checkpoint directory, e.g. RUN/checkpoints/step_600")->required();
   out->add_option("out_dir", paths->second, "new Hugging Face directory")->required();
   out->callback([paths, report] { report(convert::convert_native_to_hf(paths->first, paths->second), paths->second); });

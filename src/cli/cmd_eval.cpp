@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "roformer/common/files.h"
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 #include "roformer/common/strings.h"
 #include "roformer/data/dataset_meta.h"
 #include "roformer/eval/extrapolation.h"
@@ -31,7 +31,8 @@ void run_passkey(const EvalOptions& o, const std::vector<std::string>& overrides
   eval::LoadedCheckpoint c = eval::load_for_eval(o.checkpoint, overrides);
   const data::DatasetMeta meta = data::read_dataset_meta(c.config.data.path);
   if (meta.tokenizer != "byte")
-    throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer + " tokenizer");
+    throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer +
+                    " tokenizer");
   std::vector<double> depths;
   for (const std::string& d : split(o.depths, ',')) {
     try {
@@ -60,7 +61,8 @@ void run_passkey(const EvalOptions& o, const std::vector<std::string>& overrides
     for (const auto& cell : cells)
       if (cell.length == L) {
         std::cout << std::setw(10) << static_cast<double>(cell.correct) / static_cast<double>(cell.trials);
-        j["cells"].push_back({{"length", cell.length}, {"depth", cell.depth}, {"trials", cell.trials}, {"correct", cell.correct}});
+        j["cells"].push_back(
+            {{"length", cell.length}, {"depth", cell.depth}, {"trials", cell.trials}, {"correct", cell.correct}});
       }
     std::cout << "\n";
   }
@@ -86,7 +88,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", o->out, "directory for eval.json and eval.csv (default: print only)");
   cmd->add_flag("--passkey", o->passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
   cmd->add_option("--depths", o->depths, "passkey depths in [0, 1], comma-separated")->capture_default_str();
-  cmd->add_option("--trials", o->trials, "passkey prompts per (length, depth)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--trials", o->trials, "passkey prompts per (length, depth)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([o, &exit_code] {
     std::vector<std::string> overrides = o->overrides;
     if (!o->lengths.empty()) overrides.push_back("eval.lengths=" + o->lengths);

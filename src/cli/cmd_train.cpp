@@ -18,10 +18,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model from a YAML config (MLM or causal LM)");
   cmd->add_option("config", o->file, "YAML config file")->required();
-  cmd->add_option("--set", o->overrides, "override a config key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--set", o->overrides, "override a config key: --set train.steps=100 (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--run-dir", o->run_dir, "run directory (default runs/<config name>)");
-  cmd->add_option("--resume", o->resume, "auto: continue from the newest complete checkpoint of the run directory "
-                                         "(or start fresh if none); or a checkpoint directory");
+  cmd->add_option("--resume", o->resume,
+                  "auto: continue from the newest complete checkpoint of the run directory "
+                  "(or start fresh if none); or a checkpoint directory");
   cmd->callback([o, &exit_code] {
     const config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
     train::TrainOptions opts;

@@ -11,15 +11,20 @@
 int main(int argc, char** argv) {
   using namespace roformer;
   data::PrepareOptions o;
-  CLI::App app{"Tokenize text files into binary shards of token ids plus meta.json.\n"
-               "Each --input names its split by its file name: train.txt, valid.txt, test.txt."};
+  CLI::App app{
+      "Tokenize text files into binary shards of token ids plus meta.json.\n"
+      "Each --input names its split by its file name: train.txt, valid.txt, test.txt."};
   app.name("roformer prepare-data");
-  app.add_option("--input", o.inputs, "text files, one per split (train.txt, valid.txt, test.txt)")->required()->expected(1, -1);
+  app.add_option("--input", o.inputs, "text files, one per split (train.txt, valid.txt, test.txt)")
+      ->required()
+      ->expected(1, -1);
   app.add_option("--tokenizer", o.tokenizer, "byte or sentencepiece")->capture_default_str();
   app.add_option("--vocab-size", o.vocab_size, "SentencePiece vocabulary size")->capture_default_str();
   app.add_option("--model-type", o.model_type, "SentencePiece model: bpe or unigram")->capture_default_str();
   app.add_option("--out", o.out, "output dataset directory")->required();
-  app.add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--force", o.force, "replace an existing output directory (only once the new one is complete)");
   try {
     app.parse(argc, argv);

@@ -28,5 +28,6 @@ void batches(benchmark::State& state, roformer::config::Objective objective, rof
 
 BENCHMARK_CAPTURE(batches, mlm_random, roformer::config::Objective::mlm, roformer::config::DataSampling::random);
 BENCHMARK_CAPTURE(batches, mlm_packed, roformer::config::Objective::mlm, roformer::config::DataSampling::packed);
-BENCHMARK_CAPTURE(batches, causal_random, roformer::config::Objective::causal_lm, roformer::config::DataSampling::random);
+BENCHMARK_CAPTURE(batches, causal_random, roformer::config::Objective::causal_lm,
+                  roformer::config::DataSampling::random);
 BENCHMARK_MAIN();

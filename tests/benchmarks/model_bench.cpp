@@ -25,7 +25,8 @@ void fwd_bwd(benchmark::State& state, const std::string& family) {
     benchmark::DoNotOptimize(loss.item<float>());
   }
   state.counters["params"] = static_cast<double>(roformer::model::count_parameters(*model));
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(B * S), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(B * S), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace

@@ -25,8 +25,10 @@ void BM_LibTorchAdamW(benchmark::State& state) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : m->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0.01)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0)));
+  groups.emplace_back(
+      decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0.01)));
+  groups.emplace_back(no_decay,
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0)));
   torch::optim::AdamW opt(groups, torch::optim::AdamWOptions(1e-3));
   for (auto _ : state) opt.step();
   state.counters["params"] = static_cast<double>(model::count_parameters(*m));

@@ -35,7 +35,8 @@ void run(benchmark::State& state, Shape sh, torch::ScalarType dtype, torch::Devi
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
   torch::Tensor q = torch::randn({sh.B, sh.S, sh.H, sh.D}, opts), k = torch::randn({sh.B, sh.S, sh.H, sh.D}, opts);
   const torch::Tensor pos = torch::arange(sh.S, torch::dtype(torch::kLong).device(device));
-  const roformer::model::RopeFrequencies f = roformer::model::rope_frequencies(roformer::config::RopeConfig{}, sh.D, sh.S);
+  const roformer::model::RopeFrequencies f =
+      roformer::model::rope_frequencies(roformer::config::RopeConfig{}, sh.D, sh.S);
   roformer::ops::RopeSpec spec;
   spec.inv_freq = torch::tensor(f.inv_freq, torch::kFloat64);
   spec.interleaved = false;  // the same pairing as the rotate_half composite
@@ -91,9 +92,9 @@ int main(int argc, char** argv) {
         for (bool backward : {false, true})
           for (auto [impl, name] : {std::pair{Impl::fused, "fused"}, std::pair{Impl::composite, "composite"},
                                     std::pair{Impl::copy, "copy"}}) {
-            const std::string label = std::string(device.is_cuda() ? "cuda" : "cpu") + "/" + std::to_string(sh.B) + "x" +
-                                      std::to_string(sh.S) + "x" + std::to_string(sh.H) + "x" + std::to_string(sh.D) +
-                                      "/" + (dtype == torch::kFloat32 ? "fp32" : "bf16") + "/" +
+            const std::string label = std::string(device.is_cuda() ? "cuda" : "cpu") + "/" + std::to_string(sh.B) +
+                                      "x" + std::to_string(sh.S) + "x" + std::to_string(sh.H) + "x" +
+                                      std::to_string(sh.D) + "/" + (dtype == torch::kFloat32 ? "fp32" : "bf16") + "/" +
                                       (backward ? "fwd+bwd" : "fwd") + "/" + name;
             benchmark::RegisterBenchmark(label.c_str(), run, sh, dtype, device, impl, backward)
                 ->Unit(benchmark::kMillisecond)

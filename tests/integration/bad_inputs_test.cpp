@@ -129,11 +129,11 @@ TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
   const Case c = parse_case(GetParam());
   TempDir dir;
   const std::string tmp = dir.path();
-  ASSERT_EQ(run_command("cp -r '" + fixture() + "/.' '" + tmp + "/' && sed -i 's|" + fixture() + "|" + tmp + "|g' '" +
-                        tmp + "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp +
-                        "/run/checkpoints/step_10/config.yaml'")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_command("cp -r '" + fixture() + "/.' '" + tmp + "/' && sed -i 's|" + fixture() + "|" + tmp + "|g' '" + tmp +
+                  "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp + "/run/checkpoints/step_10/config.yaml'")
+          .exit_code,
+      0);
   auto expand = [&](std::string s) {
     s = replace_all(s, "{roformer}", "'" + roformer_binary() + "'");
     s = replace_all(s, "{launch}", "'" + source_dir() + "/scripts/launch.sh'");
@@ -152,7 +152,8 @@ TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
   const auto r = run_command("cd '" + tmp + "' && " + expand(c.run));
   EXPECT_EQ(r.exit_code, c.exit) << c.name << ": " << r.output;
   EXPECT_NE(r.output.find(expand(c.expect)), std::string::npos)
-      << c.name << ": expected '" << expand(c.expect) << "' in:\n" << r.output;
+      << c.name << ": expected '" << expand(c.expect) << "' in:\n"
+      << r.output;
   const auto after = snapshot(tmp);
   for (const auto& [path, sig] : after) {
     auto it = before.find(path);
@@ -173,4 +174,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(case_files()),
                            return n;
                          });
 
-TEST(BadInputSuite, HasAtLeastFortyCases) { EXPECT_GE(case_files().size(), 40u); }
+TEST(BadInputSuite, HasAtLeastFortyCases) {
+  EXPECT_GE(case_files().size(), 40u);
+}

@@ -8,7 +8,9 @@ using namespace roformer::testing;
 
 namespace {
 
-CommandResult run_cli(const std::string& args) { return run_command("'" + roformer_binary() + "' " + args); }
+CommandResult run_cli(const std::string& args) {
+  return run_command("'" + roformer_binary() + "' " + args);
+}
 
 }  // namespace
 
@@ -42,8 +44,8 @@ TEST(Cli, VersionReportsBuildFacts) {
 }
 
 TEST(Cli, ConfigCheckPrintsTheResolvedConfig) {
-  const CommandResult r =
-      run_cli("config check '" + source_dir() + "/configs/quickstart/rope.yaml' --set model.num_layers=3 --set train.lr=0.002");
+  const CommandResult r = run_cli("config check '" + source_dir() +
+                                  "/configs/quickstart/rope.yaml' --set model.num_layers=3 --set train.lr=0.002");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("num_layers: 3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("lr: 0.002"), std::string::npos) << r.output;
@@ -61,7 +63,8 @@ TEST(Cli, BadConfigExitsTwoWithLocation) {
 }
 
 TEST(Cli, BadOverrideExitsTwo) {
-  const CommandResult r = run_cli("config check '" + source_dir() + "/configs/quickstart/rope.yaml' --set model.position.kind=rotary");
+  const CommandResult r =
+      run_cli("config check '" + source_dir() + "/configs/quickstart/rope.yaml' --set model.position.kind=rotary");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--set model.position.kind=rotary"), std::string::npos) << r.output;
 }

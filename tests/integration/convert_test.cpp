@@ -15,7 +15,9 @@ using namespace roformer::testing;
 
 namespace {
 
-CommandResult cli(const std::string& args) { return run_command("'" + roformer_binary() + "' " + args); }
+CommandResult cli(const std::string& args) {
+  return run_command("'" + roformer_binary() + "' " + args);
+}
 
 // A Hugging Face-looking directory with the given config.json and an empty weights file.
 std::string hf_dir(const TempDir& dir, const std::string& name, const std::string& config_json,
@@ -70,10 +72,11 @@ TEST(Convert, HuggingFaceInputsItCannotUseAreRefusedWithTheReason) {
                  "has pytorch_model.bin but no model.safetensors; convert it once with: .venv/bin/python -c", out);
   expect_refused(cli("convert hf-to-native '" + hf_dir(dir, "bert", R"({"model_type": "bert"})") + "' '" + out + "'"),
                  "model_type is 'bert', not 'roformer'", out);
-  expect_refused(cli("convert hf-to-native '" +
-                     hf_dir(dir, "cls", R"({"model_type": "roformer", "architectures": ["RoFormerForSequenceClassification"]})") +
-                     "' '" + out + "'"),
-                 "architecture 'RoFormerForSequenceClassification' is not supported", out);
+  expect_refused(
+      cli("convert hf-to-native '" +
+          hf_dir(dir, "cls", R"({"model_type": "roformer", "architectures": ["RoFormerForSequenceClassification"]})") +
+          "' '" + out + "'"),
+      "architecture 'RoFormerForSequenceClassification' is not supported", out);
   std::string silu = kRoformerConfig;
   silu.replace(silu.find("\"gelu\""), 6, "\"silu\"");
   expect_refused(cli("convert hf-to-native '" + hf_dir(dir, "silu", silu) + "' '" + out + "'"),
@@ -91,8 +94,8 @@ TEST(Convert, NativeFamiliesHuggingFaceCannotRepresentAreRefused) {
   expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "alibi", {"model.position.kind=alibi"}) + "' '" +
                      out + "'"),
                  "position encoding is 'alibi' (RoFormer has RoPE only)", out);
-  expect_refused(cli("convert native-to-hf '" +
-                     native_checkpoint(dir, "half", {"model.position.rope.pairing=half"}) + "' '" + out + "'"),
+  expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "half", {"model.position.rope.pairing=half"}) +
+                     "' '" + out + "'"),
                  "RoPE pairing is 'half'", out);
   expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "pre", {"model.norm=pre"}) + "' '" + out + "'"),
                  "pre-LayerNorm", out);
@@ -124,8 +127,9 @@ TEST(Forward, WritesLogitsAndHiddenStatesAndRefusesBadInputs) {
   const std::string out2 = dir.file("out2.safetensors");
   auto bad = [&](const std::string& ids_json, const std::string& extra, const std::string& fragment) {
     write_file(dir.file("bad.json"), ids_json);
-    expect_refused(cli("forward '" + ckpt + "' --input-ids '" + dir.file("bad.json") + "' --output '" + out2 + "' " + extra),
-                   fragment, out2);
+    expect_refused(
+        cli("forward '" + ckpt + "' --input-ids '" + dir.file("bad.json") + "' --output '" + out2 + "' " + extra),
+        fragment, out2);
   };
   bad("[[1, 2], [3]]", "", "row 1 does not have 2 entries");
   bad("[[1, 999]]", "", "entry [0][1] = 999 is not an integer in [0, 263]");

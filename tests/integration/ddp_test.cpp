@@ -20,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string launch(int nproc) { return "'" + source_dir() + "/scripts/launch.sh' --nproc " + std::to_string(nproc) + " --timeout 120 -- "; }
+std::string launch(int nproc) {
+  return "'" + source_dir() + "/scripts/launch.sh' --nproc " + std::to_string(nproc) + " --timeout 120 -- ";
+}
 
 // "[rank R] RESULT key=value" lines -> results[R][key].
 std::map<int, std::map<std::string, std::string>> results(const std::string& output) {
@@ -47,7 +49,8 @@ WorkerRun worker(int nproc, const std::string& args, const std::string& env = ""
 }
 
 int free_port() {
-  const auto r = run_command("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
+  const auto r = run_command(
+      "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
   return std::stoi(r.output);
 }
 
@@ -124,8 +127,8 @@ TEST(DataParallel, ParameterWithoutGradientIsNamed) {
 TEST(DataParallel, KilledRankMakesTheOthersFailWithinTheTimeout) {
   // Ranks started by hand (no launcher to stop the survivor): rank 0 must fail by itself.
   TempDir dir;
-  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
-                          " DDP_TIMEOUT_S=10 ";
+  const std::string env =
+      "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " DDP_TIMEOUT_S=10 ";
   const auto t0 = Clock::now();
   const auto r = run_command("(RANK=0 " + env + "'" + DDP_WORKER + "' kill > '" + dir.file("r0") +
                              "' 2>&1; echo $? > '" + dir.file("rc0") + "') & RANK=1 " + env + "'" + DDP_WORKER +
@@ -248,8 +251,10 @@ TEST(DataParallel, SignalToOneRankStopsEveryRankAfterTheSameStepWithACheckpoint)
                           "' --set train.steps=100000 --set train.checkpoint_every=100000 ";
   // Rank 1 alone gets SIGTERM once training is under way; rank 0 must learn it through the step's reduction.
   const auto r = run_command("RANK=0 " + env + " " + cmd + " > '" + f.dir.file("r0") + "' 2>&1 & p0=$!; RANK=1 " + env +
-                             " " + cmd + " > '" + f.dir.file("r1") + "' 2>&1 & p1=$!; "
-                             "for i in $(seq 100); do grep -q 'step 5/' '" + f.dir.file("r0") +
+                             " " + cmd + " > '" + f.dir.file("r1") +
+                             "' 2>&1 & p1=$!; "
+                             "for i in $(seq 100); do grep -q 'step 5/' '" +
+                             f.dir.file("r0") +
                              "' 2>/dev/null && break; sleep 0.2; done; kill -TERM $p1; "
                              "wait $p0; echo rc0=$?; wait $p1; echo rc1=$?");
   EXPECT_NE(r.output.find("rc0=143"), std::string::npos) << r.output << read_file(f.dir.file("r0"));

@@ -66,11 +66,13 @@ TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
   EXPECT_EQ(sliding["results"][0]["tokens"].get<int64_t>(), 3999);
   // Linear scaling with factor 1 is no scaling; dynamic NTK changes nothing up to the training
   // length and something beyond it.
-  const json linear1 = t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=linear "
-                              "--set model.position.rope.scaling.factor=1");
+  const json linear1 = t.eval(
+      "--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=linear "
+      "--set model.position.rope.scaling.factor=1");
   EXPECT_EQ(linear1["results"][0]["loss"], chunks["results"][0]["loss"]);
   EXPECT_EQ(linear1["results"][1]["loss"], chunks["results"][1]["loss"]);
-  const json dynamic = t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=dynamic_ntk");
+  const json dynamic =
+      t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=dynamic_ntk");
   EXPECT_EQ(dynamic["results"][0]["loss"], chunks["results"][0]["loss"]);
   EXPECT_NE(dynamic["results"][1]["loss"], chunks["results"][1]["loss"]);
   // Architecture overrides are refused at evaluation time.
@@ -82,8 +84,10 @@ TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
 TEST(Eval, PasskeyRetrievalRunsOnACausalCheckpoint) {
   Trained t("causal_lm");
   const std::string out = t.dir.file("pk");
-  const auto r = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --passkey --lengths 128,256 "
-                             "--depths 0,0.5 --trials 2 --out '" + out + "'");
+  const auto r = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint +
+                             "' --passkey --lengths 128,256 "
+                             "--depths 0,0.5 --trials 2 --out '" +
+                             out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = json::parse(read_file(out + "/passkey.json"));
   ASSERT_EQ(j["cells"].size(), 4u);
@@ -116,8 +120,8 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   auto r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string report = read_file(out + "/report.md");
-  for (const std::string fragment : {"| rope |", "| alibi |", "chunks protocol", "sliding protocol", "| rope | yarn-2 |",
-                                     "## In-distribution"})
+  for (const std::string fragment :
+       {"| rope |", "| alibi |", "chunks protocol", "sliding protocol", "| rope | yarn-2 |", "## In-distribution"})
     EXPECT_NE(report.find(fragment), std::string::npos) << fragment << "\n" << report;
   EXPECT_TRUE(roformer::path_exists(out + "/runs/alibi-seed2/eval/sliding.json"));
   EXPECT_FALSE(roformer::path_exists(out + "/runs/alibi-seed2/eval/chunks-yarn-2.json"));  // scaling is for rope only
@@ -127,7 +131,8 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   EXPECT_NE(r.output.find("rope-seed1: trained (step 20), skipping training"), std::string::npos) << r.output;
   EXPECT_TRUE(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors") == before) << "rewritten";
   // A typo in a variant fails before any training.
-  write_file(dir.file("bad.yaml"), "config: tiny.yaml\nvariants:\n  - {name: x, set: [\"model.position.kind=rotary\"]}\n");
+  write_file(dir.file("bad.yaml"),
+             "config: tiny.yaml\nvariants:\n  - {name: x, set: [\"model.position.kind=rotary\"]}\n");
   r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("bad.yaml") + "' --out '" + dir.file("bad") + "'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("rotary"), std::string::npos) << r.output;
@@ -138,16 +143,19 @@ TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {
   TempDir dir;
   const std::string ds = make_word_dataset(dir, 4000);
   write_tiny_config(dir, ds, "causal_lm");
-  write_file(dir.file("sweep.yaml"), "name: fx\nconfig: tiny.yaml\nseeds: [1, 2]\nvariants:\n  - {name: rope, set: []}\n"
-                                     "eval:\n  lengths: [32, 64]\n  protocols: [chunks]\n");
+  write_file(dir.file("sweep.yaml"),
+             "name: fx\nconfig: tiny.yaml\nseeds: [1, 2]\nvariants:\n  - {name: rope, set: []}\n"
+             "eval:\n  lengths: [32, 64]\n  protocols: [chunks]\n");
   for (int seed : {1, 2}) {
     const std::string run = dir.file("out/runs/rope-seed" + std::to_string(seed));
     roformer::make_directories(run + "/eval");
-    write_file(run + "/metrics.jsonl", "{\"type\":\"train\",\"step\":10,\"loss\":2.0}\n{\"type\":\"eval\",\"step\":40,\"loss\":" +
-                                           std::string(seed == 1 ? "1.0" : "3.0") + "}\n");
+    write_file(run + "/metrics.jsonl",
+               "{\"type\":\"train\",\"step\":10,\"loss\":2.0}\n{\"type\":\"eval\",\"step\":40,\"loss\":" +
+                   std::string(seed == 1 ? "1.0" : "3.0") + "}\n");
     const double p32 = seed == 1 ? 10.0 : 20.0, p64 = seed == 1 ? 30.0 : 50.0;
-    write_file(run + "/eval/chunks.json", json({{"results", {{{"length", 32}, {"applicable", true}, {"ppl", p32}},
-                                                             {{"length", 64}, {"applicable", true}, {"ppl", p64}}}}})
+    write_file(run + "/eval/chunks.json", json({{"results",
+                                                 {{{"length", 32}, {"applicable", true}, {"ppl", p32}},
+                                                  {{"length", 64}, {"applicable", true}, {"ppl", p64}}}}})
                                               .dump());
   }
   const auto r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" +

@@ -24,7 +24,8 @@ struct Fixture {
            "' --set data.path=" + dataset +
            " --set data.seq_len=64 --set train.batch_size=8 --set train.threads=1 --set train.warmup_steps=10"
            " --set train.eval_every=100 --set train.eval_batches=2 --set train.log_every=10"
-           " --set model.hidden_dropout=0.1 " + extra;
+           " --set model.hidden_dropout=0.1 " +
+           extra;
   }
 };
 
@@ -35,16 +36,19 @@ std::string checkpoint_listing(const std::string& run) {
 // Every visible step_N directory must be complete: checkpoints being written or pruned are
 // hidden (.tmp-step_N-PID, .tmp-discard-step_N-PID) until they are whole or gone.
 void expect_only_complete_checkpoints(const std::string& run) {
-  const auto r = run_command("cd '" + run + "/checkpoints' 2>/dev/null && for d in step_*; do [ -d \"$d\" ] || continue; "
+  const auto r = run_command("cd '" + run +
+                             "/checkpoints' 2>/dev/null && for d in step_*; do [ -d \"$d\" ] || continue; "
                              "for f in model.safetensors trainer.pt config.yaml meta.json; do "
                              "[ -f \"$d/$f\" ] || echo \"incomplete $d ($f)\"; done; done");
   EXPECT_EQ(r.output, "") << checkpoint_listing(run);
 }
 
 std::string train_losses(const std::string& run) {
-  return run_command("grep '\"type\":\"train\"' '" + run + "/metrics.jsonl' | sed 's/\"elapsed_s\":[^,]*,//; "
+  return run_command("grep '\"type\":\"train\"' '" + run +
+                     "/metrics.jsonl' | sed 's/\"elapsed_s\":[^,]*,//; "
                      "s/\"tokens_per_s\":[^,}]*//; s/\"tflops\":[^,}]*//; s/\"mfu\":[^,}]*//; "
-                     "s/\"peak_mem_gib\":[^,}]*//'").output;
+                     "s/\"peak_mem_gib\":[^,}]*//'")
+      .output;
 }
 
 }  // namespace
@@ -58,13 +62,15 @@ TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
   int kills = 0, in_checkpoint = 0;
   for (int attempt = 0; attempt < 10; ++attempt) {
     int64_t latest = 0;
-    const auto ls = run_command("ls '" + killed + "/checkpoints' 2>/dev/null | sed -n 's/^step_//p' | sort -n | tail -1");
+    const auto ls =
+        run_command("ls '" + killed + "/checkpoints' 2>/dev/null | sed -n 's/^step_//p' | sort -n | tail -1");
     if (!ls.output.empty()) latest = std::stoll(ls.output);
     CommandResult r;
     int64_t doomed = -1;
     if (attempt % 2 == 0) {  // die half-way through writing the next checkpoint
       doomed = latest + 10;
-      r = run_command("ROFORMER_FAULT_KILL_IN_CHECKPOINT=" + std::to_string(doomed) + " " + f.train(killed, steps + "--resume auto"));
+      r = run_command("ROFORMER_FAULT_KILL_IN_CHECKPOINT=" + std::to_string(doomed) + " " +
+                      f.train(killed, steps + "--resume auto"));
     } else {  // die at a random moment
       const double seconds = std::uniform_real_distribution<double>(0.4, 2.0)(rng);
       r = run_command("timeout -s KILL " + std::to_string(seconds) + " " + f.train(killed, steps + "--resume auto"));
@@ -76,13 +82,15 @@ TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
     if (doomed > 0) {
       ++in_checkpoint;
       // The half-written checkpoint stays a hidden temporary, never step_N.
-      EXPECT_FALSE(roformer::path_exists(killed + "/checkpoints/step_" + std::to_string(doomed))) << checkpoint_listing(killed);
+      EXPECT_FALSE(roformer::path_exists(killed + "/checkpoints/step_" + std::to_string(doomed)))
+          << checkpoint_listing(killed);
       EXPECT_NE(checkpoint_listing(killed).find(".tmp-step_" + std::to_string(doomed)), std::string::npos);
     }
     // A run that got as far as training must have resumed from the newest checkpoint (a
     // random kill may also land during start-up, before anything is logged).
     if (latest > 0 && r.output.find("/200 |") != std::string::npos &&
-        r.output.find("resumed from " + killed + "/checkpoints/step_" + std::to_string(latest) + " ") == std::string::npos)
+        r.output.find("resumed from " + killed + "/checkpoints/step_" + std::to_string(latest) + " ") ==
+            std::string::npos)
       ADD_FAILURE() << "attempt " << attempt << " trained without resuming from step " << latest << ":\n" << r.output;
   }
   EXPECT_EQ(kills, 10);

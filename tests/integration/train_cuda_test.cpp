@@ -61,10 +61,10 @@ TEST_P(TrainCuda, KilledRunsResumeToTheSameResult) {
   std::mt19937 rng(11);
   for (int attempt = 0; attempt < 3; ++attempt) {
     const double seconds = 3.0 + 3.0 * std::uniform_real_distribution<double>(0, 1)(rng);  // CUDA start-up is slow
-    const auto r = run_command("timeout -s KILL " + std::to_string(seconds) + " '" + roformer_binary() + "' train '" +
-                               f.config + "' --run-dir '" + killed + "' --set train.device=cuda --set dist.backend=auto" +
-                               " --set train.deterministic=true --set train.precision=" + GetParam() + " " + longer +
-                               " --resume auto");
+    const auto r = run_command(
+        "timeout -s KILL " + std::to_string(seconds) + " '" + roformer_binary() + "' train '" + f.config +
+        "' --run-dir '" + killed + "' --set train.device=cuda --set dist.backend=auto" +
+        " --set train.deterministic=true --set train.precision=" + GetParam() + " " + longer + " --resume auto");
     if (r.exit_code == 0) break;
     EXPECT_EQ(r.exit_code, 137) << r.output;
   }

@@ -26,8 +26,12 @@ struct Fixture {
   }
 };
 
-std::vector<json> records(const std::string& run, const std::string& type) { return metric_records(run, type); }
-std::string trajectory(const std::string& run) { return metrics_trajectory(run); }
+std::vector<json> records(const std::string& run, const std::string& type) {
+  return metric_records(run, type);
+}
+std::string trajectory(const std::string& run) {
+  return metrics_trajectory(run);
+}
 
 // "" when the two runs' weights at `step` are bitwise equal, else the first difference.
 std::string weight_difference(const std::string& a, const std::string& b, int step) {
@@ -116,10 +120,11 @@ TEST(Train, IncompleteCheckpointsAreNeverPicked) {
   const std::string run = f.dir.file("run");
   ASSERT_EQ(f.train(run, "--set train.steps=20").exit_code, 0);
   // A crash mid-write leaves a temporary directory; a step directory without meta.json is not complete.
-  ASSERT_EQ(run_command("mkdir -p '" + run + "/checkpoints/.tmp-step_30-999' '" + run + "/checkpoints/step_50' && cp '" +
-                        run + "/checkpoints/step_20/model.safetensors' '" + run + "/checkpoints/step_50/'")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_command("mkdir -p '" + run + "/checkpoints/.tmp-step_30-999' '" + run + "/checkpoints/step_50' && cp '" +
+                  run + "/checkpoints/step_20/model.safetensors' '" + run + "/checkpoints/step_50/'")
+          .exit_code,
+      0);
   const auto r = f.train(run, "--resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from " + run + "/checkpoints/step_20 at step 20"), std::string::npos) << r.output;
@@ -150,7 +155,8 @@ TEST(Train, CudaGraphsOnTheCpuSayWhyAndTrainEagerly) {
   const std::string graphs = f.dir.file("graphs"), eager = f.dir.file("eager");
   const auto r = f.train(graphs, "--set train.steps=10 --set train.cuda_graphs=on");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("train.cuda_graphs=on but the step runs eagerly: training runs on the CPU"), std::string::npos)
+  EXPECT_NE(r.output.find("train.cuda_graphs=on but the step runs eagerly: training runs on the CPU"),
+            std::string::npos)
       << r.output;
   ASSERT_EQ(f.train(eager, "--set train.steps=10 --set train.cuda_graphs=off").exit_code, 0);
   EXPECT_EQ(trajectory(graphs), trajectory(eager));

@@ -5,16 +5,16 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
-#include <map>
-#include <random>
-#include <vector>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -51,8 +51,7 @@ CommandResult run_command(const std::string& command, int deadline_s) {
   std::string quoted;  // the command as one single-quoted sh word
   for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   // GNU timeout runs the command in its own process group and signals all of it.
-  const std::string wrapped =
-      "timeout -k 10 " + std::to_string(deadline_s) + " /bin/sh -c '" + quoted + "' 2>&1";
+  const std::string wrapped = "timeout -k 10 " + std::to_string(deadline_s) + " /bin/sh -c '" + quoted + "' 2>&1";
   FILE* pipe = popen(wrapped.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::array<char, 4096> buf{};
@@ -84,7 +83,8 @@ std::map<std::string, TensorBytes> read_safetensors_bytes(const std::string& pat
   for (const auto& [name, e] : header.items()) {
     if (name == "__metadata__") continue;
     const auto begin = e["data_offsets"][0].get<size_t>(), end = e["data_offsets"][1].get<size_t>();
-    out[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(), file.substr(8 + n + begin, end - begin)};
+    out[name] = {e["dtype"].get<std::string>(), e["shape"].get<std::vector<int64_t>>(),
+                 file.substr(8 + n + begin, end - begin)};
   }
   return out;
 }
@@ -103,7 +103,9 @@ double element(const TensorBytes& t, size_t i) {
   return std::nan("");  // other dtypes: counted, not measured
 }
 
-size_t element_size(const std::string& dtype) { return dtype == "F64" || dtype == "I64" ? 8 : dtype == "F32" ? 4 : 2; }
+size_t element_size(const std::string& dtype) {
+  return dtype == "F64" || dtype == "I64" ? 8 : dtype == "F32" ? 4 : 2;
+}
 
 }  // namespace
 
@@ -155,7 +157,8 @@ std::string checkpoint_weights(const std::string& run_dir, int step) {
 
 std::string make_word_dataset(const TempDir& dir, size_t chars) {
   std::mt19937 rng(1);
-  const std::vector<std::string> words{"the ", "kernel ", "maps ", "a ", "page ", "into ", "memory ", "and ", "frees ", "it. "};
+  const std::vector<std::string> words{"the ",  "kernel ", "maps ", "a ",     "page ",
+                                       "into ", "memory ", "and ",  "frees ", "it. "};
   std::string text;
   while (text.size() < chars) text += words[rng() % words.size()];
   write_file(dir.file("train.txt"), text);
@@ -170,14 +173,19 @@ std::string write_tiny_config(const TempDir& dir, const std::string& dataset, co
   const std::string path = dir.file("tiny.yaml");
   write_file(path, "name: tiny\ndist:\n  backend: gloo\nmodel:\n  objective: " + objective +
                        "\n  hidden_size: 32\n  num_layers: 1\n  num_heads: 2\n  ffn_size: 64\n"
-                       "  hidden_dropout: 0.1\n  attention_dropout: 0.0\ndata:\n  path: " + dataset +
+                       "  hidden_dropout: 0.1\n  attention_dropout: 0.0\ndata:\n  path: " +
+                       dataset +
                        "\n  seq_len: 32\ntrain:\n  steps: 40\n  batch_size: 8\n  lr: 3.0e-3\n  warmup_steps: 5\n"
                        "  log_every: 5\n  eval_every: 20\n  eval_batches: 2\n  checkpoint_every: 10\n"
                        "  keep_checkpoints: 100\n  threads: 1\n  device: cpu\n");
   return path;
 }
 
-std::string roformer_binary() { return ROFORMER_BINARY; }
-std::string source_dir() { return ROFORMER_SOURCE_DIR; }
+std::string roformer_binary() {
+  return ROFORMER_BINARY;
+}
+std::string source_dir() {
+  return ROFORMER_SOURCE_DIR;
+}
 
 }  // namespace roformer::testing

@@ -74,7 +74,8 @@ TEST(Config, UnknownTopLevelKeyWithoutCloseMatchListsValidKeys) {
 }
 
 TEST(Config, WrongTypeNamesTheExpectedType) {
-  expect_contains(load_error("model:\n  hidden_size: big\n"), "c.yaml:2:16: model.hidden_size expected an integer, got 'big'");
+  expect_contains(load_error("model:\n  hidden_size: big\n"),
+                  "c.yaml:2:16: model.hidden_size expected an integer, got 'big'");
   expect_contains(load_error("train:\n  lr: fast\n"), "train.lr expected a number");
   expect_contains(load_error("model:\n  rope: 3\n"), "unknown key 'model.rope'");
   expect_contains(load_error("model: [1, 2]\n"), "model expected a mapping");
@@ -150,9 +151,9 @@ TEST(Config, PrecedenceIsCliOverFileOverBaseOverDefaults) {
   write_file(dir.file("base.yaml"), "model:\n  num_layers: 3\n  hidden_size: 64\n  num_heads: 2\n");
   write_file(dir.file("child.yaml"), "base: base.yaml\nmodel:\n  num_layers: 5\n");
   const LoadedConfig c = load_config(dir.file("child.yaml"), {"model.hidden_size=96"});
-  EXPECT_EQ(c.config.model.num_layers, 5);      // file beats base
-  EXPECT_EQ(c.config.model.hidden_size, 96);    // CLI beats base
-  EXPECT_EQ(c.config.model.num_heads, 2);       // base beats default (4)
+  EXPECT_EQ(c.config.model.num_layers, 5);                     // file beats base
+  EXPECT_EQ(c.config.model.hidden_size, 96);                   // CLI beats base
+  EXPECT_EQ(c.config.model.num_heads, 2);                      // base beats default (4)
   EXPECT_EQ(c.config.model.ffn_size, ModelConfig{}.ffn_size);  // default
   EXPECT_EQ(c.origins.at("model.num_layers"), dir.file("child.yaml") + ":3:15");
   EXPECT_EQ(c.origins.at("model.hidden_size"), "--set model.hidden_size=96");
@@ -171,14 +172,16 @@ TEST(Config, OverridesAreTypedAndValidatedLikeFileValues) {
     }
     return std::string();
   };
-  expect_contains(err("model.num_layrs=4"), "--set model.num_layrs=4: unknown key 'model.num_layrs'; did you mean 'model.num_layers'?");
+  expect_contains(err("model.num_layrs=4"),
+                  "--set model.num_layrs=4: unknown key 'model.num_layrs'; did you mean 'model.num_layers'?");
   expect_contains(err("model.num_layers=four"), "--set model.num_layers=four: model.num_layers expected an integer");
   expect_contains(err("model.num_layers=0"), "out of range");
   expect_contains(err("model.position.kind=foo"), "choose one of");
   expect_contains(err("model.num_layers"), "expected key.path=value");
   expect_contains(err("base=other.yaml"), "'base' can only be set in a config file");
-  const LoadedConfig ok = load_config(dir.file("c.yaml"), {"eval.lengths=64,128", "model.position.rope.scaling.kind=yarn",
-                                                           "model.position.rope.scaling.factor=4"});
+  const LoadedConfig ok = load_config(
+      dir.file("c.yaml"),
+      {"eval.lengths=64,128", "model.position.rope.scaling.kind=yarn", "model.position.rope.scaling.factor=4"});
   EXPECT_EQ(ok.config.eval.lengths, (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(ok.config.model.position.rope.scaling.kind, RopeScalingKind::yarn);
   EXPECT_DOUBLE_EQ(ok.config.model.position.rope.scaling.factor, 4.0);
@@ -186,7 +189,7 @@ TEST(Config, OverridesAreTypedAndValidatedLikeFileValues) {
 
 TEST(Config, ResolutionFillsDerivedDefaults) {
   const LoadedConfig c = load_overrides({"model.hidden_size=256", "model.num_heads=8", "data.seq_len=64"});
-  EXPECT_EQ(c.config.model.position.rope.rotary_dim, 32);                   // head_dim
+  EXPECT_EQ(c.config.model.position.rope.rotary_dim, 32);                      // head_dim
   EXPECT_EQ(c.config.model.position.rope.scaling.original_max_positions, 64);  // data.seq_len
 }
 

@@ -27,7 +27,9 @@ using roformer::testing::write_file;
 
 namespace {
 
-std::string tool() { return roformer::testing::roformer_binary() + "-prepare-data"; }
+std::string tool() {
+  return roformer::testing::roformer_binary() + "-prepare-data";
+}
 
 // Pseudo-text with a known byte distribution.
 std::string text(size_t n, unsigned seed) {
@@ -49,7 +51,9 @@ std::string make_dataset(const TempDir& dir, size_t train, size_t valid, int64_t
   return dir.file("ds");
 }
 
-config::DataConfig data_config() { return config::DataConfig{}; }
+config::DataConfig data_config() {
+  return config::DataConfig{};
+}
 
 }  // namespace
 
@@ -100,9 +104,12 @@ TEST(Dataset, MaskingStatisticsAreBinomialAndSkipSpecialTokens) {
     }
     if (!sel) continue;
     ++selected;
-    if (id == 257) ++masked;
-    else if (id == original) ++kept;
-    else ++randomised;
+    if (id == 257)
+      ++masked;
+    else if (id == original)
+      ++kept;
+    else
+      ++randomised;
   }
   EXPECT_EQ(special_touched, 0);
   const double eligible = n * 0.9;
@@ -148,14 +155,16 @@ TEST(Dataset, RankShardsAreDisjointAndCompleteAndPackedCoversEveryChunkOncePerEp
   const DatasetMeta meta = read_dataset_meta(ds);
   auto store = std::make_shared<const TokenStore>(ds, meta, "train");
   for (auto sampling : {config::DataSampling::random, config::DataSampling::packed}) {
-    TrainBatcher single(store, config::Objective::mlm, 64, 6, 0, 1, 5, sampling, MaskingRule::from(meta, data_config()));
+    TrainBatcher single(store, config::Objective::mlm, 64, 6, 0, 1, 5, sampling,
+                        MaskingRule::from(meta, data_config()));
     for (int64_t step = 0; step < 4; ++step) {
       // Random offsets: rank r takes rows [2r, 2r+2) of the global batch; packed (PyTorch's
       // DistributedSampler layout): rows r, r+3. Either way the same global batch and masks.
       std::vector<int64_t> joined(6);
       std::vector<torch::Tensor> ids(6);
       for (int r = 0; r < 3; ++r) {
-        TrainBatcher rank(store, config::Objective::mlm, 64, 2, r, 3, 5, sampling, MaskingRule::from(meta, data_config()));
+        TrainBatcher rank(store, config::Objective::mlm, 64, 2, r, 3, 5, sampling,
+                          MaskingRule::from(meta, data_config()));
         const auto o = rank.offsets(step);
         const Batch b = rank.batch(step);
         for (int64_t i = 0; i < 2; ++i) {
@@ -185,8 +194,9 @@ TEST(Dataset, ChunksAndSlidingWindowsScoreEveryTokenExactlyOnce) {
   auto store = std::make_shared<const TokenStore>(ds, meta, "valid");
   for (auto objective : {config::Objective::mlm, config::Objective::causal_lm}) {
     const bool causal = objective == config::Objective::causal_lm;
-    for (auto [protocol, stride] : {std::pair{config::EvalProtocol::chunks, 0}, std::pair{config::EvalProtocol::sliding, 25},
-                                    std::pair{config::EvalProtocol::sliding, 64}}) {
+    for (auto [protocol, stride] :
+         {std::pair{config::EvalProtocol::chunks, 0}, std::pair{config::EvalProtocol::sliding, 25},
+          std::pair{config::EvalProtocol::sliding, 64}}) {
       EvalWindows ew(store, objective, 64, protocol, stride, 0, 4, 0, 1, 11, MaskingRule::from(meta, data_config()));
       std::vector<int> count(1003, 0);
       int64_t prev_start = -1;
@@ -265,7 +275,12 @@ TEST(Dataset, PrefetcherYieldsTheSameStreamInOrderAndForwardsErrors) {
     for (int64_t i = 3; i < 40; ++i) got.push_back(p.next());
   }
   for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], static_cast<int64_t>((k + 3) * (k + 3)));
-  Prefetcher<int64_t> failing([](int64_t i) -> int64_t { if (i == 2) throw UserError("boom"); return i; }, 0, 5);
+  Prefetcher<int64_t> failing(
+      [](int64_t i) -> int64_t {
+        if (i == 2) throw UserError("boom");
+        return i;
+      },
+      0, 5);
   EXPECT_EQ(failing.next(), 0);
   EXPECT_EQ(failing.next(), 1);
   EXPECT_THROW(failing.next(), UserError);

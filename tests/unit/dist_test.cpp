@@ -45,8 +45,12 @@ TEST(DistEnv, UnsetIsASingleProcess) {
 }
 
 TEST(DistEnv, ReadsTorchrunVariables) {
-  const DistEnv e = env_of({{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "5"}, {"LOCAL_WORLD_SIZE", "8"},
-                            {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}});
+  const DistEnv e = env_of({{"RANK", "5"},
+                            {"WORLD_SIZE", "16"},
+                            {"LOCAL_RANK", "5"},
+                            {"LOCAL_WORLD_SIZE", "8"},
+                            {"MASTER_ADDR", "node0"},
+                            {"MASTER_PORT", "29400"}});
   EXPECT_TRUE(e.distributed());
   EXPECT_EQ(e.rank, 5);
   EXPECT_EQ(e.world_size, 16);
@@ -59,15 +63,20 @@ TEST(DistEnv, ReadsTorchrunVariables) {
 
 TEST(DistEnv, UnderTorchrunTheAgentHostsTheStore) {
   EXPECT_FALSE(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).agent_store);
-  const DistEnv e = env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  const DistEnv e = env_of({{"RANK", "0"},
+                            {"WORLD_SIZE", "2"},
+                            {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                             {"TORCHELASTIC_RESTART_COUNT", "3"}});
   EXPECT_TRUE(e.agent_store);
   EXPECT_EQ(e.restart_count, 3);
 }
 
 TEST(DistEnv, ReadsSlurmVariablesWhenTorchrunsAreAbsent) {
-  const DistEnv e = env_of({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"},
-                            {"SLURM_NTASKS_PER_NODE", "8(x2)"}, {"MASTER_ADDR", "node0"}});
+  const DistEnv e = env_of({{"SLURM_PROCID", "9"},
+                            {"SLURM_NTASKS", "16"},
+                            {"SLURM_LOCALID", "1"},
+                            {"SLURM_NTASKS_PER_NODE", "8(x2)"},
+                            {"MASTER_ADDR", "node0"}});
   EXPECT_EQ(e.rank, 9);
   EXPECT_EQ(e.world_size, 16);
   EXPECT_EQ(e.local_rank, 1);
@@ -147,7 +156,7 @@ TEST(DistributedSampler, DropLastTruncatesToEqualDisjointShards) {
 
 TEST(DistributedSampler, EpochsReshuffleTheSameWayOnEveryRankAndStridedShardsInterleave) {
   DistributedSampler whole(100, 1, 0, 9), r0(100, 2, 0, 9), r1(100, 2, 1, 9);
-  EXPECT_NE(whole.shard(0), whole.shard(1));                          // set_epoch changes the order
+  EXPECT_NE(whole.shard(0), whole.shard(1));                             // set_epoch changes the order
   EXPECT_EQ(whole.shard(4), DistributedSampler(100, 1, 0, 9).shard(4));  // a pure function of (seed, epoch)
   EXPECT_NE(whole.shard(0), DistributedSampler(100, 1, 0, 10).shard(0));
   // Rank r of W takes positions r, r+W, ... of the single-process order (PyTorch's layout), so

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "roformer/model/encoder.h"
-#include "roformer/train/fused_adamw.h"
-#include "roformer/train/step.h"
 #include "roformer/train/cuda_graph_step.h"
+#include "roformer/train/fused_adamw.h"
 #include "roformer/train/mfu.h"
+#include "roformer/train/step.h"
 
 using namespace roformer;
 

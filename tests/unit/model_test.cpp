@@ -17,7 +17,9 @@ namespace {
 const std::vector<PositionKind> kFamilies{PositionKind::rope,    PositionKind::sinusoidal, PositionKind::learned,
                                           PositionKind::t5_bias, PositionKind::alibi,      PositionKind::none};
 
-std::string name(PositionKind k) { return config::position_kind_names().name(k); }
+std::string name(PositionKind k) {
+  return config::position_kind_names().name(k);
+}
 
 config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   config::ModelConfig c;
@@ -144,11 +146,11 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       if (variant == 2) c.norm = config::NormPlacement::pre;
       SCOPED_TRACE(name(kind) + " variant " + std::to_string(variant));
       const int64_t V = c.vocab_size, E = c.embed_dim(), H = c.hidden_size, F = c.ffn_size, L = c.num_layers;
-      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                           // embeddings + LayerNorm
-      if (E != H) expect += E * H + H;                                                   // embeddings_project
-      expect += L * (4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H);       // layers
-      expect += H * E + E + 2 * E + V;                                                   // LM head (decoder tied)
-      if (c.norm == config::NormPlacement::pre) expect += 2 * H;                         // final LayerNorm
+      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                       // embeddings + LayerNorm
+      if (E != H) expect += E * H + H;                                              // embeddings_project
+      expect += L * (4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H);  // layers
+      expect += H * E + E + 2 * E + V;                                              // LM head (decoder tied)
+      if (c.norm == config::NormPlacement::pre) expect += 2 * H;                    // final LayerNorm
       if (kind == PositionKind::learned) expect += c.position.max_positions * E;
       if (kind == PositionKind::t5_bias) expect += c.position.t5_bias.num_buckets * c.num_heads;
       EncoderModel m = build_model(c, 1);

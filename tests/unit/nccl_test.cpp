@@ -4,8 +4,8 @@
 // path: a peer that never joins makes init fail within the timeout instead of hanging.
 // Skips cleanly without NCCL or without a GPU.
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 

@@ -33,7 +33,9 @@ TEST(Passkey, PlacesTheKeyAtTheRequestedDepth) {
       EXPECT_EQ(s.find(needle, start + 1), std::string::npos);  // hidden once
       // Room for filler = L - needle sentence - question; the key sits within one filler
       // sentence (< 30 bytes) of depth * room.
-      const double room = static_cast<double>(L) - 38.0 - static_cast<double>(("The pass key is " + p.key + ". Remember it. " + p.key + " is the pass key. ").size());
+      const double room =
+          static_cast<double>(L) - 38.0 -
+          static_cast<double>(("The pass key is " + p.key + ". Remember it. " + p.key + " is the pass key. ").size());
       EXPECT_LE(std::abs(static_cast<double>(start) - depth * room), 30.0) << "L=" << L << " depth=" << depth;
       if (depth == 0.0) {
         EXPECT_EQ(start, 0u);

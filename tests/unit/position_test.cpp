@@ -19,10 +19,10 @@ TEST(T5Bias, BucketsMatchTheReferenceTable) {
   struct Row {
     int64_t rel, bidirectional, causal;
   };
-  const std::vector<Row> table{{0, 0, 0},      {-1, 1, 1},     {1, 17, 0},     {-7, 7, 7},     {-8, 8, 8},
-                               {-15, 9, 15},   {-16, 10, 16},  {-31, 11, 21},  {-32, 12, 21},  {-64, 14, 26},
-                               {-127, 15, 31}, {-128, 15, 31}, {-1000, 15, 31}, {8, 24, 0},    {16, 26, 0},
-                               {128, 31, 0}};
+  const std::vector<Row> table{{0, 0, 0},       {-1, 1, 1},    {1, 17, 0},     {-7, 7, 7},
+                               {-8, 8, 8},      {-15, 9, 15},  {-16, 10, 16},  {-31, 11, 21},
+                               {-32, 12, 21},   {-64, 14, 26}, {-127, 15, 31}, {-128, 15, 31},
+                               {-1000, 15, 31}, {8, 24, 0},    {16, 26, 0},    {128, 31, 0}};
   for (const Row& r : table) {
     const torch::Tensor rel = torch::tensor({r.rel}, torch::kLong);
     EXPECT_EQ(t5_relative_bucket(rel, true, 32, 128).item<int64_t>(), r.bidirectional) << "rel=" << r.rel;
@@ -49,7 +49,7 @@ TEST(Alibi, SlopesMatchThePaperAndTheNonPowerOfTwoRule) {
   // slope of the 16-head sequence (official code / BLOOM build_alibi_tensor; research notes §3.6).
   const std::vector<double> s8 = alibi_slopes(8);
   for (int64_t h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(s8[h], std::pow(0.5, h + 1));
-  const std::vector<double> expect12{0.5,     0.25,     0.125,     0.0625,     0.03125, 0.015625,
+  const std::vector<double> expect12{0.5,       0.25,       0.125,      0.0625,     0.03125,    0.015625,
                                      0.0078125, 0.00390625, 0.70710678, 0.35355339, 0.17677670, 0.08838835};
   const std::vector<double> s12 = alibi_slopes(12);
   ASSERT_EQ(s12.size(), 12u);
@@ -67,8 +67,7 @@ TEST(Alibi, BiasIsMinusSlopeTimesDistance) {
   const std::vector<double> slopes = alibi_slopes(4);
   for (int64_t h = 0; h < 4; ++h)
     for (int64_t i = 0; i < 6; ++i)
-      for (int64_t j = 0; j < 6; ++j)
-        EXPECT_DOUBLE_EQ(bias[0][h][i][j].item<double>(), -slopes[h] * std::abs(i - j));
+      for (int64_t j = 0; j < 6; ++j) EXPECT_DOUBLE_EQ(bias[0][h][i][j].item<double>(), -slopes[h] * std::abs(i - j));
 }
 
 TEST(Sinusoidal, EqualsTheFormula) {

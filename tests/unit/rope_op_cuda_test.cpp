@@ -10,7 +10,9 @@ using namespace roformer;
 
 namespace {
 
-bool have_gpu() { return torch::cuda::is_available(); }
+bool have_gpu() {
+  return torch::cuda::is_available();
+}
 
 ops::RopeSpec spec_for(int64_t rd, bool interleaved, ops::RopeLayout layout, config::RopeScalingKind scaling) {
   config::RopeConfig rc;
@@ -39,8 +41,8 @@ TEST(RopeOpCuda, MatchesTheCpuKernelForEveryLayoutPairingAndDtype) {
           for (auto scaling : {config::RopeScalingKind::none, config::RopeScalingKind::yarn}) {
             SCOPED_TRACE(std::string(c10::toString(dtype)) + " rd=" + std::to_string(rd));
             const ops::RopeSpec spec = spec_for(rd, interleaved, layout, scaling);
-            const std::vector<int64_t> shape =
-                layout == ops::RopeLayout::bshd ? std::vector<int64_t>{3, 128, 4, 64} : std::vector<int64_t>{3, 4, 128, 64};
+            const std::vector<int64_t> shape = layout == ops::RopeLayout::bshd ? std::vector<int64_t>{3, 128, 4, 64}
+                                                                               : std::vector<int64_t>{3, 4, 128, 64};
             torch::manual_seed(1);
             const torch::Tensor q = torch::randn(shape).to(dtype), k = torch::randn(shape).to(dtype);
             const torch::Tensor pos = torch::arange(128, torch::kLong) * 9;
@@ -51,7 +53,9 @@ TEST(RopeOpCuda, MatchesTheCpuKernelForEveryLayoutPairingAndDtype) {
             EXPECT_LT((gpu[1].cpu().to(torch::kFloat64) - cpu[1].to(torch::kFloat64)).abs().max().item<double>(), tol);
             const auto back_cpu = ops::rope_backward({q, k}, pos, spec);
             const auto back_gpu = ops::rope_backward({q.cuda(), k.cuda()}, pos.cuda(), spec);
-            EXPECT_LT((back_gpu[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(), tol);
+            EXPECT_LT(
+                (back_gpu[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
+                tol);
           }
 }
 

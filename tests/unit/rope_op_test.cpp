@@ -31,8 +31,8 @@ struct Case {
 
 std::string describe(const Case& c) {
   return std::string(c.layout == RopeLayout::bshd ? "bshd" : "bhsd") + (c.interleaved ? " interleaved" : " half") +
-         " rd=" + std::to_string(c.rotary_dim) + " pos=" + std::to_string(c.position_mode) + " scaling=" +
-         config::rope_scaling_kind_names().name(c.scaling) + (c.inplace ? " inplace" : "");
+         " rd=" + std::to_string(c.rotary_dim) + " pos=" + std::to_string(c.position_mode) +
+         " scaling=" + config::rope_scaling_kind_names().name(c.scaling) + (c.inplace ? " inplace" : "");
 }
 
 RopeSpec make_spec(const RopeFrequencies& f, const Case& c, int64_t rotary_dim) {
@@ -54,8 +54,8 @@ torch::Tensor reference(const torch::Tensor& x, RopeLayout layout, const torch::
   g.magnitude = magnitude;
   const torch::Tensor bhsd = layout == RopeLayout::bshd ? x.transpose(1, 2) : x;
   const torch::Tensor out =
-      rope_reference(bhsd, explicit_positions, g, interleaved ? config::RopePairing::interleaved : config::RopePairing::half,
-                     rotary_dim);
+      rope_reference(bhsd, explicit_positions, g,
+                     interleaved ? config::RopePairing::interleaved : config::RopePairing::half, rotary_dim);
   return layout == RopeLayout::bshd ? out.transpose(1, 2) : out;
 }
 
@@ -89,8 +89,10 @@ void check_case(const Case& c, torch::ScalarType dtype) {
   // Reference in double (fp64 inputs) or fp32 (fp32 inputs and the half-precision comparison).
   const auto ref_dtype = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor q = q64.to(dtype), k = k64.to(dtype), v = v64.to(dtype);
-  const torch::Tensor rq = reference(q.to(ref_dtype), c.layout, explicit_pos, f, c.interleaved, rd, f.magnitude).to(dtype);
-  const torch::Tensor rk = reference(k.to(ref_dtype), c.layout, explicit_pos, f, c.interleaved, rd, f.magnitude).to(dtype);
+  const torch::Tensor rq =
+      reference(q.to(ref_dtype), c.layout, explicit_pos, f, c.interleaved, rd, f.magnitude).to(dtype);
+  const torch::Tensor rk =
+      reference(k.to(ref_dtype), c.layout, explicit_pos, f, c.interleaved, rd, f.magnitude).to(dtype);
   const torch::Tensor rv = reference(v.to(ref_dtype), c.layout, explicit_pos, f, c.interleaved, rd, 1.0).to(dtype);
   std::vector<torch::Tensor> out;
   if (c.inplace) {
@@ -121,8 +123,9 @@ std::vector<Case> all_cases() {
     for (bool interleaved : {true, false})
       for (int64_t rd : {0, 8})
         for (int mode : {0, 1, 2})
-          for (auto scaling : {config::RopeScalingKind::none, config::RopeScalingKind::linear, config::RopeScalingKind::ntk,
-                               config::RopeScalingKind::dynamic_ntk, config::RopeScalingKind::yarn})
+          for (auto scaling :
+               {config::RopeScalingKind::none, config::RopeScalingKind::linear, config::RopeScalingKind::ntk,
+                config::RopeScalingKind::dynamic_ntk, config::RopeScalingKind::yarn})
             for (bool inplace : {false, true}) cases.push_back({layout, interleaved, rd, mode, scaling, inplace});
   return cases;
 }
@@ -190,7 +193,8 @@ TEST(RopeOp, GradientsMatchFiniteDifferencesAndTheReference) {
     torch::manual_seed(9);
     torch::Tensor q = torch::randn({2, 5, 2, D}, torch::kFloat64).requires_grad_();
     torch::Tensor k = torch::randn({2, 5, 1, D}, torch::kFloat64).requires_grad_();
-    const torch::Tensor wq = torch::randn({2, 5, 2, D}, torch::kFloat64), wk = torch::randn({2, 5, 1, D}, torch::kFloat64);
+    const torch::Tensor wq = torch::randn({2, 5, 2, D}, torch::kFloat64),
+                        wk = torch::randn({2, 5, 1, D}, torch::kFloat64);
     const torch::Tensor pos = torch::arange(5, torch::kLong) * 13;
     auto objective = [&](const torch::Tensor& qq, const torch::Tensor& kk) {
       const auto out = ops::rope({qq, kk}, pos, spec);
@@ -244,7 +248,8 @@ TEST(RopeOp, PositionsUpToAMillionStayWithinTheErrorBudget) {
   RopeSpec spec;
   spec.inv_freq = torch::tensor(f.inv_freq, torch::kFloat64);
   torch::Tensor x = torch::zeros({1, 1, 64, D}, torch::kFloat64);
-  x.index_put_({torch::indexing::Ellipsis, torch::indexing::Slice(0, D, 2)}, 1.0);  // each pair (1, 0): out = (cos, sin)
+  x.index_put_({torch::indexing::Ellipsis, torch::indexing::Slice(0, D, 2)},
+               1.0);  // each pair (1, 0): out = (cos, sin)
   const torch::Tensor pos = torch::linspace(0, 1000000, 64, torch::kFloat64).to(torch::kLong);
   const torch::Tensor fused = ops::rope({x.to(torch::kFloat32)}, pos, spec)[0].to(torch::kFloat64);
   const torch::Tensor exact = rope_reference(x, pos, f, config::RopePairing::interleaved, D);
@@ -275,8 +280,8 @@ TEST(RopeOp, BadArgumentsAreRefusedWithMessages) {
 
 TEST(RopeOp, RegisteredWithTheDispatcher) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow("roformer::rope", "");
-  auto typed = op.typed<std::vector<at::Tensor>(at::TensorList, const at::Tensor&, const at::Tensor&, double, double, bool,
-                                                int64_t, bool, bool)>();
+  auto typed = op.typed<std::vector<at::Tensor>(at::TensorList, const at::Tensor&, const at::Tensor&, double, double,
+                                                bool, int64_t, bool, bool)>();
   torch::Tensor q = torch::randn({2, 4, 3, 8}, torch::kFloat64).requires_grad_();
   const torch::Tensor inv = torch::tensor(rope_frequencies(config::RopeConfig{}, 8, 4).inv_freq, torch::kFloat64);
   const torch::Tensor pos = torch::arange(4, torch::kLong);

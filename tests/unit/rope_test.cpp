@@ -44,7 +44,8 @@ TEST(Rope, ScoresDependOnlyOnRelativePosition) {
     const torch::Tensor q = torch::randn({1, 1, 1, D}, kF64), k = torch::randn({1, 1, 1, D}, kF64);
     for (int64_t m : {0, 3, 17}) {
       for (int64_t n : {0, 5, 40}) {
-        const double base_score = (rotate_at(q, m, f, pairing, D) * rotate_at(k, n, f, pairing, D)).sum().item<double>();
+        const double base_score =
+            (rotate_at(q, m, f, pairing, D) * rotate_at(k, n, f, pairing, D)).sum().item<double>();
         for (int64_t shift : {0, 1, 1000, 10000}) {
           const double shifted =
               (rotate_at(q, m + shift, f, pairing, D) * rotate_at(k, n + shift, f, pairing, D)).sum().item<double>();
@@ -84,7 +85,8 @@ TEST(Rope, InterleavedAndHalfAgreeUnderThePairPermutation) {
   const torch::Tensor x_half = torch::randn({2, 2, 9, D}, kF64);
   const torch::Tensor pos = torch::arange(9, torch::kLong) * 37;
   const torch::Tensor via_half = rope_reference(x_half, pos, f, RopePairing::half, D).index_select(-1, index);
-  const torch::Tensor via_interleaved = rope_reference(x_half.index_select(-1, index), pos, f, RopePairing::interleaved, D);
+  const torch::Tensor via_interleaved =
+      rope_reference(x_half.index_select(-1, index), pos, f, RopePairing::interleaved, D);
   EXPECT_LT((via_half - via_interleaved).abs().max().item<double>(), 1e-13);
 }
 
@@ -241,7 +243,8 @@ TEST(Rope, ModuleRotatesQueryKeyAndOptionallyValue) {
   config::RopeConfig c = rope_config();
   c.rotary_dim = 8;
   RopeImpl rope(c, 8);
-  torch::Tensor q = torch::randn({1, 2, 4, 8}, kF64), k = torch::randn({1, 2, 4, 8}, kF64), v = torch::randn({1, 2, 4, 8}, kF64);
+  torch::Tensor q = torch::randn({1, 2, 4, 8}, kF64), k = torch::randn({1, 2, 4, 8}, kF64),
+                v = torch::randn({1, 2, 4, 8}, kF64);
   const torch::Tensor v0 = v.clone();
   rope.rotate(q, k, v, torch::arange(4, torch::kLong));
   EXPECT_TRUE(torch::equal(v, v0));

@@ -41,14 +41,13 @@ nlohmann::json entry(const std::string& dtype, std::vector<int64_t> shape, uint6
 
 TEST(Safetensors, RoundTripsEveryDtypeAndKeepsOrderAndMetadata) {
   TempDir dir;
-  std::vector<std::pair<std::string, torch::Tensor>> in{
-      {"f32", torch::randn({3, 4})},
-      {"f16", torch::randn({5}).to(torch::kFloat16)},
-      {"bf16", torch::randn({2, 2}).to(torch::kBFloat16)},
-      {"f64", torch::randn({7}, torch::kFloat64)},
-      {"i64", torch::arange(6).view({2, 3})},
-      {"empty", torch::zeros({0, 4})},
-      {"strided", torch::randn({4, 6}).t()}};
+  std::vector<std::pair<std::string, torch::Tensor>> in{{"f32", torch::randn({3, 4})},
+                                                        {"f16", torch::randn({5}).to(torch::kFloat16)},
+                                                        {"bf16", torch::randn({2, 2}).to(torch::kBFloat16)},
+                                                        {"f64", torch::randn({7}, torch::kFloat64)},
+                                                        {"i64", torch::arange(6).view({2, 3})},
+                                                        {"empty", torch::zeros({0, 4})},
+                                                        {"strided", torch::randn({4, 6}).t()}};
   write_safetensors(dir.file("a.safetensors"), in, {{"format", "pt"}});
   const SafetensorsFile f = read_safetensors(dir.file("a.safetensors"));
   ASSERT_EQ(f.tensors.size(), in.size());
@@ -98,11 +97,12 @@ TEST(Safetensors, ZeroSizedTensorsMayShareAnOffsetAndOverlapsHiddenBehindThemAre
   const std::string data(16, '\0');
   EXPECT_EQ(error_of(file_of({{"a", entry("F32", {0}, 4, 4)}, {"b", entry("F32", {1}, 4, 8)}}, data)), "(accepted)");
   // a = [0, 12), z empty at 4, b = [8, 16): a and b overlap though z sits between them.
-  EXPECT_NE(error_of(file_of({{"a", entry("F32", {3}, 0, 12)}, {"z", entry("F32", {0}, 4, 4)},
-                              {"b", entry("F32", {2}, 8, 16)}},
-                             data))
-                .find("tensors 'a' and 'b' overlap"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          file_of({{"a", entry("F32", {3}, 0, 12)}, {"z", entry("F32", {0}, 4, 4)}, {"b", entry("F32", {2}, 8, 16)}},
+                  data))
+          .find("tensors 'a' and 'b' overlap"),
+      std::string::npos);
 }
 
 TEST(Safetensors, TruncatedFilesOnDiskAndMissingFilesAreNamed) {

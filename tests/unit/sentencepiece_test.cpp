@@ -14,8 +14,8 @@ using namespace roformer;
 
 TEST(SentencePiece, TrainsEncodesAndRoundTrips) {
   roformer::testing::TempDir dir;
-  const std::vector<std::string> words{"kernel", "memory", "driver", "page", "table", "lock", "the", "a", "of",
-                                       "scheduler", "interrupt", "device", "buffer", "queue", "thread"};
+  const std::vector<std::string> words{"kernel", "memory",    "driver",    "page",   "table",  "lock",  "the",   "a",
+                                       "of",     "scheduler", "interrupt", "device", "buffer", "queue", "thread"};
   std::mt19937 rng(3);
   std::string corpus;
   for (int line = 0; line < 3000; ++line) {

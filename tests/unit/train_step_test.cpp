@@ -48,9 +48,9 @@ TEST(LrSchedule, WarmupThenDecayToTheFloor) {
   t.warmup_steps = 10;
   EXPECT_DOUBLE_EQ(train::learning_rate(t, 0), 0.1);
   EXPECT_DOUBLE_EQ(train::learning_rate(t, 9), 1.0);
-  EXPECT_DOUBLE_EQ(train::learning_rate(t, 10), 1.0);          // decay starts at the peak
-  EXPECT_NEAR(train::learning_rate(t, 109), 0.1, 1e-12);       // and ends at the floor
-  EXPECT_NEAR(train::learning_rate(t, 59) , 0.1 + 0.45 * (1 + std::cos(M_PI * 49.0 / 99.0)), 1e-12);
+  EXPECT_DOUBLE_EQ(train::learning_rate(t, 10), 1.0);     // decay starts at the peak
+  EXPECT_NEAR(train::learning_rate(t, 109), 0.1, 1e-12);  // and ends at the floor
+  EXPECT_NEAR(train::learning_rate(t, 59), 0.1 + 0.45 * (1 + std::cos(M_PI * 49.0 / 99.0)), 1e-12);
   t.schedule = config::LrSchedule::linear;
   EXPECT_NEAR(train::learning_rate(t, 109), 0.1, 1e-12);
   EXPECT_NEAR(train::learning_rate(t, 10 + 33), 1.0 - 0.9 / 3.0, 1e-12);
@@ -99,7 +99,8 @@ TEST(TrainStep, ClipsToTheGlobalNorm) {
   ASSERT_GT(r.grad_norm_value(), 0.01);
   // With SGD(lr=1) the update is the clipped gradient: its global norm is the clip value.
   double sq = 0;
-  for (const auto& p : m->named_parameters()) sq += (before[p.key()] - p.value()).to(torch::kFloat64).pow(2).sum().item<double>();
+  for (const auto& p : m->named_parameters())
+    sq += (before[p.key()] - p.value()).to(torch::kFloat64).pow(2).sum().item<double>();
   EXPECT_NEAR(std::sqrt(sq), 0.01, 1e-6);
 }
 

@@ -11,8 +11,8 @@ struct BuildInfo {
   std::string git_revision;
   std::string build_type;
   bool cuda_kernels = false;
-  std::string cuda_archs;          // e.g. "7.5;8.0;9.0;12.0+PTX"
-  std::string cuda_toolkit;        // nvcc version the kernels were compiled with
+  std::string cuda_archs;    // e.g. "7.5;8.0;9.0;12.0+PTX"
+  std::string cuda_toolkit;  // nvcc version the kernels were compiled with
   bool nccl = false;
   std::string torch_build_version;  // the LibTorch version CMake found
 };

@@ -26,7 +26,9 @@ std::string read_text_file(const std::string& path) {
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) + "; check the directory exists and is writable");
+  if (fd < 0)
+    throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) +
+                    "; check the directory exists and is writable");
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -51,12 +53,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 bool path_exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
 bool is_directory(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 

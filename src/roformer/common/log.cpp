@@ -30,12 +30,18 @@ State& state() {
 
 spdlog::level::level_enum to_spd(Level l) {
   switch (l) {
-    case Level::trace: return spdlog::level::trace;
-    case Level::debug: return spdlog::level::debug;
-    case Level::info: return spdlog::level::info;
-    case Level::warn: return spdlog::level::warn;
-    case Level::error: return spdlog::level::err;
-    case Level::off: return spdlog::level::off;
+    case Level::trace:
+      return spdlog::level::trace;
+    case Level::debug:
+      return spdlog::level::debug;
+    case Level::info:
+      return spdlog::level::info;
+    case Level::warn:
+      return spdlog::level::warn;
+    case Level::error:
+      return spdlog::level::err;
+    case Level::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -68,8 +74,7 @@ void init(Level console_level, int rank, int world_size) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto logger = logger_locked(s);
   s.console->set_level(to_spd(console_level));
-  s.pattern = world_size > 1 ? "[%H:%M:%S] [rank " + std::to_string(rank) + "] [%^%l%$] %v"
-                             : "[%H:%M:%S] [%^%l%$] %v";
+  s.pattern = world_size > 1 ? "[%H:%M:%S] [rank " + std::to_string(rank) + "] [%^%l%$] %v" : "[%H:%M:%S] [%^%l%$] %v";
   logger->set_pattern(s.pattern);
 }
 

@@ -32,10 +32,25 @@ std::string cat(const Parts&... parts) {
   return os.str();
 }
 
-template <class... P> void trace(const P&... p) { if (enabled(Level::trace)) write(Level::trace, cat(p...)); }
-template <class... P> void debug(const P&... p) { if (enabled(Level::debug)) write(Level::debug, cat(p...)); }
-template <class... P> void info(const P&... p) { if (enabled(Level::info)) write(Level::info, cat(p...)); }
-template <class... P> void warn(const P&... p) { if (enabled(Level::warn)) write(Level::warn, cat(p...)); }
-template <class... P> void error(const P&... p) { if (enabled(Level::error)) write(Level::error, cat(p...)); }
+template <class... P>
+void trace(const P&... p) {
+  if (enabled(Level::trace)) write(Level::trace, cat(p...));
+}
+template <class... P>
+void debug(const P&... p) {
+  if (enabled(Level::debug)) write(Level::debug, cat(p...));
+}
+template <class... P>
+void info(const P&... p) {
+  if (enabled(Level::info)) write(Level::info, cat(p...));
+}
+template <class... P>
+void warn(const P&... p) {
+  if (enabled(Level::warn)) write(Level::warn, cat(p...));
+}
+template <class... P>
+void error(const P&... p) {
+  if (enabled(Level::error)) write(Level::error, cat(p...));
+}
 
 }  // namespace roformer::log

@@ -22,7 +22,9 @@ Progress::~Progress() {
   if (tty_ && !finished_) std::fputs("\n", stderr);
 }
 
-bool Progress::stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+bool Progress::stderr_is_terminal() {
+  return ::isatty(STDERR_FILENO) == 1;
+}
 
 std::string Progress::format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";

@@ -81,11 +81,11 @@ struct ModelConfig {
 enum class DataSampling { random, packed };
 
 struct DataConfig {
-  std::string path;     // prepared dataset directory (meta.json + shards)
+  std::string path;       // prepared dataset directory (meta.json + shards)
   int64_t seq_len = 128;  // training length L
   DataSampling sampling = DataSampling::random;
   double mask_prob = 0.15;
-  double mask_token_frac = 0.8;   // of selected tokens: replaced by [MASK]
+  double mask_token_frac = 0.8;    // of selected tokens: replaced by [MASK]
   double random_token_frac = 0.1;  // of selected tokens: replaced by a random token
   void visit(FieldVisitor& v);
 };
@@ -122,7 +122,7 @@ struct TrainConfig {
   bool deterministic = false;  // deterministic CUDA kernels (cuBLAS workspace, math SDPA): bitwise repeatable runs
   bool tf32 = true;            // TF32 tensor cores for fp32 matmuls on CUDA
   CudaGraphs cuda_graphs = CudaGraphs::auto_;  // capture the whole step as one CUDA graph
-  double peak_tflops = 0;      // MFU denominator; 0 = from the GPU's name (none on the CPU)
+  double peak_tflops = 0;                      // MFU denominator; 0 = from the GPU's name (none on the CPU)
   void visit(FieldVisitor& v);
 };
 
@@ -143,8 +143,8 @@ struct EvalConfig {
   EvalProtocol protocol = EvalProtocol::chunks;
   int64_t stride = 0;  // sliding-window stride; 0 means half the length
   std::string split = "valid";
-  int64_t max_tokens = 200000;  // tokens scored per length (0: the whole split)
-  int64_t batch_size = 8;       // windows per forward pass
+  int64_t max_tokens = 200000;   // tokens scored per length (0: the whole split)
+  int64_t batch_size = 8;        // windows per forward pass
   int64_t mask_seed = 20210420;  // MLM evaluation masks (fixed so checkpoints see identical inputs)
   void visit(FieldVisitor& v);
 };

@@ -13,7 +13,9 @@ namespace {
 class YamlDumper : public FieldVisitor {
  public:
   explicit YamlDumper(YAML::Emitter& out) : out_(out) {}
-  void field(const char* key, int64_t& v, Range<int64_t>, const char*) override { out_ << YAML::Key << key << YAML::Value << v; }
+  void field(const char* key, int64_t& v, Range<int64_t>, const char*) override {
+    out_ << YAML::Key << key << YAML::Value << v;
+  }
   void field(const char* key, double& v, Range<double>, const char*) override {
     out_ << YAML::Key << key << YAML::Value << shortest_double(v);
   }
@@ -110,8 +112,9 @@ std::string schema_text() {
   }
   std::ostringstream os;
   for (const auto& r : f.rows) {
-    os << r.path << std::string(w_path - r.path.size() + 2, ' ') << r.type << std::string(w_type - r.type.size() + 2, ' ')
-       << r.value << std::string(w_value - r.value.size() + 2, ' ') << r.help << "\n";
+    os << r.path << std::string(w_path - r.path.size() + 2, ' ') << r.type
+       << std::string(w_type - r.type.size() + 2, ' ') << r.value << std::string(w_value - r.value.size() + 2, ' ')
+       << r.help << "\n";
   }
   return os.str();
 }

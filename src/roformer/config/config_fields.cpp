@@ -29,8 +29,7 @@ const EnumNames<EvalProtocol>& eval_protocol_names() {
 }
 
 const EnumNames<Objective>& objective_names() {
-  static const EnumNames<Objective> names{
-      {{Objective::mlm, "mlm"}, {Objective::causal_lm, "causal_lm"}}};
+  static const EnumNames<Objective> names{{{Objective::mlm, "mlm"}, {Objective::causal_lm, "causal_lm"}}};
   return names;
 }
 
@@ -42,8 +41,7 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
           "training length L the scaling is relative to; 0 = data.seq_len");
   v.field("beta_fast", beta_fast, above(0.0), "YaRN: dims with more rotations than this keep theta");
   v.field("beta_slow", beta_slow, above(0.0), "YaRN: dims with fewer rotations are interpolated");
-  v.field("attention_factor", attention_factor, at_least(0.0),
-          "YaRN logit temperature factor; 0 = 0.1*ln(s)+1");
+  v.field("attention_factor", attention_factor, at_least(0.0), "YaRN logit temperature factor; 0 = 0.1*ln(s)+1");
 }
 
 void RopeConfig::visit(FieldVisitor& v) {
@@ -56,14 +54,15 @@ void RopeConfig::visit(FieldVisitor& v) {
   v.field("rotary_dim", rotary_dim, at_least(int64_t{0}),
           "features per head that rotate (even); the rest pass through; 0 = head_dim");
   v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
-  enum_field(v, "impl", impl, impls, "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
-  v.section("scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
+  enum_field(v, "impl", impl, impls,
+             "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
+  v.section(
+      "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
 }
 
 void T5BiasConfig::visit(FieldVisitor& v) {
   v.field("num_buckets", num_buckets, at_least(int64_t{2}), "relative-position buckets (T5: 32)");
-  v.field("max_distance", max_distance, at_least(int64_t{2}),
-          "distances beyond this share the last bucket (T5: 128)");
+  v.field("max_distance", max_distance, at_least(int64_t{2}), "distances beyond this share the last bucket (T5: 128)");
 }
 
 void PositionConfig::visit(FieldVisitor& v) {
@@ -71,14 +70,15 @@ void PositionConfig::visit(FieldVisitor& v) {
              "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none");
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
-  v.section("rope", [this](FieldVisitor& s) { rope.visit(s); }, "rotary position embedding");
-  v.section("t5_bias", [this](FieldVisitor& s) { t5_bias.visit(s); }, "T5 relative bias");
+  v.section(
+      "rope", [this](FieldVisitor& s) { rope.visit(s); }, "rotary position embedding");
+  v.section(
+      "t5_bias", [this](FieldVisitor& s) { t5_bias.visit(s); }, "T5 relative bias");
 }
 
 void ModelConfig::visit(FieldVisitor& v) {
-  static const EnumNames<Activation> acts{{{Activation::gelu, "gelu"},
-                                           {Activation::gelu_tanh, "gelu_tanh"},
-                                           {Activation::relu, "relu"}}};
+  static const EnumNames<Activation> acts{
+      {{Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}, {Activation::relu, "relu"}}};
   static const EnumNames<NormPlacement> norms{{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}}};
   enum_field(v, "objective", objective, objective_names(),
              "mlm (bidirectional attention, MLM head) or causal_lm (causal attention, LM head)");
@@ -94,10 +94,10 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");
   enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
-  v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}),
-          "token-type embeddings; 0 = none");
+  v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}), "token-type embeddings; 0 = none");
   v.field("init_std", init_std, above(0.0), "std of the normal weight initialisation (BERT: 0.02)");
-  v.section("position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
+  v.section(
+      "position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
 }
 
 void DataConfig::visit(FieldVisitor& v) {
@@ -114,16 +114,15 @@ void DataConfig::visit(FieldVisitor& v) {
 }
 
 void TrainConfig::visit(FieldVisitor& v) {
-  static const EnumNames<LrSchedule> schedules{{{LrSchedule::cosine, "cosine"},
-                                                {LrSchedule::linear, "linear"},
-                                                {LrSchedule::constant, "constant"}}};
+  static const EnumNames<LrSchedule> schedules{
+      {{LrSchedule::cosine, "cosine"}, {LrSchedule::linear, "linear"}, {LrSchedule::constant, "constant"}}};
   static const EnumNames<DeviceKind> devices{
       {{DeviceKind::auto_, "auto"}, {DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"}}};
   static const EnumNames<Precision> precisions{
       {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
-  static const EnumNames<NonFinitePolicy> nonfinite{
-      {{NonFinitePolicy::stop, "stop"}, {NonFinitePolicy::skip, "skip"}}};
-  static const EnumNames<CudaGraphs> graphs{{{CudaGraphs::auto_, "auto"}, {CudaGraphs::on, "on"}, {CudaGraphs::off, "off"}}};
+  static const EnumNames<NonFinitePolicy> nonfinite{{{NonFinitePolicy::stop, "stop"}, {NonFinitePolicy::skip, "skip"}}};
+  static const EnumNames<CudaGraphs> graphs{
+      {{CudaGraphs::auto_, "auto"}, {CudaGraphs::on, "on"}, {CudaGraphs::off, "off"}}};
   v.field("steps", steps, at_least(int64_t{1}), "optimizer steps");
   v.field("batch_size", batch_size, at_least(int64_t{1}),
           "global batch: sequences per optimizer step, split over ranks and grad_accum micro-batches");
@@ -178,11 +177,16 @@ void EvalConfig::visit(FieldVisitor& v) {
 void Config::visit(FieldVisitor& v) {
   v.field("name", name, "run name");
   v.choice("log_level", log_level, {"trace", "debug", "info", "warn", "error"}, "console log level");
-  v.section("model", [this](FieldVisitor& s) { model.visit(s); }, "model architecture");
-  v.section("data", [this](FieldVisitor& s) { data.visit(s); }, "dataset and masking");
-  v.section("train", [this](FieldVisitor& s) { train.visit(s); }, "optimisation and run control");
-  v.section("dist", [this](FieldVisitor& s) { dist.visit(s); }, "data parallel");
-  v.section("eval", [this](FieldVisitor& s) { eval.visit(s); }, "length-extrapolation evaluation");
+  v.section(
+      "model", [this](FieldVisitor& s) { model.visit(s); }, "model architecture");
+  v.section(
+      "data", [this](FieldVisitor& s) { data.visit(s); }, "dataset and masking");
+  v.section(
+      "train", [this](FieldVisitor& s) { train.visit(s); }, "optimisation and run control");
+  v.section(
+      "dist", [this](FieldVisitor& s) { dist.visit(s); }, "data parallel");
+  v.section(
+      "eval", [this](FieldVisitor& s) { eval.visit(s); }, "length-extrapolation evaluation");
 }
 
 }  // namespace roformer::config

@@ -62,8 +62,7 @@ bool in_range(T v, const Range<T>& r) {
 
 class YamlApplier : public FieldVisitor {
  public:
-  YamlApplier(YAML::Node node, std::string prefix, const Source& src, Origins& origins,
-              bool allow_base)
+  YamlApplier(YAML::Node node, std::string prefix, const Source& src, Origins& origins, bool allow_base)
       : node_(std::move(node)), prefix_(std::move(prefix)), src_(src), origins_(origins) {
     if (allow_base) known_.push_back("base");
   }
@@ -135,8 +134,7 @@ class YamlApplier : public FieldVisitor {
     record(key, n);
   }
 
-  void choice(const char* key, std::string& name, const std::vector<std::string>& allowed,
-              const char*) override {
+  void choice(const char* key, std::string& name, const std::vector<std::string>& allowed, const char*) override {
     known_.push_back(key);
     YAML::Node n = child(key);
     if (!n) return;
@@ -171,8 +169,7 @@ class YamlApplier : public FieldVisitor {
       const YAML::Node& k = kv.first;
       if (!k.IsScalar()) throw UserError(locate(src_, k) + ": keys must be plain names under '" + prefix_ + "'");
       const std::string name = k.Scalar();
-      if (!seen.insert(name).second)
-        throw UserError(locate(src_, k) + ": duplicate key '" + prefix_ + name + "'");
+      if (!seen.insert(name).second) throw UserError(locate(src_, k) + ": duplicate key '" + prefix_ + name + "'");
       bool known = false;
       for (const auto& kn : known_) known = known || kn == name;
       if (known) continue;
@@ -207,8 +204,7 @@ class YamlApplier : public FieldVisitor {
     } catch (const YAML::Exception&) {
       fail(at, key, "expected an integer, got " + scalar_text(n));
     }
-    if (!in_range(v, range))
-      fail(at, key, "= " + std::to_string(v) + " is out of range: must be " + range_text(range));
+    if (!in_range(v, range)) fail(at, key, "= " + std::to_string(v) + " is out of range: must be " + range_text(range));
     return v;
   }
 
@@ -248,8 +244,8 @@ YAML::Node parse_file(const fs::path& path) {
   try {
     return YAML::Load(text.str());
   } catch (const YAML::ParserException& e) {
-    throw UserError(path.string() + ":" + std::to_string(e.mark.line + 1) + ":" +
-                    std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+    throw UserError(path.string() + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": YAML syntax error: " + e.msg);
   }
 }
 

@@ -33,9 +33,9 @@ void validate(const Config& c, const Origins& o) {
   const PositionConfig& p = m.position;
   if (p.kind == PositionKind::rope) {
     if (head_dim % 2 != 0)
-      conflict(o, "model.hidden_size", "model.num_heads",
-               "RoPE rotates feature pairs, so the head dimension must be even (it is " +
-                   std::to_string(head_dim) + ")");
+      conflict(
+          o, "model.hidden_size", "model.num_heads",
+          "RoPE rotates feature pairs, so the head dimension must be even (it is " + std::to_string(head_dim) + ")");
     const int64_t rd = p.rope.rotary_dim;
     if (rd % 2 != 0 || rd > head_dim)
       invalid(o, "model.position.rope.rotary_dim",

@@ -19,12 +19,24 @@ struct Range {
   bool lo_open = false;  // true: value must be > lo rather than >= lo
 };
 
-inline Range<int64_t> at_least(int64_t lo) { return {lo, std::numeric_limits<int64_t>::max(), false}; }
-inline Range<int64_t> between(int64_t lo, int64_t hi) { return {lo, hi, false}; }
-inline Range<double> at_least(double lo) { return {lo, std::numeric_limits<double>::max(), false}; }
-inline Range<double> above(double lo) { return {lo, std::numeric_limits<double>::max(), true}; }
-inline Range<double> between(double lo, double hi) { return {lo, hi, false}; }
-inline Range<int64_t> any_int() { return {}; }
+inline Range<int64_t> at_least(int64_t lo) {
+  return {lo, std::numeric_limits<int64_t>::max(), false};
+}
+inline Range<int64_t> between(int64_t lo, int64_t hi) {
+  return {lo, hi, false};
+}
+inline Range<double> at_least(double lo) {
+  return {lo, std::numeric_limits<double>::max(), false};
+}
+inline Range<double> above(double lo) {
+  return {lo, std::numeric_limits<double>::max(), true};
+}
+inline Range<double> between(double lo, double hi) {
+  return {lo, hi, false};
+}
+inline Range<int64_t> any_int() {
+  return {};
+}
 
 class FieldVisitor {
  public:
@@ -33,14 +45,12 @@ class FieldVisitor {
   virtual void field(const char* key, double& value, Range<double> range, const char* help) = 0;
   virtual void field(const char* key, bool& value, const char* help) = 0;
   virtual void field(const char* key, std::string& value, const char* help) = 0;
-  virtual void field(const char* key, std::vector<int64_t>& value, Range<int64_t> range,
-                     const char* help) = 0;
+  virtual void field(const char* key, std::vector<int64_t>& value, Range<int64_t> range, const char* help) = 0;
   // An enumeration, carried as its name; `allowed` lists every legal name.
   virtual void choice(const char* key, std::string& name, const std::vector<std::string>& allowed,
                       const char* help) = 0;
   // A nested mapping whose fields `body` visits.
-  virtual void section(const char* key, const std::function<void(FieldVisitor&)>& body,
-                       const char* help) = 0;
+  virtual void section(const char* key, const std::function<void(FieldVisitor&)>& body, const char* help) = 0;
 };
 
 // Maps an enum class to its YAML names and back.
@@ -66,8 +76,7 @@ struct EnumNames {
 };
 
 template <class E>
-void enum_field(FieldVisitor& v, const char* key, E& value, const EnumNames<E>& names,
-                const char* help) {
+void enum_field(FieldVisitor& v, const char* key, E& value, const EnumNames<E>& names, const char* help) {
   std::string n = names.name(value);
   v.choice(key, n, names.names(), help);
   value = names.value(n);

@@ -10,17 +10,17 @@
 
 #include <cmath>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/rope_frequencies.h"
-#include "roformer/io/checkpoint.h"
 
 namespace roformer::convert {
 namespace {
@@ -98,9 +98,12 @@ config::Activation activation_from_hf(const std::string& act, const std::string&
 
 std::string activation_to_hf(config::Activation a) {
   switch (a) {
-    case config::Activation::gelu: return "gelu";
-    case config::Activation::gelu_tanh: return "gelu_pytorch_tanh";
-    case config::Activation::relu: return "relu";
+    case config::Activation::gelu:
+      return "gelu";
+    case config::Activation::gelu_tanh:
+      return "gelu_pytorch_tanh";
+    case config::Activation::relu:
+      return "relu";
   }
   return "gelu";
 }
@@ -114,12 +117,17 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   const std::string weights = hf_dir + "/model.safetensors";
   if (!path_exists(weights)) {
     if (path_exists(hf_dir + "/pytorch_model.bin"))
-      throw UserError(where + " has pytorch_model.bin but no model.safetensors; convert it once with: "
+      throw UserError(where +
+                      " has pytorch_model.bin but no model.safetensors; convert it once with: "
                       ".venv/bin/python -c \"import torch; from safetensors.torch import save_file; "
-                      "sd = torch.load('" + hf_dir + "/pytorch_model.bin', map_location='cpu'); "
-                      "save_file({k: v.contiguous() for k, v in sd.items()}, '" + weights + "', metadata={'format': 'pt'})\"");
+                      "sd = torch.load('" +
+                      hf_dir +
+                      "/pytorch_model.bin', map_location='cpu'); "
+                      "save_file({k: v.contiguous() for k, v in sd.items()}, '" +
+                      weights + "', metadata={'format': 'pt'})\"");
     if (path_exists(hf_dir + "/model.safetensors.index.json"))
-      throw UserError(where + " holds a sharded checkpoint (model.safetensors.index.json); merge the shards into one "
+      throw UserError(where +
+                      " holds a sharded checkpoint (model.safetensors.index.json); merge the shards into one "
                       "model.safetensors first");
     throw UserError(where + " has no model.safetensors");
   }
@@ -141,7 +149,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     throw UserError(where + ": architecture '" + arch +
                     "' is not supported (RoFormerForMaskedLM, RoFormerForCausalLM, RoFormerModel are)");
   if (hf.value("rope_scaling", json()).is_object() || hf.contains("rope_theta"))
-    throw UserError(where + ": config.json has rope_theta/rope_scaling, which stock RoFormer ignores; "
+    throw UserError(where +
+                    ": config.json has rope_theta/rope_scaling, which stock RoFormer ignores; "
                     "this checkpoint comes from a fork whose behaviour we cannot match");
 
   config::Config cfg;
@@ -176,9 +185,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies.
   const SafetensorsFile file = read_safetensors(weights);
-  const std::string prefix = arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight")
-                                 ? ""
-                                 : "roformer.";
+  const std::string prefix =
+      arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight") ? "" : "roformer.";
   std::map<std::string, torch::Tensor> by_name;  // our parameter name -> tensor
   std::vector<std::string> ignored;
   bool has_head = false;
@@ -187,8 +195,10 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     if (name == prefix + "encoder.embed_positions.weight") {
       const torch::Tensor want = rotary_table(t.size(0), m.head_dim());
       if (t.dim() != 2 || t.size(1) != m.head_dim() || !torch::allclose(t.to(torch::kFloat32), want, 1e-5, 1e-5))
-        throw UserError(weights + ": tensor '" + name + "' is not the standard RoFormer rotary table (base 10000, "
-                        "head dimension " + std::to_string(m.head_dim()) + "); we cannot reproduce this model");
+        throw UserError(weights + ": tensor '" + name +
+                        "' is not the standard RoFormer rotary table (base 10000, "
+                        "head dimension " +
+                        std::to_string(m.head_dim()) + "); we cannot reproduce this model");
       continue;
     }
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;  // tied
@@ -208,7 +218,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   }
   // A token-type table that is a single zero row carries nothing: our model then has none.
   const auto types = by_name.find("embeddings.token_type_embeddings.weight");
-  if (types != by_name.end() && types->second.size(0) == 1 && torch::count_nonzero(types->second).item<int64_t>() == 0) {
+  if (types != by_name.end() && types->second.size(0) == 1 &&
+      torch::count_nonzero(types->second).item<int64_t>() == 0) {
     m.type_vocab_size = 0;
     by_name.erase(types);
   }
@@ -216,7 +227,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   model::EncoderModel model = model::build_model(m, 0);
   std::string notes;
   if (!has_head) {
-    notes = "no LM head in the source (" + arch + "): cls.predictions.* are freshly initialised (seed 0), so logits "
+    notes = "no LM head in the source (" + arch +
+            "): cls.predictions.* are freshly initialised (seed 0), so logits "
             "are meaningless until fine-tuned; last_hidden_state is exact";
     for (const auto& p : model->named_parameters())
       if (p.key().rfind("cls.", 0) == 0) by_name[p.key()] = p.value().detach().clone();
@@ -246,11 +258,16 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   }
 
   write_directory(out_dir, [&](const std::string& tmp) {
-    write_safetensors(tmp + "/model.safetensors", ordered, {{"format", "pt"}, {"position", "rope"}, {"source", hf_dir}});
-    write_file_atomic(tmp + "/config.yaml", "# converted from Hugging Face " + arch + " at " + hf_dir + "\n" +
-                                                config::dump_yaml(cfg));
-    const json meta = {{"step", 0}, {"complete", true}, {"source", "huggingface"}, {"architecture", arch},
-                       {"max_position_embeddings", max_positions}, {"git_revision", build_info().git_revision}};
+    write_safetensors(tmp + "/model.safetensors", ordered,
+                      {{"format", "pt"}, {"position", "rope"}, {"source", hf_dir}});
+    write_file_atomic(tmp + "/config.yaml",
+                      "# converted from Hugging Face " + arch + " at " + hf_dir + "\n" + config::dump_yaml(cfg));
+    const json meta = {{"step", 0},
+                       {"complete", true},
+                       {"source", "huggingface"},
+                       {"architecture", arch},
+                       {"max_position_embeddings", max_positions},
+                       {"git_revision", build_info().git_revision}};
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
   });
   return {arch, static_cast<int64_t>(ordered.size()), notes};

@@ -65,7 +65,9 @@ TrainBatcher::TrainBatcher(std::shared_ptr<const TokenStore> store, config::Obje
     throw UserError("the dataset has no [MASK] token, so it cannot train an MLM; use model.objective=causal_lm");
 }
 
-int64_t TrainBatcher::packed_offset(int64_t q) const { return sampler_->stream_index(q) * seq_len_; }
+int64_t TrainBatcher::packed_offset(int64_t q) const {
+  return sampler_->stream_index(q) * seq_len_;
+}
 
 // Row i of this rank is row global_row(i) of the single-process batch of the same step: ranks
 // take contiguous slices of random offsets and strided slices of the sampler's order. Keying

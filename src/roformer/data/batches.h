@@ -21,15 +21,15 @@
 namespace roformer::data {
 
 struct Batch {
-  torch::Tensor input_ids;       // int64 [b, L]
-  torch::Tensor targets;         // int64 [b, L], -100 = not scored
-  int64_t scored = 0;            // number of targets != -100
+  torch::Tensor input_ids;  // int64 [b, L]
+  torch::Tensor targets;    // int64 [b, L], -100 = not scored
+  int64_t scored = 0;       // number of targets != -100
 };
 
 struct MaskingRule {
   double mask_prob = 0.15, mask_token_frac = 0.8, random_token_frac = 0.1;
   int64_t mask_id = -1;
-  std::vector<uint8_t> is_special;  // [dataset vocab]: never selected
+  std::vector<uint8_t> is_special;   // [dataset vocab]: never selected
   std::vector<int64_t> regular_ids;  // random replacements are drawn from these
 
   static MaskingRule from(const DatasetMeta& meta, const config::DataConfig& data);
@@ -58,14 +58,14 @@ class TrainBatcher {
   uint64_t seed_;
   config::DataSampling sampling_;
   MaskingRule rule_;
-  int64_t need_;  // tokens per sequence (L, or L+1 for causal LM)
+  int64_t need_;                                 // tokens per sequence (L, or L+1 for causal LM)
   std::unique_ptr<DistributedSampler> sampler_;  // packed sampling: chunks of L tokens
 };
 
 struct EvalWindow {
-  int64_t start = 0;        // first input position
-  int64_t score_from = 0;   // first absolute position scored (MLM: token; causal: target)
-  int64_t score_to = 0;     // one past the last position scored
+  int64_t start = 0;       // first input position
+  int64_t score_from = 0;  // first absolute position scored (MLM: token; causal: target)
+  int64_t score_to = 0;    // one past the last position scored
 };
 
 class EvalWindows {
@@ -74,7 +74,7 @@ class EvalWindows {
               config::EvalProtocol protocol, int64_t stride, int64_t max_tokens, int64_t batch_size, int rank,
               int world, uint64_t mask_seed, MaskingRule rule);
   const std::vector<EvalWindow>& windows() const { return windows_; }  // all ranks' windows
-  int64_t num_batches() const;  // this rank's
+  int64_t num_batches() const;                                         // this rank's
   Batch batch(int64_t index) const;
   int64_t length() const { return length_; }
 

@@ -23,6 +23,8 @@ inline uint64_t hash_counters(uint64_t seed, std::initializer_list<uint64_t> cou
 }
 
 // Uniform in [0, 1) from 53 random bits.
-inline double to_unit(uint64_t h) { return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0); }
+inline double to_unit(uint64_t h) {
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
 
 }  // namespace roformer::data

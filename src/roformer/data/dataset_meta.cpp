@@ -73,10 +73,12 @@ uint32_t file_crc32(const std::string& path) {
 
 DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
   if (!is_directory(dir))
-    throw UserError("dataset directory '" + dir + "' does not exist; prepare one with `roformer prepare-data` "
+    throw UserError("dataset directory '" + dir +
+                    "' does not exist; prepare one with `roformer prepare-data` "
                     "(the quickstart runs scripts/quickstart.sh)");
   const std::string path = dir + "/meta.json";
-  if (!path_exists(path)) throw UserError("'" + dir + "' has no meta.json: it is not a prepared dataset (run `roformer prepare-data`)");
+  if (!path_exists(path))
+    throw UserError("'" + dir + "' has no meta.json: it is not a prepared dataset (run `roformer prepare-data`)");
   json j;
   try {
     j = json::parse(read_text_file(path));
@@ -93,7 +95,8 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
   m.vocab_size = need_int(j, "vocab_size", path);
   m.token_bytes = static_cast<int>(need_int(j, "token_bytes", path));
   if (m.token_bytes != 2 && m.token_bytes != 4) bad(path, "token_bytes must be 2 or 4");
-  if (m.vocab_size <= 0 || (m.token_bytes == 2 && m.vocab_size > 65536)) bad(path, "vocab_size does not fit token_bytes");
+  if (m.vocab_size <= 0 || (m.token_bytes == 2 && m.vocab_size > 65536))
+    bad(path, "vocab_size does not fit token_bytes");
   const json& specials = need(j, "special_ids", path);
   if (!specials.is_object()) bad(path, "'special_ids' must be an object");
   for (const auto& [name, id] : specials.items()) {
@@ -113,15 +116,18 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
       if (info.file.find("..") != std::string::npos || (!info.file.empty() && info.file[0] == '/'))
         bad(path, "shard path '" + info.file + "' must stay inside the dataset directory");
       const std::string shard_path = dir + "/" + info.file;
-      struct stat st{};
+      struct stat st {};
       if (::stat(shard_path.c_str(), &st) != 0)
-        throw UserError("shard '" + shard_path + "' listed in meta.json is missing; re-create the dataset with `roformer prepare-data`");
+        throw UserError("shard '" + shard_path +
+                        "' listed in meta.json is missing; re-create the dataset with `roformer prepare-data`");
       if (info.tokens < 0 || st.st_size != info.tokens * m.token_bytes)
-        throw UserError("shard '" + shard_path + "' has " + std::to_string(st.st_size) + " bytes but meta.json promises " +
-                        std::to_string(info.tokens) + " tokens of " + std::to_string(m.token_bytes) +
+        throw UserError("shard '" + shard_path + "' has " + std::to_string(st.st_size) +
+                        " bytes but meta.json promises " + std::to_string(info.tokens) + " tokens of " +
+                        std::to_string(m.token_bytes) +
                         " bytes (truncated or replaced?); re-create the dataset with `roformer prepare-data`");
       if (verify_checksums && file_crc32(shard_path) != info.crc32)
-        throw UserError("shard '" + shard_path + "' fails its CRC-32 check (corrupted); re-create the dataset with `roformer prepare-data`");
+        throw UserError("shard '" + shard_path +
+                        "' fails its CRC-32 check (corrupted); re-create the dataset with `roformer prepare-data`");
       m.splits[split].push_back(info);
     }
   }

@@ -18,7 +18,7 @@ struct ShardInfo {
 
 struct DatasetMeta {
   int format_version = 1;
-  std::string tokenizer;  // "byte" or "sentencepiece"
+  std::string tokenizer;        // "byte" or "sentencepiece"
   std::string tokenizer_model;  // sentencepiece: model file relative to the directory
   int64_t vocab_size = 0;
   int token_bytes = 2;  // 2 (uint16) or 4 (uint32)

@@ -99,11 +99,12 @@ void validate(const PrepareOptions& o) {
   if (o.inputs.empty()) throw UserError("no --input files given");
   if (o.out.empty()) throw UserError("--out DIR is required");
   if (o.tokenizer == "sentencepiece" && (o.vocab_size < 300 || o.vocab_size > (1 << 20)))
-    throw UserError("--vocab-size " + std::to_string(o.vocab_size) + " is out of range [300, 1048576] (256 ids go to byte fallback)");
+    throw UserError("--vocab-size " + std::to_string(o.vocab_size) +
+                    " is out of range [300, 1048576] (256 ids go to byte fallback)");
   std::set<std::string> seen;
   bool has_train = false;
   for (const auto& in : o.inputs) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(in.c_str(), &st) != 0) throw UserError("--input '" + in + "' does not exist");
     if (!S_ISREG(st.st_mode)) throw UserError("--input '" + in + "' is not a regular file");
     if (st.st_size == 0) throw UserError("--input '" + in + "' is empty");
@@ -115,7 +116,8 @@ void validate(const PrepareOptions& o) {
   if (o.tokenizer == "sentencepiece" && !has_train)
     throw UserError("SentencePiece is trained on the 'train' split: pass a train.txt among the --input files");
   if (path_exists(o.out) && !o.force)
-    throw UserError("output '" + o.out + "' already exists; pass --force to replace it (it is replaced only once the "
+    throw UserError("output '" + o.out +
+                    "' already exists; pass --force to replace it (it is replaced only once the "
                     "new dataset is complete)");
 }
 

@@ -43,10 +43,11 @@ const std::vector<int64_t>& DistributedSampler::permutation(int64_t epoch) const
 
 int64_t DistributedSampler::index(int64_t epoch, int64_t k) const {
   if (k < 0 || k >= num_samples_)
-    throw std::out_of_range("sampler: sample " + std::to_string(k) + " outside [0, " + std::to_string(num_samples_) + ")");
+    throw std::out_of_range("sampler: sample " + std::to_string(k) + " outside [0, " + std::to_string(num_samples_) +
+                            ")");
   std::lock_guard<std::mutex> lock(mutex_);
   const std::vector<int64_t>& perm = permutation(epoch);
-  const int64_t position = rank_ + k * world_;           // strided shard of the padded list
+  const int64_t position = rank_ + k * world_;              // strided shard of the padded list
   return perm[static_cast<size_t>(position % num_items_)];  // padding repeats the head
 }
 

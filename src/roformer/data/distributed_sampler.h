@@ -15,7 +15,8 @@ namespace roformer::data {
 
 class DistributedSampler {
  public:
-  DistributedSampler(int64_t num_items, int world, int rank, uint64_t seed, bool shuffle = true, bool drop_last = false);
+  DistributedSampler(int64_t num_items, int world, int rank, uint64_t seed, bool shuffle = true,
+                     bool drop_last = false);
 
   int64_t num_samples() const { return num_samples_; }  // per rank and epoch
   int64_t total_size() const { return num_samples_ * world_; }

@@ -20,12 +20,14 @@ void SentencePieceTokenizer::train(const std::string& train_file, const std::str
                            " --character_coverage=1.0 --byte_fallback=true --pad_id=0 --unk_id=1 --bos_id=2"
                            " --eos_id=3 --user_defined_symbols=[MASK],[CLS],[SEP] --input_sentence_size=2000000"
                            " --shuffle_input_sentence=true --max_sentence_length=16384 --minloglevel=2"
-                           " --num_threads=" + std::to_string(threads);
+                           " --num_threads=" +
+                           std::to_string(threads);
   const auto status = sentencepiece::SentencePieceTrainer::Train(args);
   if (!status.ok())
-    throw UserError("SentencePiece training on '" + train_file + "' failed: " + status.ToString() +
-                    "; --vocab-size must exceed the 256 byte-fallback pieces plus the characters seen, and not exceed what "
-                    "the text can supply");
+    throw UserError(
+        "SentencePiece training on '" + train_file + "' failed: " + status.ToString() +
+        "; --vocab-size must exceed the 256 byte-fallback pieces plus the characters seen, and not exceed what "
+        "the text can supply");
 }
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
@@ -36,7 +38,9 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
-int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int64_t SentencePieceTokenizer::vocab_size() const {
+  return sp_->GetPieceSize();
+}
 
 std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
   std::vector<int> ids;

@@ -25,7 +25,7 @@ TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const st
     const std::string path = dir + "/" + info.file;
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) throw UserError("cannot open shard '" + path + "': " + std::strerror(errno));
-    struct stat st{};
+    struct stat st {};
     ::fstat(fd, &st);
     const size_t bytes = static_cast<size_t>(info.tokens) * static_cast<size_t>(token_bytes_);
     if (static_cast<size_t>(st.st_size) != bytes) {
@@ -43,7 +43,8 @@ TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const st
   for (const Mapped& m : shards_) {
     uint32_t max_id = 0;
     if (token_bytes_ == 2) {
-      for (int64_t i = 0; i < m.tokens; ++i) max_id = std::max<uint32_t>(max_id, m.data[2 * i] | (m.data[2 * i + 1] << 8));
+      for (int64_t i = 0; i < m.tokens; ++i)
+        max_id = std::max<uint32_t>(max_id, m.data[2 * i] | (m.data[2 * i + 1] << 8));
     } else {
       for (int64_t i = 0; i < m.tokens; ++i) {
         const unsigned char* b = m.data + 4 * i;

@@ -6,7 +6,9 @@ namespace {
 const std::vector<std::string> kSpecials{"[PAD]", "[MASK]", "[CLS]", "[SEP]", "[BOS]", "[EOS]", "[UNK]"};
 }
 
-int64_t ByteTokenizer::vocab_size() const { return kNumBytes + static_cast<int64_t>(kSpecials.size()); }
+int64_t ByteTokenizer::vocab_size() const {
+  return kNumBytes + static_cast<int64_t>(kSpecials.size());
+}
 
 std::vector<int64_t> ByteTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> ids(text.size());

@@ -19,8 +19,8 @@ int parse_int(const std::string& name, const std::string& value, int min, int ma
   if (value.empty() || used != value.size())
     throw UserError("environment variable " + name + "='" + value + "' is not an integer; unset it or set a number");
   if (v < min || v > max)
-    throw UserError("environment variable " + name + "=" + value + " is out of range [" + std::to_string(min) +
-                    ", " + std::to_string(max) + "]");
+    throw UserError("environment variable " + name + "=" + value + " is out of range [" + std::to_string(min) + ", " +
+                    std::to_string(max) + "]");
   return static_cast<int>(v);
 }
 

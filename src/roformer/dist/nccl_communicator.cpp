@@ -35,13 +35,20 @@ void check_cuda(cudaError_t e, const char* what) {
 
 ncclDataType_t nccl_type(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    default: throw std::runtime_error(std::string("NCCL: unsupported dtype ") + c10::toString(t));
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    default:
+      throw std::runtime_error(std::string("NCCL: unsupported dtype ") + c10::toString(t));
   }
 }
 
@@ -74,7 +81,10 @@ class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
                    std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), device_(device), timeout_(timeout),
+      : rank_(rank),
+        size_(size),
+        device_(device),
+        timeout_(timeout),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device))) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     ncclUniqueId id;
@@ -96,11 +106,14 @@ class NcclCommunicator : public Communicator {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
       if (state == ncclSuccess) break;
-      if (state != ncclInProgress) { r = state; break; }
+      if (state != ncclInProgress) {
+        r = state;
+        break;
+      }
       if (Clock::now() > deadline) {
         ncclCommAbort(comm_);
-        throw std::runtime_error("NCCL init timed out after " + std::to_string(timeout.count()) +
-                                 " ms on rank " + std::to_string(rank) + " (a peer never joined?)");
+        throw std::runtime_error("NCCL init timed out after " + std::to_string(timeout.count()) + " ms on rank " +
+                                 std::to_string(rank) + " (a peer never joined?)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -137,8 +150,8 @@ class NcclCommunicator : public Communicator {
   void broadcast(at::Tensor& t, int root) override {
     check_tensor(t);
     auto op = enqueue("broadcast from rank " + std::to_string(root), [&](cudaStream_t s) {
-      return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()),
-                           root, comm_, s);
+      return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()), root,
+                           comm_, s);
     });
     NcclHandle(this, op).wait();
   }
@@ -155,14 +168,14 @@ class NcclCommunicator : public Communicator {
     wake_.wait(lock, [&] { return op->finished.load() || !error_.empty(); });
     if (!error_.empty()) throw std::runtime_error(error_);
     // The compute stream continues after the collective.
-    check_cuda(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)), op->done, 0),
-               "cudaStreamWaitEvent");
+    check_cuda(
+        cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)), op->done, 0),
+        "cudaStreamWaitEvent");
   }
 
  private:
   void check_tensor(const at::Tensor& t) const {
-    if (!t.is_cuda() || !t.is_contiguous())
-      throw std::runtime_error("NCCL communicator needs contiguous CUDA tensors");
+    if (!t.is_cuda() || !t.is_contiguous()) throw std::runtime_error("NCCL communicator needs contiguous CUDA tensors");
   }
 
   template <class Launch>
@@ -232,11 +245,15 @@ class NcclCommunicator : public Communicator {
   std::thread watchdog_;
 };
 
-void NcclHandle::wait() { owner_->wait_for(op_); }
+void NcclHandle::wait() {
+  owner_->wait_for(op_);
+}
 
 }  // namespace
 
-bool nccl_available() { return true; }
+bool nccl_available() {
+  return true;
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      int device, std::chrono::milliseconds timeout) {
@@ -249,7 +266,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c1
 
 namespace roformer::dist {
 
-bool nccl_available() { return false; }
+bool nccl_available() {
+  return false;
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>&, int, int, int,
                                                      std::chrono::milliseconds) {

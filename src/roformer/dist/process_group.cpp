@@ -1,9 +1,9 @@
 // Rendezvous, fingerprint check, barriers and the rank-0 broadcast (see process_group.h).
 #include "roformer/dist/process_group.h"
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #include <sstream>
 
@@ -20,8 +20,12 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
-std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string as_string(const std::vector<uint8_t>& v) {
+  return std::string(v.begin(), v.end());
+}
+std::vector<uint8_t> as_bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 }  // namespace
 
@@ -36,8 +40,8 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
   try {
     // Our keys (and Gloo's/NCCL's) live under a prefix per launch attempt, so a restarted job
     // never reads what an earlier attempt left in torchrun's long-lived store.
-    store_ = c10::make_intrusive<c10d::PrefixStore>(
-        "roformer/attempt_" + std::to_string(env.restart_count), c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
+    store_ = c10::make_intrusive<c10d::PrefixStore>("roformer/attempt_" + std::to_string(env.restart_count),
+                                                    c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
   } catch (const std::exception& e) {
     throw std::runtime_error("rendezvous at " + where + " failed on rank " + std::to_string(env.rank) + " after " +
                              std::to_string(options.timeout.count() / 1000.0) + " s (are all " +

@@ -7,7 +7,9 @@
 
 namespace roformer::eval {
 
-double EvalResult::perplexity() const { return std::exp(loss()); }
+double EvalResult::perplexity() const {
+  return std::exp(loss());
+}
 
 EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
                     int64_t buckets, int64_t max_batches) {
@@ -22,9 +24,9 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
   for (int64_t i = 0; i < n; ++i) {
     const data::Batch b = windows.batch(i);
     const torch::Tensor ids = b.input_ids.to(device), targets = b.targets.to(device);
-    const torch::Tensor hidden = model->forward({ids});                          // [B, L, H]
+    const torch::Tensor hidden = model->forward({ids});  // [B, L, H]
     const torch::Tensor flat = targets.reshape({-1});
-    const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);            // [N]
+    const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);  // [N]
     const torch::Tensor logits = model->scored_logits(hidden, scored).to(torch::kFloat64);
     const torch::Tensor gold = flat.index_select(0, scored);
     const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]

@@ -13,9 +13,9 @@
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/data/batches.h"
+#include "roformer/io/checkpoint.h"
 #include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
-#include "roformer/io/checkpoint.h"
 
 namespace roformer::eval {
 
@@ -76,8 +76,9 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
 }
 
 std::string report_json(const ExtrapolationReport& r) {
-  nlohmann::json j = {{"checkpoint", r.checkpoint}, {"split", r.split},       {"protocol", r.protocol},
-                      {"stride", r.stride},         {"scaling", r.scaling},   {"train_length", r.train_length},
+  nlohmann::json j = {{"checkpoint", r.checkpoint}, {"split", r.split},
+                      {"protocol", r.protocol},     {"stride", r.stride},
+                      {"scaling", r.scaling},       {"train_length", r.train_length},
                       {"position", r.position},     {"results", nlohmann::json::array()}};
   for (const auto& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
@@ -87,8 +88,11 @@ std::string report_json(const ExtrapolationReport& r) {
       std::vector<double> by_pos;
       for (size_t k = 0; k < l.result.bucket_tokens.size(); ++k)
         by_pos.push_back(l.result.bucket_tokens[k] ? l.result.bucket_loss_sum[k] / l.result.bucket_tokens[k] : 0.0);
-      e.update({{"loss", l.result.loss()}, {"ppl", l.result.perplexity()}, {"accuracy", l.result.accuracy()},
-                {"tokens", l.result.tokens}, {"loss_by_position", by_pos}});
+      e.update({{"loss", l.result.loss()},
+                {"ppl", l.result.perplexity()},
+                {"accuracy", l.result.accuracy()},
+                {"tokens", l.result.tokens},
+                {"loss_by_position", by_pos}});
     }
     j["results"].push_back(e);
   }
@@ -99,10 +103,11 @@ std::string report_csv(const ExtrapolationReport& r) {
   std::ostringstream os;
   os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens\n";
   for (const auto& l : r.lengths) {
-    os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0) << ",";
+    os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0)
+       << ",";
     if (l.applicable) {
-      os << std::setprecision(10) << l.result.loss() << "," << l.result.perplexity() << "," << l.result.accuracy() << ","
-         << l.result.tokens;
+      os << std::setprecision(10) << l.result.loss() << "," << l.result.perplexity() << "," << l.result.accuracy()
+         << "," << l.result.tokens;
     } else {
       os << ",,,";
     }

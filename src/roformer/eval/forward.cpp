@@ -54,7 +54,8 @@ ForwardSummary run_forward(const ForwardRequest& req) {
   in.input_ids = read_matrix(req.input_ids, "--input-ids", 0, m.vocab_size - 1);
   auto same_shape = [&](const torch::Tensor& t, const std::string& what) {
     if (t.sizes() != in.input_ids.sizes())
-      throw UserError(what + " has shape " + c10::str(t.sizes()) + " but --input-ids has " + c10::str(in.input_ids.sizes()));
+      throw UserError(what + " has shape " + c10::str(t.sizes()) + " but --input-ids has " +
+                      c10::str(in.input_ids.sizes()));
   };
   if (!req.attention_mask.empty()) {
     in.attention_mask = read_matrix(req.attention_mask, "--attention-mask", 0, 1);
@@ -75,8 +76,9 @@ ForwardSummary run_forward(const ForwardRequest& req) {
   if (in.token_type_ids.defined()) in.token_type_ids = in.token_type_ids.to(dev);
   const torch::Tensor hidden = model->forward(in);
   const torch::Tensor logits = model->logits(hidden);
-  io::write_safetensors(req.output, {{"logits", logits.to(torch::kCPU, torch::kFloat32)},
-                                     {"last_hidden_state", hidden.to(torch::kCPU, torch::kFloat32)}},
+  io::write_safetensors(req.output,
+                        {{"logits", logits.to(torch::kCPU, torch::kFloat32)},
+                         {"last_hidden_state", hidden.to(torch::kCPU, torch::kFloat32)}},
                         {{"format", "pt"}, {"checkpoint", req.checkpoint}});
   return {in.input_ids.size(0), in.input_ids.size(1), logits.size(-1), hidden.size(-1)};
 }

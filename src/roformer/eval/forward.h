@@ -10,10 +10,10 @@ namespace roformer::eval {
 
 struct ForwardRequest {
   std::string checkpoint;
-  std::string input_ids;       // JSON file: [[id, ...], ...] (rectangular)
-  std::string attention_mask;  // optional JSON file, same shape, 1 = token, 0 = padding
-  std::string token_type_ids;  // optional JSON file, same shape
-  std::string output;          // .safetensors
+  std::string input_ids;               // JSON file: [[id, ...], ...] (rectangular)
+  std::string attention_mask;          // optional JSON file, same shape, 1 = token, 0 = padding
+  std::string token_type_ids;          // optional JSON file, same shape
+  std::string output;                  // .safetensors
   std::vector<std::string> overrides;  // --set (runtime keys only, e.g. RoPE scaling)
 };
 

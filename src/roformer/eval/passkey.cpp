@@ -12,7 +12,8 @@
 namespace roformer::eval {
 namespace {
 
-const std::string kFiller = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
+const std::string kFiller =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
 const std::string kQuestion = "What is the pass key? The pass key is ";
 
 std::vector<int64_t> bytes(const std::string& s) {
@@ -39,13 +40,16 @@ PasskeyPrompt make_passkey_prompt(int64_t length, double depth, uint64_t seed) {
   const int64_t target = static_cast<int64_t>(std::llround(std::clamp(depth, 0.0, 1.0) * static_cast<double>(room)));
   int64_t cut = 0, best = room + 1;
   for (int64_t i = 0; i <= room; ++i) {  // boundaries: 0, after each ". ", and the end
-    const bool boundary = i == 0 || i == room || (i >= 2 && filler[static_cast<size_t>(i - 2)] == '.' && filler[static_cast<size_t>(i - 1)] == ' ');
+    const bool boundary =
+        i == 0 || i == room ||
+        (i >= 2 && filler[static_cast<size_t>(i - 2)] == '.' && filler[static_cast<size_t>(i - 1)] == ' ');
     if (boundary && std::llabs(i - target) < best) {
       best = std::llabs(i - target);
       cut = i;
     }
   }
-  const std::string text = filler.substr(0, static_cast<size_t>(cut)) + needle + filler.substr(static_cast<size_t>(cut)) + kQuestion;
+  const std::string text =
+      filler.substr(0, static_cast<size_t>(cut)) + needle + filler.substr(static_cast<size_t>(cut)) + kQuestion;
   p.ids = bytes(text);
   p.key_position = cut + static_cast<int64_t>(std::string("The pass key is ").size());
   p.answer = bytes(p.key);
@@ -65,8 +69,10 @@ std::vector<PasskeyCell> passkey_accuracy(model::EncoderModel& model, const std:
     for (double d : depths) {
       PasskeyCell cell{L, d, 0, 0};
       for (int64_t t = 0; t < trials; ++t) {
-        const PasskeyPrompt p = make_passkey_prompt(L, d, data::hash_counters(seed, {static_cast<uint64_t>(L),
-                                                                                     static_cast<uint64_t>(d * 1000), static_cast<uint64_t>(t)}));
+        const PasskeyPrompt p = make_passkey_prompt(
+            L, d,
+            data::hash_counters(seed,
+                                {static_cast<uint64_t>(L), static_cast<uint64_t>(d * 1000), static_cast<uint64_t>(t)}));
         std::vector<int64_t> ids = p.ids;
         bool ok = true;
         for (int64_t expected : p.answer) {  // greedy, one token at a time

@@ -3,9 +3,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <dirent.h>
-#include <unistd.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -61,8 +61,8 @@ namespace {
 // (implementation, evaluation-time scaling) may change between save and load.
 bool is_architecture_key(const std::string& key) {
   if (key.rfind("model.", 0) != 0) return false;
-  for (const char* skip : {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.position.rope.impl",
-                           "model.position.rope.scaling."})
+  for (const char* skip : {"model.hidden_dropout", "model.attention_dropout", "model.init_std",
+                           "model.position.rope.impl", "model.position.rope.scaling."})
     if (key.rfind(skip, 0) == 0) return false;
   return true;
 }
@@ -97,7 +97,8 @@ namespace {
 // name, which the next save sweeps.
 void discard(const std::string& dir) {
   const std::filesystem::path p(dir);
-  const std::filesystem::path hidden = p.parent_path() / (".tmp-discard-" + p.filename().string() + "-" + std::to_string(::getpid()));
+  const std::filesystem::path hidden =
+      p.parent_path() / (".tmp-discard-" + p.filename().string() + "-" + std::to_string(::getpid()));
   std::error_code renamed, removed;
   std::filesystem::rename(p, hidden, renamed);
   std::filesystem::remove_all(renamed ? p : hidden, removed);
@@ -120,10 +121,12 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   const bool kill_here = kill_at_step == state.step;  // fault injection: die half-way through this save
   try {
     std::vector<std::pair<std::string, torch::Tensor>> weights;
-    for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
+    for (const auto& p : model.named_parameters())
+      weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
     for (const auto& b : model.named_buffers()) weights.emplace_back(b.key(), b.value().detach());
     io::write_safetensors(tmp + "/model.safetensors", weights,
-                          {{"format", "pt"}, {"step", std::to_string(state.step)},
+                          {{"format", "pt"},
+                           {"step", std::to_string(state.step)},
                            {"position", config::position_kind_names().name(config.model.position.kind)}});
     if (kill_here) std::raise(SIGKILL);
     torch::serialize::OutputArchive archive;
@@ -137,8 +140,10 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
     archive.save_to(tmp + "/trainer.pt");
     write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
-    const json meta = {{"step", state.step},       {"tokens_seen", state.tokens_seen},
-                       {"elapsed_s", state.elapsed_s}, {"git_revision", git_revision},
+    const json meta = {{"step", state.step},
+                       {"tokens_seen", state.tokens_seen},
+                       {"elapsed_s", state.elapsed_s},
+                       {"git_revision", git_revision},
                        {"complete", true}};
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
     if (path_exists(final_dir)) discard(final_dir);  // re-saving the same step
@@ -205,7 +210,8 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
 
 TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                              bool restore_rng) {
-  if (!is_complete_checkpoint(dir)) throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
+  if (!is_complete_checkpoint(dir))
+    throw UserError("'" + dir + "' is not a complete checkpoint (missing files or meta.json)");
   load_model_weights(dir, model);
   torch::serialize::InputArchive archive;
   try {

@@ -30,9 +30,9 @@ bool is_complete_checkpoint(const std::string& dir);
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 
 struct TrainerState {
-  int64_t step = 0;           // optimizer steps completed
+  int64_t step = 0;  // optimizer steps completed
   int64_t tokens_seen = 0;
-  double elapsed_s = 0;       // training time before this session
+  double elapsed_s = 0;  // training time before this session
 };
 
 // `kill_at_step` (fault injection for the kill tests): SIGKILL this process half-way through

@@ -27,8 +27,10 @@ struct DType {
   torch::ScalarType type;
 };
 const std::vector<DType>& dtypes() {
-  static const std::vector<DType> d{{"F32", torch::kFloat32}, {"F16", torch::kFloat16},
-                                    {"BF16", torch::kBFloat16}, {"F64", torch::kFloat64},
+  static const std::vector<DType> d{{"F32", torch::kFloat32},
+                                    {"F16", torch::kFloat16},
+                                    {"BF16", torch::kBFloat16},
+                                    {"F64", torch::kFloat64},
                                     {"I64", torch::kInt64}};
   return d;
 }
@@ -49,7 +51,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (header.contains(name)) throw std::invalid_argument("write_safetensors: duplicate tensor name " + name);
-    const auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return d.type == t.scalar_type(); });
+    const auto it =
+        std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return d.type == t.scalar_type(); });
     if (it == dtypes().end()) throw std::invalid_argument("write_safetensors: unsupported dtype for " + name);
     const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
     const uint64_t bytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(c.element_size());

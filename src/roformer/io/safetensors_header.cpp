@@ -31,7 +31,8 @@ SafetensorsHeader parse_safetensors_header(const unsigned char* data, size_t siz
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(data[i]) << (8 * i);
   if (n > kMaxHeader) bad(label, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
   if (n > size - 8)
-    bad(label, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
+    bad(label,
+        "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
   json header;
   try {
     header = json::parse(data + 8, data + 8 + n);
@@ -67,7 +68,8 @@ SafetensorsHeader parse_safetensors_header(const unsigned char* data, size_t siz
       if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
         bad(label, where + ": shape entries must be non-negative integers");
       const uint64_t v = d.get<uint64_t>();
-      if (v > (uint64_t{1} << 62) || (v != 0 && numel > (uint64_t{1} << 62) / v)) bad(label, where + ": shape is too large");
+      if (v > (uint64_t{1} << 62) || (v != 0 && numel > (uint64_t{1} << 62) / v))
+        bad(label, where + ": shape is too large");
       numel *= v;
       e.shape.push_back(static_cast<int64_t>(v));
     }

@@ -15,7 +15,7 @@ namespace roformer::io {
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;     // F32, F16, BF16, F64 or I64
+  std::string dtype;  // F32, F16, BF16, F64 or I64
   int64_t element_size = 0;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range within the data section

@@ -26,7 +26,8 @@ torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict) 
 
 int apply_threads(int64_t requested, int64_t processes_per_node) {
   const int64_t cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  const int64_t threads = requested > 0 ? requested : std::max<int64_t>(1, cores / std::max<int64_t>(1, processes_per_node));
+  const int64_t threads =
+      requested > 0 ? requested : std::max<int64_t>(1, cores / std::max<int64_t>(1, processes_per_node));
   at::set_num_threads(static_cast<int>(threads));
   return static_cast<int>(threads);
 }

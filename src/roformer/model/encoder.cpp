@@ -4,15 +4,17 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
-
 namespace roformer::model {
 namespace {
 
 torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
   switch (a) {
-    case config::Activation::gelu: return torch::gelu(x);
-    case config::Activation::gelu_tanh: return torch::gelu(x, "tanh");
-    case config::Activation::relu: return torch::relu(x);
+    case config::Activation::gelu:
+      return torch::gelu(x);
+    case config::Activation::gelu_tanh:
+      return torch::gelu(x, "tanh");
+    case config::Activation::relu:
+      return torch::relu(x);
   }
   return x;
 }
@@ -86,7 +88,9 @@ LmPredictionsImpl::LmPredictionsImpl(const config::ModelConfig& c) {
   bias = register_parameter("bias", torch::zeros({c.vocab_size}));
 }
 
-LmHeadImpl::LmHeadImpl(const config::ModelConfig& c) { predictions = register_module("predictions", LmPredictions(c)); }
+LmHeadImpl::LmHeadImpl(const config::ModelConfig& c) {
+  predictions = register_module("predictions", LmPredictions(c));
+}
 
 EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c) : config_(c) {
   embeddings = register_module("embeddings", Embeddings(c));
@@ -101,7 +105,7 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
   const torch::Tensor positions = torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
-  torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                          // [B, S, E]
+  torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                         // [B, S, E]
   if (!embeddings->token_type_embeddings.is_empty()) {
     const torch::Tensor types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros_like(in.input_ids);
     x = x + embeddings->token_type_embeddings->forward(types);
@@ -125,13 +129,14 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
 
 torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   auto& p = cls->predictions;
-  const torch::Tensor h = p->transform->LayerNorm->forward(activate(p->transform->dense->forward(hidden), config_.activation));
+  const torch::Tensor h =
+      p->transform->LayerNorm->forward(activate(p->transform->dense->forward(hidden), config_.activation));
   return torch::nn::functional::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 
 torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored) {
   const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, scored);  // [N, H]
-  torch::Tensor lg = logits(h);                                                        // [N, V]
+  torch::Tensor lg = logits(h);                                                           // [N, V]
   return lg.scalar_type() == torch::kFloat64 ? lg : lg.to(torch::kFloat32);
 }
 

@@ -19,11 +19,16 @@ namespace {
 
 RopeDType to_rope_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return RopeDType::f32;
-    case at::kDouble: return RopeDType::f64;
-    case at::kHalf: return RopeDType::f16;
-    case at::kBFloat16: return RopeDType::bf16;
-    default: TORCH_CHECK(false, "roformer::rope: unsupported dtype ", t, "; use float32, float64, float16 or bfloat16");
+    case at::kFloat:
+      return RopeDType::f32;
+    case at::kDouble:
+      return RopeDType::f64;
+    case at::kHalf:
+      return RopeDType::f16;
+    case at::kBFloat16:
+      return RopeDType::bf16;
+    default:
+      TORCH_CHECK(false, "roformer::rope: unsupported dtype ", t, "; use float32, float64, float16 or bfloat16");
   }
 }
 
@@ -116,8 +121,8 @@ void run(const Prepared& prepared, const at::Device& device) {
   TORCH_CHECK(false, "roformer::rope: no kernel for device ", device, " in this build");
 }
 
-std::vector<at::Tensor> rotate_copy(const std::vector<at::Tensor>& xs, const at::Tensor& positions, const RopeSpec& spec,
-                                    double sign) {
+std::vector<at::Tensor> rotate_copy(const std::vector<at::Tensor>& xs, const at::Tensor& positions,
+                                    const RopeSpec& spec, double sign) {
   std::vector<at::Tensor> outs;
   for (const auto& x : xs) {
     if (!x.defined()) break;
@@ -165,10 +170,10 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const RopeSpec spec = spec_from(saved[1], ctx->saved_data["position_scale"].toDouble(),
-                                    ctx->saved_data["magnitude"].toDouble(), ctx->saved_data["interleaved"].toBool(),
-                                    ctx->saved_data["rotary_dim"].toInt(), ctx->saved_data["bshd"].toBool(),
-                                    ctx->saved_data["offsets"].toBool());
+    const RopeSpec spec =
+        spec_from(saved[1], ctx->saved_data["position_scale"].toDouble(), ctx->saved_data["magnitude"].toDouble(),
+                  ctx->saved_data["interleaved"].toBool(), ctx->saved_data["rotary_dim"].toInt(),
+                  ctx->saved_data["bshd"].toBool(), ctx->saved_data["offsets"].toBool());
     const int64_t n = ctx->saved_data["n"].toInt();
     // An output nobody used arrives undefined; its gradient is zero (one launch for all).
     std::vector<at::Tensor> g(grads.begin(), grads.begin() + n);
@@ -188,12 +193,13 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
 std::vector<at::Tensor> rope_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                                    double position_scale, double magnitude, bool interleaved, int64_t rotary_dim,
                                    bool bshd, bool offsets) {
-  return rotate_copy(xs.vec(), positions, spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets),
-                     1.0);
+  return rotate_copy(xs.vec(), positions,
+                     spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets), 1.0);
 }
 
-void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq, double position_scale,
-                        double magnitude, bool interleaved, int64_t rotary_dim, bool bshd, bool offsets) {
+void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
+                        double position_scale, double magnitude, bool interleaved, int64_t rotary_dim, bool bshd,
+                        bool offsets) {
   const RopeSpec spec = spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets);
   const std::vector<at::Tensor> v = xs.vec();
   const Prepared prepared = prepare(v, v, positions, spec, 1.0);
@@ -203,7 +209,8 @@ void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at
 std::vector<at::Tensor> rope_autograd_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                                             double position_scale, double magnitude, bool interleaved,
                                             int64_t rotary_dim, bool bshd, bool offsets) {
-  return RopeFunction::apply(xs, positions, inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets);
+  return RopeFunction::apply(xs, positions, inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd,
+                             offsets);
 }
 
 }  // namespace
@@ -214,8 +221,8 @@ std::vector<torch::Tensor> rope(const std::vector<torch::Tensor>& xs, const torc
   for (const auto& x : xs) needs_grad = needs_grad || (x.requires_grad() && at::GradMode::is_enabled());
   const bool bshd = spec.layout == RopeLayout::bshd;
   if (needs_grad)  // as a TensorList: autograd tracks each element (a std::vector would not be)
-    return RopeFunction::apply(at::TensorList(xs), positions, spec.inv_freq, spec.position_scale, spec.magnitude, spec.interleaved,
-                               spec.rotary_dim, bshd, spec.position_offsets);
+    return RopeFunction::apply(at::TensorList(xs), positions, spec.inv_freq, spec.position_scale, spec.magnitude,
+                               spec.interleaved, spec.rotary_dim, bshd, spec.position_offsets);
   return rotate_copy(xs, positions, spec, 1.0);
 }
 
@@ -255,4 +262,6 @@ TORCH_LIBRARY_IMPL(roformer, CUDA, m) {
 }
 #endif
 
-TORCH_LIBRARY_IMPL(roformer, Autograd, m) { m.impl("rope", &roformer::ops::rope_autograd_entry); }
+TORCH_LIBRARY_IMPL(roformer, Autograd, m) {
+  m.impl("rope", &roformer::ops::rope_autograd_entry);
+}

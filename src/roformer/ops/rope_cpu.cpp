@@ -31,8 +31,8 @@ ROFORMER_ALWAYS_INLINE void store_elem(scalar_t* p, acc_type<scalar_t> v) {
 
 // Rotates one head: pairs from `in` to `out` with per-pair cos `c` and sin `s`, tail copied.
 template <typename scalar_t>
-ROFORMER_ALWAYS_INLINE void rotate_head(const RopeLaunch& p, const scalar_t* in, int64_t in_sd, scalar_t* out, int64_t out_sd,
-                 const acc_type<scalar_t>* c, const acc_type<scalar_t>* s) {
+ROFORMER_ALWAYS_INLINE void rotate_head(const RopeLaunch& p, const scalar_t* in, int64_t in_sd, scalar_t* out,
+                                        int64_t out_sd, const acc_type<scalar_t>* c, const acc_type<scalar_t>* s) {
   using acc_t = acc_type<scalar_t>;
   const int64_t half = p.rotary_dim / 2;
   if (in_sd == 1 && out_sd == 1) {
@@ -151,19 +151,22 @@ void rope_cpu_typed(const RopeLaunch& p) {
   int64_t work_per_token = 0;
   for (int j = 0; j < p.num_tensors; ++j) work_per_token += p.tensors[j].heads * p.head_dim;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_token));
-  at::parallel_for(0, p.batch * p.seq, grain, [&](int64_t begin, int64_t end) {
-    rotate_tokens_dispatch<scalar_t>(p, table.data(), begin, end);
-  });
+  at::parallel_for(0, p.batch * p.seq, grain,
+                   [&](int64_t begin, int64_t end) { rotate_tokens_dispatch<scalar_t>(p, table.data(), begin, end); });
 }
 
 }  // namespace
 
 void rope_cpu(const RopeLaunch& launch) {
   switch (launch.dtype) {
-    case RopeDType::f32: return rope_cpu_typed<float>(launch);
-    case RopeDType::f64: return rope_cpu_typed<double>(launch);
-    case RopeDType::f16: return rope_cpu_typed<c10::Half>(launch);
-    case RopeDType::bf16: return rope_cpu_typed<c10::BFloat16>(launch);
+    case RopeDType::f32:
+      return rope_cpu_typed<float>(launch);
+    case RopeDType::f64:
+      return rope_cpu_typed<double>(launch);
+    case RopeDType::f16:
+      return rope_cpu_typed<c10::Half>(launch);
+    case RopeDType::bf16:
+      return rope_cpu_typed<c10::BFloat16>(launch);
   }
 }
 

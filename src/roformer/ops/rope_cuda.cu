@@ -25,18 +25,45 @@ void check(cudaError_t err, const char* what) {
 }
 
 // ---- element conversions ------------------------------------------------------------------
-template <typename T> struct Acc { using type = float; };
-template <> struct Acc<double> { using type = double; };
+template <typename T>
+struct Acc {
+  using type = float;
+};
+template <>
+struct Acc<double> {
+  using type = double;
+};
 
-__device__ __forceinline__ float to_acc(float x) { return x; }
-__device__ __forceinline__ double to_acc(double x) { return x; }
-__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_acc(typename Acc<T>::type x);
-template <> __device__ __forceinline__ float from_acc<float>(float x) { return x; }
-template <> __device__ __forceinline__ double from_acc<double>(double x) { return x; }
-template <> __device__ __forceinline__ __half from_acc<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ float to_acc(float x) {
+  return x;
+}
+__device__ __forceinline__ double to_acc(double x) {
+  return x;
+}
+__device__ __forceinline__ float to_acc(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_acc(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_acc(typename Acc<T>::type x);
+template <>
+__device__ __forceinline__ float from_acc<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ double from_acc<double>(double x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_acc<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Vec {
@@ -170,10 +197,14 @@ __global__ void axpy_kernel(int n, float a, const float* x, float* y) {
 void rope_cuda(const RopeLaunch& launch, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (launch.dtype) {
-    case RopeDType::f32: return launch_typed<float>(launch, st);
-    case RopeDType::f64: return launch_typed<double>(launch, st);
-    case RopeDType::f16: return launch_typed<__half>(launch, st);
-    case RopeDType::bf16: return launch_typed<__nv_bfloat16>(launch, st);
+    case RopeDType::f32:
+      return launch_typed<float>(launch, st);
+    case RopeDType::f64:
+      return launch_typed<double>(launch, st);
+    case RopeDType::f16:
+      return launch_typed<__half>(launch, st);
+    case RopeDType::bf16:
+      return launch_typed<__nv_bfloat16>(launch, st);
   }
 }
 

@@ -59,9 +59,12 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 ROFORMER_HD int64_t rope_position(const RopeLaunch& p, int64_t b, int64_t s) {
   switch (p.position_mode) {
-    case RopePositionMode::shared: return p.positions[s * p.position_stride_s];
-    case RopePositionMode::explicit_ids: return p.positions[b * p.position_stride_b + s * p.position_stride_s];
-    case RopePositionMode::offsets: return p.positions[b * p.position_stride_b] + s;
+    case RopePositionMode::shared:
+      return p.positions[s * p.position_stride_s];
+    case RopePositionMode::explicit_ids:
+      return p.positions[b * p.position_stride_b + s * p.position_stride_s];
+    case RopePositionMode::offsets:
+      return p.positions[b * p.position_stride_b] + s;
   }
   return 0;
 }
@@ -88,7 +91,9 @@ ROFORMER_HD void rope_rotate_pair(acc_t x0, acc_t x1, acc_t c, acc_t s, acc_t* y
 }
 
 // Feature offsets of pair i inside a head.
-ROFORMER_HD int64_t rope_first(const RopeLaunch& p, int64_t i) { return p.interleaved ? 2 * i : i; }
+ROFORMER_HD int64_t rope_first(const RopeLaunch& p, int64_t i) {
+  return p.interleaved ? 2 * i : i;
+}
 ROFORMER_HD int64_t rope_second(const RopeLaunch& p, int64_t i) {
   return p.interleaved ? 2 * i + 1 : i + p.rotary_dim / 2;
 }

@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
+#include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/eval/extrapolation.h"
 #include "roformer/io/checkpoint.h"
@@ -51,7 +53,8 @@ std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n,
   if (!n) return out;
   if (!n.IsSequence()) throw UserError(where(file, n) + ": " + key + " must be a list of {name, set}");
   for (const auto& v : n) {
-    if (!v.IsMap() || !v["name"] || !v["name"].IsScalar()) throw UserError(where(file, v) + ": each " + key + " entry needs a name");
+    if (!v.IsMap() || !v["name"] || !v["name"].IsScalar())
+      throw UserError(where(file, v) + ": each " + key + " entry needs a name");
     for (const auto& kv : v)
       if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set")
         throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key + " (name, set)");
@@ -86,7 +89,9 @@ std::string mean_std(const std::vector<double>& v, int precision = 2) {
   return v.size() > 1 ? fmt(mean(v), precision) + " ± " + fmt(stdev(v), precision) : fmt(mean(v), precision);
 }
 
-std::string run_name(const SweepVariant& v, int64_t seed) { return v.name + "-seed" + std::to_string(seed); }
+std::string run_name(const SweepVariant& v, int64_t seed) {
+  return v.name + "-seed" + std::to_string(seed);
+}
 
 config::LoadedConfig point_config(const SweepSpec& s, const SweepVariant& v, int64_t seed) {
   std::vector<std::string> o = s.overrides;
@@ -122,14 +127,16 @@ SweepSpec load_sweep(const std::string& path) {
   static const std::vector<std::string> known{"name", "config", "set", "seeds", "variants", "eval"};
   for (const auto& kv : root) {
     if (std::find(known.begin(), known.end(), kv.first.Scalar()) == known.end())
-      throw UserError(where(path, kv.first) + ": unknown key '" + kv.first.Scalar() + "' (valid: name, config, set, seeds, variants, eval)");
+      throw UserError(where(path, kv.first) + ": unknown key '" + kv.first.Scalar() +
+                      "' (valid: name, config, set, seeds, variants, eval)");
   }
   SweepSpec s;
   s.file = path;
   s.name = root["name"] ? root["name"].Scalar() : std::filesystem::path(path).stem().string();
   if (!root["config"]) throw UserError(path + ": 'config' (the base config file) is required");
   s.config = (std::filesystem::path(path).parent_path() / root["config"].Scalar()).string();
-  if (!path_exists(s.config)) throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
+  if (!path_exists(s.config))
+    throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
   s.overrides = string_list(path, root["set"], "set");
   if (root["seeds"]) {
     if (!root["seeds"].IsSequence()) throw UserError(where(path, root["seeds"]) + ": seeds must be a list of integers");
@@ -143,17 +150,24 @@ SweepSpec load_sweep(const std::string& path) {
     for (const auto& kv : e) {
       const std::string k = kv.first.Scalar();
       if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling")
-        throw UserError(where(path, kv.first) + ": unknown key 'eval." + k + "' (lengths, protocols, split, max_tokens, scaling)");
+        throw UserError(where(path, kv.first) + ": unknown key 'eval." + k +
+                        "' (lengths, protocols, split, max_tokens, scaling)");
     }
-    if (e["lengths"]) for (const auto& x : e["lengths"]) s.lengths.push_back(x.as<int64_t>());
-    if (e["protocols"]) for (const auto& x : e["protocols"]) s.protocols.push_back(x.Scalar());
+    if (e["lengths"])
+      for (const auto& x : e["lengths"]) s.lengths.push_back(x.as<int64_t>());
+    if (e["protocols"])
+      for (const auto& x : e["protocols"]) s.protocols.push_back(x.Scalar());
     if (e["split"]) s.split = e["split"].Scalar();
     if (e["max_tokens"]) s.max_tokens = e["max_tokens"].as<int64_t>();
     s.scaling = variants(path, e["scaling"], "eval.scaling");
   }
-  if (s.protocols.empty()) s.protocols = {"chunks"};
-  for (const auto& p : s.protocols)
-    if (p != "chunks" && p != "sliding") throw UserError(path + ": eval.protocols entries must be chunks or sliding, got '" + p + "'");
+  const auto& protocols = config::eval_protocol_names();
+  if (s.protocols.empty()) s.protocols = {protocols.name(config::EvalProtocol::chunks)};
+  for (const auto& p : s.protocols) {
+    const auto allowed = protocols.names();
+    if (std::find(allowed.begin(), allowed.end(), p) == allowed.end())
+      throw UserError(path + ": eval.protocols entries must be one of " + join(allowed, ", ") + ", got '" + p + "'");
+  }
   // Validate every point's config now, so a typo fails before hours of training.
   for (const auto& v : s.variants) point_config(s, v, s.seeds.front());
   if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
@@ -177,7 +191,8 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
       const config::LoadedConfig cfg = point_config(spec, v, seed);
       const auto latest = io::latest_checkpoint(dir);
       if (latest && latest->step >= cfg.config.train.steps) {
-        log::info("[", index, "/", points, "] ", run_name(v, seed), ": trained (step ", latest->step, "), skipping training");
+        log::info("[", index, "/", points, "] ", run_name(v, seed), ": trained (step ", latest->step,
+                  "), skipping training");
       } else {
         log::info("[", index, "/", points, "] ", run_name(v, seed), ": training");
         train::TrainOptions opts;
@@ -197,7 +212,8 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
       for (const auto& p : spec.protocols) run_eval(dir + "/eval/" + p + ".json", eval_overrides(spec, p));
       if (cfg.config.model.position.kind == config::PositionKind::rope) {
         for (const auto& sc : spec.scaling) {
-          std::vector<std::string> o = eval_overrides(spec, "chunks");
+          std::vector<std::string> o =
+              eval_overrides(spec, config::eval_protocol_names().name(config::EvalProtocol::chunks));
           o.insert(o.end(), sc.overrides.begin(), sc.overrides.end());
           run_eval(dir + "/eval/chunks-" + sc.name + ".json", o);
         }
@@ -209,8 +225,13 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
 }
 
 void write_sweep_report(const SweepSpec& spec, const std::string& out) {
-  json report = {{"name", spec.name}, {"sweep_file", spec.file}, {"config", spec.config}, {"seeds", spec.seeds},
-                 {"lengths", spec.lengths}, {"protocols", spec.protocols}, {"git_revision", build_info().git_revision},
+  json report = {{"name", spec.name},
+                 {"sweep_file", spec.file},
+                 {"config", spec.config},
+                 {"seeds", spec.seeds},
+                 {"lengths", spec.lengths},
+                 {"protocols", spec.protocols},
+                 {"git_revision", build_info().git_revision},
                  {"variants", json::array()}};
   int64_t train_length = 0, steps = 0;
   std::string objective;
@@ -224,7 +245,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       steps = c.train.steps;
       const std::string obj = config::objective_names().name(c.model.objective);
       objective = objective.empty() || objective == obj ? obj : "mixed";
-      json run = {{"seed", seed}, {"dir", dir}, {"train", json::array()}, {"valid", json::array()}, {"eval", json::object()}};
+      json run = {
+          {"seed", seed}, {"dir", dir}, {"train", json::array()}, {"valid", json::array()}, {"eval", json::object()}};
       std::istringstream in(read_text_file(dir + "/metrics.jsonl"));
       std::string line;
       while (std::getline(in, line)) {
@@ -235,7 +257,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       }
       if (is_directory(dir + "/eval"))
         for (const auto& f : std::filesystem::directory_iterator(dir + "/eval"))
-          if (f.path().extension() == ".json") run["eval"][f.path().stem().string()] = json::parse(read_text_file(f.path().string()));
+          if (f.path().extension() == ".json")
+            run["eval"][f.path().stem().string()] = json::parse(read_text_file(f.path().string()));
       jv["runs"].push_back(run);
     }
     report["variants"].push_back(jv);
@@ -258,13 +281,15 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
   std::ostringstream md;
   md << "# Sweep report: " << spec.name << "\n\n"
      << "Base config `" << spec.config << "`, objective " << objective << ", " << steps << " steps, training length "
-     << train_length << ", seeds " << json(spec.seeds).dump() << ", evaluation split `" << spec.split
-     << "`, git " << build_info().git_revision << ". Values are mean ± sample std over seeds; perplexity is per "
-     << (objective == "mlm"         ? "masked token (fixed evaluation masks)"
-         : objective == "causal_lm" ? "next token"
-                                    : "masked token for MLM variants and next token for causal-LM variants")
+     << train_length << ", seeds " << json(spec.seeds).dump() << ", evaluation split `" << spec.split << "`, git "
+     << build_info().git_revision << ". Values are mean ± sample std over seeds; perplexity is per "
+     << (objective == config::objective_names().name(config::Objective::mlm) ? "masked token (fixed evaluation masks)"
+         : objective == config::objective_names().name(config::Objective::causal_lm)
+             ? "next token"
+             : "masked token for MLM variants and next token for causal-LM variants")
      << ".\n\n";
-  md << "## In-distribution (validation at the training length)\n\n| variant | final valid loss | valid ppl |\n|---|---|---|\n";
+  md << "## In-distribution (validation at the training length)\n\n| variant | final valid loss | valid ppl "
+        "|\n|---|---|---|\n";
   for (const auto& jv : report["variants"]) {
     std::vector<double> losses;
     for (const auto& run : jv["runs"])
@@ -275,7 +300,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
   }
   for (const auto& protocol : spec.protocols) {
     md << "\n## Perplexity by evaluation length (" << protocol << " protocol)\n\n| variant |";
-    for (int64_t L : spec.lengths) md << " " << L << " (" << fmt(static_cast<double>(L) / std::max<int64_t>(1, train_length), 0) << "×) |";
+    for (int64_t L : spec.lengths)
+      md << " " << L << " (" << fmt(static_cast<double>(L) / std::max<int64_t>(1, train_length), 0) << "×) |";
     md << "\n|---|";
     for (size_t i = 0; i < spec.lengths.size(); ++i) md << "---|";
     md << "\n";
@@ -297,7 +323,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
     }
   }
   if (!spec.scaling.empty()) {
-    md << "\n## RoPE context extension at evaluation time (chunks protocol, no retraining)\n\n| rope variant | scaling |";
+    md << "\n## RoPE context extension at evaluation time (chunks protocol, no retraining)\n\n| rope variant | scaling "
+          "|";
     for (int64_t L : spec.lengths) md << " " << L << " |";
     md << "\n|---|---|";
     for (size_t i = 0; i < spec.lengths.size(); ++i) md << "---|";
@@ -307,7 +334,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       for (const auto& run : jv["runs"]) any = any || run["eval"].contains("chunks-" + spec.scaling.front().name);
       if (!any) continue;
       md << "| " << jv["name"].get<std::string>() << " | none |";
-      for (int64_t L : spec.lengths) md << " " << mean_std(ppl_at(jv, "chunks", L)) << " |";
+      for (int64_t L : spec.lengths)
+        md << " " << mean_std(ppl_at(jv, config::eval_protocol_names().name(config::EvalProtocol::chunks), L)) << " |";
       md << "\n";
       for (const auto& sc : spec.scaling) {
         md << "| " << jv["name"].get<std::string>() << " | " << sc.name << " |";

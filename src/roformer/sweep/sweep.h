@@ -25,8 +25,8 @@ struct SweepSpec {
   std::vector<int64_t> lengths;
   std::vector<std::string> protocols;  // chunks | sliding
   std::string split = "valid";
-  int64_t max_tokens = 0;              // 0: the config's eval.max_tokens
-  std::vector<SweepVariant> scaling;   // evaluated for rope variants, chunks protocol
+  int64_t max_tokens = 0;             // 0: the config's eval.max_tokens
+  std::vector<SweepVariant> scaling;  // evaluated for rope variants, chunks protocol
 };
 
 // Parses and validates a sweep file; throws UserError naming file:line:col and the key.

@@ -9,8 +9,8 @@
 #include <limits>
 
 #ifdef ROFORMER_WITH_CUDA
-#include <c10/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -39,7 +39,10 @@ class CudaGraphStep : public GraphedStep {
  public:
   CudaGraphStep(model::EncoderModel& model, FusedAdamW& optimizer, const torch::Device& device,
                 const GraphStepOptions& options)
-      : model_(model), optimizer_(optimizer), device_(device), options_(options),
+      : model_(model),
+        optimizer_(optimizer),
+        device_(device),
+        options_(options),
         side_(c10::cuda::getStreamFromPool(false, device.index())) {
     const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
     count_ = torch::zeros({}, f64);
@@ -84,8 +87,9 @@ class CudaGraphStep : public GraphedStep {
       const torch::Tensor targets = batch.targets.narrow(0, static_cast<int64_t>(m) * rows, rows).reshape({-1});
       const torch::Tensor scored = (targets != -100).nonzero().squeeze(1);  // on the host
       if (scored.numel() > capacity) {
-        if (!warned_) log::warn("CUDA graph: a micro-batch has ", scored.numel(), " scored positions, more than the ",
-                                capacity, " the graph holds; such steps run eagerly");
+        if (!warned_)
+          log::warn("CUDA graph: a micro-batch has ", scored.numel(), " scored positions, more than the ", capacity,
+                    " the graph holds; such steps run eagerly");
         warned_ = true;
         return false;
       }

@@ -11,7 +11,8 @@ namespace roformer::train {
 
 dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
   if (d.backend == config::DistBackend::nccl) {
-    if (!device.is_cuda()) throw UserError("dist.backend=nccl needs CUDA tensors, but training runs on the CPU; use gloo or auto");
+    if (!device.is_cuda())
+      throw UserError("dist.backend=nccl needs CUDA tensors, but training runs on the CPU; use gloo or auto");
     return dist::Engine::nccl;
   }
   if (d.backend == config::DistBackend::gloo) return dist::Engine::gloo;

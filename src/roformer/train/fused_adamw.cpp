@@ -31,7 +31,8 @@ void FusedAdamW::init_state() {
       }
       auto& s = static_cast<AdamWParamState&>(*it->second);
       TORCH_CHECK(restored_step < 0 || restored_step == s.step(),
-                  "FusedAdamW: parameters were saved at different step counts (", restored_step, " and ", s.step(), ")");
+                  "FusedAdamW: parameters were saved at different step counts (", restored_step, " and ", s.step(),
+                  ")");
       restored_step = s.step();
       // A checkpoint loads its moments where they were saved; they belong next to the parameter.
       if (s.exp_avg().device() != p.device()) s.exp_avg(s.exp_avg().to(p.device()));

@@ -28,7 +28,7 @@ class FusedAdamW : public torch::optim::AdamW {
   void load(torch::serialize::InputArchive& archive) override;
 
  private:
-  void init_state();  // moments and the shared step counter on first use, on the params' device
+  void init_state();          // moments and the shared step counter on first use, on the params' device
   torch::Tensor step_count_;  // float32 [] on the params' device: completed updates
   torch::Tensor found_inf_;   // float32 [] or undefined
   torch::Tensor lr_tensor_;   // float32 [] or undefined

@@ -13,7 +13,8 @@ double learning_rate(const config::TrainConfig& t, int64_t step) {
   if (t.schedule == config::LrSchedule::constant) return peak;
   const int64_t decay_steps = t.steps - t.warmup_steps;
   if (decay_steps <= 1) return peak;
-  const double progress = std::clamp(static_cast<double>(step - t.warmup_steps) / static_cast<double>(decay_steps - 1), 0.0, 1.0);
+  const double progress =
+      std::clamp(static_cast<double>(step - t.warmup_steps) / static_cast<double>(decay_steps - 1), 0.0, 1.0);
   if (t.schedule == config::LrSchedule::linear) return peak + (floor - peak) * progress;
   return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * progress));
 }

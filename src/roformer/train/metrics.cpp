@@ -36,9 +36,9 @@ void MetricsWriter::write(const json& record) {
 }
 
 json StepRecord::to_json() const {
-  json r{{"type", "train"},         {"step", step},     {"loss", loss},           {"lr", lr},
-         {"grad_norm", grad_norm},   {"tokens_per_s", tokens_per_s}, {"tflops", tflops},
-         {"elapsed_s", elapsed_s},   {"tokens", tokens}};
+  json r{{"type", "train"},  {"step", step},           {"loss", loss},
+         {"lr", lr},         {"grad_norm", grad_norm}, {"tokens_per_s", tokens_per_s},
+         {"tflops", tflops}, {"elapsed_s", elapsed_s}, {"tokens", tokens}};
   if (mfu >= 0) r["mfu"] = mfu;
   if (peak_mem_gib >= 0) r["peak_mem_gib"] = peak_mem_gib;
   return r;

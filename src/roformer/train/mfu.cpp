@@ -33,7 +33,8 @@ double peak_memory_gib(const torch::Device& device) {
 #ifdef ROFORMER_WITH_CUDA
   if (device.is_cuda()) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return static_cast<double>(stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
+    return static_cast<double>(
+               stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
            (1024.0 * 1024.0 * 1024.0);
   }
 #endif
@@ -46,8 +47,8 @@ double peak_tflops(const config::TrainConfig& t, const torch::Device& device, bo
   if (name.empty()) return 0;
   // Dense bf16 tensor-core peaks from the vendor's datasheets (first match wins).
   static const std::vector<std::pair<const char*, double>> kPeaks{
-      {"H100 PCIe", 756}, {"H100 NVL", 835}, {"H100", 989}, {"H200", 989}, {"GH200", 989},
-      {"B200", 2250},     {"B100", 1750},    {"A100", 312}, {"A800", 312}, {"L40S", 362},
+      {"H100 PCIe", 756}, {"H100 NVL", 835}, {"H100", 989}, {"H200", 989},     {"GH200", 989},
+      {"B200", 2250},     {"B100", 1750},    {"A100", 312}, {"A800", 312},     {"L40S", 362},
       {"L4", 121},        {"A10G", 70},      {"A10", 125},  {"RTX 4090", 165}, {"V100", 125}};
   for (const auto& [needle, peak] : kPeaks)
     if (name.find(needle) != std::string::npos) return bf16 ? peak : peak / 2;

@@ -6,7 +6,9 @@
 namespace roformer::train {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+}
 }  // namespace
 
 void install_stop_handlers() {
@@ -17,7 +19,11 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool stop_requested() { return g_signal != 0; }
-int stop_signal() { return g_signal; }
+bool stop_requested() {
+  return g_signal != 0;
+}
+int stop_signal() {
+  return g_signal;
+}
 
 }  // namespace roformer::train

@@ -99,8 +99,8 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
   optimizer.zero_grad();
   const int64_t rows = batch.input_ids.size(0) / grad_accum;
   const torch::Device comm_device = model->parameters().front().device();
-  const double scored = dp ? global_scored(*dp, static_cast<double>(batch.scored), comm_device)
-                           : static_cast<double>(batch.scored);
+  const double scored =
+      dp ? global_scored(*dp, static_cast<double>(batch.scored), comm_device) : static_cast<double>(batch.scored);
   std::vector<MicroBatch> micro;
   for (int64_t m = 0; m < grad_accum; ++m) {
     const torch::Tensor targets_cpu = batch.targets.narrow(0, m * rows, rows);
@@ -109,7 +109,9 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
     // run the same backward passes (the collectives pair up), so none is skipped.
     if (!dp && scored_cpu.numel() == 0) continue;
     micro.push_back({to_device_async(batch.input_ids.narrow(0, m * rows, rows), device),
-                     to_device_async(targets_cpu, device), to_device_async(scored_cpu, device), {}});
+                     to_device_async(targets_cpu, device),
+                     to_device_async(scored_cpu, device),
+                     {}});
   }
   const torch::Tensor count = torch::full({}, poison ? std::numeric_limits<double>::quiet_NaN() : scored,
                                           torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));

@@ -41,7 +41,9 @@ namespace roformer::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Sums an evaluation's counts over ranks (each rank scored its own windows).
 void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::EvalResult& r) {
@@ -77,7 +79,8 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
   if (t.cuda_graphs == config::CudaGraphs::off) return nullptr;
   if (t.cuda_graphs == config::CudaGraphs::auto_) {
     if (device.is_cuda())
-      log::info("train.cuda_graphs=auto: eager steps (graphs are opt-in until verified on a GPU: train.cuda_graphs=on)");
+      log::info(
+          "train.cuda_graphs=auto: eager steps (graphs are opt-in until verified on a GPU: train.cuda_graphs=on)");
     return nullptr;
   }
   std::string why;
@@ -155,11 +158,13 @@ class Trainer {
 void Trainer::check_inputs() {
   const int world = env_.world_size;
   if (t_.batch_size % world != 0 || (t_.batch_size / world) % t_.grad_accum != 0)
-    throw UserError("train.batch_size=" + std::to_string(t_.batch_size) + " is the global batch: it must split evenly " +
-                    "over " + std::to_string(world) + " rank(s) x train.grad_accum=" + std::to_string(t_.grad_accum) +
+    throw UserError("train.batch_size=" + std::to_string(t_.batch_size) +
+                    " is the global batch: it must split evenly " + "over " + std::to_string(world) +
+                    " rank(s) x train.grad_accum=" + std::to_string(t_.grad_accum) +
                     " micro-batches; choose a multiple of " + std::to_string(world * t_.grad_accum));
   local_batch_ = t_.batch_size / world;
-  if (cfg_.data.path.empty()) throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data)");
+  if (cfg_.data.path.empty())
+    throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data)");
   meta_ = data::read_dataset_meta(cfg_.data.path, /*verify_checksums=*/true);
   if (meta_.vocab_size > cfg_.model.vocab_size)
     throw UserError("dataset '" + cfg_.data.path + "' has a vocabulary of " + std::to_string(meta_.vocab_size) +
@@ -171,12 +176,14 @@ void Trainer::check_inputs() {
   } else if (!opts_.resume.empty()) {
     resume_dir_ = opts_.resume;
   } else if (!io::list_checkpoints(run_dir).empty()) {
-    throw UserError("run directory '" + run_dir + "' already has checkpoints; pass --resume auto to continue it or "
+    throw UserError("run directory '" + run_dir +
+                    "' already has checkpoints; pass --resume auto to continue it or "
                     "--run-dir NEW to start another run");
   }
   if (resume_dir_.empty()) return;
   if (!io::is_complete_checkpoint(resume_dir_))
-    throw UserError("'" + resume_dir_ + "' is not a complete checkpoint (missing model.safetensors, trainer.pt, "
+    throw UserError("'" + resume_dir_ +
+                    "' is not a complete checkpoint (missing model.safetensors, trainer.pt, "
                     "config.yaml or meta.json); pass --resume auto to take the newest complete one");
   io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
 }
@@ -208,7 +215,8 @@ void Trainer::setup_device() {
   peak_ = peak_tflops(t_, device_, autocast_);
   log::info("model FLOPs per token ", shortest_double(std::round(flops_per_token_ / 1e3) / 1e3),
             " M (6N + attention); ",
-            peak_ > 0 ? "peak " + shortest_double(peak_) + " TFLOP/s for MFU" : "no peak known: set train.peak_tflops for MFU");
+            peak_ > 0 ? "peak " + shortest_double(peak_) + " TFLOP/s for MFU"
+                      : "no peak known: set train.peak_tflops for MFU");
 }
 
 // Data, model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters).
@@ -217,9 +225,9 @@ void Trainer::build() {
   auto valid_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "valid");
   const data::MaskingRule rule = data::MaskingRule::from(meta_, cfg_.data);
   const int world = env_.world_size;
-  batcher_ = std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
-                                                  env_.rank, world, static_cast<uint64_t>(t_.seed),
-                                                  cfg_.data.sampling, rule);
+  batcher_ =
+      std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
+                                           env_.rank, world, static_cast<uint64_t>(t_.seed), cfg_.data.sampling, rule);
   valid_ = std::make_unique<data::EvalWindows>(valid_store, cfg_.model.objective, cfg_.data.seq_len,
                                                config::EvalProtocol::chunks, 0,
                                                t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
@@ -315,7 +323,8 @@ void Trainer::log_step(const StepResult& sr, double lr) {
   metrics_.write(r.to_json());
   if (progress_) {  // a terminal: the bar, and the line in the log file only
     log::debug(r.line());
-    progress_->update(static_cast<double>(state_.step - first_step_), "loss " + shortest_double(std::round(r.loss * 1e3) / 1e3));
+    progress_->update(static_cast<double>(state_.step - first_step_),
+                      "loss " + shortest_double(std::round(r.loss * 1e3) / 1e3));
   } else {
     log::info(r.line());
   }
@@ -326,8 +335,12 @@ void Trainer::log_step(const StepResult& sr, double lr) {
 void Trainer::evaluate(int64_t step) {
   eval::EvalResult r = eval::evaluate(model_, *valid_, device_);
   if (comm_) reduce_eval(*comm_, device_, r);
-  metrics_.write({{"type", "eval"}, {"step", step}, {"loss", r.loss()}, {"ppl", r.perplexity()},
-                  {"accuracy", r.accuracy()}, {"tokens", r.tokens}});
+  metrics_.write({{"type", "eval"},
+                  {"step", step},
+                  {"loss", r.loss()},
+                  {"ppl", r.perplexity()},
+                  {"accuracy", r.accuracy()},
+                  {"tokens", r.tokens}});
   log::info("eval step ", step, ": loss ", r.loss(), ", ppl ", r.perplexity(), ", accuracy ", r.accuracy());
   result_.valid_loss = r.loss();
 }
@@ -340,10 +353,10 @@ void Trainer::checkpoint() {
                           opts_.faults.kill_in_checkpoint_step);
     } catch (const UserError& e) {
       const auto previous = io::latest_checkpoint(result_.run_dir);
-      throw UserError(std::string(e.what()) + "\ntraining stopped at step " + std::to_string(state_.step) + "; " +
-                      (previous ? "the previous checkpoint " + previous->dir + " is intact"
-                                : "no checkpoint was written yet") +
-                      "; free space (or fix permissions) and continue with --resume auto");
+      throw UserError(
+          std::string(e.what()) + "\ntraining stopped at step " + std::to_string(state_.step) + "; " +
+          (previous ? "the previous checkpoint " + previous->dir + " is intact" : "no checkpoint was written yet") +
+          "; free space (or fix permissions) and continue with --resume auto");
     }
   }
   if (group_) group_->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
@@ -395,7 +408,8 @@ TrainResult Trainer::run() {
     if (checkpoint_now) checkpoint();
     if (stopping) {
       const int sig = stop_signal() ? stop_signal() : SIGTERM;  // a peer's signal stops this rank too
-      log::warn("stopped by signal ", sig, " after step ", state_.step, "; checkpoint saved; continue with --resume auto");
+      log::warn("stopped by signal ", sig, " after step ", state_.step,
+                "; checkpoint saved; continue with --resume auto");
       return finish(128 + sig);
     }
   }
@@ -416,7 +430,8 @@ FaultInjection FaultInjection::from_environment() {
     try {
       return std::stoll(v);
     } catch (const std::exception&) {
-      throw UserError(std::string(name) + "='" + v + "' is not a step number; unset it (it is for fault-injection tests)");
+      throw UserError(std::string(name) + "='" + v +
+                      "' is not a step number; unset it (it is for fault-injection tests)");
     }
   };
   f.nan_step = step_from("ROFORMER_FAULT_NAN_STEP");

@@ -29,9 +29,9 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  int exit_code = 0;       // 0 done; 130/143 stopped by SIGINT/SIGTERM (checkpoint saved); 3 non-finite stop
-  int64_t step = 0;        // optimizer steps completed
-  double valid_loss = 0;   // last validation loss
+  int exit_code = 0;      // 0 done; 130/143 stopped by SIGINT/SIGTERM (checkpoint saved); 3 non-finite stop
+  int64_t step = 0;       // optimizer steps completed
+  double valid_loss = 0;  // last validation loss
   std::string run_dir;
 };
 

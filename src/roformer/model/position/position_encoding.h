@@ -33,7 +33,6 @@ class PositionEncodingImpl : public torch::nn::Module {
 
   // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
   virtual int64_t max_length() const { return 0; }
-
 };
 
 // Builds the family selected by model.position.kind.

@@ -38,16 +38,18 @@ torch::Tensor t5_relative_bucket(const torch::Tensor& relative, bool bidirection
   const torch::Tensor is_small = n < max_exact;
   // Logarithmic buckets from max_exact up to max_distance, then all share the last one.
   const torch::Tensor nf = n.to(torch::kFloat64).clamp_min(1.0);
-  torch::Tensor large = max_exact + (torch::log(nf / max_exact) / std::log(static_cast<double>(max_distance) / max_exact) *
-                                     static_cast<double>(nb - max_exact))
-                                        .to(torch::kLong);
+  torch::Tensor large =
+      max_exact + (torch::log(nf / max_exact) / std::log(static_cast<double>(max_distance) / max_exact) *
+                   static_cast<double>(nb - max_exact))
+                      .to(torch::kLong);
   large = large.clamp_max(nb - 1);
   return bucket + torch::where(is_small, n, large);
 }
 
 T5BiasImpl::T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bool bidirectional)
     : config_(config), bidirectional_(bidirectional) {
-  relative_attention_bias = register_module("relative_attention_bias", torch::nn::Embedding(config.num_buckets, num_heads));
+  relative_attention_bias =
+      register_module("relative_attention_bias", torch::nn::Embedding(config.num_buckets, num_heads));
 }
 
 torch::Tensor T5BiasImpl::score_bias(const torch::Tensor& positions) {

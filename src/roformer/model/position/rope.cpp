@@ -28,9 +28,8 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
     spec.interleaved = config_.pairing == config::RopePairing::interleaved;
     spec.rotary_dim = rotary_dim_;
     spec.layout = ops::RopeLayout::bhsd;  // q/k/v are strided [B, H, S, D] views; no copies
-    std::vector<torch::Tensor> out = ops::rope(config_.rotate_value ? std::vector<torch::Tensor>{q, k, v}
-                                                                    : std::vector<torch::Tensor>{q, k},
-                                               positions, spec);
+    std::vector<torch::Tensor> out = ops::rope(
+        config_.rotate_value ? std::vector<torch::Tensor>{q, k, v} : std::vector<torch::Tensor>{q, k}, positions, spec);
     q = out[0];
     k = out[1];
     if (config_.rotate_value) v = out[2];

@@ -19,7 +19,7 @@ class RopeImpl : public PositionEncodingImpl {
  private:
   config::RopeConfig config_;
   int64_t rotary_dim_;
-  RopeFrequencies freqs_;     // for freqs_length_ (dynamic NTK depends on the length)
+  RopeFrequencies freqs_;  // for freqs_length_ (dynamic NTK depends on the length)
   int64_t freqs_length_ = -1;
   TableCache inv_freq_;  // float64 [rotary_dim / 2] on the inputs' device, per length (dynamic NTK)
 };

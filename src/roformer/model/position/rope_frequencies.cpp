@@ -31,7 +31,9 @@ double yarn_correction_dim(double rotations, int64_t dim, double base, double or
 
 }  // namespace
 
-double yarn_default_magnitude(double factor) { return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0; }
+double yarn_default_magnitude(double factor) {
+  return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
+}
 
 RopeFrequencies rope_frequencies(const config::RopeConfig& rope, int64_t rotary_dim, int64_t seq_len) {
   using config::RopeScalingKind;

@@ -9,15 +9,15 @@ torch::Tensor rope_reference(const torch::Tensor& x, const torch::Tensor& positi
                              config::RopePairing pairing, int64_t rotary_dim) {
   TORCH_CHECK(x.dim() == 4, "rope_reference: x must be [B, H, S, D], got ", x.sizes());
   const int64_t head_dim = x.size(3);
-  TORCH_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim && rotary_dim > 0,
-              "rope_reference: rotary_dim ", rotary_dim, " must be even and in (0, ", head_dim, "]");
+  TORCH_CHECK(rotary_dim % 2 == 0 && rotary_dim <= head_dim && rotary_dim > 0, "rope_reference: rotary_dim ",
+              rotary_dim, " must be even and in (0, ", head_dim, "]");
   TORCH_CHECK(static_cast<int64_t>(freqs.inv_freq.size()) == rotary_dim / 2, "rope_reference: expected ",
               rotary_dim / 2, " frequencies, got ", freqs.inv_freq.size());
   const int64_t half = rotary_dim / 2;
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
   const torch::Tensor inv = torch::tensor(freqs.inv_freq, f64.device(torch::kCPU)).to(x.device());  // [R/2]
   const torch::Tensor pos = positions.to(f64) * freqs.position_scale;                               // [S] | [B,S]
-  const torch::Tensor angle = pos.unsqueeze(-1) * inv;                                               // [.., S, R/2]
+  const torch::Tensor angle = pos.unsqueeze(-1) * inv;                                              // [.., S, R/2]
   torch::Tensor cos = (angle.cos() * freqs.magnitude).to(x.scalar_type());
   torch::Tensor sin = (angle.sin() * freqs.magnitude).to(x.scalar_type());
   if (positions.dim() == 2) {  // [B, S, R/2] -> [B, 1, S, R/2], broadcast over heads

@@ -53,7 +53,8 @@ class CudaGraphStep : public GraphedStep {
   StepResult run(const data::Batch& batch, double lr, bool poison) override {
     const c10::cuda::CUDAGuard guard(device_);
     if (micro_.empty()) allocate(batch);
-    if (failed_ || !fill_inputs(batch, lr, poison)) return eager_step(batch, poison);
+    lr_.fill_(lr);  // before any path: the eager fallback reads the same lr tensor
+    if (failed_ || !fill_inputs(batch, poison)) return eager_step(batch, poison);
     if (calls_++ < options_.warmup_steps) return on_side_stream([&] { return body(); });
     if (!graph_) {
       try {
@@ -80,7 +81,7 @@ class CudaGraphStep : public GraphedStep {
 
   // Copies the batch into the static buffers (pinned, non-blocking); false when a micro-batch
   // has more scored positions than the capacity.
-  bool fill_inputs(const data::Batch& batch, double lr, bool poison) {
+  bool fill_inputs(const data::Batch& batch, bool poison) {
     const int64_t rows = micro_.front().ids.size(0), capacity = options_.capacity;
     std::vector<torch::Tensor> index(micro_.size()), gold(micro_.size());
     for (size_t m = 0; m < micro_.size(); ++m) {
@@ -106,7 +107,6 @@ class CudaGraphStep : public GraphedStep {
       micro_[m].gold.copy_(gold[m].pin_memory(), true);
     }
     count_.fill_(poison ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(batch.scored));
-    lr_.fill_(lr);
     return true;
   }
 

@@ -55,6 +55,13 @@ TEST(Eval, AtTheTrainingLengthEqualsTheTrainersValidationLoss) {
   }
 }
 
+TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
+  Trained t("causal_lm");
+  EXPECT_EQ(t.eval("--lengths 32")["precision"], "fp32");
+  // bf16 autocast is a CUDA path; the checkpoint is pinned to the CPU, which evaluates in fp32.
+  EXPECT_EQ(t.eval("--lengths 32 --set eval.precision=bf16")["precision"], "fp32");
+}
+
 TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
   Trained t("causal_lm");
   const json chunks = t.eval("--lengths 32,64 --set eval.max_tokens=0");

@@ -92,3 +92,27 @@ TEST_P(TrainCuda, GraphedStepsFollowTheEagerLossCurve) {
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
         << "step " << a[i]["step"];
 }
+
+// Evaluation under bf16 autocast (eval.precision auto on CUDA) stays within 1 % perplexity of
+// fp32 on the same checkpoint, and the report says which precision ran.
+TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  CudaFixture f;
+  const std::string run = f.dir.file("run");
+  ASSERT_EQ(f.train(run, "fp32").exit_code, 0);
+  auto eval = [&](const std::string& precision) {
+    const std::string out = f.dir.file("eval-" + precision);
+    const auto r =
+        run_command("'" + roformer_binary() + "' eval '" + run + "/checkpoints/step_40' --lengths 32,128 --out '" +
+                    out + "' --set train.device=cuda --set eval.precision=" + precision);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(read_file(out + "/eval.json"));
+  };
+  const auto fp32 = eval("fp32"), bf16 = eval("bf16");
+  EXPECT_EQ(fp32["precision"], "fp32");
+  EXPECT_EQ(bf16["precision"], "bf16");
+  for (size_t i = 0; i < 2; ++i) {
+    const double a = fp32["results"][i]["ppl"].get<double>(), b = bf16["results"][i]["ppl"].get<double>();
+    EXPECT_NEAR(b, a, 0.01 * a) << "length " << fp32["results"][i]["length"];
+  }
+}

@@ -143,9 +143,10 @@ struct EvalConfig {
   EvalProtocol protocol = EvalProtocol::chunks;
   int64_t stride = 0;  // sliding-window stride; 0 means half the length
   std::string split = "valid";
-  int64_t max_tokens = 200000;   // tokens scored per length (0: the whole split)
-  int64_t batch_size = 8;        // windows per forward pass
-  int64_t mask_seed = 20210420;  // MLM evaluation masks (fixed so checkpoints see identical inputs)
+  int64_t max_tokens = 200000;             // tokens scored per length (0: the whole split)
+  int64_t batch_size = 8;                  // windows per forward pass
+  int64_t mask_seed = 20210420;            // MLM evaluation masks (fixed so checkpoints see identical inputs)
+  Precision precision = Precision::auto_;  // auto: bf16 autocast on CUDA, fp32 on the CPU
   void visit(FieldVisitor& v);
 };
 

@@ -172,6 +172,10 @@ void EvalConfig::visit(FieldVisitor& v) {
   v.field("max_tokens", max_tokens, at_least(int64_t{0}), "tokens scored per length; 0 = all");
   v.field("batch_size", batch_size, at_least(int64_t{1}), "evaluation windows per forward pass");
   v.field("mask_seed", mask_seed, at_least(int64_t{0}), "seed of the fixed MLM evaluation masks");
+  static const EnumNames<Precision> precisions{
+      {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
+  enum_field(v, "precision", precision, precisions,
+             "auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 (CUDA only; the CPU runs fp32)");
 }
 
 void Config::visit(FieldVisitor& v) {

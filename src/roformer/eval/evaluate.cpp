@@ -5,14 +5,20 @@
 
 #include <cmath>
 
+#include "roformer/model/autocast.h"
+
 namespace roformer::eval {
 
 double EvalResult::perplexity() const {
   return std::exp(loss());
 }
 
+bool eval_uses_bf16(config::Precision precision, const torch::Device& device) {
+  return device.is_cuda() && precision != config::Precision::fp32;
+}
+
 EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
-                    int64_t buckets, int64_t max_batches) {
+                    int64_t buckets, int64_t max_batches, bool bf16) {
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
@@ -24,10 +30,13 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
   for (int64_t i = 0; i < n; ++i) {
     const data::Batch b = windows.batch(i);
     const torch::Tensor ids = b.input_ids.to(device), targets = b.targets.to(device);
-    const torch::Tensor hidden = model->forward({ids});  // [B, L, H]
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);  // [N]
-    const torch::Tensor logits = model->scored_logits(hidden, scored).to(torch::kFloat64);
+    torch::Tensor logits;                                              // [N, V], double
+    {
+      const model::AutocastGuard autocast(bf16 && device.is_cuda());
+      logits = model->scored_logits(model->forward({ids}), scored).to(torch::kFloat64);
+    }
     const torch::Tensor gold = flat.index_select(0, scored);
     const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]
     r.loss_sum += nll.sum().item<double>();

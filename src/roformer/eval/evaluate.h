@@ -23,8 +23,12 @@ struct EvalResult {
   double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }
 };
 
-// Runs every batch of `windows` (at most max_batches if > 0) in eval mode without gradients.
+// Runs every batch of `windows` (at most max_batches if > 0) in eval mode without gradients;
+// `bf16`: the forward pass under bf16 autocast (CUDA), the loss still in double.
 EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
-                    int64_t buckets = 8, int64_t max_batches = 0);
+                    int64_t buckets = 8, int64_t max_batches = 0, bool bf16 = false);
+
+// Whether evaluation runs in bf16: eval.precision bf16, or auto, on a CUDA device.
+bool eval_uses_bf16(config::Precision precision, const torch::Device& device);
 
 }  // namespace roformer::eval

@@ -47,6 +47,8 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.checkpoint = dir;
   report.split = cfg.eval.split;
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
+  const bool bf16 = eval_uses_bf16(cfg.eval.precision, device);
+  report.precision = bf16 ? "bf16" : "fp32";
   report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
   if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
     report.scaling += "x" + std::to_string(static_cast<int64_t>(cfg.model.position.rope.scaling.factor));
@@ -67,7 +69,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                                     cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
                                     cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
                                     static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
-    lr.result = evaluate(model, windows, device);
+    lr.result = evaluate(model, windows, device, 8, 0, bf16);
     log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
               " tokens");
     report.lengths.push_back(lr);
@@ -76,10 +78,15 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
 }
 
 std::string report_json(const ExtrapolationReport& r) {
-  nlohmann::json j = {{"checkpoint", r.checkpoint}, {"split", r.split},
-                      {"protocol", r.protocol},     {"stride", r.stride},
-                      {"scaling", r.scaling},       {"train_length", r.train_length},
-                      {"position", r.position},     {"results", nlohmann::json::array()}};
+  nlohmann::json j = {{"checkpoint", r.checkpoint},
+                      {"split", r.split},
+                      {"protocol", r.protocol},
+                      {"stride", r.stride},
+                      {"precision", r.precision},
+                      {"scaling", r.scaling},
+                      {"train_length", r.train_length},
+                      {"position", r.position},
+                      {"results", nlohmann::json::array()}};
   for (const auto& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
     if (!l.applicable) {
@@ -119,7 +126,7 @@ std::string report_csv(const ExtrapolationReport& r) {
 std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
   os << r.position << " (scaling " << r.scaling << "), " << r.protocol << " protocol, split " << r.split
-     << ", trained at length " << r.train_length << "\n";
+     << ", trained at length " << r.train_length << ", " << r.precision << "\n";
   os << "  length      loss       ppl   accuracy    tokens\n";
   for (const auto& l : r.lengths) {
     os << std::setw(8) << l.length;

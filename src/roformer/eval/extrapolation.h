@@ -22,6 +22,7 @@ struct LengthResult {
 
 struct ExtrapolationReport {
   std::string checkpoint, split, protocol, scaling;
+  std::string precision;  // fp32, or bf16 (autocast on CUDA)
   int64_t stride = 0, train_length = 0;
   std::string position;
   std::vector<LengthResult> lengths;

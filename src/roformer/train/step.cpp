@@ -3,33 +3,17 @@
 // flag stay tensors, and batches reach the GPU through pinned, non-blocking copies.
 #include "roformer/train/step.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
+#include "roformer/model/autocast.h"
+
 namespace roformer::train {
 namespace {
 
-// bf16 autocast on CUDA for the forward pass (RAII); a no-op when disabled.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(bool enabled) : enabled_(enabled) {
-    if (!enabled_) return;
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastGuard() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-  }
-
- private:
-  bool enabled_;
-};
+using model::AutocastGuard;
 
 std::vector<torch::Tensor> defined_grads(model::EncoderModel& model) {
   std::vector<torch::Tensor> grads;

@@ -34,7 +34,9 @@ sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roforme
 objects=()
 for s in "${sources[@]}"; do
   o="$out/obj/$(basename "${s%.cpp}").o"
-  if [ ! -f "$o" ] || [ "$s" -nt "$o" ] || [ "$0" -nt "$o" ]; then $cxx "${flags[@]}" -c "$s" -o "$o"; fi
+  # Compiled every time (ccache makes an unchanged file free): a test on the .cpp's date alone
+  # missed header changes and linked objects built against an older config.h.
+  $cxx "${flags[@]}" -c "$s" -o "$o"
   objects+=("$o")
 done
 bin="$out/fuzz_$target"

@@ -48,12 +48,18 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
 }
 
-torch::Tensor gradient_norm(model::EncoderModel& model) {
-  const std::vector<torch::Tensor> grads = defined_grads(model);
+namespace {
+
+// One foreach launch for the per-tensor norms, then one stack and one cast (not one per tensor).
+torch::Tensor norm_of(const std::vector<torch::Tensor>& grads) {
   if (grads.empty()) return torch::zeros({}, torch::kFloat64);
-  std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
-  for (auto& n : norms) n = n.to(torch::kFloat64);
-  return torch::stack(norms).pow(2).sum().sqrt();
+  return torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).pow(2).sum().sqrt();
+}
+
+}  // namespace
+
+torch::Tensor gradient_norm(model::EncoderModel& model) {
+  return norm_of(defined_grads(model));
 }
 
 NonFiniteWatch::NonFiniteWatch(const torch::Device& device)
@@ -63,7 +69,7 @@ void NonFiniteWatch::record(const StepResult& r, int64_t step) {
   const torch::Tensor bad = r.found_inf.to(torch::kFloat64);
   const torch::Tensor first = (state_[1] < 0).to(torch::kFloat64) * bad;  // 1 at the first bad step only
   const torch::Tensor loss_bad = torch::logical_not(torch::isfinite(r.loss)).to(torch::kFloat64);
-  state_ = state_ + torch::stack({bad, first * static_cast<double>(step + 1), first * loss_bad});
+  state_.add_(torch::stack({bad, first * static_cast<double>(step + 1), first * loss_bad}));
 }
 
 NonFiniteWatch::Seen NonFiniteWatch::read() const {
@@ -137,9 +143,9 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
     r.any_stop = l[1].item<double>() > 0;
   }
   torch::NoGradGuard no_grad;
-  r.grad_norm = gradient_norm(model).to(scored.device());
-  r.found_inf = torch::logical_not(torch::isfinite(r.loss) & torch::isfinite(r.grad_norm)).to(torch::kFloat32);
   std::vector<torch::Tensor> grads = defined_grads(model);
+  r.grad_norm = norm_of(grads).to(scored.device());
+  r.found_inf = torch::logical_not(torch::isfinite(r.loss) & torch::isfinite(r.grad_norm)).to(torch::kFloat32);
   if (grad_clip > 0 && !grads.empty())  // scale by min(1, clip / norm) on the device
     at::_foreach_mul_(grads, (grad_clip / (r.grad_norm + 1e-6)).clamp_max(1.0).to(grads.front().scalar_type()));
   if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer)) {

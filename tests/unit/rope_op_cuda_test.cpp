@@ -38,25 +38,30 @@ TEST(RopeOpCuda, MatchesTheCpuKernelForEveryLayoutPairingAndDtype) {
     for (auto layout : {ops::RopeLayout::bshd, ops::RopeLayout::bhsd})
       for (bool interleaved : {true, false})
         for (int64_t rd : {64, 32, 10})  // full (vectorised), partial, partial not a vector multiple
-          for (auto scaling : {config::RopeScalingKind::none, config::RopeScalingKind::yarn}) {
-            SCOPED_TRACE(std::string(c10::toString(dtype)) + " rd=" + std::to_string(rd));
-            const ops::RopeSpec spec = spec_for(rd, interleaved, layout, scaling);
-            const std::vector<int64_t> shape = layout == ops::RopeLayout::bshd ? std::vector<int64_t>{3, 128, 4, 64}
-                                                                               : std::vector<int64_t>{3, 4, 128, 64};
-            torch::manual_seed(1);
-            const torch::Tensor q = torch::randn(shape).to(dtype), k = torch::randn(shape).to(dtype);
-            const torch::Tensor pos = torch::arange(128, torch::kLong) * 9;
-            const auto cpu = ops::rope({q, k}, pos, spec);
-            const auto gpu = ops::rope({q.cuda(), k.cuda()}, pos.cuda(), spec);
-            const double tol = (dtype == torch::kFloat64) ? 1e-12 : (dtype == torch::kFloat32 ? 1e-5 : 2e-2);
-            EXPECT_LT((gpu[0].cpu().to(torch::kFloat64) - cpu[0].to(torch::kFloat64)).abs().max().item<double>(), tol);
-            EXPECT_LT((gpu[1].cpu().to(torch::kFloat64) - cpu[1].to(torch::kFloat64)).abs().max().item<double>(), tol);
-            const auto back_cpu = ops::rope_backward({q, k}, pos, spec);
-            const auto back_gpu = ops::rope_backward({q.cuda(), k.cuda()}, pos.cuda(), spec);
-            EXPECT_LT(
-                (back_gpu[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
-                tol);
-          }
+          for (int64_t heads : {4, 5})   // 5: head groups of the vector kernel end part-filled
+            for (auto scaling : {config::RopeScalingKind::none, config::RopeScalingKind::yarn}) {
+              SCOPED_TRACE(std::string(c10::toString(dtype)) + " rd=" + std::to_string(rd) +
+                           " heads=" + std::to_string(heads) + (interleaved ? " interleaved" : " half"));
+              const ops::RopeSpec spec = spec_for(rd, interleaved, layout, scaling);
+              const std::vector<int64_t> shape = layout == ops::RopeLayout::bshd
+                                                     ? std::vector<int64_t>{3, 128, heads, 64}
+                                                     : std::vector<int64_t>{3, heads, 128, 64};
+              torch::manual_seed(1);
+              const torch::Tensor q = torch::randn(shape).to(dtype), k = torch::randn(shape).to(dtype);
+              const torch::Tensor pos = torch::arange(128, torch::kLong) * 9;
+              const auto cpu = ops::rope({q, k}, pos, spec);
+              const auto gpu = ops::rope({q.cuda(), k.cuda()}, pos.cuda(), spec);
+              const double tol = (dtype == torch::kFloat64) ? 1e-12 : (dtype == torch::kFloat32 ? 1e-5 : 2e-2);
+              EXPECT_LT((gpu[0].cpu().to(torch::kFloat64) - cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
+                        tol);
+              EXPECT_LT((gpu[1].cpu().to(torch::kFloat64) - cpu[1].to(torch::kFloat64)).abs().max().item<double>(),
+                        tol);
+              const auto back_cpu = ops::rope_backward({q, k}, pos, spec);
+              const auto back_gpu = ops::rope_backward({q.cuda(), k.cuda()}, pos.cuda(), spec);
+              EXPECT_LT(
+                  (back_gpu[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
+                  tol);
+            }
 }
 
 TEST(RopeOpCuda, StridedInPlaceOffsetsAndAutogradOnTheGpu) {
@@ -74,4 +79,30 @@ TEST(RopeOpCuda, StridedInPlaceOffsetsAndAutogradOnTheGpu) {
   torch::Tensor q = torch::randn({2, 3, 9, 16}, torch::dtype(torch::kFloat64).device(torch::kCUDA)).requires_grad_();
   ops::rope({q}, torch::arange(9, torch::kLong).cuda(), base)[0].pow(2).sum().backward();
   EXPECT_LT((q.grad() - 2 * q).abs().max().item<double>(), 1e-10);  // rotations preserve the squared norm
+}
+
+// The vector kernel with tensors of different head counts (grouped-query k), a rotated v, and
+// in place: GPU equals the CPU kernel in every element.
+TEST(RopeOpCuda, VectorKernelHandlesGroupedHeadsValuesAndInPlace) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible";
+  for (auto dtype : {torch::kBFloat16, torch::kFloat32})
+    for (bool interleaved : {true, false}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (interleaved ? " interleaved" : " half"));
+      const ops::RopeSpec spec = spec_for(64, interleaved, ops::RopeLayout::bshd, config::RopeScalingKind::none);
+      torch::manual_seed(2);
+      const torch::Tensor q = torch::randn({2, 96, 12, 64}).to(dtype), k = torch::randn({2, 96, 3, 64}).to(dtype);
+      const torch::Tensor v = torch::randn({2, 96, 3, 64}).to(dtype);
+      const torch::Tensor pos = torch::arange(96, torch::kLong) * 7;
+      const auto cpu = ops::rope({q, k, v}, pos, spec);
+      const auto gpu = ops::rope({q.cuda(), k.cuda(), v.cuda()}, pos.cuda(), spec);
+      std::vector<torch::Tensor> inplace{q.cuda(), k.cuda(), v.cuda()};
+      ops::rope_(inplace, pos.cuda(), spec);
+      const double tol = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
+      for (int j = 0; j < 3; ++j) {
+        const torch::Tensor ref = cpu[j].to(torch::kFloat64);
+        EXPECT_TRUE(torch::isfinite(gpu[j]).all().item<bool>());
+        EXPECT_LT((gpu[j].cpu().to(torch::kFloat64) - ref).abs().max().item<double>(), tol) << "tensor " << j;
+        EXPECT_LT((inplace[j].cpu().to(torch::kFloat64) - ref).abs().max().item<double>(), tol) << "in place " << j;
+      }
+    }
 }

@@ -293,3 +293,23 @@ TEST(RopeOp, RegisteredWithTheDispatcher) {
   EXPECT_LT((out[0].detach().transpose(1, 2) - ref).abs().max().item<double>(), 1e-12);
   EXPECT_NO_THROW(c10::Dispatcher::singleton().findSchemaOrThrow("roformer::rope_", ""));
 }
+
+// Layout contract the training step relies on: outputs for BHSD views are BSHD in memory (the
+// projection's layout), so transposing them back to [B, S, H, D] is free and the gradient reaches
+// the q/k/v projection without a transposing copy; BSHD inputs give contiguous BSHD outputs.
+TEST(RopeOp, OutputsAreBshdInMemoryWhateverTheLayout) {
+  const RopeFrequencies f = rope_frequencies(config::RopeConfig{}, 8, 5);
+  RopeSpec spec;
+  spec.inv_freq = torch::tensor(f.inv_freq, torch::kFloat64);
+  const torch::Tensor bshd = torch::randn({2, 5, 3, 8}, torch::kFloat64);
+  const torch::Tensor pos = torch::arange(5, torch::kLong);
+  spec.layout = ops::RopeLayout::bhsd;
+  const torch::Tensor view = bshd.transpose(1, 2);  // [B, H, S, D] over BSHD memory
+  const torch::Tensor out = ops::rope({view}, pos, spec)[0];
+  EXPECT_EQ(out.sizes(), view.sizes());
+  EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
+  spec.layout = ops::RopeLayout::bshd;
+  const torch::Tensor same = ops::rope({bshd}, pos, spec)[0];
+  EXPECT_TRUE(same.is_contiguous());
+  EXPECT_TRUE(torch::equal(out.transpose(1, 2), same));  // one rotation, two layouts
+}

@@ -121,12 +121,20 @@ void run(const Prepared& prepared, const at::Device& device) {
   TORCH_CHECK(false, "roformer::rope: no kernel for device ", device, " in this build");
 }
 
+// Outputs are BSHD in memory whatever the layout argument: for BHSD that is a transposed view,
+// the layout attention kernels read best and the one the projection's gradient needs (so the
+// backward pass reaches the projection without a transposing copy).
+at::Tensor empty_output(const at::Tensor& x, RopeLayout layout) {
+  if (layout == RopeLayout::bshd) return at::empty(x.sizes(), x.options());
+  return at::empty({x.size(0), x.size(2), x.size(1), x.size(3)}, x.options()).transpose(1, 2);
+}
+
 std::vector<at::Tensor> rotate_copy(const std::vector<at::Tensor>& xs, const at::Tensor& positions,
                                     const RopeSpec& spec, double sign) {
   std::vector<at::Tensor> outs;
   for (const auto& x : xs) {
     if (!x.defined()) break;
-    outs.push_back(at::empty(x.sizes(), x.options()));  // contiguous in the given layout
+    outs.push_back(empty_output(x, spec.layout));
   }
   std::vector<at::Tensor> ins(xs.begin(), xs.begin() + static_cast<long>(outs.size()));
   const Prepared prepared = prepare(ins, outs, positions, spec, sign);

@@ -1,17 +1,19 @@
 // CUDA kernels of roformer_core: the fused RoPE op and the toolchain smoke test.
-// RoPE: one launch rotates every tensor (q, k and optionally v); one block per token, so the
-// grid is sized by tokens (packed sequences waste no blocks); (cos, sin) of each pair are
-// computed once per block into shared memory and reused by every head of every tensor; with
-// contiguous, 16-byte aligned features, loads and stores are 128-bit vectors. The per-pair
-// math comes from rope_math.h, the same code the CPU kernel runs. No LibTorch headers here.
+// RoPE: one launch rotates every tensor (q, k and optionally v). Contiguous, 16-byte aligned
+// features take the vector kernel (a thread per (token, 16-byte slot, group of heads), (cos,
+// sin) in registers, many 16-byte loads in flight); anything else the strided kernel (a block
+// per token, (cos, sin) in shared memory). The per-pair math comes from rope_math.h, the same
+// code the CPU kernel runs. No LibTorch headers here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "roformer/ops/cuda_selftest.h"
@@ -65,16 +67,53 @@ __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
+// A 16-byte vector of VEC elements held as plain bits (unsigned short for half and bf16): the
+// cuda_fp16/cuda_bf16 classes in a register array made the compiler keep the bf16 output vector
+// in local memory (a 64-byte stack frame and 71-75 % of a copy on an H100).
+template <typename T>
+struct Bits {
+  using type = T;
+};
+template <>
+struct Bits<__half> {
+  using type = unsigned short;
+};
+template <>
+struct Bits<__nv_bfloat16> {
+  using type = unsigned short;
 };
 
-// ---- the kernel ---------------------------------------------------------------------------
-// VEC > 1: 128-bit vectors of VEC elements (requires unit feature stride and alignment);
-// VEC == 1: one pair (or one tail element) per work item, any strides.
 template <typename T, int VEC>
-__global__ void rope_kernel(const RopeLaunch p) {
+struct alignas(sizeof(T) * VEC) Vec {
+  typename Bits<T>::type v[VEC];
+};
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type bits_to_acc(typename Bits<T>::type b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(__ushort_as_half(b));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(__ushort_as_bfloat16(b));
+  } else {
+    return b;
+  }
+}
+template <typename T>
+__device__ __forceinline__ typename Bits<T>::type acc_to_bits(typename Acc<T>::type x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half_as_ushort(__float2half_rn(x));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  } else {
+    return x;
+  }
+}
+
+// ---- the general kernel: any strides --------------------------------------------------------
+// One block per token; (cos, sin) of each pair computed once into shared memory and reused by
+// every head of every tensor; one pair (or one tail element) per work item.
+template <typename T>
+__global__ void rope_strided_kernel(const RopeLaunch p) {
   using acc_t = typename Acc<T>::type;
   extern __shared__ unsigned char smem_raw[];
   acc_t* cos_s = reinterpret_cast<acc_t*>(smem_raw);  // [half]
@@ -93,74 +132,140 @@ __global__ void rope_kernel(const RopeLaunch p) {
   __syncthreads();
 
   const int64_t tail = p.inplace ? 0 : p.head_dim - p.rotary_dim;
-  // Rotary work items per head: vectors of VEC elements (interleaved: VEC/2 pairs; half: VEC
-  // pairs, one vector from each half) or single pairs.
-  const int64_t rot_items = VEC > 1 ? (p.interleaved ? p.rotary_dim / VEC : half / VEC) : half;
-  const int64_t per_head = rot_items + tail;
+  const int64_t per_head = half + tail;
   for (int j = 0; j < p.num_tensors; ++j) {
     const RopeTensorArgs& t = p.tensors[j];
     const acc_t mag = static_cast<acc_t>(t.magnitude);
     const T* in = static_cast<const T*>(t.in) + b * t.in_stride[0] + s * t.in_stride[1];
     T* out = static_cast<T*>(t.out) + b * t.out_stride[0] + s * t.out_stride[1];
-    const int64_t items = t.heads * per_head;
-    for (int64_t w = threadIdx.x; w < items; w += blockDim.x) {
+    for (int64_t w = threadIdx.x; w < t.heads * per_head; w += blockDim.x) {
       const int64_t h = w / per_head, r = w % per_head;
       const T* hin = in + h * t.in_stride[2];
       T* hout = out + h * t.out_stride[2];
-      if (r >= rot_items) {  // pass-through tail element
-        const int64_t d = p.rotary_dim + (r - rot_items);
+      if (r >= half) {  // pass-through tail element
+        const int64_t d = p.rotary_dim + (r - half);
         hout[d * t.out_stride[3]] = hin[d * t.in_stride[3]];
         continue;
       }
-      if constexpr (VEC > 1) {
-        using V = Vec<T, VEC>;
-        if (p.interleaved) {
-          const int64_t d = r * VEC;  // VEC/2 pairs starting at pair d/2
-          const V x = *reinterpret_cast<const V*>(hin + d);
-          V y;
-#pragma unroll
-          for (int e = 0; e < VEC; e += 2) {
-            const int64_t i = d / 2 + e / 2;
-            acc_t y0, y1;
-            rope_rotate_pair(to_acc(x.v[e]), to_acc(x.v[e + 1]), cos_s[i] * mag, sin_s[i] * mag, &y0, &y1);
-            y.v[e] = from_acc<T>(y0);
-            y.v[e + 1] = from_acc<T>(y1);
-          }
-          *reinterpret_cast<V*>(hout + d) = y;
-        } else {
-          const int64_t i0 = r * VEC;  // pairs i0 .. i0+VEC-1
-          const V x0 = *reinterpret_cast<const V*>(hin + i0);
-          const V x1 = *reinterpret_cast<const V*>(hin + half + i0);
-          V y0v, y1v;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            acc_t y0, y1;
-            rope_rotate_pair(to_acc(x0.v[e]), to_acc(x1.v[e]), cos_s[i0 + e] * mag, sin_s[i0 + e] * mag, &y0, &y1);
-            y0v.v[e] = from_acc<T>(y0);
-            y1v.v[e] = from_acc<T>(y1);
-          }
-          *reinterpret_cast<V*>(hout + i0) = y0v;
-          *reinterpret_cast<V*>(hout + half + i0) = y1v;
-        }
-      } else {
-        const int64_t i = r;
-        const int64_t d0 = rope_first(p, i), d1 = rope_second(p, i);
-        acc_t y0, y1;
-        rope_rotate_pair(to_acc(hin[d0 * t.in_stride[3]]), to_acc(hin[d1 * t.in_stride[3]]), cos_s[i] * mag,
-                         sin_s[i] * mag, &y0, &y1);
-        hout[d0 * t.out_stride[3]] = from_acc<T>(y0);
-        hout[d1 * t.out_stride[3]] = from_acc<T>(y1);
-      }
+      const int64_t d0 = rope_first(p, r), d1 = rope_second(p, r);
+      acc_t y0, y1;
+      rope_rotate_pair(to_acc(hin[d0 * t.in_stride[3]]), to_acc(hin[d1 * t.in_stride[3]]), cos_s[r] * mag,
+                       sin_s[r] * mag, &y0, &y1);
+      hout[d0 * t.out_stride[3]] = from_acc<T>(y0);
+      hout[d1 * t.out_stride[3]] = from_acc<T>(y1);
     }
   }
 }
 
-// 128-bit vectors are possible when features are contiguous and every base pointer and stride
-// keeps 16-byte alignment, and the rotary span splits into whole vectors.
+// ---- the vector kernel: contiguous features, 16-byte vectors ------------------------------
+// The heads of all tensors form one list of rows (q's heads, then k's, then v's). A thread owns
+// one 16-byte slot of one token (interleaved: VEC/2 pairs in one vector; half pairing: VEC
+// pairs, one vector from each half) in rows_per_thread() rows spaced `groups` apart. It issues
+// all of its loads first, then computes its pairs' (cos, sin) in registers while they are in
+// flight (no shared memory, no barrier), then rotates and stores. Rows per thread: eight for
+// interleaved 2-byte types, else four (more spill registers), so that one (cos, sin) serves
+// 16-32 bytes: at 8 bytes (two rows) the bf16 kernel was bound by the sincos arithmetic
+// (66-74 % of a copy on an H100). Slots past the rotary span copy the pass-through tail. Adjacent
+// threads take adjacent slots, then adjacent rows: warps read whole lines. 32-bit index math.
+template <typename T, bool INTERLEAVED>
+constexpr int rows_per_thread() {
+  return sizeof(T) == 2 && INTERLEAVED ? 8 : 4;
+}
+
+struct VecGrid {
+  uint32_t slots, rot_slots, groups, rows, total;
+  uint32_t row_start[3];  // first row of each tensor
+};
+
+constexpr int kVectorThreads = 256;
+
+// ROWS and MIN_BLOCKS (blocks per SM the register budget must allow) default to the tuned
+// values; tests/benchmarks/rope_kernel_variants.cu times other choices.
+template <typename T, int VEC, bool INTERLEAVED, int ROWS = rows_per_thread<T, INTERLEAVED>(), int MIN_BLOCKS = 2>
+__global__ void __launch_bounds__(kVectorThreads, MIN_BLOCKS) rope_vector_kernel(const RopeLaunch p, const VecGrid g) {
+  using acc_t = typename Acc<T>::type;
+  using V = Vec<T, VEC>;
+  constexpr int kPairs = INTERLEAVED ? VEC / 2 : VEC;  // pairs owned by one slot
+  constexpr int kVecs = INTERLEAVED ? 1 : 2;           // vectors per row per slot
+  constexpr int kRows = ROWS;
+  const uint32_t gid = blockIdx.x * blockDim.x + threadIdx.x;
+  if (gid >= g.total) return;
+  const uint32_t slot = gid % g.slots, rest = gid / g.slots;
+  const uint32_t group = rest % g.groups, tok = rest / g.groups;
+  const uint32_t b = tok / static_cast<uint32_t>(p.seq), s = tok % static_cast<uint32_t>(p.seq);
+  const bool rotary = slot < g.rot_slots;
+  const int nv = rotary ? kVecs : 1;  // a tail slot copies one vector
+  int64_t off[kVecs];                 // element offsets of this slot's vectors inside a head
+  off[0] = rotary ? static_cast<int64_t>(slot) * VEC : p.rotary_dim + static_cast<int64_t>(slot - g.rot_slots) * VEC;
+  if constexpr (kVecs == 2) off[1] = p.rotary_dim / 2 + static_cast<int64_t>(slot) * VEC;
+
+  // Row u of this thread: its tensor and head (rows past the end: none).
+  auto locate = [&](int u, int* j, int64_t* h) {
+    const uint32_t row = group + u * g.groups;
+    if (row >= g.rows) return false;
+    const bool v = row >= g.row_start[2], k = row >= g.row_start[1];
+    *j = v ? 2 : (k ? 1 : 0);
+    *h = row - (v ? g.row_start[2] : (k ? g.row_start[1] : 0));
+    return true;
+  };
+  V x[kRows][kVecs];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    int j;
+    int64_t h;
+    if (!locate(u, &j, &h)) continue;
+    const RopeTensorArgs& t = p.tensors[j];
+    const T* src = static_cast<const T*>(t.in) + b * t.in_stride[0] + s * t.in_stride[1] + h * t.in_stride[2];
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v)
+      if (v < nv) x[u][v] = *reinterpret_cast<const V*>(src + off[v]);
+  }
+  acc_t c[kPairs], sn[kPairs];
+  if (rotary) {
+    const int64_t first_pair = INTERLEAVED ? static_cast<int64_t>(slot) * (VEC / 2) : static_cast<int64_t>(slot) * VEC;
+    const int64_t pos = rope_position(p, b, s);
+#pragma unroll
+    for (int e = 0; e < kPairs; ++e) {
+      rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[first_pair + e]), &c[e], &sn[e]);
+      sn[e] *= static_cast<acc_t>(p.sign);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    int j;
+    int64_t h;
+    if (!locate(u, &j, &h)) continue;
+    const RopeTensorArgs& t = p.tensors[j];
+    T* dst = static_cast<T*>(t.out) + b * t.out_stride[0] + s * t.out_stride[1] + h * t.out_stride[2];
+    if (!rotary) {  // pass-through tail vector
+      *reinterpret_cast<V*>(dst + off[0]) = x[u][0];
+      continue;
+    }
+    const acc_t mag = static_cast<acc_t>(t.magnitude);
+    V y[kVecs];
+#pragma unroll
+    for (int e = 0; e < kPairs; ++e) {
+      // interleaved: elements (2e, 2e+1) of the one vector; half: element e of each vector
+      const int v1 = INTERLEAVED ? 0 : 1;
+      const int i0 = INTERLEAVED ? 2 * e : e, i1 = INTERLEAVED ? 2 * e + 1 : e;
+      acc_t y0, y1;
+      rope_rotate_pair(bits_to_acc<T>(x[u][0].v[i0]), bits_to_acc<T>(x[u][v1].v[i1]), c[e] * mag, sn[e] * mag, &y0,
+                       &y1);
+      y[0].v[i0] = acc_to_bits<T>(y0);
+      y[v1].v[i1] = acc_to_bits<T>(y1);
+    }
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) *reinterpret_cast<V*>(dst + off[v]) = y[v];
+  }
+}
+
+// The vector kernel applies when features are contiguous, every base pointer and stride keeps
+// 16-byte alignment, and the rotary span and the copied tail split into whole vectors.
 template <typename T, int VEC>
 bool vectorizable(const RopeLaunch& p) {
   const int64_t half = p.rotary_dim / 2;
   if (p.interleaved ? (p.rotary_dim % VEC != 0) : (half % VEC != 0)) return false;
+  if (!p.inplace && (p.head_dim - p.rotary_dim) % VEC != 0) return false;
   for (int j = 0; j < p.num_tensors; ++j) {
     const RopeTensorArgs& t = p.tensors[j];
     if (t.in_stride[3] != 1 || t.out_stride[3] != 1) return false;
@@ -171,20 +276,49 @@ bool vectorizable(const RopeLaunch& p) {
   return true;
 }
 
+// Fills the vector grid; false when the thread count does not fit 32-bit index math.
+template <int VEC, bool INTERLEAVED>
+bool vector_grid(const RopeLaunch& p, int rows_per_thread, VecGrid* g) {
+  const int64_t rot_slots = INTERLEAVED ? p.rotary_dim / VEC : p.rotary_dim / 2 / VEC;
+  const int64_t slots = rot_slots + (p.inplace ? 0 : (p.head_dim - p.rotary_dim) / VEC);
+  int64_t rows = 0;
+  for (int j = 0; j < 3; ++j) {
+    g->row_start[j] = static_cast<uint32_t>(rows);
+    if (j < p.num_tensors) rows += p.tensors[j].heads;
+  }
+  if (p.num_tensors < 3) g->row_start[2] = static_cast<uint32_t>(rows);
+  if (p.num_tensors < 2) g->row_start[1] = static_cast<uint32_t>(rows);
+  const int64_t groups = (rows + rows_per_thread - 1) / rows_per_thread;
+  const int64_t total = p.batch * p.seq * groups * slots;
+  if (total >= (int64_t{1} << 31)) return false;
+  g->rot_slots = static_cast<uint32_t>(rot_slots);
+  g->slots = static_cast<uint32_t>(slots);
+  g->rows = static_cast<uint32_t>(rows);
+  g->groups = static_cast<uint32_t>(groups);
+  g->total = static_cast<uint32_t>(total);
+  return true;
+}
+
+template <typename T, int VEC, bool INTERLEAVED, int ROWS = rows_per_thread<T, INTERLEAVED>(), int MIN_BLOCKS = 2>
+bool launch_vector(const RopeLaunch& p, cudaStream_t stream) {
+  VecGrid g;
+  if (!vector_grid<VEC, INTERLEAVED>(p, ROWS, &g)) return false;
+  rope_vector_kernel<T, VEC, INTERLEAVED, ROWS, MIN_BLOCKS>
+      <<<(g.total + kVectorThreads - 1) / kVectorThreads, kVectorThreads, 0, stream>>>(p, g);
+  return true;
+}
+
 template <typename T>
 void launch_typed(const RopeLaunch& p, cudaStream_t stream) {
   constexpr int VEC = static_cast<int>(16 / sizeof(T));
-  const int64_t tokens = p.batch * p.seq;
-  if (tokens == 0) return;
-  const size_t smem = sizeof(typename Acc<T>::type) * static_cast<size_t>(p.rotary_dim);
-  const dim3 grid(static_cast<unsigned>(tokens));
-  const dim3 block(128);
-  if (vectorizable<T, VEC>(p)) {
-    rope_kernel<T, VEC><<<grid, block, smem, stream>>>(p);
-  } else {
-    rope_kernel<T, 1><<<grid, block, smem, stream>>>(p);
+  if (p.batch * p.seq == 0) return;
+  const bool vector_done = vectorizable<T, VEC>(p) && (p.interleaved ? launch_vector<T, VEC, true>(p, stream)
+                                                                     : launch_vector<T, VEC, false>(p, stream));
+  if (!vector_done) {
+    const size_t smem = sizeof(typename Acc<T>::type) * static_cast<size_t>(p.rotary_dim);
+    rope_strided_kernel<T><<<static_cast<unsigned>(p.batch * p.seq), 128, smem, stream>>>(p);
   }
-  check(cudaGetLastError(), "rope_kernel launch");
+  check(cudaGetLastError(), "rope kernel launch");
 }
 
 __global__ void axpy_kernel(int n, float a, const float* x, float* y) {

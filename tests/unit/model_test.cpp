@@ -264,3 +264,24 @@ TEST(Model, LossWithPrecomputedScoredIndexEqualsTheSearchedOne) {
   const torch::Tensor index = (targets.reshape({-1}) != -100).nonzero().squeeze(1);
   EXPECT_TRUE(torch::equal(m->loss({ids}, targets, true), m->loss({ids}, targets, true, index)));
 }
+
+// Half-precision hidden states (what CUDA autocast now keeps end to end): a model cast to bf16
+// runs every family forward with bf16 hidden states (the LayerNorms keep the dtype) and lands
+// within bf16 rounding of the same model in double. Transcribed check: every LayerNorm output
+// is normalised, so the final hidden states have per-token mean 0 and variance 1 in both.
+TEST(Model, Bf16HiddenStatesStayBf16AndFollowTheDoubleModel) {
+  for (PositionKind kind : kFamilies) {
+    SCOPED_TRACE(name(kind));
+    const config::ModelConfig c = tiny(kind, config::Objective::mlm);
+    EncoderModel ref = build_double(c, 5);
+    EncoderModel half = build_model(c, 5);
+    half->to(torch::kBFloat16);
+    half->eval();
+    const torch::Tensor ids = torch::randint(0, 11, {2, 9}, torch::kLong);
+    const torch::Tensor h = half->forward({ids}), r = ref->forward({ids});
+    ASSERT_EQ(h.scalar_type(), torch::kBFloat16);
+    const double err = (h.to(torch::kFloat64) - r).abs().max().item<double>();
+    EXPECT_LT(err, 0.1) << "bf16 keeps about 3 significant digits over two layers";
+    EXPECT_LT(h.to(torch::kFloat64).mean(-1).abs().max().item<double>(), 0.02);
+  }
+}

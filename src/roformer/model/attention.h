@@ -4,6 +4,7 @@
 // applied to q/k/v and its score bias arrives inside the float attention mask.
 #pragma once
 
+#include <ATen/ops/linear.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/dropout.h>
@@ -14,6 +15,14 @@
 #include "roformer/model/position/position_encoding.h"
 
 namespace roformer::model {
+
+// A Linear layer applied through ATen's linear op, which autocast sees whole (it casts the bias
+// too) and which folds a 3-D input into one matmul with the bias in its epilogue. The module's
+// own forward (functional::linear) runs matmul and then `output += bias` for 3-D inputs: under
+// CUDA autocast a separate bf16 += fp32 kernel per layer (6 ms of a 36 ms BERT-base step).
+inline torch::Tensor dense(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return at::linear(x, layer->weight, layer->bias);
+}
 
 class SelfAttentionProjImpl : public torch::nn::Module {
  public:

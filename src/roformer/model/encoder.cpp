@@ -2,6 +2,7 @@
 #include "roformer/model/encoder.h"
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 namespace roformer::model {
@@ -17,6 +18,25 @@ torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
       return torch::relu(x);
   }
   return x;
+}
+
+// LayerNorm that keeps a bf16/fp16 input in its dtype. Under CUDA autocast at::layer_norm runs
+// in fp32 and returns fp32 (autocast's fp32 list): the residual stream would be fp32, costing a
+// cast before every matmul and mixed-dtype adds in forward and backward. Here the half-precision
+// kernel runs (its mean and variance still accumulate in fp32) with gamma and beta cast to the
+// input's dtype; fp32 and fp64 inputs take the module as before.
+torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
+  const auto dtype = x.scalar_type();
+  if (dtype != torch::kBFloat16 && dtype != torch::kHalf) return ln->forward(x);
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
+}
+
+// The dtype the hidden states travel in: the autocast dtype under CUDA autocast (so residual
+// adds, LayerNorms and matmul inputs stay bf16 end to end), else unchanged.
+torch::Tensor to_stream_dtype(const torch::Tensor& x) {
+  if (!x.is_cuda() || !at::autocast::is_autocast_enabled(at::kCUDA)) return x;
+  return x.to(at::autocast::get_autocast_dtype(at::kCUDA));
 }
 
 // Additive mask from the family's score bias, key padding and causality; undefined when none
@@ -64,15 +84,16 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
   const double p = config_.hidden_dropout;
   const bool train = is_training();
   auto ffn = [&](const torch::Tensor& h) {
-    return output->dense->forward(activate(intermediate->dense->forward(h), config_.activation));
+    return dense(output->dense, activate(dense(intermediate->dense, h), config_.activation));
   };
+  torch::nn::LayerNorm ln1 = attention->output->LayerNorm, ln2 = output->LayerNorm;
   if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
-    torch::Tensor h = attention->output->LayerNorm->forward(x + torch::dropout(attention->attend(x, ctx), p, train));
-    return output->LayerNorm->forward(h + torch::dropout(ffn(h), p, train));
+    torch::Tensor h = norm(ln1, x + torch::dropout(attention->attend(x, ctx), p, train));
+    return norm(ln2, h + torch::dropout(ffn(h), p, train));
   }
   // Pre-LN: x + sublayer(LN(x)); the same two LayerNorms, applied before each sublayer.
-  torch::Tensor h = x + torch::dropout(attention->attend(attention->output->LayerNorm->forward(x), ctx), p, train);
-  return h + torch::dropout(ffn(output->LayerNorm->forward(h)), p, train);
+  torch::Tensor h = x + torch::dropout(attention->attend(norm(ln1, x), ctx), p, train);
+  return h + torch::dropout(ffn(norm(ln2, h)), p, train);
 }
 
 EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position) {
@@ -111,8 +132,8 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
     x = x + embeddings->token_type_embeddings->forward(types);
   }
   x = position->embed(x, positions);
-  x = torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training());
-  if (!embeddings_project.is_empty()) x = embeddings_project->forward(x);  // [B, S, H]
+  x = to_stream_dtype(torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training()));
+  if (!embeddings_project.is_empty()) x = dense(embeddings_project, x);  // [B, S, H]
 
   AttentionContext ctx;
   ctx.positions = positions;
@@ -123,15 +144,15 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
     ctx.mask = ctx.mask.to(autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type());
   }
   for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
-  if (!encoder->LayerNorm.is_empty()) x = encoder->LayerNorm->forward(x);
+  if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
   return x;
 }
 
 torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   auto& p = cls->predictions;
   const torch::Tensor h =
-      p->transform->LayerNorm->forward(activate(p->transform->dense->forward(hidden), config_.activation));
-  return torch::nn::functional::linear(h, embeddings->word_embeddings->weight, p->bias);
+      norm(p->transform->LayerNorm, activate(dense(p->transform->dense, hidden), config_.activation));
+  return at::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 
 torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored) {

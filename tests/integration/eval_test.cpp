@@ -57,7 +57,15 @@ TEST(Eval, AtTheTrainingLengthEqualsTheTrainersValidationLoss) {
 
 TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   Trained t("causal_lm");
-  EXPECT_EQ(t.eval("--lengths 32")["precision"], "fp32");
+  const json j = t.eval("--lengths 32,64");
+  EXPECT_EQ(j["precision"], "fp32");
+  for (const json& r : j["results"]) {  // the cost of each length: wall time, and device memory (none on the CPU)
+    EXPECT_GT(r["seconds"].get<double>(), 0.0);
+    EXPECT_EQ(r["peak_mem_gib"].get<double>(), 0.0);
+  }
+  const std::string csv = read_file(t.dir.file("eval_out") + "/eval.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib");
   // bf16 autocast is a CUDA path; the checkpoint is pinned to the CPU, which evaluates in fp32.
   EXPECT_EQ(t.eval("--lengths 32 --set eval.precision=bf16")["precision"], "fp32");
 }

@@ -114,5 +114,6 @@ TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
   for (size_t i = 0; i < 2; ++i) {
     const double a = fp32["results"][i]["ppl"].get<double>(), b = bf16["results"][i]["ppl"].get<double>();
     EXPECT_NEAR(b, a, 0.01 * a) << "length " << fp32["results"][i]["length"];
+    EXPECT_GT(bf16["results"][i]["peak_mem_gib"].get<double>(), 0.0);  // device memory is reported on CUDA
   }
 }

@@ -161,3 +161,21 @@ TEST(Train, CudaGraphsOnTheCpuSayWhyAndTrainEagerly) {
   ASSERT_EQ(f.train(eager, "--set train.steps=10 --set train.cuda_graphs=off").exit_code, 0);
   EXPECT_EQ(trajectory(graphs), trajectory(eager));
 }
+
+// train.profile_steps records those steps with the Kineto profiler: a Chrome trace that parses
+// as JSON and a summary naming the steps and, on the CPU, the ATen ops by time; training and
+// its metrics are unchanged by profiling (same trajectory as an unprofiled run).
+TEST(Train, ProfilerWritesATraceAndASummaryAndChangesNothing) {
+  Fixture f;
+  const std::string profiled = f.dir.file("profiled"), plain = f.dir.file("plain");
+  const auto r = f.train(profiled, "--set train.steps=8 --set train.profile_start=3 --set train.profile_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("profiling steps 3 to 4"), std::string::npos) << r.output;
+  const json trace = json::parse(read_file(profiled + "/profile_trace.json"));
+  EXPECT_FALSE(trace["traceEvents"].empty());
+  const std::string summary = read_file(profiled + "/profile_summary.txt");
+  EXPECT_EQ(summary.rfind("profiled 2 steps: wall ", 0), 0u) << summary;
+  EXPECT_NE(summary.find("aten::"), std::string::npos) << summary;
+  ASSERT_EQ(f.train(plain, "--set train.steps=8").exit_code, 0);
+  EXPECT_EQ(trajectory(profiled), trajectory(plain));
+}

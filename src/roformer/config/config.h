@@ -123,6 +123,8 @@ struct TrainConfig {
   bool tf32 = true;            // TF32 tensor cores for fp32 matmuls on CUDA
   CudaGraphs cuda_graphs = CudaGraphs::auto_;  // capture the whole step as one CUDA graph
   double peak_tflops = 0;                      // MFU denominator; 0 = from the GPU's name (none on the CPU)
+  int64_t profile_steps = 0;                   // steps recorded by the profiler; 0 = off
+  int64_t profile_start = 10;                  // first profiled step (past warm-up and graph capture)
   void visit(FieldVisitor& v);
 };
 

@@ -150,8 +150,11 @@ void TrainConfig::visit(FieldVisitor& v) {
           "CUDA: deterministic algorithms, cuBLAS workspace config and the math SDPA backend (slower)");
   v.field("tf32", tf32, "CUDA: TF32 tensor cores for fp32 matmuls (ignored on the CPU)");
   enum_field(v, "cuda_graphs", cuda_graphs, graphs,
-             "CUDA, one process: capture the whole step as a CUDA graph (on); auto = off until verified on a GPU");
+             "CUDA, one process: capture the whole step once and replay it; auto = on where possible, off = eager");
   v.field("peak_tflops", peak_tflops, at_least(0.0), "peak TFLOP/s for MFU; 0 = from the GPU name (bf16 dense)");
+  v.field("profile_steps", profile_steps, at_least(int64_t{0}),
+          "record this many steps with the Kineto profiler (run_dir/profile_trace.json, profile_summary.txt); 0 = off");
+  v.field("profile_start", profile_start, at_least(int64_t{0}), "first profiled step");
 }
 
 void DistConfig::visit(FieldVisitor& v) {

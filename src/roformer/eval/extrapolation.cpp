@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -69,9 +70,14 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                                     cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
                                     cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
                                     static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
-    lr.result = evaluate(model, windows, device, 8, 0, bf16);
+    model::reset_peak_memory(device);
+    const auto start = std::chrono::steady_clock::now();
+    lr.result = evaluate(model, windows, device, 8, 0, bf16);  // ends with a host read: the device is done
+    lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    lr.peak_mem_gib = model::peak_memory_gib(device);
     log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
-              " tokens");
+              " tokens in ", lr.seconds, " s",
+              device.is_cuda() ? ", peak " + std::to_string(lr.peak_mem_gib) + " GiB" : "");
     report.lengths.push_back(lr);
   }
   return report;
@@ -99,6 +105,8 @@ std::string report_json(const ExtrapolationReport& r) {
                 {"ppl", l.result.perplexity()},
                 {"accuracy", l.result.accuracy()},
                 {"tokens", l.result.tokens},
+                {"seconds", l.seconds},
+                {"peak_mem_gib", l.peak_mem_gib},
                 {"loss_by_position", by_pos}});
     }
     j["results"].push_back(e);
@@ -108,15 +116,15 @@ std::string report_json(const ExtrapolationReport& r) {
 
 std::string report_csv(const ExtrapolationReport& r) {
   std::ostringstream os;
-  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens\n";
+  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib\n";
   for (const auto& l : r.lengths) {
     os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0)
        << ",";
     if (l.applicable) {
       os << std::setprecision(10) << l.result.loss() << "," << l.result.perplexity() << "," << l.result.accuracy()
-         << "," << l.result.tokens;
+         << "," << l.result.tokens << "," << l.seconds << "," << l.peak_mem_gib;
     } else {
-      os << ",,,";
+      os << ",,,,,";
     }
     os << "\n";
   }
@@ -127,7 +135,7 @@ std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
   os << r.position << " (scaling " << r.scaling << "), " << r.protocol << " protocol, split " << r.split
      << ", trained at length " << r.train_length << ", " << r.precision << "\n";
-  os << "  length      loss       ppl   accuracy    tokens\n";
+  os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB\n";
   for (const auto& l : r.lengths) {
     os << std::setw(8) << l.length;
     if (!l.applicable) {
@@ -136,7 +144,8 @@ std::string report_table(const ExtrapolationReport& r) {
     }
     os << std::fixed << std::setprecision(4) << std::setw(10) << l.result.loss() << std::setprecision(2)
        << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11) << l.result.accuracy()
-       << std::setw(10) << l.result.tokens << "\n";
+       << std::setw(10) << l.result.tokens << std::setprecision(2) << std::setw(10) << l.seconds << std::setw(10)
+       << l.peak_mem_gib << "\n";
   }
   return os.str();
 }

@@ -18,6 +18,8 @@ struct LengthResult {
   bool applicable = true;
   std::string reason;  // when not applicable
   EvalResult result;
+  double seconds = 0;       // wall time of this length's evaluation
+  double peak_mem_gib = 0;  // peak device memory during it (CUDA; 0 on the CPU)
 };
 
 struct ExtrapolationReport {

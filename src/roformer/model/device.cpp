@@ -4,6 +4,10 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#ifdef ROFORMER_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include <algorithm>
 #include <string>
 #include <thread>
@@ -30,6 +34,24 @@ int apply_threads(int64_t requested, int64_t processes_per_node) {
       requested > 0 ? requested : std::max<int64_t>(1, cores / std::max<int64_t>(1, processes_per_node));
   at::set_num_threads(static_cast<int>(threads));
   return static_cast<int>(threads);
+}
+
+double peak_memory_gib(const torch::Device& device) {
+#ifdef ROFORMER_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(
+               stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
+           (1024.0 * 1024.0 * 1024.0);
+  }
+#endif
+  return 0;
+}
+
+void reset_peak_memory(const torch::Device& device) {
+#ifdef ROFORMER_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
 }
 
 }  // namespace roformer::model

@@ -17,4 +17,9 @@ torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict);
 // node's processes.
 int apply_threads(int64_t requested, int64_t processes_per_node);
 
+// Peak memory the caching allocator handed out on a CUDA device since the start or the last
+// reset, in GiB (0 on the CPU); the reset starts a new peak (no-op on the CPU).
+double peak_memory_gib(const torch::Device& device);
+void reset_peak_memory(const torch::Device& device);
+
 }  // namespace roformer::model

@@ -3,7 +3,6 @@
 
 #ifdef ROFORMER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 #include <string>
@@ -27,18 +26,6 @@ std::string device_name(const torch::Device& device) {
   if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
 #endif
   return "";
-}
-
-double peak_memory_gib(const torch::Device& device) {
-#ifdef ROFORMER_WITH_CUDA
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    return static_cast<double>(
-               stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak) /
-           (1024.0 * 1024.0 * 1024.0);
-  }
-#endif
-  return 0;
 }
 
 double peak_tflops(const config::TrainConfig& t, const torch::Device& device, bool bf16) {

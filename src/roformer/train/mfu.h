@@ -20,9 +20,6 @@ double training_flops_per_token(const config::ModelConfig& model, const config::
 // unknown (the CPU, an unlisted GPU): then no MFU is reported.
 double peak_tflops(const config::TrainConfig& train, const torch::Device& device, bool bf16);
 
-// Peak memory the caching allocator handed out on a CUDA device, in GiB (0 on the CPU).
-double peak_memory_gib(const torch::Device& device);
-
 // The GPU's name ("" on the CPU).
 std::string device_name(const torch::Device& device);
 

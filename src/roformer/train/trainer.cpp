@@ -34,6 +34,7 @@
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/metrics.h"
 #include "roformer/train/mfu.h"
+#include "roformer/train/profiler.h"
 #include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 
@@ -70,19 +71,14 @@ void check_writable(const std::string& dir) {
   ::unlink(probe.c_str());
 }
 
-// The CUDA-graph step when train.cuda_graphs asks for it and the run allows it, else nullptr
-// (eager steps) with a one-line log naming why.
+// The CUDA-graph step when train.cuda_graphs allows it (auto: on for a single-process CUDA
+// run), else nullptr (eager steps); a requested graph that cannot be used is logged with why.
 std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::EncoderModel& model,
                                               FusedAdamW& optimizer, const torch::Device& device, bool autocast,
                                               bool distributed) {
   const config::TrainConfig& t = cfg.train;
-  if (t.cuda_graphs == config::CudaGraphs::off) return nullptr;
-  if (t.cuda_graphs == config::CudaGraphs::auto_) {
-    if (device.is_cuda())
-      log::info(
-          "train.cuda_graphs=auto: eager steps (graphs are opt-in until verified on a GPU: train.cuda_graphs=on)");
-    return nullptr;
-  }
+  const bool asked = t.cuda_graphs == config::CudaGraphs::on;
+  if (t.cuda_graphs == config::CudaGraphs::off || (!asked && !device.is_cuda())) return nullptr;
   std::string why;
   std::unique_ptr<GraphedStep> step;
   if (distributed) {
@@ -96,7 +92,13 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
                                  cfg.model.objective == config::Objective::mlm, cfg.data.mask_prob);
     step = make_graphed_step(model, optimizer, device, o, &why);
   }
-  if (!step) log::warn("train.cuda_graphs=on but the step runs eagerly: ", why);
+  if (step) {
+    log::info("CUDA graphs: the whole step is captured once and replayed (train.cuda_graphs=off for eager steps)");
+  } else if (asked) {
+    log::warn("train.cuda_graphs=on but the step runs eagerly: ", why);
+  } else {
+    log::info("CUDA graphs off (", why, "); eager steps");
+  }
   return step;
 }
 
@@ -319,7 +321,7 @@ void Trainer::log_step(const StepResult& sr, double lr) {
   r.tflops = r.tokens_per_s * flops_per_token_ / 1e12;
   r.elapsed_s = elapsed_before_ + seconds_since(session_start_);
   if (peak_ > 0) r.mfu = r.tflops / peak_;
-  if (device_.is_cuda()) r.peak_mem_gib = peak_memory_gib(device_);
+  if (device_.is_cuda()) r.peak_mem_gib = model::peak_memory_gib(device_);
   metrics_.write(r.to_json());
   if (progress_) {  // a terminal: the bar, and the line in the log file only
     log::debug(r.line());
@@ -390,10 +392,13 @@ TrainResult Trainer::run() {
   if (rank0_ && Progress::stderr_is_terminal())
     progress_ = std::make_unique<Progress>("train (from step " + std::to_string(first_step_) + ")",
                                            static_cast<double>(t_.steps - first_step_), "steps");
+  StepProfiler profiler(t_.profile_start, rank0_ ? t_.profile_steps : 0, result_.run_dir, device_);
   session_start_ = window_start_ = Clock::now();
   while (state_.step < t_.steps) {
     const double lr = learning_rate(t_, state_.step);
+    profiler.before_step(state_.step);
     const StepResult sr = step(batches.next(), lr);
+    profiler.after_step(state_.step);
     watch_->record(sr, state_.step);
     ++state_.step;
     state_.tokens_seen += t_.batch_size * cfg_.data.seq_len;

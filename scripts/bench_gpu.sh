@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# GPU training benchmark, one command, one run: roformer vs Hugging Face RoFormerForMaskedLM
-# eager vs HF + torch.compile on the same GPU, data, model, batch and optimizer (bf16 autocast,
-# MLM, byte vocabulary, dropout 0, fused AdamW), for BERT-base (768x12, seq 512, batch 32) and
-# a small model (256x4, seq 128, batch 64). Prints tokens/s, the ratios, roformer's MFU and
-# TFLOP/s (from metrics.jsonl), SM-busy % sampled by `nvidia-smi dmon` while roformer trains,
-# and peak memory. Speed is reported, never asserted.
-# Usage: scripts/bench_gpu.sh [STEPS]     (needs data/prepared/linux-docs-byte and a GPU)
+# GPU benchmark, one command, one run of each part. train: roformer vs Hugging Face
+# RoFormerForMaskedLM eager vs HF + torch.compile on the same GPU, data, model, batch and
+# optimizer (bf16 autocast, MLM, byte vocabulary, dropout 0, fused AdamW), for BERT-base (768x12,
+# seq 512, batch 32) and a small model (256x4, seq 128, batch 64): tokens/s, the ratios,
+# roformer's MFU and TFLOP/s (from metrics.jsonl), SM-busy % sampled by `nvidia-smi dmon` while
+# roformer trains, and peak memory. rope: the fused RoPE op vs a device copy, the rotate_half
+# composite and torch.compile (scripts/bench_rope_gpu.py). eval: time and peak memory of
+# `roformer eval` on a BERT-base checkpoint at 512..32768 (sliding, stride 256, about 30k scored
+# tokens). Speed is reported, never asserted.
+# Usage: scripts/bench_gpu.sh [STEPS] [train|rope|eval|all]   (needs data/prepared/linux-docs-byte and a GPU)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 steps="${1:-80}"
+part="${2:-all}"
+case "$part" in all | train | rope | eval) ;; *) echo "bench_gpu: unknown part '$part' (train, rope, eval or all)" >&2; exit 2 ;; esac
 ds=data/prepared/linux-docs-byte
 py=.venv/bin/python
 bin=build/release/bin/roformer
@@ -58,8 +63,39 @@ print(f"| {label} | {tps:,.0f} | {et:,.0f} | {ct:,.0f} | {tps / et:.2f}x | {tps 
 PY
 }
 
+# Time and peak memory of `roformer eval` at growing lengths, on a BERT-base checkpoint trained here.
+eval_lengths() {
+  local run="$work/eval-ckpt"
+  "$bin" train configs/quickstart/rope.yaml --run-dir "$run" --set data.path="$ds" --set model.hidden_size=768 \
+      --set model.num_layers=12 --set model.num_heads=12 --set model.ffn_size=3072 --set data.seq_len=512 \
+      --set train.batch_size=32 --set model.objective=mlm --set train.device=cuda --set train.steps=40 \
+      --set train.eval_every=100000 --set train.eval_batches=1 > "$work/eval-ckpt.log" 2>&1 ||
+    { tail -20 "$work/eval-ckpt.log"; exit 1; }
+  local ckpt; ckpt="$(ls -d "$run"/checkpoints/step_* | tail -1)"
+  echo "roformer eval, BERT-base (trained 40 steps at 512), sliding stride 256, eval.max_tokens=200000, bf16"
+  echo "| length | scored tokens | seconds | peak GiB | ppl |"
+  echo "|---|---|---|---|---|"
+  for L in 512 2048 8192 16384 32768; do
+    "$bin" eval "$ckpt" --lengths "$L" --protocol sliding --stride 256 --set eval.max_tokens=200000 \
+        --out "$work/eval-$L" > "$work/eval-$L.log" 2>&1 || { tail -5 "$work/eval-$L.log"; continue; }
+    "$py" - "$work/eval-$L/eval.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print(f"| {r['length']} | {r['tokens']} | {r['seconds']:.1f} | {r['peak_mem_gib']:.2f} | {r['ppl']:.2f} |")
+PY
+  done
+}
+
 echo "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), steps $steps, $(date -u +%F)"
-echo "| model | roformer tok/s | HF eager | HF compile | vs eager | vs compile | TFLOP/s | MFU | SM busy | peak GiB (ours / eager / compile) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-bench bert-base 768 12 12 3072 512 32
-bench small 256 4 4 1024 128 64
+if [ "$part" = all ] || [ "$part" = train ]; then
+  echo "| model | roformer tok/s | HF eager | HF compile | vs eager | vs compile | TFLOP/s | MFU | SM busy | peak GiB (ours / eager / compile) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  bench bert-base 768 12 12 3072 512 32
+  bench small 256 4 4 1024 128 64
+fi
+if [ "$part" = all ] || [ "$part" = rope ]; then
+  "$py" scripts/bench_rope_gpu.py
+fi
+if [ "$part" = all ] || [ "$part" = eval ]; then
+  eval_lengths
+fi

@@ -24,7 +24,6 @@ struct Interval {
   uint64_t start, end;
 };
 
-
 // Length of the union of intervals (overlapping kernels on several streams count once).
 uint64_t union_length(std::vector<Interval> v) {
   std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });

@@ -12,6 +12,8 @@
 // Placeholders: {roformer} {launch} {source} {tmp} {dataset} {config} {run} {checkpoint}.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -83,9 +85,17 @@ std::map<std::string, std::string> snapshot(const std::string& root) {
       const std::string n = e->d_name;
       if (n == "." || n == "..") continue;
       const std::string r = rel + "/" + n;
-      if (roformer::is_directory(root + r)) {
+      struct stat st {};
+      if (::lstat((root + r).c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {  // never follow: a case may plant a link to /dev/zero
+        char target[4096];
+        const ssize_t len = ::readlink((root + r).c_str(), target, sizeof target);
+        out[r] = "link:" + std::string(target, len > 0 ? static_cast<size_t>(len) : 0);
+      } else if (S_ISDIR(st.st_mode)) {
         out[r] = "dir";
         walk(r);
+      } else if (!S_ISREG(st.st_mode)) {
+        out[r] = "special";
       } else {
         std::ifstream f(root + r, std::ios::binary);
         std::stringstream ss;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -14,13 +15,28 @@
 
 namespace roformer {
 
-std::string read_text_file(const std::string& path) {
-  if (is_directory(path)) throw UserError("'" + path + "' is a directory, not a file");
+std::string read_text_file(const std::string& path, size_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw UserError("'" + path + "' is a directory, not a file");
+  if (!S_ISREG(st.st_mode))
+    throw UserError("'" + path + "' is not a regular file (a device, FIFO or socket); point at a file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw UserError("'" + path + "' is " + std::to_string(st.st_size) + " bytes, more than the " +
+                    std::to_string(max_bytes) + " this kind of file may have; is it the right file?");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text(static_cast<size_t>(st.st_size), '\0');  // what stat saw, even if the file grows meanwhile
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+void check_path_component(const std::string& name, const std::string& what) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    throw UserError(what + " '" + name +
+                    "' cannot name a directory: it must be non-empty, without '/', and not '.' or '..'");
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -3,15 +3,23 @@
 // half-written file under the real name.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace roformer {
 
-// Reads a whole file; throws UserError naming the file when it cannot.
-std::string read_text_file(const std::string& path);
+// Reads a whole regular file of at most max_bytes; throws UserError naming the file when it
+// cannot, when it is not a regular file (a directory, a device such as /dev/zero, a FIFO) or
+// when it is larger than the cap, so no input can make a read endless or unbounded.
+constexpr size_t kMaxTextFileBytes = size_t{256} << 20;
+std::string read_text_file(const std::string& path, size_t max_bytes = kMaxTextFileBytes);
 
 // Writes `content` to path.tmp.<pid>, flushes it to disk, then renames it over `path`.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Throws UserError unless `name` can be one path component of something we write: not empty,
+// no '/', not '.' or '..' (a run or sweep name must never point outside its directory).
+void check_path_component(const std::string& name, const std::string& what);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 #include "roformer/common/strings.h"
 
 namespace fs = std::filesystem;
@@ -235,18 +236,47 @@ void apply_layer(LoadedConfig& loaded, const YAML::Node& root, const Source& src
   applier.finish();
 }
 
-YAML::Node parse_file(const fs::path& path) {
-  if (fs::is_directory(path)) throw UserError("config file '" + path.string() + "' is a directory, not a file");
-  std::ifstream in(path);
-  if (!in) throw UserError("config file '" + path.string() + "' cannot be read: check the path");
-  std::stringstream text;
-  text << in.rdbuf();
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;  // a config is a page of YAML, not megabytes
+constexpr size_t kMaxBaseDepth = 16;                 // base: chains deeper than this are a mistake
+
+// True when `text` holds anything besides blank lines, comments and document markers.
+bool has_content(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    if (line.compare(first, 3, "---") == 0 || line.compare(first, 3, "...") == 0) continue;
+    return true;
+  }
+  return false;
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& label) {
+  YAML::Node root;
   try {
-    return YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw UserError(path.string() + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+    throw UserError(label + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                     ": YAML syntax error: " + e.msg);
   }
+  // yaml-cpp returns an empty document for some malformed starts (e.g. a leading ','), which
+  // would silently mean "all defaults": text that parses to nothing is refused.
+  if ((!root || root.IsNull()) && has_content(text))
+    throw UserError(label +
+                    ": the YAML parser found no document in this text (does it start with a stray "
+                    "character?); a config is a mapping of sections (model:, train:, ...)");
+  return root;
+}
+
+YAML::Node parse_file(const fs::path& path) {
+  std::string text;
+  try {
+    text = read_text_file(path.string(), kMaxConfigBytes);
+  } catch (const UserError& e) {
+    throw UserError(std::string("config file ") + e.what());
+  }
+  return parse_yaml(text, path.string());
 }
 
 // Applies `path` after recursively applying the base it names; `stack` detects cycles.
@@ -260,6 +290,9 @@ void apply_file(LoadedConfig& loaded, const fs::path& path, std::vector<fs::path
     }
   }
   if (!fs::exists(canon)) throw UserError("config file '" + path.string() + "' does not exist");
+  if (stack.size() >= kMaxBaseDepth)
+    throw UserError("config file '" + path.string() + "': the base: chain is more than " +
+                    std::to_string(kMaxBaseDepth) + " files deep; flatten it");
   const YAML::Node root = parse_file(path);
   const Source src{path.string(), true};
   if (root && root.IsMap() && root["base"]) {
@@ -310,14 +343,7 @@ YAML::Node override_node(const std::string& spec) {
 }  // namespace
 
 void apply_yaml_text(LoadedConfig& loaded, const std::string& text, const std::string& label) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw UserError(label + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": YAML syntax error: " + e.msg);
-  }
-  apply_layer(loaded, root, Source{label, true}, false);
+  apply_layer(loaded, parse_yaml(text, label), Source{label, true}, false);
 }
 
 void apply_overrides(LoadedConfig& loaded, const std::vector<std::string>& overrides) {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 
 namespace roformer::config {
@@ -24,6 +25,11 @@ std::string where(const Origins& origins, const std::string& key) {
 }  // namespace
 
 void validate(const Config& c, const Origins& o) {
+  try {
+    check_path_component(c.name, "name");  // runs/<name> is where training writes
+  } catch (const UserError& e) {
+    invalid(o, "name", e.what());
+  }
   const ModelConfig& m = c.model;
   if (m.hidden_size % m.num_heads != 0)
     conflict(o, "model.hidden_size", "model.num_heads",

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -81,6 +82,16 @@ int64_t get_int(const json& c, const char* key, const std::string& where, std::o
   }
   if (!c[key].is_number_integer()) throw UserError(where + ": config.json '" + key + "' must be an integer");
   return c[key].get<int64_t>();
+}
+
+// A size from config.json that must be at least `lo` (a zero head count divided by zero).
+int64_t get_size(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {},
+                 int64_t lo = 1) {
+  const int64_t v = get_int(c, key, where, fallback);
+  if (v < lo)
+    throw UserError(where + ": config.json '" + key + "' is " + std::to_string(v) + "; it must be at least " +
+                    std::to_string(lo));
+  return v;
 }
 
 double get_double(const json& c, const char* key, const std::string& where, double fallback) {
@@ -157,18 +168,18 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   config::ModelConfig& m = cfg.model;
   m.objective = (arch == "RoFormerForCausalLM" || hf.value("is_decoder", false)) ? config::Objective::causal_lm
                                                                                  : config::Objective::mlm;
-  m.vocab_size = get_int(hf, "vocab_size", where);
-  m.hidden_size = get_int(hf, "hidden_size", where);
-  m.embedding_size = get_int(hf, "embedding_size", where, m.hidden_size);
+  m.vocab_size = get_size(hf, "vocab_size", where);
+  m.hidden_size = get_size(hf, "hidden_size", where);
+  m.embedding_size = get_size(hf, "embedding_size", where, m.hidden_size);
   if (m.embedding_size == m.hidden_size) m.embedding_size = 0;
-  m.num_layers = get_int(hf, "num_hidden_layers", where);
-  m.num_heads = get_int(hf, "num_attention_heads", where);
-  m.ffn_size = get_int(hf, "intermediate_size", where);
+  m.num_layers = get_size(hf, "num_hidden_layers", where);
+  m.num_heads = get_size(hf, "num_attention_heads", where);
+  m.ffn_size = get_size(hf, "intermediate_size", where);
   m.activation = activation_from_hf(hf.value("hidden_act", std::string("gelu")), where);
   m.hidden_dropout = get_double(hf, "hidden_dropout_prob", where, 0.1);
   m.attention_dropout = get_double(hf, "attention_probs_dropout_prob", where, 0.1);
   m.layer_norm_eps = get_double(hf, "layer_norm_eps", where, 1e-12);
-  m.type_vocab_size = get_int(hf, "type_vocab_size", where, 2);
+  m.type_vocab_size = get_size(hf, "type_vocab_size", where, 2, 0);
   m.init_std = get_double(hf, "initializer_range", where, 0.02);
   m.norm = config::NormPlacement::post;
   m.position.kind = config::PositionKind::rope;
@@ -179,9 +190,16 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   if (m.hidden_size % m.num_heads != 0 || m.head_dim() % 2 != 0)
     throw UserError(where + ": hidden_size " + std::to_string(m.hidden_size) + " / num_attention_heads " +
                     std::to_string(m.num_heads) + " must give an even head dimension");
-  const int64_t max_positions = get_int(hf, "max_position_embeddings", where, 1536);
+  const int64_t max_positions = get_size(hf, "max_position_embeddings", where, 1536);
   cfg.name = "hf-" + std::filesystem::path(hf_dir).filename().string();
   cfg.data.seq_len = std::min<int64_t>(max_positions, 512);
+  // What we write must load again: the mapped config goes through our own loader's range and
+  // cross-field checks (a negative layer_norm_eps, a dropout above 1, ...) before any tensor.
+  {
+    config::LoadedConfig check;
+    config::apply_yaml_text(check, config::dump_yaml(cfg), where + " (config.json as our config)");
+    config::validate(check.config, check.origins);
+  }
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies.
   const SafetensorsFile file = read_safetensors(weights);
@@ -194,7 +212,9 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     std::string ours;
     if (name == prefix + "encoder.embed_positions.weight") {
       const torch::Tensor want = rotary_table(t.size(0), m.head_dim());
-      if (t.dim() != 2 || t.size(1) != m.head_dim() || !torch::allclose(t.to(torch::kFloat32), want, 1e-5, 1e-5))
+      // Saved in fp16/bf16, the sines carry that dtype's rounding (|value| <= 1).
+      const double tol = t.scalar_type() == torch::kBFloat16 ? 8e-3 : (t.scalar_type() == torch::kHalf ? 1e-3 : 1e-5);
+      if (t.dim() != 2 || t.size(1) != m.head_dim() || !torch::allclose(t.to(torch::kFloat32), want, tol, tol))
         throw UserError(weights + ": tensor '" + name +
                         "' is not the standard RoFormer rotary table (base 10000, "
                         "head dimension " +
@@ -224,6 +244,21 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     by_name.erase(types);
   }
 
+  // The tensors must match the config's size before the model (sized by it) is built.
+  if (!by_name.count("embeddings.word_embeddings.weight"))
+    throw UserError(weights + ": has no tensor for our parameter 'embeddings.word_embeddings.weight' (expected '" +
+                    prefix + "embeddings.word_embeddings.weight')");
+  int64_t layers_present = 0;
+  for (const auto& entry : by_name) {
+    if (entry.first.rfind("encoder.layer.", 0) != 0) continue;
+    int64_t index = 0;
+    for (size_t i = 14; i < entry.first.size() && i < 14 + 9 && std::isdigit(entry.first[i]); ++i)
+      index = index * 10 + (entry.first[i] - '0');
+    layers_present = std::max(layers_present, index + 1);
+  }
+  if (layers_present != m.num_layers)
+    throw UserError(where + ": config.json says num_hidden_layers " + std::to_string(m.num_layers) +
+                    " but model.safetensors holds " + std::to_string(layers_present) + " layers");
   model::EncoderModel model = model::build_model(m, 0);
   std::string notes;
   if (!has_head) {

@@ -133,6 +133,7 @@ SweepSpec load_sweep(const std::string& path) {
   SweepSpec s;
   s.file = path;
   s.name = root["name"] ? root["name"].Scalar() : std::filesystem::path(path).stem().string();
+  check_path_component(s.name, path + ": sweep name");
   if (!root["config"]) throw UserError(path + ": 'config' (the base config file) is required");
   s.config = (std::filesystem::path(path).parent_path() / root["config"].Scalar()).string();
   if (!path_exists(s.config))
@@ -145,6 +146,7 @@ SweepSpec load_sweep(const std::string& path) {
   if (s.seeds.empty()) s.seeds.push_back(1234);
   s.variants = variants(path, root["variants"], "variants");
   if (s.variants.empty()) throw UserError(path + ": 'variants' must list at least one {name, set}");
+  for (const auto& v : s.variants) check_path_component(v.name, path + ": variant name");
   const YAML::Node e = root["eval"];
   if (e) {
     for (const auto& kv : e) {

@@ -40,7 +40,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
   const double p = is_training() ? dropout_ : 0.0;
   const torch::Tensor out =
       at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/!ctx.mask.defined() && ctx.causal);
-  return dense(output->dense, out.transpose(1, 2).reshape({B, S, heads_ * head_dim_}));
+  return dense(output->dense, out.transpose(1, 2).reshape({B, S, width}));
 }
 
 }  // namespace roformer::model

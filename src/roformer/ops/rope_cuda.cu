@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "roformer/ops/cuda_selftest.h"
@@ -67,47 +66,10 @@ __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-// A 16-byte vector of VEC elements held as plain bits (unsigned short for half and bf16): the
-// cuda_fp16/cuda_bf16 classes in a register array made the compiler keep the bf16 output vector
-// in local memory (a 64-byte stack frame and 71-75 % of a copy on an H100).
-template <typename T>
-struct Bits {
-  using type = T;
-};
-template <>
-struct Bits<__half> {
-  using type = unsigned short;
-};
-template <>
-struct Bits<__nv_bfloat16> {
-  using type = unsigned short;
-};
-
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Vec {
-  typename Bits<T>::type v[VEC];
+  T v[VEC];
 };
-
-template <typename T>
-__device__ __forceinline__ typename Acc<T>::type bits_to_acc(typename Bits<T>::type b) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(__ushort_as_half(b));
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(__ushort_as_bfloat16(b));
-  } else {
-    return b;
-  }
-}
-template <typename T>
-__device__ __forceinline__ typename Bits<T>::type acc_to_bits(typename Acc<T>::type x) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half_as_ushort(__float2half_rn(x));
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    return x;
-  }
-}
 
 // ---- the general kernel: any strides --------------------------------------------------------
 // One block per token; (cos, sin) of each pair computed once into shared memory and reused by
@@ -249,10 +211,9 @@ __global__ void __launch_bounds__(kVectorThreads, MIN_BLOCKS) rope_vector_kernel
       const int v1 = INTERLEAVED ? 0 : 1;
       const int i0 = INTERLEAVED ? 2 * e : e, i1 = INTERLEAVED ? 2 * e + 1 : e;
       acc_t y0, y1;
-      rope_rotate_pair(bits_to_acc<T>(x[u][0].v[i0]), bits_to_acc<T>(x[u][v1].v[i1]), c[e] * mag, sn[e] * mag, &y0,
-                       &y1);
-      y[0].v[i0] = acc_to_bits<T>(y0);
-      y[v1].v[i1] = acc_to_bits<T>(y1);
+      rope_rotate_pair(to_acc(x[u][0].v[i0]), to_acc(x[u][v1].v[i1]), c[e] * mag, sn[e] * mag, &y0, &y1);
+      y[0].v[i0] = from_acc<T>(y0);
+      y[v1].v[i1] = from_acc<T>(y1);
     }
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) *reinterpret_cast<V*>(dst + off[v]) = y[v];

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -392,7 +393,9 @@ TrainResult Trainer::run() {
   if (rank0_ && Progress::stderr_is_terminal())
     progress_ = std::make_unique<Progress>("train (from step " + std::to_string(first_step_) + ")",
                                            static_cast<double>(t_.steps - first_step_), "steps");
-  StepProfiler profiler(t_.profile_start, rank0_ ? t_.profile_steps : 0, result_.run_dir, device_);
+  // Steps past the end of the run are not profiled (the trace is written after the last one).
+  const int64_t profiled = std::max<int64_t>(0, std::min(t_.profile_steps, t_.steps - t_.profile_start));
+  StepProfiler profiler(t_.profile_start, rank0_ ? profiled : 0, result_.run_dir, device_);
   session_start_ = window_start_ = Clock::now();
   while (state_.step < t_.steps) {
     const double lr = learning_rate(t_, state_.step);

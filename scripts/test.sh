@@ -4,7 +4,8 @@
 #   1. release preset: configure, build, every ctest test (unit, integration, bad_input,
 #      python; GPU tests skip without a GPU);
 #   2. asan preset (ASan + UBSan on project code): the unit and bad-input tests;
-#   3. the libFuzzer targets (config, safetensors, dataset_meta), ROFORMER_FUZZ_SECONDS each.
+#   3. the libFuzzer targets (config, safetensors, dataset_meta, hf_config, cli_args),
+#      ROFORMER_FUZZ_SECONDS each.
 # Usage: scripts/test.sh [extra ctest args for stage 1]
 #   ROFORMER_FUZZ_SECONDS=60   fuzzing time per target (0 skips stage 3)
 #   ROFORMER_SKIP_ASAN=1       skips stage 2 (for a quick local run; CI runs everything)

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
@@ -17,35 +18,18 @@ namespace roformer::cli {
 
 namespace {
 
-struct EvalOptions {
-  std::string checkpoint, lengths, protocol, split, out;
-  int64_t stride = -1;
-  std::vector<std::string> overrides;
-  bool passkey = false;
-  std::string depths = "0,0.25,0.5,0.75,1";
-  int64_t trials = 5;
-};
-
 // Passkey accuracy by length and depth: a table, and passkey.json with --out.
-void run_passkey(const EvalOptions& o, const std::vector<std::string>& overrides) {
+void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
+  const std::vector<double> depths = parse_depths(o.depths);
   eval::LoadedCheckpoint c = eval::load_for_eval(o.checkpoint, overrides);
   const data::DatasetMeta meta = data::read_dataset_meta(c.config.data.path);
   if (meta.tokenizer != "byte")
     throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer +
                     " tokenizer");
-  std::vector<double> depths;
-  for (const std::string& d : split(o.depths, ',')) {
-    try {
-      depths.push_back(std::stod(d));
-    } catch (const std::exception&) {
-      throw UserError("--depths: '" + d + "' is not a number");
-    }
-    if (depths.back() < 0 || depths.back() > 1) throw UserError("--depths: " + d + " is outside [0, 1]");
-  }
   const int64_t limit = c.model->position_encoding().max_length();
   std::vector<int64_t> lengths;
   for (int64_t L : c.config.eval.lengths) {
-    if (limit > 0 && L + 5 > limit) {
+    if (limit > 0 && L > limit - 5) {
       std::cout << "length " << L << ": n/a (learned positions stop at " << limit << ")\n";
       continue;
     }
@@ -76,27 +60,12 @@ void run_passkey(const EvalOptions& o, const std::vector<std::string>& overrides
 }  // namespace
 
 void add_eval_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<EvalOptions>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint at several sequence lengths (extrapolation)");
-  cmd->add_option("checkpoint", o->checkpoint, "checkpoint directory (RUN/checkpoints/step_N)")->required();
-  cmd->add_option("--lengths", o->lengths, "comma-separated evaluation lengths (default: eval.lengths)");
-  cmd->add_option("--protocol", o->protocol, "chunks (non-overlapping) or sliding (window with stride)");
-  cmd->add_option("--stride", o->stride, "sliding-window stride (default half the length)");
-  cmd->add_option("--split", o->split, "valid or test");
-  cmd->add_option("--set", o->overrides, "override a runtime key, e.g. --set model.position.rope.scaling.kind=yarn")
-      ->allow_extra_args(false);
-  cmd->add_option("--out", o->out, "directory for eval.json and eval.csv (default: print only)");
-  cmd->add_flag("--passkey", o->passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
-  cmd->add_option("--depths", o->depths, "passkey depths in [0, 1], comma-separated")->capture_default_str();
-  cmd->add_option("--trials", o->trials, "passkey prompts per (length, depth)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  auto o = std::make_shared<EvalArgs>();
+  CLI::App* cmd = declare_eval(app, *o);
   cmd->callback([o, &exit_code] {
-    std::vector<std::string> overrides = o->overrides;
-    if (!o->lengths.empty()) overrides.push_back("eval.lengths=" + o->lengths);
-    if (!o->protocol.empty()) overrides.push_back("eval.protocol=" + o->protocol);
-    if (o->stride >= 0) overrides.push_back("eval.stride=" + std::to_string(o->stride));
-    if (!o->split.empty()) overrides.push_back("eval.split=" + o->split);
+    const std::vector<std::string> overrides = eval_overrides(*o);
+    if (!o->out.empty() && path_exists(o->out) && !is_directory(o->out))  // before minutes of evaluation
+      throw UserError("--out '" + o->out + "' exists and is not a directory; name a directory for the results");
     if (o->passkey) {
       run_passkey(*o, overrides);
       exit_code = 0;

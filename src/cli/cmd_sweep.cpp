@@ -1,6 +1,7 @@
 // `roformer sweep ABLATION.yaml [--seeds N] [--out DIR] [--report-only]`.
 #include <filesystem>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "roformer/common/log.h"
 #include "roformer/sweep/sweep.h"
@@ -8,17 +9,8 @@
 namespace roformer::cli {
 
 void add_sweep_command(CLI::App& app, int& exit_code) {
-  struct Options {
-    std::string file, out;
-    int64_t seeds = 0;
-    bool report_only = false;
-  };
-  auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("sweep", "Train and evaluate a grid of configs (ablation) and write one report");
-  cmd->add_option("ablation", o->file, "sweep file (configs/ablation/*.yaml)")->required();
-  cmd->add_option("--seeds", o->seeds, "number of seeds (overrides the file's list: base seed, base+1, ...)");
-  cmd->add_option("--out", o->out, "output directory (default sweeps/<sweep name>); rerunning resumes it");
-  cmd->add_flag("--report-only", o->report_only, "only aggregate finished runs into report.md and plots");
+  auto o = std::make_shared<SweepArgs>();
+  CLI::App* cmd = declare_sweep(app, *o);
   cmd->callback([o, &exit_code] {
     const sweep::SweepSpec spec = sweep::load_sweep(o->file);
     const std::string out = o->out.empty() ? "sweeps/" + spec.name : o->out;

@@ -2,6 +2,7 @@
 // launcher (scripts/launch.sh, torchrun --no-python, srun) the rank comes from the environment.
 #include <algorithm>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
@@ -11,19 +12,8 @@
 namespace roformer::cli {
 
 void add_train_command(CLI::App& app, int& exit_code) {
-  struct Options {
-    std::string file, run_dir, resume;
-    std::vector<std::string> overrides;
-  };
-  auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model from a YAML config (MLM or causal LM)");
-  cmd->add_option("config", o->file, "YAML config file")->required();
-  cmd->add_option("--set", o->overrides, "override a config key: --set train.steps=100 (repeatable)")
-      ->allow_extra_args(false);
-  cmd->add_option("--run-dir", o->run_dir, "run directory (default runs/<config name>)");
-  cmd->add_option("--resume", o->resume,
-                  "auto: continue from the newest complete checkpoint of the run directory "
-                  "(or start fresh if none); or a checkpoint directory");
+  auto o = std::make_shared<TrainArgs>();
+  CLI::App* cmd = declare_train(app, *o);
   cmd->callback([o, &exit_code] {
     const config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
     train::TrainOptions opts;

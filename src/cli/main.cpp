@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iostream>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
@@ -37,25 +38,9 @@ int main(int argc, char** argv) {
   // An unknown command word: name it and suggest the closest command (CLI11 alone would only
   // say that a subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
-    const std::string word = argv[1];
-    std::string names, closest;
-    size_t best = SIZE_MAX;
-    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-      if (sub->get_name() == word) {
-        best = 0;
-        break;
-      }
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-      const size_t d = edit_distance(word, sub->get_name());
-      if (d < best) {
-        best = d;
-        closest = sub->get_name();
-      }
-    }
-    if (best != 0) {
-      std::cerr << "error: unknown command '" << word << "'"
-                << (best <= 2 ? " (did you mean '" + closest + "'?)" : std::string()) << "; commands: " << names
-                << "\n";
+    const std::string unknown = cli::unknown_command_message(app, argv[1]);
+    if (!unknown.empty()) {
+      std::cerr << "error: " << unknown << "\n";
       return kUserErrorExitCode;
     }
   }

@@ -133,6 +133,8 @@ const std::string& fixture() {
 
 class BadInput : public ::testing::TestWithParam<std::string> {};
 
+constexpr int kDeadlineSeconds = 120;
+
 }  // namespace
 
 TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
@@ -159,8 +161,13 @@ TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
     ASSERT_EQ(s.exit_code, 0) << "setup failed: " << s.output;
   }
   const auto before = snapshot(tmp);
-  const auto r = run_command("cd '" + tmp + "' && " + expand(c.run));
+  // Under a deadline: a hang is a failure of its own (timeout's 124), not a stalled suite.
+  const auto r = run_command("cd '" + tmp + "' && " + expand(c.run), kDeadlineSeconds);
   EXPECT_EQ(r.exit_code, c.exit) << c.name << ": " << r.output;
+  // Whatever a case expects, a user's mistake is never our bug (1), a crash (a signal: 128+)
+  // or a hang (124).
+  EXPECT_NE(r.exit_code, 1) << c.name << " exited 1 (internal error) for a user error:\n" << r.output;
+  EXPECT_LT(r.exit_code, 124) << c.name << " crashed or ran past " << kDeadlineSeconds << " s:\n" << r.output;
   EXPECT_NE(r.output.find(expand(c.expect)), std::string::npos)
       << c.name << ": expected '" << expand(c.expect) << "' in:\n"
       << r.output;
@@ -184,6 +191,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(case_files()),
                            return n;
                          });
 
-TEST(BadInputSuite, HasAtLeastFortyCases) {
-  EXPECT_GE(case_files().size(), 40u);
+TEST(BadInputSuite, HasAtLeastOneHundredTenCases) {
+  EXPECT_GE(case_files().size(), 110u);
+}
+
+TEST(BadInputSuite, EveryCaseExpectsAUserErrorExit) {
+  for (const std::string& f : case_files()) EXPECT_EQ(parse_case(f).exit, 2) << f;
 }

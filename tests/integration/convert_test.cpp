@@ -105,7 +105,7 @@ TEST(Convert, NativeFamiliesHuggingFaceCannotRepresentAreRefused) {
   const std::string good = native_checkpoint(dir, "rope", {});
   make_directories(out);
   write_file(out + "/keep.txt", "user data");
-  expect_refused(cli("convert native-to-hf '" + good + "' '" + out + "'"), "exists and is not empty");
+  expect_refused(cli("convert native-to-hf '" + good + "' '" + out + "'"), "exists and is not an empty directory");
   EXPECT_EQ(read_file(out + "/keep.txt"), "user data");
   const auto ok = cli("convert native-to-hf '" + good + "' '" + dir.file("hf2") + "'");
   ASSERT_EQ(ok.exit_code, 0) << ok.output;

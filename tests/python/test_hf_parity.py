@@ -5,7 +5,8 @@
      match transformers' logits and last hidden state within 1e-4 (fp32);
   2. HF -> native -> HF loads in transformers and gives the reference logits;
   3. native -> HF -> native is bitwise identical;
-  4. a RoPE checkpoint trained by `roformer train` loads in transformers with matching logits.
+  4. a model saved by transformers in fp16 or bf16 converts and matches transformers in fp32;
+  5. a RoPE checkpoint trained by `roformer train` loads in transformers with matching logits.
 Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_hf_parity.py ROFORMER_BINARY SOURCE_DIR
 """
@@ -100,6 +101,24 @@ with tempfile.TemporaryDirectory() as tmp:
         print(f"{'ok' if same else 'FAIL':4} {case} native->HF->native bitwise")
         if not same:
             failures.append(case + " round trip")
+
+    # Saved in half precision (fp16, bf16: the rotary table carries that dtype's rounding, and
+    # was once refused as "not the standard RoFormer rotary table"): it converts, and matches
+    # transformers running the same saved weights in fp32 (both rebuild the exact table).
+    first = os.path.join(ref_root, sorted(os.listdir(ref_root))[0])
+    for dtype in (torch.float16, torch.bfloat16):
+        model, arch = hf_model(first)
+        half_dir = os.path.join(tmp, f"half-{str(dtype).split('.')[-1]}")
+        model.to(dtype).save_pretrained(half_dir, safe_serialization=True)
+        native = half_dir + "-native"
+        run(ROFORMER, "convert", "hf-to-native", half_dir, native)
+        out = native + ".safetensors"
+        run(ROFORMER, "forward", native, *forward_args(first), "--output", out, *CPU)
+        ref_model = getattr(transformers, arch).from_pretrained(half_dir, torch_dtype=torch.float32).eval()
+        with torch.no_grad():
+            res = ref_model(**hf_inputs(first), output_hidden_states=True)
+        diff = (load_file(out)["last_hidden_state"] - res.hidden_states[-1]).abs().max().item()
+        check(f"saved in {dtype}, in fp32 transformers: last_hidden_state", diff)
 
     # A checkpoint of our own trainer (causal LM, RoPE, no token types) in transformers.
     words = ["rotary", "position", "kernel", "memory", "scheduler", "device", "driver", "table"]

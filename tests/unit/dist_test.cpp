@@ -10,6 +10,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/data/distributed_sampler.h"
 #include "roformer/dist/dist_env.h"
+#include "roformer/dist/master_probe.h"
 #include "roformer/dist/reducer.h"
 
 using roformer::UserError;
@@ -82,6 +83,54 @@ TEST(DistEnv, ReadsSlurmVariablesWhenTorchrunsAreAbsent) {
   EXPECT_EQ(e.local_rank, 1);
   EXPECT_EQ(e.local_world_size, 8);
   EXPECT_EQ(e.source, "Slurm variables");
+}
+
+TEST(DistEnv, HandSetRankThatDisagreesWithSlurmIsRefused) {
+  const std::map<std::string, std::string> slurm{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}};
+  auto with = [&](std::map<std::string, std::string> extra) {
+    extra.insert(slurm.begin(), slurm.end());
+    return extra;
+  };
+  EXPECT_NE(error_of(with({{"RANK", "0"}, {"WORLD_SIZE", "4"}})).find("RANK=0 WORLD_SIZE=4 disagree with Slurm's"),
+            std::string::npos);
+  EXPECT_NE(error_of(with({{"RANK", "1"}, {"WORLD_SIZE", "2"}})).find("SLURM_NTASKS=4"), std::string::npos);
+  // The same values agree; a launcher (torchrun, launch.sh) runs several ranks per Slurm task.
+  EXPECT_EQ(env_of(with({{"RANK", "1"}, {"WORLD_SIZE", "4"}})).rank, 1);
+  EXPECT_EQ(env_of(with({{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"GROUP_RANK", "0"}})).rank, 5);
+  EXPECT_EQ(env_of(with({{"RANK", "5"}, {"WORLD_SIZE", "16"}, {"TORCHELASTIC_RUN_ID", "x"}})).world_size, 16);
+}
+
+std::string probe_error(const DistEnv& e) {
+  try {
+    probe_master(e, std::chrono::milliseconds(2000));
+  } catch (const UserError& err) {
+    return err.what();
+  }
+  return "";
+}
+
+TEST(MasterProbe, UnresolvableAddressFailsAtOnceNamingIt) {
+  DistEnv e;
+  e.world_size = 2;
+  e.rank = 1;
+  e.master_addr = "no-such-host.invalid";
+  const std::string err = probe_error(e);
+  EXPECT_NE(err.find("MASTER_ADDR=no-such-host.invalid"), std::string::npos) << err;
+  EXPECT_NE(err.find("does not resolve"), std::string::npos) << err;
+  e.rank = 0;  // rank 0 hosts the store, but its peers need the name too
+  EXPECT_NE(probe_error(e).find("does not resolve"), std::string::npos);
+}
+
+TEST(MasterProbe, ARefusedConnectionIsAnAnswer) {
+  DistEnv e;
+  e.world_size = 2;
+  e.rank = 1;
+  e.master_addr = "127.0.0.1";
+  e.master_port = 1;  // nothing listens: the host answers with a refusal (rank 0 not up yet)
+  EXPECT_EQ(probe_error(e), "");
+  e.world_size = 1;  // single process: nothing is probed
+  e.master_addr = "no-such-host.invalid";
+  EXPECT_EQ(probe_error(e), "");
 }
 
 TEST(DistEnv, BadValuesAreNamed) {

@@ -23,6 +23,7 @@ void check_path_component(const std::string& name, const std::string& what);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
 
 // Creates the directory and its parents (like mkdir -p); throws UserError on failure.
 void make_directories(const std::string& path);

@@ -18,9 +18,11 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/convert/hf_config.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
+#include "roformer/model/memory_estimate.h"
 #include "roformer/model/position/rope_frequencies.h"
 
 namespace roformer::convert {
@@ -32,11 +34,6 @@ using io::write_safetensors;
 
 using nlohmann::json;
 using Named = std::vector<std::pair<std::string, torch::Tensor>>;
-
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> a{"RoFormerForMaskedLM", "RoFormerForCausalLM", "RoFormerModel"};
-  return a;
-}
 
 // The rotary table HF RoFormer stores: row p = [sin(p w_0) .. sin(p w_{d/2-1}) | cos(p w_0) ..],
 // w_j from our own frequency code at RoFormer's settings (base 10000, whole head, no scaling).
@@ -54,11 +51,21 @@ torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
   return t.to(torch::kFloat32);
 }
 
+// An output directory we may create: its last component names a directory (not '.', '..'),
+// and it is new or empty. Checked first, before any input is read.
+void check_output_directory(const std::string& out_dir) {
+  std::string last = out_dir;
+  while (last.size() > 1 && last.back() == '/') last.pop_back();
+  check_path_component(last.substr(last.find_last_of('/') == std::string::npos ? 0 : last.find_last_of('/') + 1),
+                       "output directory");
+  if (path_exists(out_dir) && (!is_directory(out_dir) || !std::filesystem::is_empty(out_dir)))
+    throw UserError("output directory '" + out_dir + "' exists and is not an empty directory; choose a new one");
+}
+
 // Writes files into a fresh temporary sibling of out_dir, then renames it into place.
 template <class Fill>
 void write_directory(const std::string& out_dir, Fill fill) {
-  if (path_exists(out_dir) && !std::filesystem::is_empty(out_dir))
-    throw UserError("output directory '" + out_dir + "' exists and is not empty; choose a new one");
+  check_output_directory(out_dir);
   const std::filesystem::path out(out_dir);
   if (out.has_parent_path()) make_directories(out.parent_path().string());
   const std::string tmp = out_dir + ".tmp." + std::to_string(::getpid());
@@ -73,38 +80,6 @@ void write_directory(const std::string& out_dir, Fill fill) {
     std::filesystem::remove_all(tmp, ec);
     throw;
   }
-}
-
-int64_t get_int(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {}) {
-  if (!c.contains(key) || c[key].is_null()) {
-    if (fallback) return *fallback;
-    throw UserError(where + ": config.json has no '" + key + "'");
-  }
-  if (!c[key].is_number_integer()) throw UserError(where + ": config.json '" + key + "' must be an integer");
-  return c[key].get<int64_t>();
-}
-
-// A size from config.json that must be at least `lo` (a zero head count divided by zero).
-int64_t get_size(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {},
-                 int64_t lo = 1) {
-  const int64_t v = get_int(c, key, where, fallback);
-  if (v < lo)
-    throw UserError(where + ": config.json '" + key + "' is " + std::to_string(v) + "; it must be at least " +
-                    std::to_string(lo));
-  return v;
-}
-
-double get_double(const json& c, const char* key, const std::string& where, double fallback) {
-  if (!c.contains(key) || c[key].is_null()) return fallback;
-  if (!c[key].is_number()) throw UserError(where + ": config.json '" + key + "' must be a number");
-  return c[key].get<double>();
-}
-
-config::Activation activation_from_hf(const std::string& act, const std::string& where) {
-  if (act == "gelu") return config::Activation::gelu;
-  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return config::Activation::gelu_tanh;
-  if (act == "relu") return config::Activation::relu;
-  throw UserError(where + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu are)");
 }
 
 std::string activation_to_hf(config::Activation a) {
@@ -123,6 +98,7 @@ std::string activation_to_hf(config::Activation a) {
 
 ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir) {
   const std::string where = "Hugging Face directory '" + hf_dir + "'";
+  check_output_directory(out_dir);
   if (!is_directory(hf_dir)) throw UserError(where + " does not exist");
   if (!path_exists(hf_dir + "/config.json")) throw UserError(where + " has no config.json");
   const std::string weights = hf_dir + "/model.safetensors";
@@ -142,64 +118,11 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
                       "model.safetensors first");
     throw UserError(where + " has no model.safetensors");
   }
-  json hf;
-  try {
-    hf = json::parse(read_text_file(hf_dir + "/config.json"));
-  } catch (const json::exception& e) {
-    throw UserError(hf_dir + "/config.json is not valid JSON: " + e.what());
-  }
-  if (!hf.is_object()) throw UserError(hf_dir + "/config.json must be a JSON object");
-  const std::string model_type = hf.value("model_type", std::string());
-  if (model_type != "roformer")
-    throw UserError(where + ": model_type is '" + model_type + "', not 'roformer'; only RoFormer checkpoints convert");
-  std::string arch = "RoFormerModel";
-  if (hf.contains("architectures") && hf["architectures"].is_array() && !hf["architectures"].empty())
-    arch = hf["architectures"][0].get<std::string>();
-  if (std::find(supported_architectures().begin(), supported_architectures().end(), arch) ==
-      supported_architectures().end())
-    throw UserError(where + ": architecture '" + arch +
-                    "' is not supported (RoFormerForMaskedLM, RoFormerForCausalLM, RoFormerModel are)");
-  if (hf.value("rope_scaling", json()).is_object() || hf.contains("rope_theta"))
-    throw UserError(where +
-                    ": config.json has rope_theta/rope_scaling, which stock RoFormer ignores; "
-                    "this checkpoint comes from a fork whose behaviour we cannot match");
-
-  config::Config cfg;
+  const HfConfig parsed = parse_hf_config(read_text_file(hf_dir + "/config.json", kMaxConfigJsonBytes), where,
+                                          std::filesystem::path(hf_dir).filename().string());
+  config::Config cfg = parsed.config;
   config::ModelConfig& m = cfg.model;
-  m.objective = (arch == "RoFormerForCausalLM" || hf.value("is_decoder", false)) ? config::Objective::causal_lm
-                                                                                 : config::Objective::mlm;
-  m.vocab_size = get_size(hf, "vocab_size", where);
-  m.hidden_size = get_size(hf, "hidden_size", where);
-  m.embedding_size = get_size(hf, "embedding_size", where, m.hidden_size);
-  if (m.embedding_size == m.hidden_size) m.embedding_size = 0;
-  m.num_layers = get_size(hf, "num_hidden_layers", where);
-  m.num_heads = get_size(hf, "num_attention_heads", where);
-  m.ffn_size = get_size(hf, "intermediate_size", where);
-  m.activation = activation_from_hf(hf.value("hidden_act", std::string("gelu")), where);
-  m.hidden_dropout = get_double(hf, "hidden_dropout_prob", where, 0.1);
-  m.attention_dropout = get_double(hf, "attention_probs_dropout_prob", where, 0.1);
-  m.layer_norm_eps = get_double(hf, "layer_norm_eps", where, 1e-12);
-  m.type_vocab_size = get_size(hf, "type_vocab_size", where, 2, 0);
-  m.init_std = get_double(hf, "initializer_range", where, 0.02);
-  m.norm = config::NormPlacement::post;
-  m.position.kind = config::PositionKind::rope;
-  m.position.rope.pairing = config::RopePairing::interleaved;
-  m.position.rope.base = 10000.0;
-  m.position.rope.rotary_dim = 0;
-  m.position.rope.rotate_value = hf.value("rotary_value", false);
-  if (m.hidden_size % m.num_heads != 0 || m.head_dim() % 2 != 0)
-    throw UserError(where + ": hidden_size " + std::to_string(m.hidden_size) + " / num_attention_heads " +
-                    std::to_string(m.num_heads) + " must give an even head dimension");
-  const int64_t max_positions = get_size(hf, "max_position_embeddings", where, 1536);
-  cfg.name = "hf-" + std::filesystem::path(hf_dir).filename().string();
-  cfg.data.seq_len = std::min<int64_t>(max_positions, 512);
-  // What we write must load again: the mapped config goes through our own loader's range and
-  // cross-field checks (a negative layer_norm_eps, a dropout above 1, ...) before any tensor.
-  {
-    config::LoadedConfig check;
-    config::apply_yaml_text(check, config::dump_yaml(cfg), where + " (config.json as our config)");
-    config::validate(check.config, check.origins);
-  }
+  const std::string& arch = parsed.architecture;
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies.
   const SafetensorsFile file = read_safetensors(weights);
@@ -259,6 +182,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   if (layers_present != m.num_layers)
     throw UserError(where + ": config.json says num_hidden_layers " + std::to_string(m.num_layers) +
                     " but model.safetensors holds " + std::to_string(layers_present) + " layers");
+  model::check_fits_device(model::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
+                           "nothing here: it is the source's size; convert on a machine with more memory");
   model::EncoderModel model = model::build_model(m, 0);
   std::string notes;
   if (!has_head) {
@@ -301,7 +226,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
                        {"complete", true},
                        {"source", "huggingface"},
                        {"architecture", arch},
-                       {"max_position_embeddings", max_positions},
+                       {"max_position_embeddings", parsed.max_positions},
                        {"git_revision", build_info().git_revision}};
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
   });
@@ -312,6 +237,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   const config::Config cfg = io::checkpoint_config(checkpoint_dir);
   const config::ModelConfig& m = cfg.model;
   const std::string where = "checkpoint '" + checkpoint_dir + "'";
+  check_output_directory(out_dir);
   auto refuse = [&](const std::string& why) {
     throw UserError(where + " cannot be represented by Hugging Face RoFormer: " + why);
   };
@@ -325,6 +251,8 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
 
+  model::check_fits_device(model::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
+                           "nothing here: it is the source's size; convert on a machine with more memory");
   model::EncoderModel model = model::build_model(m, 0);
   io::load_model_weights(checkpoint_dir, *model);
   const bool causal = m.objective == config::Objective::causal_lm;

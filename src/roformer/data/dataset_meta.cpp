@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "roformer/common/checked_math.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 
@@ -44,7 +45,7 @@ int64_t DatasetMeta::split_tokens(const std::string& split) const {
   const auto it = splits.find(split);
   if (it == splits.end()) return 0;
   int64_t n = 0;
-  for (const auto& s : it->second) n += s.tokens;
+  for (const auto& s : it->second) n = checked_add(n, s.tokens, "the token count of split '" + split + "'");
   return n;
 }
 
@@ -120,7 +121,13 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
       if (::stat(shard_path.c_str(), &st) != 0)
         throw UserError("shard '" + shard_path +
                         "' listed in meta.json is missing; re-create the dataset with `roformer prepare-data`");
-      if (info.tokens < 0 || st.st_size != info.tokens * m.token_bytes)
+      if (!S_ISREG(st.st_mode))
+        throw UserError("shard '" + shard_path +
+                        "' is not a regular file (a directory or device?); re-create the dataset with "
+                        "`roformer prepare-data`");
+      // Compared by division: tokens * token_bytes can overflow for a hostile count (2^62 x 4
+      // wrapped to 0 and matched an empty shard, then the mmap of "0 bytes" was read).
+      if (info.tokens < 0 || st.st_size % m.token_bytes != 0 || info.tokens != st.st_size / m.token_bytes)
         throw UserError("shard '" + shard_path + "' has " + std::to_string(st.st_size) +
                         " bytes but meta.json promises " + std::to_string(info.tokens) + " tokens of " +
                         std::to_string(m.token_bytes) +
@@ -130,6 +137,7 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
                         "' fails its CRC-32 check (corrupted); re-create the dataset with `roformer prepare-data`");
       m.splits[split].push_back(info);
     }
+    m.split_tokens(split);  // refuses a sum of shard counts that overflows
   }
   return m;
 }

@@ -91,6 +91,55 @@ std::string split_name(const std::string& path) {
   return dot == std::string::npos ? stem : stem.substr(0, dot);
 }
 
+// The canonical form of a path that may not exist yet: its existing parent resolved, plus the
+// last component ("" when even the parent cannot be resolved).
+std::string canonical_target(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec).lexically_normal();
+  if (ec) return "";
+  const auto real = std::filesystem::weakly_canonical(p, ec);
+  return ec ? "" : real.string();
+}
+
+bool is_inside(const std::string& child, const std::string& parent) {
+  if (child.empty() || parent.empty()) return false;
+  return child == parent || (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
+                             (parent.back() == '/' || child[parent.size()] == '/'));
+}
+
+// --out must name a directory we may create or replace: never '.', '..', '/', an input or a
+// directory holding an input, the working directory or one of its parents; --force replaces only
+// what this tool made (a directory with a meta.json) or an empty directory.
+void check_output_directory(const PrepareOptions& o) {
+  std::string last = o.out;
+  while (last.size() > 1 && last.back() == '/') last.pop_back();
+  last = last.substr(last.find_last_of('/') == std::string::npos ? 0 : last.find_last_of('/') + 1);
+  if (last.empty() || last == "." || last == "..")
+    throw UserError("--out '" + o.out +
+                    "' must name a dataset directory (not '.', '..' or '/'), e.g. --out data/mydata");
+  const std::string out = canonical_target(o.out);
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  if (!ec && is_inside(cwd, out))
+    throw UserError("--out '" + o.out + "' is the working directory or one of its parents; name a new directory");
+  for (const auto& in : o.inputs)
+    if (is_inside(canonical_target(in), out))
+      throw UserError("--input '" + in + "' is or lies inside --out '" + o.out +
+                      "', which would be replaced; write the dataset somewhere else");
+  if (!path_exists(o.out)) return;
+  if (!o.force)
+    throw UserError("output '" + o.out +
+                    "' already exists; pass --force to replace it (it is replaced only once the "
+                    "new dataset is complete)");
+  if (!is_directory(o.out))
+    throw UserError("--out '" + o.out + "' exists and is not a directory; --force replaces only a dataset directory");
+  const bool ours = path_exists(o.out + "/meta.json");
+  if (!ours && !std::filesystem::is_empty(o.out, ec))
+    throw UserError("--out '" + o.out +
+                    "' is not a dataset made by prepare-data (no meta.json) and not empty; --force will not "
+                    "delete it: name a new directory or remove it yourself");
+}
+
 void validate(const PrepareOptions& o) {
   if (o.tokenizer != "byte" && o.tokenizer != "sentencepiece")
     throw UserError("--tokenizer '" + o.tokenizer + "' is not supported; use byte or sentencepiece");
@@ -115,10 +164,7 @@ void validate(const PrepareOptions& o) {
   }
   if (o.tokenizer == "sentencepiece" && !has_train)
     throw UserError("SentencePiece is trained on the 'train' split: pass a train.txt among the --input files");
-  if (path_exists(o.out) && !o.force)
-    throw UserError("output '" + o.out +
-                    "' already exists; pass --force to replace it (it is replaced only once the "
-                    "new dataset is complete)");
+  check_output_directory(o);
 }
 
 }  // namespace

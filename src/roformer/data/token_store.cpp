@@ -26,13 +26,16 @@ TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const st
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) throw UserError("cannot open shard '" + path + "': " + std::strerror(errno));
     struct stat st {};
-    ::fstat(fd, &st);
-    const size_t bytes = static_cast<size_t>(info.tokens) * static_cast<size_t>(token_bytes_);
-    if (static_cast<size_t>(st.st_size) != bytes) {
+    // Checked by division, on the open file: a count that overflows when multiplied, or a
+    // shard swapped for a device or a shorter file after meta.json was read, is refused here.
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size % token_bytes_ != 0 ||
+        info.tokens != st.st_size / token_bytes_) {
       ::close(fd);
-      throw UserError("shard '" + path + "' is " + std::to_string(st.st_size) + " bytes, expected " +
-                      std::to_string(bytes) + " (truncated?); re-create the dataset with `roformer prepare-data`");
+      throw UserError("shard '" + path + "' is not a regular file of " + std::to_string(info.tokens) + " tokens of " +
+                      std::to_string(token_bytes_) +
+                      " bytes (truncated or replaced?); re-create the dataset with `roformer prepare-data`");
     }
+    const size_t bytes = static_cast<size_t>(st.st_size);
     void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (p == MAP_FAILED) throw UserError("cannot map shard '" + path + "': " + std::strerror(errno));

@@ -32,6 +32,20 @@ struct Names {
   const char* source;
 };
 
+// RANK/WORLD_SIZE set by hand inside a Slurm job with other values than Slurm's: which one is
+// meant cannot be guessed. A launcher (torchrun, scripts/launch.sh: GROUP_RANK or
+// TORCHELASTIC_RUN_ID set) runs several ranks per Slurm task, so there the launcher wins.
+void check_no_conflict(const EnvLookup& getenv, bool has_torchrun) {
+  if (!has_torchrun || getenv("GROUP_RANK") || getenv("TORCHELASTIC_RUN_ID")) return;
+  const auto procid = getenv("SLURM_PROCID"), ntasks = getenv("SLURM_NTASKS");
+  const auto rank = getenv("RANK"), world = getenv("WORLD_SIZE");
+  if (!procid || !ntasks) return;
+  if (rank.value_or(*procid) == *procid && world.value_or(*ntasks) == *ntasks) return;
+  throw UserError("environment: RANK=" + rank.value_or("(unset)") + " WORLD_SIZE=" + world.value_or("(unset)") +
+                  " disagree with Slurm's SLURM_PROCID=" + *procid + " SLURM_NTASKS=" + *ntasks +
+                  "; unset RANK and WORLD_SIZE to use Slurm's, or launch through torchrun / scripts/launch.sh");
+}
+
 }  // namespace
 
 std::string DistEnv::describe() const {
@@ -46,6 +60,7 @@ DistEnv read_dist_env(const EnvLookup& getenv) {
   const Names slurm{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "Slurm variables"};
   const bool has_torchrun = getenv("RANK") || getenv("WORLD_SIZE");
   const bool has_slurm = !has_torchrun && getenv("SLURM_PROCID") && getenv("SLURM_NTASKS");
+  check_no_conflict(getenv, has_torchrun);
   DistEnv env;
   if (!has_torchrun && !has_slurm) return env;
   const Names& n = has_torchrun ? torchrun : slurm;

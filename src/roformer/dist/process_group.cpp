@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "roformer/common/errors.h"
+#include "roformer/dist/master_probe.h"
 
 namespace roformer::dist {
 namespace {
@@ -37,16 +38,19 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
   so.waitWorkers = true;
   so.timeout = options.timeout;
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  probe_master(env, std::chrono::milliseconds(10000));
   try {
     // Our keys (and Gloo's/NCCL's) live under a prefix per launch attempt, so a restarted job
     // never reads what an earlier attempt left in torchrun's long-lived store.
     store_ = c10::make_intrusive<c10d::PrefixStore>("roformer/attempt_" + std::to_string(env.restart_count),
                                                     c10::make_intrusive<c10d::TCPStore>(env.master_addr, so));
   } catch (const std::exception& e) {
-    throw std::runtime_error("rendezvous at " + where + " failed on rank " + std::to_string(env.rank) + " after " +
-                             std::to_string(options.timeout.count() / 1000.0) + " s (are all " +
-                             std::to_string(env.world_size) + " ranks started, and is MASTER_ADDR:MASTER_PORT " +
-                             "reachable and free?): " + e.what());
+    // The environment, not our code: peers that never came, a port in use. One line, exit 2.
+    const std::string what = e.what();
+    throw UserError("rendezvous at MASTER_ADDR:MASTER_PORT=" + where + " failed on rank " + std::to_string(env.rank) +
+                    " (waited up to " + std::to_string(options.timeout.count() / 1000) + " s, dist.timeout_s): " +
+                    what.substr(0, what.find('\n')) + "; are all " + std::to_string(env.world_size) +
+                    " ranks started with the same MASTER_ADDR/MASTER_PORT, and is the port free on rank 0's host?");
   }
   store_->setTimeout(options.timeout);
   try {

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
+#include "roformer/model/memory_estimate.h"
 
 namespace roformer::eval {
 
@@ -30,6 +32,12 @@ LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::st
   c.config = loaded.config;
   model::apply_threads(c.config.train.threads, 1);
   c.device = model::pick_device(c.config.train.device, 0, /*strict=*/false);
+  const auto& lengths = c.config.eval.lengths;
+  const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  model::check_fits_device(model::estimate_memory(c.config.model, c.config.eval.batch_size, longest, false,
+                                                  eval_uses_bf16(c.config.eval.precision, c.device)),
+                           c.device, "evaluating this checkpoint at length " + std::to_string(longest),
+                           "eval.lengths (--lengths) or eval.batch_size");
   c.model = model::build_model(c.config.model, 0);
   io::load_model_weights(dir, *c.model);
   c.model->to(c.device);

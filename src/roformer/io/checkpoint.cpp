@@ -23,6 +23,14 @@
 namespace roformer::io {
 namespace {
 
+// The first line of an exception message (c10 errors append pages of backtrace).
+std::string first_line(const std::string& what) {
+  return what.substr(0, what.find('\n'));
+}
+
+}  // namespace
+namespace {
+
 using nlohmann::json;
 
 torch::Tensor generator_state(at::Generator gen) {
@@ -36,7 +44,7 @@ void set_generator_state(at::Generator gen, const torch::Tensor& state) {
 }
 
 bool is_step_dir(const std::string& name, int64_t* step) {
-  if (name.rfind("step_", 0) != 0 || name.size() == 5) return false;
+  if (name.rfind("step_", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return false;  // 18 digits fit int64
   for (size_t i = 5; i < name.size(); ++i)
     if (name[i] < '0' || name[i] > '9') return false;
   *step = std::stoll(name.substr(5));
@@ -81,6 +89,20 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir) {
   }
   ::closedir(d);
   std::sort(out.begin(), out.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return out;
+}
+
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir) {
+  std::vector<std::string> out;
+  const std::string root = run_dir + "/checkpoints";
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    int64_t step = 0;
+    if (is_step_dir(e->d_name, &step)) out.push_back(root + "/" + e->d_name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -198,6 +220,11 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
     if (t->sizes() != target.sizes())
       throw UserError(path + ": tensor '" + name + "' has shape " + c10::str(t->sizes()) + " but the model expects " +
                       c10::str(target.sizes()));
+    // NaN/inf weights would evaluate to "ppl nan" or train on garbage without a word.
+    if (t->is_floating_point() && !torch::isfinite(*t).all().item<bool>())
+      throw UserError(path + ": tensor '" + name + "' holds " +
+                      std::to_string((~torch::isfinite(*t)).sum().item<int64_t>()) +
+                      " NaN or infinite values (the run diverged?); use an earlier checkpoint");
     target.copy_(*t);
     ++used;
   };
@@ -219,17 +246,29 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
   } catch (const c10::Error& e) {
     throw UserError(dir + "/trainer.pt cannot be read (corrupted?): " + e.what_without_backtrace());
   }
-  optimizer.load(archive);
   auto read = [&](const char* key) {
     torch::Tensor t;  // a fresh tensor per read: the archive rebinds its storage
     archive.read(key, t);
+    if (t.numel() != 1 && std::string(key) != "rng_cpu")
+      throw std::runtime_error(std::string(key) + " is not a scalar");
     return t;
   };
   TrainerState s;
-  s.step = read("step").item<int64_t>();
-  s.tokens_seen = read("tokens_seen").item<int64_t>();
-  s.elapsed_s = read("elapsed_s").item<double>();
-  const torch::Tensor rng = read("rng_cpu");
+  torch::Tensor rng;
+  // A trainer.pt that does not belong to this model (copied from another run or architecture)
+  // fails here, before anything is trained or written.
+  try {
+    optimizer.load(archive);
+    s.step = read("step").item<int64_t>();
+    s.tokens_seen = read("tokens_seen").item<int64_t>();
+    s.elapsed_s = read("elapsed_s").item<double>();
+    rng = read("rng_cpu");
+  } catch (const std::exception& e) {
+    throw UserError(dir + "/trainer.pt does not fit this model (saved by another architecture or run?): " +
+                    first_line(e.what()) + "; resume from the checkpoint's own run");
+  }
+  if (s.step < 0 || s.tokens_seen < 0)
+    throw UserError(dir + "/trainer.pt holds a negative step or token count (corrupted?)");
   if (!restore_rng) return s;
   set_generator_state(at::detail::getDefaultCPUGenerator(), rng);
   const torch::Device device = model.parameters().front().device();

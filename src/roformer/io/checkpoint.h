@@ -29,6 +29,9 @@ bool is_complete_checkpoint(const std::string& dir);
 // All complete checkpoints, oldest first.
 std::vector<CheckpointInfo> list_checkpoints(const std::string& run_dir);
 
+// Every step_N directory under run_dir/checkpoints, complete or not (sorted by name).
+std::vector<std::string> checkpoint_dirs(const std::string& run_dir);
+
 struct TrainerState {
   int64_t step = 0;  // optimizer steps completed
   int64_t tokens_seen = 0;

@@ -30,6 +30,9 @@ void FusedAdamW::init_state() {
         continue;
       }
       auto& s = static_cast<AdamWParamState&>(*it->second);
+      TORCH_CHECK(s.exp_avg().sizes() == p.sizes() && s.exp_avg_sq().sizes() == p.sizes(),
+                  "FusedAdamW: a saved moment of shape ", s.exp_avg().sizes(), " belongs to a parameter of shape ",
+                  p.sizes());
       TORCH_CHECK(restored_step < 0 || restored_step == s.step(),
                   "FusedAdamW: parameters were saved at different step counts (", restored_step, " and ", s.step(),
                   ")");

@@ -30,6 +30,7 @@
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
+#include "roformer/model/memory_estimate.h"
 #include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/device_setup.h"
 #include "roformer/train/lr_schedule.h"
@@ -70,6 +71,32 @@ void check_writable(const std::string& dir) {
   const std::string probe = dir + "/.write_probe." + std::to_string(::getpid());
   write_file_atomic(probe, "ok");
   ::unlink(probe.c_str());
+}
+
+// The run directory as the run will use it, checked before anything is written: what exists
+// has the kind the run writes (a checkpoints directory, regular log and metrics files), and
+// checkpoints that are all incomplete are never silently restarted over.
+void check_run_directory(const std::string& run_dir, const std::string& resume) {
+  if (!path_exists(run_dir)) return;
+  if (!is_directory(run_dir))
+    throw UserError("--run-dir '" + run_dir + "' exists and is not a directory; name a directory");
+  const std::string ckpts = run_dir + "/checkpoints";
+  if (path_exists(ckpts) && !is_directory(ckpts))
+    throw UserError("'" + ckpts + "' exists and is not a directory, so no checkpoint can be saved; move it away " +
+                    "or use another --run-dir");
+  for (const char* f : {"metrics.jsonl", "train.log", "config.yaml"}) {
+    const std::string path = run_dir + "/" + f;
+    if (path_exists(path) && !is_regular_file(path))
+      throw UserError("'" + path + "' exists and is not a regular file; move it away or use another --run-dir");
+  }
+  if (!is_directory(ckpts)) return;
+  check_writable(ckpts);
+  const std::vector<std::string> started = io::checkpoint_dirs(run_dir);
+  if (started.empty() || !io::list_checkpoints(run_dir).empty() || (!resume.empty() && resume != "auto")) return;
+  throw UserError("run directory '" + run_dir + "' has only incomplete checkpoints (" + started.front() +
+                  (started.size() > 1 ? " and " + std::to_string(started.size() - 1) + " more" : std::string()) +
+                  "): nothing to resume from, and starting over would overwrite its metrics; " +
+                  "use a new --run-dir, or delete the checkpoints directory to start this run again");
 }
 
 // The CUDA-graph step when train.cuda_graphs allows it (auto: on for a single-process CUDA
@@ -174,11 +201,12 @@ void Trainer::check_inputs() {
                     " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
                     "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
   const std::string& run_dir = result_.run_dir;
+  check_run_directory(run_dir, opts_.resume);
   if (opts_.resume == "auto") {
     if (auto latest = io::latest_checkpoint(run_dir)) resume_dir_ = latest->dir;
   } else if (!opts_.resume.empty()) {
     resume_dir_ = opts_.resume;
-  } else if (!io::list_checkpoints(run_dir).empty()) {
+  } else if (!io::checkpoint_dirs(run_dir).empty()) {
     throw UserError("run directory '" + run_dir +
                     "' already has checkpoints; pass --resume auto to continue it or "
                     "--run-dir NEW to start another run");
@@ -235,6 +263,11 @@ void Trainer::build() {
                                                config::EvalProtocol::chunks, 0,
                                                t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
                                                env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed), rule);
+  model::check_fits_device(
+      model::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_), device_,
+      "training this model",
+      "model.hidden_size, model.num_layers, model.ffn_size or model.vocab_size, or train.batch_size (raise "
+      "train.grad_accum to keep the global batch) or data.seq_len");
   model_ = model::build_model(cfg_.model, static_cast<uint64_t>(t_.seed));
   model_->to(device_);
   optimizer_ = make_optimizer(model_, t_);

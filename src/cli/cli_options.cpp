@@ -1,0 +1,172 @@
+// Subcommand options and their parse-time checks (see cli_options.h).
+#include "cli/cli_options.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/strings.h"
+
+namespace roformer::cli {
+namespace {
+
+// An empty value ("--out ''") is refused instead of read as "not given".
+const CLI::Validator& non_empty() {
+  static const CLI::Validator v(
+      [](std::string& s) { return s.empty() ? std::string("an empty value; give one or leave the option out") : ""; },
+      "");
+  return v;
+}
+
+// A whole number of at least `lo` (CLI11's ranges print the type's maximum as the bound).
+CLI::Validator at_least(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& s) {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(s, v) || v < lo)
+          return "must be a whole number >= " + std::to_string(lo) + ", got '" + s + "'";
+        return std::string();
+      },
+      "");
+}
+
+}  // namespace
+
+CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from a YAML config (MLM or causal LM)");
+  cmd->add_option("config", a.file, "YAML config file")->required()->check(non_empty());
+  cmd->add_option("--set", a.overrides, "override a config key: --set train.steps=100 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--run-dir", a.run_dir, "run directory (default runs/<config name>)")->check(non_empty());
+  cmd->add_option("--resume", a.resume,
+                  "auto: continue from the newest complete checkpoint of the run directory "
+                  "(or start fresh if none); or a checkpoint directory")
+      ->check(non_empty());
+  return cmd;
+}
+
+CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint at several sequence lengths (extrapolation)");
+  cmd->add_option("checkpoint", a.checkpoint, "checkpoint directory (RUN/checkpoints/step_N)")
+      ->required()
+      ->check(non_empty());
+  cmd->add_option("--lengths", a.lengths, "comma-separated evaluation lengths (default: eval.lengths)")
+      ->check(non_empty());
+  cmd->add_option("--protocol", a.protocol, "chunks (non-overlapping) or sliding (window with stride)")
+      ->check(non_empty());
+  cmd->add_option("--stride", a.stride, "sliding-window stride (default half the length)")->check(at_least(0));
+  cmd->add_option("--split", a.split, "valid or test")->check(non_empty());
+  cmd->add_option("--set", a.overrides, "override a runtime key, e.g. --set model.position.rope.scaling.kind=yarn")
+      ->allow_extra_args(false);
+  cmd->add_option("--out", a.out, "directory for eval.json and eval.csv (default: print only)")->check(non_empty());
+  cmd->add_flag("--passkey", a.passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
+  cmd->add_option("--depths", a.depths, "passkey depths in [0, 1], comma-separated")
+      ->capture_default_str()
+      ->check(non_empty());
+  cmd->add_option("--trials", a.trials, "passkey prompts per (length, depth)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  return cmd;
+}
+
+CLI::App* declare_sweep(CLI::App& app, SweepArgs& a) {
+  CLI::App* cmd = app.add_subcommand("sweep", "Train and evaluate a grid of configs (ablation) and write one report");
+  cmd->add_option("ablation", a.file, "sweep file (configs/ablation/*.yaml)")->required()->check(non_empty());
+  cmd->add_option("--seeds", a.seeds, "number of seeds (overrides the file's list: base seed, base+1, ...)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--out", a.out, "output directory (default sweeps/<sweep name>); rerunning resumes it")
+      ->check(non_empty());
+  cmd->add_flag("--report-only", a.report_only, "only aggregate finished runs into report.md and plots");
+  return cmd;
+}
+
+std::pair<CLI::App*, CLI::App*> declare_config(CLI::App& app, ConfigCheckArgs& a) {
+  CLI::App* cmd = app.add_subcommand("config", "Validate, resolve and document configs");
+  cmd->require_subcommand(1);
+  CLI::App* check = cmd->add_subcommand("check",
+                                        "Validate FILE (with its base chain and --set overrides) and "
+                                        "print the resolved config as YAML");
+  check->add_option("file", a.file, "YAML config file")->required()->check(non_empty());
+  check->add_option("--set", a.overrides, "override a key: --set model.num_layers=4 (repeatable)")
+      ->allow_extra_args(false);
+  CLI::App* schema = cmd->add_subcommand("schema", "List every config key: type, default, meaning");
+  return {check, schema};
+}
+
+std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
+  CLI::App* cmd = app.add_subcommand("convert", "Convert checkpoints to and from Hugging Face RoFormer");
+  cmd->require_subcommand(1);
+  CLI::App* in = cmd->add_subcommand("hf-to-native",
+                                     "Hugging Face directory (config.json + model.safetensors) -> "
+                                     "a checkpoint directory for eval/forward");
+  in->add_option("hf_dir", a.from, "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM directory")
+      ->required()
+      ->check(non_empty());
+  in->add_option("out_dir", a.to, "new checkpoint directory")->required()->check(non_empty());
+  CLI::App* out = cmd->add_subcommand("native-to-hf",
+                                      "checkpoint directory (RoPE, interleaved, base 10000) -> "
+                                      "a directory for transformers' from_pretrained");
+  out->add_option("checkpoint", a.from, "checkpoint directory, e.g. RUN/checkpoints/step_600")
+      ->required()
+      ->check(non_empty());
+  out->add_option("out_dir", a.to, "new Hugging Face directory")->required()->check(non_empty());
+  return {in, out};
+}
+
+CLI::App* declare_forward(CLI::App& app, ForwardArgs& a) {
+  CLI::App* cmd = app.add_subcommand("forward", "Run a checkpoint on token ids; write logits and last_hidden_state");
+  cmd->add_option("checkpoint", a.checkpoint, "checkpoint directory")->required()->check(non_empty());
+  cmd->add_option("--input-ids", a.input_ids, "JSON file: [[id, ...], ...]")->required()->check(non_empty());
+  cmd->add_option("--attention-mask", a.attention_mask, "JSON file: 1 = token, 0 = padding (same shape)")
+      ->check(non_empty());
+  cmd->add_option("--token-type-ids", a.token_type_ids, "JSON file (same shape)")->check(non_empty());
+  cmd->add_option("--output", a.output, "output .safetensors (logits [B,S,V], last_hidden_state [B,S,H])")
+      ->required()
+      ->check(non_empty());
+  cmd->add_option("--set", a.overrides, "runtime override, e.g. --set model.position.rope.scaling.kind=yarn");
+  return cmd;
+}
+
+std::vector<std::string> eval_overrides(const EvalArgs& a) {
+  std::vector<std::string> out = a.overrides;
+  if (!a.lengths.empty()) out.push_back("eval.lengths=" + a.lengths);
+  if (!a.protocol.empty()) out.push_back("eval.protocol=" + a.protocol);
+  if (a.stride >= 0) out.push_back("eval.stride=" + std::to_string(a.stride));
+  if (!a.split.empty()) out.push_back("eval.split=" + a.split);
+  return out;
+}
+
+std::vector<double> parse_depths(const std::string& text) {
+  std::vector<double> depths;
+  for (const std::string& d : split(text, ',')) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(d, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (d.empty() || used != d.size()) throw UserError("--depths: '" + d + "' is not a number");
+    if (!(v >= 0 && v <= 1)) throw UserError("--depths: " + d + " is outside [0, 1]");  // NaN fails too
+    depths.push_back(v);
+  }
+  return depths;
+}
+
+std::string unknown_command_message(CLI::App& app, const std::string& word) {
+  std::string names, closest;
+  size_t best = SIZE_MAX;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == word) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    const size_t d = edit_distance(word, sub->get_name());
+    if (d < best) {
+      best = d;
+      closest = sub->get_name();
+    }
+  }
+  return "unknown command '" + word + "'" + (best <= 2 ? " (did you mean '" + closest + "'?)" : std::string()) +
+         "; commands: " + names;
+}
+
+}  // namespace roformer::cli

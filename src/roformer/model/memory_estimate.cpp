@@ -1,0 +1,95 @@
+// Memory estimate from a config (see memory_estimate.h). Every count is a double, so absurd
+// dimensions give an absurd (finite or infinite) estimate rather than a wrapped integer.
+#include "roformer/model/memory_estimate.h"
+
+#include <unistd.h>
+
+#ifdef ROFORMER_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#include <cmath>
+#include <cstdio>
+
+#include "roformer/common/errors.h"
+
+namespace roformer::model {
+namespace {
+
+std::string gib(double bytes) {
+  char buf[64];
+  if (!std::isfinite(bytes) || bytes > 1e30) return "more than 1e21 GiB";
+  std::snprintf(buf, sizeof buf, "%.3g GiB", bytes / double(1 << 30));
+  return buf;
+}
+
+std::string count(double n) {
+  char buf[64];
+  if (!std::isfinite(n) || n > 1e30) return "more than 1e30";
+  if (n >= 1e12)
+    std::snprintf(buf, sizeof buf, "%.3g", n);
+  else if (n >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.3gB", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3gM", n / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  return buf;
+}
+
+// Parameters of build_model's encoder: embeddings (the MLM/LM decoder is tied to them),
+// layers, head; position tables for the families that learn one.
+double count_parameters(const config::ModelConfig& m) {
+  const double H = double(m.hidden_size), F = double(m.ffn_size), E = double(m.embed_dim());
+  const double V = double(m.vocab_size), L = double(m.num_layers);
+  double n = V * E + double(m.type_vocab_size) * E + 2 * E;  // word + type embeddings, LayerNorm
+  if (m.embed_dim() != m.hidden_size) n += E * H + H;        // projection
+  n += L * (4 * (H * H + H) + 2 * H + H * F + F + F * H + H + 2 * H);
+  if (m.norm == config::NormPlacement::pre) n += 2 * H;  // final LayerNorm
+  n += H * E + E + 2 * E + V;                            // head transform, its LayerNorm, decoder bias
+  if (m.position.kind == config::PositionKind::learned) n += double(m.position.max_positions) * E;
+  if (m.position.kind == config::PositionKind::t5_bias)
+    n += double(m.position.t5_bias.num_buckets) * double(m.num_heads);
+  return n;
+}
+
+}  // namespace
+
+std::string MemoryEstimate::describe() const {
+  return "at least " + gib(total()) + " (" + count(parameters) + " parameters: " + gib(weight_bytes) + " of weights" +
+         (state_bytes > 0 ? ", " + gib(state_bytes) + " of gradients and AdamW state" : std::string()) + ", " +
+         gib(activation_bytes) + " of activations)";
+}
+
+MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16) {
+  MemoryEstimate e;
+  e.parameters = count_parameters(m);
+  e.weight_bytes = 4 * e.parameters;
+  if (training) e.state_bytes = 3 * e.weight_bytes;
+  const double tokens = double(batch) * double(length), act = bf16 ? 2 : 4;
+  const double H = double(m.hidden_size), F = double(m.ffn_size), V = double(m.vocab_size);
+  // Lower bounds: what backward must keep per layer (layer input, q, k, v, attention output, the
+  // FFN's two hidden tensors, the two LayerNorm outputs), or one layer's live tensors without
+  // gradients; plus the fp32 logits of one pass over the vocabulary.
+  const double per_layer = training ? double(m.num_layers) * (8 * H + 2 * F) : 4 * H + F;
+  e.activation_bytes = tokens * (per_layer * act + (training ? V * 4 * 0.15 : 0));
+  return e;
+}
+
+double device_memory_bytes(const torch::Device& device) {
+#ifdef ROFORMER_WITH_CUDA
+  if (device.is_cuda()) return double(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+#endif
+  (void)device;
+  return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+}
+
+void check_fits_device(const MemoryEstimate& estimate, const torch::Device& device, const std::string& what,
+                       const std::string& what_to_lower) {
+  const double have = device_memory_bytes(device);
+  if (have <= 0 || estimate.total() <= have) return;
+  throw UserError(what + " needs " + estimate.describe() + " but " + (device.is_cuda() ? "the GPU" : "this machine") +
+                  " has " + gib(have) + "; lower " + what_to_lower);
+}
+
+}  // namespace roformer::model

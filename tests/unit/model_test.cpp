@@ -194,6 +194,41 @@ TEST(Model, InitialisationFollowsBert) {
   EXPECT_NEAR(w.std().item<double>(), 0.02, 0.002);
 }
 
+// embed_scale=sqrt_d is Vaswani's E(x) * sqrt(d) before the position table is added: a scaled
+// model equals an unscaled one whose token table is sqrt(E) times larger, for an additive family
+// (where the scale matters) and a rotary one; its tokens start at N(0, E^-1/2).
+TEST(Model, SqrtDEmbeddingScaleMultipliesTokensBeforeThePositionTable) {
+  for (PositionKind kind : {PositionKind::sinusoidal, PositionKind::rope}) {
+    config::ModelConfig scaled = tiny(kind, config::Objective::causal_lm);
+    scaled.embed_scale = config::EmbedScale::sqrt_d;
+    config::ModelConfig plain = scaled;
+    plain.embed_scale = config::EmbedScale::none;
+    EncoderModel a = build_double(scaled), b = build_double(plain);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : b->named_parameters()) item.value().copy_(a->named_parameters()[item.key()]);
+      b->embeddings->word_embeddings->weight.mul_(std::sqrt(static_cast<double>(scaled.embed_dim())));
+    }
+    const torch::Tensor ids = torch::tensor({{1, 5, 3, 9, 2, 7}}, torch::kLong);
+    EXPECT_TRUE(torch::allclose(a->forward({ids}), b->forward({ids}), 1e-12, 1e-12)) << name(kind);
+    // And the scale is not a no-op: without it the additive family computes something else.
+    EncoderModel c = build_double(plain);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : c->named_parameters()) item.value().copy_(a->named_parameters()[item.key()]);
+    }
+    if (kind == PositionKind::sinusoidal) {
+      EXPECT_FALSE(torch::allclose(a->forward({ids}), c->forward({ids}), 1e-6, 1e-6));
+    }
+  }
+  config::ModelConfig big = tiny(PositionKind::sinusoidal, config::Objective::causal_lm);
+  big.vocab_size = 1000;
+  big.hidden_size = 64;
+  big.embed_scale = config::EmbedScale::sqrt_d;
+  const double std = build_model(big, 3)->embeddings->word_embeddings->weight.std().item<double>();
+  EXPECT_NEAR(std, 1.0 / 8.0, 0.005);
+}
+
 TEST(Model, QuickstartConfigsRunForwardAndBackward) {
   for (const std::string kind : {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none"}) {
     SCOPED_TRACE(kind);

@@ -18,6 +18,9 @@ enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
 enum class Activation { gelu, gelu_tanh, relu };
 enum class NormPlacement { post, pre };
+enum class EmbedScale { none, sqrt_d };
+enum class AttentionKind { softmax, linear };
+enum class FeatureMap { elu1, favor };
 enum class Objective { mlm, causal_lm };
 
 struct RopeScalingConfig {
@@ -48,6 +51,16 @@ struct T5BiasConfig {
   void visit(FieldVisitor& v);
 };
 
+// Linear attention (Katharopoulos et al. 2020; RoFormer section 3.3, Eq. 19 for RoPE):
+// softmax(q.k) is replaced by phi(q).phi(k) with a positive feature map, so attention costs
+// O(S) in the sequence length. Both maps have head_dim features, so RoPE rotates them with the
+// model's own rotary tables.
+struct LinearAttentionConfig {
+  FeatureMap feature_map = FeatureMap::elu1;  // elu1: elu(x) + 1; favor: Performer's positive random features
+  int64_t redraw_interval = 1000;             // favor: new random features every N training forwards (0: never)
+  void visit(FieldVisitor& v);
+};
+
 struct PositionConfig {
   PositionKind kind = PositionKind::rope;
   int64_t max_positions = 512;  // learned table size (the only family with a hard limit)
@@ -71,6 +84,12 @@ struct ModelConfig {
   NormPlacement norm = NormPlacement::post;
   int64_t type_vocab_size = 0;  // 0: no token-type embeddings
   double init_std = 0.02;
+  // sqrt_d: token embeddings initialised N(0, E^-1/2) and multiplied by sqrt(E), as in Vaswani
+  // et al. and fairseq's transformer_lm, so tokens and an added position table have comparable
+  // size; none: BERT/RoFormer (N(0, init_std), unscaled).
+  EmbedScale embed_scale = EmbedScale::none;
+  AttentionKind attention = AttentionKind::softmax;
+  LinearAttentionConfig linear_attention;
   PositionConfig position;
   void visit(FieldVisitor& v);
 

@@ -65,6 +65,14 @@ void T5BiasConfig::visit(FieldVisitor& v) {
   v.field("max_distance", max_distance, at_least(int64_t{2}), "distances beyond this share the last bucket (T5: 128)");
 }
 
+void LinearAttentionConfig::visit(FieldVisitor& v) {
+  static const EnumNames<FeatureMap> maps{{{FeatureMap::elu1, "elu1"}, {FeatureMap::favor, "favor"}}};
+  enum_field(v, "feature_map", feature_map, maps,
+             "elu1 (Katharopoulos et al.: elu(x)+1) or favor (Performer: positive orthogonal random features)");
+  v.field("redraw_interval", redraw_interval, at_least(int64_t{0}),
+          "favor: draw new random features every N training forwards (0: never)");
+}
+
 void PositionConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, position_kind_names(),
              "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none");
@@ -80,6 +88,7 @@ void ModelConfig::visit(FieldVisitor& v) {
   static const EnumNames<Activation> acts{
       {{Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}, {Activation::relu, "relu"}}};
   static const EnumNames<NormPlacement> norms{{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}}};
+  static const EnumNames<EmbedScale> scales{{{EmbedScale::none, "none"}, {EmbedScale::sqrt_d, "sqrt_d"}}};
   enum_field(v, "objective", objective, objective_names(),
              "mlm (bidirectional attention, MLM head) or causal_lm (causal attention, LM head)");
   v.field("vocab_size", vocab_size, at_least(int64_t{1}), "vocabulary size");
@@ -96,6 +105,15 @@ void ModelConfig::visit(FieldVisitor& v) {
   enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
   v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}), "token-type embeddings; 0 = none");
   v.field("init_std", init_std, above(0.0), "std of the normal weight initialisation (BERT: 0.02)");
+  enum_field(v, "embed_scale", embed_scale, scales,
+             "none (BERT/RoFormer) or sqrt_d (Vaswani/fairseq: token embeddings x sqrt(E), initialised "
+             "N(0, E^-1/2))");
+  static const EnumNames<AttentionKind> attentions{
+      {{AttentionKind::softmax, "softmax"}, {AttentionKind::linear, "linear"}}};
+  enum_field(v, "attention", attention, attentions,
+             "softmax, or linear (kernelised, O(S); RoPE as in RoFormer Eq. 19; no score-bias families)");
+  v.section(
+      "linear_attention", [this](FieldVisitor& s) { linear_attention.visit(s); }, "model.attention=linear settings");
   v.section(
       "position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
 }

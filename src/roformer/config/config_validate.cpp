@@ -52,6 +52,10 @@ void validate(const Config& c, const Origins& o) {
       conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
                "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
   }
+  if (m.attention == AttentionKind::linear && (p.kind == PositionKind::t5_bias || p.kind == PositionKind::alibi))
+    conflict(o, "model.attention", "model.position.kind",
+             "linear attention never forms the score matrix, so a score bias (" + position_kind_names().name(p.kind) +
+                 ") has no place in its kernelised numerator; use rope, sinusoidal, learned or none");
   if (p.kind == PositionKind::learned && c.data.seq_len > p.max_positions)
     conflict(o, "data.seq_len", "model.position.max_positions",
              "a learned position table of " + std::to_string(p.max_positions) + " rows cannot train on length " +

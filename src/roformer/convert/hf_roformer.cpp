@@ -250,6 +250,9 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (r.rotary_dim != 0 && r.rotary_dim != m.head_dim()) refuse("partial rotary (RoFormer rotates the whole head)");
   if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
+  if (m.attention != config::AttentionKind::softmax) refuse("linear attention (RoFormer attends with softmax)");
+  if (m.embed_scale != config::EmbedScale::none)
+    refuse("embed_scale is sqrt_d (RoFormer does not scale its token embeddings)");
 
   model::check_fits_device(model::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
                            "nothing here: it is the source's size; convert on a machine with more memory");

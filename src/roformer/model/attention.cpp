@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "roformer/model/linear_attention.h"
+
 namespace roformer::model {
 
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
@@ -18,9 +20,52 @@ DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps) {
 }
 
 AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position)
-    : heads_(c.num_heads), head_dim_(c.head_dim()), dropout_(c.attention_dropout), position_(std::move(position)) {
+    : heads_(c.num_heads),
+      head_dim_(c.head_dim()),
+      dropout_(c.attention_dropout),
+      kind_(c.attention),
+      linear_(c.linear_attention),
+      position_(std::move(position)) {
   self = register_module("self", SelfAttentionProj(c.hidden_size));
   output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps));
+  if (kind_ == config::AttentionKind::linear && linear_.feature_map == config::FeatureMap::favor) {
+    // From the global generator that build_model seeds: the same model seed gives the same features.
+    favor_seed_ = static_cast<uint64_t>(torch::randint(1LL << 40, {1}, torch::kLong).item<int64_t>());
+    favor_projection =
+        register_buffer("favor_projection", orthogonal_random_projection(head_dim_, head_dim_, favor_seed_));
+    favor_forwards = register_buffer("favor_forwards", torch::zeros({}, torch::kLong));
+  }
+}
+
+void AttentionImpl::maybe_redraw_features() {
+  if (!is_training() || linear_.redraw_interval <= 0) return;
+  const int64_t seen = favor_forwards.item<int64_t>();  // a host read: FAVOR+ redraws are host-scheduled
+  if (seen > 0 && seen % linear_.redraw_interval == 0) {
+    torch::NoGradGuard no_grad;
+    const uint64_t draw = static_cast<uint64_t>(seen / linear_.redraw_interval);
+    favor_projection.copy_(
+        orthogonal_random_projection(head_dim_, head_dim_, favor_seed_ + 0x9E3779B97F4A7C15ULL * draw));
+  }
+  favor_forwards.add_(1);
+}
+
+torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::Tensor& k, torch::Tensor& v,
+                                           const AttentionContext& ctx) {
+  // Features, prefix sums and the normaliser in fp32 (fp64 stays fp64): cumulative sums in bf16
+  // lose the small late terms.
+  auto up = [](const torch::Tensor& t) { return t.scalar_type() == torch::kFloat64 ? t : t.to(torch::kFloat32); };
+  torch::Tensor phi_q, phi_k;
+  if (linear_.feature_map == config::FeatureMap::favor) {
+    maybe_redraw_features();
+    phi_q = favor_features(up(q), favor_projection, /*is_query=*/true);
+    phi_k = favor_features(up(k), favor_projection, /*is_query=*/false);
+  } else {
+    phi_q = elu1_features(up(q));
+    phi_k = elu1_features(up(k));
+  }
+  torch::Tensor rot_q = phi_q, rot_k = phi_k, vv = up(v);  // rotate() returns new tensors, never writes these
+  position_->rotate(rot_q, rot_k, vv, ctx.positions);      // RoPE: Eq. 19's R_m phi(q_m), R_n phi(k_n)
+  return linear_attention(phi_q, phi_k, rot_q, rot_k, vv, ctx.causal, ctx.key_keep).to(v.scalar_type());
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -34,6 +79,8 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
   torch::Tensor q = split_heads(qkv[0]);  // [B, H, S, D] views of the projection, no copies
   torch::Tensor k = split_heads(qkv[1]);
   torch::Tensor v = split_heads(qkv[2]);
+  if (kind_ == config::AttentionKind::linear)
+    return dense(output->dense, attend_linear(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   position_->rotate(q, k, v, ctx.positions);
   std::optional<at::Tensor> mask;
   if (ctx.mask.defined()) mask = ctx.mask.to(q.scalar_type());

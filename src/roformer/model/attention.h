@@ -1,7 +1,9 @@
 // Multi-head self-attention with Hugging Face RoFormer/BERT parameter names:
 //   self.{query,key,value} (Linear H->H), output.dense (Linear H->H), output.LayerNorm.
-// Scores go through at::scaled_dot_product_attention; the position encoding's rotate hook is
-// applied to q/k/v and its score bias arrives inside the float attention mask.
+// Softmax scores go through at::scaled_dot_product_attention; the position encoding's rotate
+// hook is applied to q/k/v and its score bias arrives inside the float attention mask. With
+// model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
+// rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
 #pragma once
 
 #include <ATen/ops/linear.h>
@@ -43,7 +45,8 @@ TORCH_MODULE(DenseNorm);
 struct AttentionContext {
   torch::Tensor positions;  // int64 [S] or [B, S]
   torch::Tensor mask;       // additive float mask [1|B, 1|H, S, S] (bias + padding + causal) or undefined
-  bool causal = false;      // used only when `mask` is undefined (fast SDPA path)
+  bool causal = false;      // used only when `mask` is undefined (fast SDPA path); always by linear attention
+  torch::Tensor key_keep;   // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -55,10 +58,21 @@ class AttentionImpl : public torch::nn::Module {
 
   SelfAttentionProj self{nullptr};
   DenseNorm output{nullptr};
+  // FAVOR+ only: the random projection [D, D] and the training forwards seen (for redraws);
+  // buffers, so checkpoints carry them and a resumed run draws what it would have drawn.
+  torch::Tensor favor_projection, favor_forwards;
 
  private:
+  // q, k, v: [B, H, S, D] -> [B, H, S, D] by linear attention.
+  torch::Tensor attend_linear(const torch::Tensor& q, const torch::Tensor& k, torch::Tensor& v,
+                              const AttentionContext& ctx);
+  void maybe_redraw_features();
+
   int64_t heads_, head_dim_;
   double dropout_;
+  config::AttentionKind kind_;
+  config::LinearAttentionConfig linear_;
+  uint64_t favor_seed_ = 0;
   std::shared_ptr<PositionEncodingImpl> position_;  // shared with the model; not registered here
 };
 TORCH_MODULE(Attention);

@@ -5,6 +5,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace roformer::model {
 namespace {
 
@@ -127,6 +129,7 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const torch::Device device = in.input_ids.device();
   const torch::Tensor positions = torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
   torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                         // [B, S, E]
+  if (config_.embed_scale == config::EmbedScale::sqrt_d) x = x * std::sqrt(static_cast<double>(config_.embed_dim()));
   if (!embeddings->token_type_embeddings.is_empty()) {
     const torch::Tensor types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros_like(in.input_ids);
     x = x + embeddings->token_type_embeddings->forward(types);
@@ -138,6 +141,7 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   AttentionContext ctx;
   ctx.positions = positions;
   ctx.causal = config_.objective == config::Objective::causal_lm;
+  ctx.key_keep = in.attention_mask;
   ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device);
   if (ctx.mask.defined()) {  // once in the dtype the scores have, not once per layer
     const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
@@ -192,6 +196,9 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {
       p.normal_(0.0, config.init_std);
     }
   }
+  // Scaled embeddings start at unit size after the sqrt(E) factor (fairseq's initialisation).
+  if (config.embed_scale == config::EmbedScale::sqrt_d)
+    model->embeddings->word_embeddings->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(config.embed_dim())));
   return model;
 }
 

@@ -109,8 +109,12 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
   if (t.cuda_graphs == config::CudaGraphs::off || (!asked && !device.is_cuda())) return nullptr;
   std::string why;
   std::unique_ptr<GraphedStep> step;
+  const config::ModelConfig& m = cfg.model;
   if (distributed) {
     why = "data parallel: the gradient reducer's collectives run outside a graph";
+  } else if (m.attention == config::AttentionKind::linear &&
+             m.linear_attention.feature_map == config::FeatureMap::favor && m.linear_attention.redraw_interval > 0) {
+    why = "FAVOR+ redraws its random features on a host schedule (set model.linear_attention.redraw_interval=0)";
   } else {
     GraphStepOptions o;
     o.grad_accum = t.grad_accum;

@@ -1,5 +1,7 @@
-// Forward+backward time of the quickstart models (one per position family) on this machine.
-// Numbers only; nothing here passes or fails. Run: build/release/tests/benchmarks/bench_model
+// Forward+backward time of the quickstart models (one per position family) on this machine, and
+// softmax against linear attention (RoPE, causal, one sequence) from 512 to 8192 tokens: where
+// the O(S^2) and O(S) curves cross. Numbers only; nothing here passes or fails.
+// Run: build/release/tests/benchmarks/bench_model [--benchmark_filter=attention]
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
@@ -29,8 +31,37 @@ void fwd_bwd(benchmark::State& state, const std::string& family) {
       benchmark::Counter(static_cast<double>(B * S), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One causal RoPE sequence of state.range(0) tokens through the quickstart model, softmax or
+// linear (elu1) attention.
+void attention_length(benchmark::State& state, const std::string& attention) {
+  auto loaded = roformer::config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/rope.yaml",
+                                              {"model.attention=" + attention});
+  roformer::model::EncoderModel model = roformer::model::build_model(loaded.config.model, 1);
+  model->train();
+  const int64_t S = state.range(0);
+  const torch::Tensor ids = torch::randint(0, loaded.config.model.vocab_size, {1, S}, torch::kLong);
+  for (auto _ : state) {
+    model->zero_grad();
+    torch::Tensor loss = model->loss({ids}, ids);
+    loss.backward();
+    benchmark::DoNotOptimize(loss.item<float>());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(S), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(attention_length, softmax, std::string("softmax"))
+    ->RangeMultiplier(2)
+    ->Range(512, 8192)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
+BENCHMARK_CAPTURE(attention_length, linear, std::string("linear"))
+    ->RangeMultiplier(2)
+    ->Range(512, 8192)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
 BENCHMARK_CAPTURE(fwd_bwd, rope, std::string("rope"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(fwd_bwd, sinusoidal, std::string("sinusoidal"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(fwd_bwd, learned, std::string("learned"))->Unit(benchmark::kMillisecond)->MinTime(2.0);

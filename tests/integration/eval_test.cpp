@@ -5,6 +5,7 @@
 // sweep resumes without retraining and its report carries the expected tables.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -180,4 +181,28 @@ TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {
   EXPECT_NE(report.find("| rope | 2.0000 ± 1.4142 |"), std::string::npos) << report;  // valid loss 1 and 3
   EXPECT_NE(report.find("| rope | 15.00 ± 7.07 | 40.00 ± 14.14 |"), std::string::npos) << report;
   EXPECT_NE(report.find("| rope | 1.00 | 2.67 |"), std::string::npos) << report;  // 40 / 15
+}
+
+// The relative families of issue 20 through the CLI: a tiny causal model trains (the loss
+// falls), `eval` at the training length reproduces the trainer's validation loss, and each
+// runs past the training length (Shaw and DeBERTa by clipping, XL and xPos by their formulas).
+TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
+  for (const std::string kind : {"shaw", "transformer_xl", "deberta", "xpos"}) {
+    SCOPED_TRACE(kind);
+    Trained t("causal_lm", "--set model.position.kind=" + kind + " --set model.position.shaw.max_distance=4" +
+                               " --set model.position.deberta.position_buckets=8" +
+                               " --set model.position.deberta.max_relative_positions=32");
+    std::istringstream in(read_file(t.run + "/metrics.jsonl"));
+    std::string line;
+    std::vector<double> losses;
+    while (std::getline(in, line))
+      if (!line.empty() && json::parse(line)["type"] == "train")
+        losses.push_back(json::parse(line)["loss"].get<double>());
+    ASSERT_GE(losses.size(), 2u);
+    EXPECT_LT(losses.back(), losses.front() - 0.3);
+    const json j = t.eval("--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8");
+    EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9);
+    const double at4x = j["results"][1]["loss"].get<double>();
+    EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+  }
 }

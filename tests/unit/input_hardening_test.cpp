@@ -109,6 +109,15 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.norm = config::NormPlacement::pre;
   m.embedding_size = 16;
   check(m);
+  for (auto kind : {config::PositionKind::shaw, config::PositionKind::transformer_xl, config::PositionKind::deberta,
+                    config::PositionKind::xpos}) {
+    m.position.kind = kind;
+    check(m);
+  }
+  m.position.kind = config::PositionKind::shaw;
+  m.position.shaw.per_layer = false;
+  m.position.shaw.values = false;
+  check(m);
 }
 
 TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {

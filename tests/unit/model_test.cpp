@@ -14,8 +14,10 @@ using config::PositionKind;
 
 namespace {
 
-const std::vector<PositionKind> kFamilies{PositionKind::rope,    PositionKind::sinusoidal, PositionKind::learned,
-                                          PositionKind::t5_bias, PositionKind::alibi,      PositionKind::none};
+const std::vector<PositionKind> kFamilies{PositionKind::rope,    PositionKind::sinusoidal,     PositionKind::learned,
+                                          PositionKind::t5_bias, PositionKind::alibi,          PositionKind::none,
+                                          PositionKind::shaw,    PositionKind::transformer_xl, PositionKind::deberta,
+                                          PositionKind::xpos};
 
 std::string name(PositionKind k) {
   return config::position_kind_names().name(k);
@@ -36,6 +38,10 @@ config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   c.position.max_positions = 16;
   c.position.t5_bias.num_buckets = 8;
   c.position.t5_bias.max_distance = 16;
+  c.position.shaw.max_distance = 3;  // distances past 3 share a row within the 9-10 token inputs
+  c.position.deberta.position_buckets = 4;
+  c.position.deberta.max_relative_positions = 8;
+  c.position.xpos.scale_base = 4;  // a strong decay, so a wrong sign or scale shows
   c.position.rope.rotary_dim = c.head_dim();
   c.position.rope.scaling.original_max_positions = 16;
   return c;
@@ -153,6 +159,11 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       if (c.norm == config::NormPlacement::pre) expect += 2 * H;                    // final LayerNorm
       if (kind == PositionKind::learned) expect += c.position.max_positions * E;
       if (kind == PositionKind::t5_bias) expect += c.position.t5_bias.num_buckets * c.num_heads;
+      const int64_t D = c.head_dim();
+      if (kind == PositionKind::shaw) expect += L * 2 * (2 * c.position.shaw.max_distance + 1) * D;  // w^K, w^V
+      if (kind == PositionKind::transformer_xl) expect += L * (H * H + 2 * H);                       // W_kr, u, v
+      if (kind == PositionKind::deberta)
+        expect += 2 * c.position.deberta.position_buckets * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
       EncoderModel m = build_model(c, 1);
       EXPECT_EQ(count_parameters(*m), expect);
     }
@@ -230,7 +241,8 @@ TEST(Model, SqrtDEmbeddingScaleMultipliesTokensBeforeThePositionTable) {
 }
 
 TEST(Model, QuickstartConfigsRunForwardAndBackward) {
-  for (const std::string kind : {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none"}) {
+  for (const std::string kind :
+       {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none", "shaw", "transformer_xl", "deberta", "xpos"}) {
     SCOPED_TRACE(kind);
     const auto loaded = config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/" + kind + ".yaml");
     EncoderModel m = build_model(loaded.config.model, 1);

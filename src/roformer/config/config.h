@@ -12,7 +12,7 @@
 
 namespace roformer::config {
 
-enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none };
+enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, deberta, xpos };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
 enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
@@ -51,6 +51,31 @@ struct T5BiasConfig {
   void visit(FieldVisitor& v);
 };
 
+// Shaw et al. 2018: learned relative key (and value) embeddings for distances clipped to
+// [-max_distance, max_distance], shared by the heads.
+struct ShawConfig {
+  int64_t max_distance = 16;  // k: distances beyond it share the outermost embedding
+  bool per_layer = true;      // one table per layer (the paper) or one for all layers
+  bool values = true;         // also the value term a^V (the paper's Eq. 3); false: keys only
+  void visit(FieldVisitor& v);
+};
+
+// DeBERTa (He et al. 2021): relative embeddings P [2k, hidden], content-to-position and
+// position-to-content terms, scores scaled by 1/sqrt(3d); DeBERTa-v2 log buckets beyond k/2.
+struct DebertaConfig {
+  int64_t position_buckets = 32;         // k: relative distances map to 2k embeddings
+  int64_t max_relative_positions = 512;  // log buckets reach the outermost one at this distance; 0: linear clip
+  void visit(FieldVisitor& v);
+};
+
+// xPos (Sun et al. 2023): RoPE (model.position.rope settings) with q scaled per pair by
+// zeta_i^(m/scale_base) and k by zeta_i^(-n/scale_base), zeta_i = (2i/d + gamma)/(1 + gamma).
+struct XposConfig {
+  double scale_base = 512.0;
+  double gamma = 0.4;
+  void visit(FieldVisitor& v);
+};
+
 // Linear attention (Katharopoulos et al. 2020; RoFormer section 3.3, Eq. 19 for RoPE):
 // softmax(q.k) is replaced by phi(q).phi(k) with a positive feature map, so attention costs
 // O(S) in the sequence length. Both maps have head_dim features, so RoPE rotates them with the
@@ -66,6 +91,9 @@ struct PositionConfig {
   int64_t max_positions = 512;  // learned table size (the only family with a hard limit)
   RopeConfig rope;
   T5BiasConfig t5_bias;
+  ShawConfig shaw;
+  DebertaConfig deberta;
+  XposConfig xpos;
   void visit(FieldVisitor& v);
 };
 

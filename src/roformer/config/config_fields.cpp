@@ -10,7 +10,11 @@ const EnumNames<PositionKind>& position_kind_names() {
                                               {PositionKind::learned, "learned"},
                                               {PositionKind::t5_bias, "t5_bias"},
                                               {PositionKind::alibi, "alibi"},
-                                              {PositionKind::none, "none"}}};
+                                              {PositionKind::none, "none"},
+                                              {PositionKind::shaw, "shaw"},
+                                              {PositionKind::transformer_xl, "transformer_xl"},
+                                              {PositionKind::deberta, "deberta"},
+                                              {PositionKind::xpos, "xpos"}}};
   return names;
 }
 
@@ -65,6 +69,24 @@ void T5BiasConfig::visit(FieldVisitor& v) {
   v.field("max_distance", max_distance, at_least(int64_t{2}), "distances beyond this share the last bucket (T5: 128)");
 }
 
+void ShawConfig::visit(FieldVisitor& v) {
+  v.field("max_distance", max_distance, at_least(int64_t{1}), "clip distance k: 2k+1 relative embeddings (Shaw: 16)");
+  v.field("per_layer", per_layer, "one relative table per layer (the paper); false: shared by all layers");
+  v.field("values", values, "also add the relative value term a^V_ij to the attention output");
+}
+
+void DebertaConfig::visit(FieldVisitor& v) {
+  v.field("position_buckets", position_buckets, at_least(int64_t{2}),
+          "k: 2k relative embeddings, distances clipped to (-k, k) after bucketing");
+  v.field("max_relative_positions", max_relative_positions, at_least(int64_t{0}),
+          "log buckets beyond k/2 reach the outermost bucket at this distance (DeBERTa-v2); 0: linear clip at k");
+}
+
+void XposConfig::visit(FieldVisitor& v) {
+  v.field("scale_base", scale_base, above(0.0), "exponent divisor: q scaled by zeta^(m/scale_base) (xPos: 512)");
+  v.field("gamma", gamma, above(0.0), "zeta_i = (2i/d + gamma) / (1 + gamma) (xPos: 0.4)");
+}
+
 void LinearAttentionConfig::visit(FieldVisitor& v) {
   static const EnumNames<FeatureMap> maps{{{FeatureMap::elu1, "elu1"}, {FeatureMap::favor, "favor"}}};
   enum_field(v, "feature_map", feature_map, maps,
@@ -75,13 +97,20 @@ void LinearAttentionConfig::visit(FieldVisitor& v) {
 
 void PositionConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, position_kind_names(),
-             "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none");
+             "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, "
+             "deberta, xpos");
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
   v.section(
       "rope", [this](FieldVisitor& s) { rope.visit(s); }, "rotary position embedding");
   v.section(
       "t5_bias", [this](FieldVisitor& s) { t5_bias.visit(s); }, "T5 relative bias");
+  v.section(
+      "shaw", [this](FieldVisitor& s) { shaw.visit(s); }, "Shaw et al. relative key/value embeddings");
+  v.section(
+      "deberta", [this](FieldVisitor& s) { deberta.visit(s); }, "DeBERTa disentangled relative attention");
+  v.section(
+      "xpos", [this](FieldVisitor& s) { xpos.visit(s); }, "xPos decay on top of model.position.rope");
 }
 
 void ModelConfig::visit(FieldVisitor& v) {

@@ -22,6 +22,13 @@ std::string where(const Origins& origins, const std::string& key) {
   throw UserError("config: " + where(o, a) + ": " + msg);
 }
 
+// Families that reach attention only through the features (rotate) or the embeddings; score
+// biases and content-position score terms (and xPos's score decay) need the score matrix.
+bool works_with_linear_attention(PositionKind kind) {
+  return kind == PositionKind::rope || kind == PositionKind::sinusoidal || kind == PositionKind::learned ||
+         kind == PositionKind::none;
+}
+
 }  // namespace
 
 void validate(const Config& c, const Origins& o) {
@@ -37,7 +44,7 @@ void validate(const Config& c, const Origins& o) {
                  " heads; pick a head count that divides the width");
   const int64_t head_dim = m.head_dim();
   const PositionConfig& p = m.position;
-  if (p.kind == PositionKind::rope) {
+  if (p.kind == PositionKind::rope || p.kind == PositionKind::xpos) {
     if (head_dim % 2 != 0)
       conflict(
           o, "model.hidden_size", "model.num_heads",
@@ -52,9 +59,9 @@ void validate(const Config& c, const Origins& o) {
       conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
                "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
   }
-  if (m.attention == AttentionKind::linear && (p.kind == PositionKind::t5_bias || p.kind == PositionKind::alibi))
+  if (m.attention == AttentionKind::linear && !works_with_linear_attention(p.kind))
     conflict(o, "model.attention", "model.position.kind",
-             "linear attention never forms the score matrix, so a score bias (" + position_kind_names().name(p.kind) +
+             "linear attention never forms the score matrix, so a score term (" + position_kind_names().name(p.kind) +
                  ") has no place in its kernelised numerator; use rope, sinusoidal, learned or none");
   if (p.kind == PositionKind::learned && c.data.seq_len > p.max_positions)
     conflict(o, "data.seq_len", "model.position.max_positions",
@@ -69,6 +76,14 @@ void validate(const Config& c, const Origins& o) {
       conflict(o, "model.position.t5_bias.max_distance", "model.position.t5_bias.num_buckets",
                "max_distance must exceed num_buckets/2 so the logarithmic buckets are defined");
   }
+  if (p.kind == PositionKind::transformer_xl && m.hidden_size % 2 != 0)
+    invalid(o, "model.hidden_size",
+            "Transformer-XL's sinusoidal relative encodings pair sin and cos over the width, so it must be even");
+  if (p.kind == PositionKind::deberta && p.deberta.max_relative_positions > 0 &&
+      p.deberta.max_relative_positions <= p.deberta.position_buckets)
+    conflict(o, "model.position.deberta.max_relative_positions", "model.position.deberta.position_buckets",
+             "log buckets start at position_buckets/2 and must end beyond position_buckets; raise "
+             "max_relative_positions or set it to 0 for a linear clip");
   if (c.data.mask_token_frac + c.data.random_token_frac > 1.0 + 1e-12)
     conflict(o, "data.mask_token_frac", "data.random_token_frac", "their sum must be at most 1");
   if (c.train.batch_size % c.train.grad_accum != 0)

@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include <limits>
+
 #include "roformer/model/linear_attention.h"
 
 namespace roformer::model {
@@ -19,9 +21,11 @@ DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps) {
   LayerNorm = register_module("LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out}).eps(eps)));
 }
 
-AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position)
+AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
+                             int64_t layer)
     : heads_(c.num_heads),
       head_dim_(c.head_dim()),
+      layer_(layer),
       dropout_(c.attention_dropout),
       kind_(c.attention),
       linear_(c.linear_attention),
@@ -68,6 +72,27 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
   return linear_attention(phi_q, phi_k, rot_q, rot_k, vv, ctx.causal, ctx.key_keep).to(v.scalar_type());
 }
 
+torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const AttentionContext& ctx) {
+  const int64_t S = q.size(2);
+  torch::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, S, S]
+  scores = scores + position_->score_term(q, k, ctx.positions, layer_).to(scores.scalar_type());
+  if (ctx.mask.defined()) {
+    scores = scores + ctx.mask.to(scores.scalar_type());
+  } else if (ctx.causal) {
+    const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  }
+  // Softmax in fp32 at least (half-precision scores lose the small weights), then back.
+  const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor probs =
+      torch::dropout(torch::softmax(scores.to(acc), -1), is_training() ? dropout_ : 0.0, is_training())
+          .to(v.scalar_type());
+  torch::Tensor out = at::matmul(probs, v);  // [B, H, S, D]
+  const torch::Tensor term = position_->output_term(probs, ctx.positions, layer_);
+  return term.defined() ? out + term.to(out.scalar_type()) : out;
+}
+
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
@@ -82,6 +107,8 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
   if (kind_ == config::AttentionKind::linear)
     return dense(output->dense, attend_linear(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   position_->rotate(q, k, v, ctx.positions);
+  if (position_->has_score_terms())
+    return dense(output->dense, attend_with_terms(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   std::optional<at::Tensor> mask;
   if (ctx.mask.defined()) mask = ctx.mask.to(q.scalar_type());
   const double p = is_training() ? dropout_ : 0.0;

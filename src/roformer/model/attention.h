@@ -1,7 +1,8 @@
 // Multi-head self-attention with Hugging Face RoFormer/BERT parameter names:
 //   self.{query,key,value} (Linear H->H), output.dense (Linear H->H), output.LayerNorm.
 // Softmax scores go through at::scaled_dot_product_attention; the position encoding's rotate
-// hook is applied to q/k/v and its score bias arrives inside the float attention mask. With
+// hook is applied to q/k/v and its score bias arrives inside the float attention mask; families
+// with score terms (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly. With
 // model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
 // rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
 #pragma once
@@ -51,7 +52,8 @@ struct AttentionContext {
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+  // `layer` selects the position family's per-layer parameters (Shaw, Transformer-XL, DeBERTa).
+  AttentionImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position, int64_t layer = 0);
 
   // x: [B, S, H] -> context projected by output.dense: [B, S, H] (before dropout/residual).
   torch::Tensor attend(const torch::Tensor& x, const AttentionContext& ctx);
@@ -67,8 +69,12 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_linear(const torch::Tensor& q, const torch::Tensor& k, torch::Tensor& v,
                               const AttentionContext& ctx);
   void maybe_redraw_features();
+  // q, k, v: [B, H, S, D] -> [B, H, S, D] with the scores formed here, for families with
+  // score terms: softmax(q.k * scale + term + mask) v + output term.
+  torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionContext& ctx);
 
-  int64_t heads_, head_dim_;
+  int64_t heads_, head_dim_, layer_;
   double dropout_;
   config::AttentionKind kind_;
   config::LinearAttentionConfig linear_;

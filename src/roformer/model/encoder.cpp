@@ -75,9 +75,10 @@ IntermediateImpl::IntermediateImpl(int64_t hidden, int64_t ffn) {
   dense = register_module("dense", torch::nn::Linear(hidden, ffn));
 }
 
-EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position)
+EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
+                                   int64_t index)
     : config_(c) {
-  attention = register_module("attention", Attention(c, std::move(position)));
+  attention = register_module("attention", Attention(c, std::move(position), index));
   intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size));
   output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps));
 }
@@ -100,7 +101,7 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
 
 EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position) {
   layer = register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layer->push_back(EncoderLayer(c, position));
+  for (int64_t i = 0; i < c.num_layers; ++i) layer->push_back(EncoderLayer(c, position, i));
   if (c.norm == config::NormPlacement::pre)
     LayerNorm = register_module(
         "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));

@@ -36,7 +36,8 @@ TORCH_MODULE(Intermediate);
 
 class EncoderLayerImpl : public torch::nn::Module {
  public:
-  EncoderLayerImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+  EncoderLayerImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position,
+                   int64_t index = 0);
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // [B, S, H] -> [B, S, H]
 
   Attention attention{nullptr};

@@ -50,6 +50,14 @@ double count_parameters(const config::ModelConfig& m) {
   if (m.position.kind == config::PositionKind::learned) n += double(m.position.max_positions) * E;
   if (m.position.kind == config::PositionKind::t5_bias)
     n += double(m.position.t5_bias.num_buckets) * double(m.num_heads);
+  const double D = double(m.head_dim());
+  if (m.position.kind == config::PositionKind::shaw) {
+    const config::ShawConfig& s = m.position.shaw;
+    n += (s.per_layer ? L : 1) * double(2 * s.max_distance + 1) * D * (s.values ? 2 : 1);  // w^K (and w^V)
+  }
+  if (m.position.kind == config::PositionKind::transformer_xl) n += L * (H * H + 2 * H);  // W_kr, u, v
+  if (m.position.kind == config::PositionKind::deberta)
+    n += double(2 * m.position.deberta.position_buckets) * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
   return n;
 }
 

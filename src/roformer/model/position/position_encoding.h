@@ -1,8 +1,11 @@
-// The position-encoding seam: every family is one module with three hooks, and attention and
+// The position-encoding seam: every family is one module with these hooks, and attention and
 // the encoder never branch on the family.
-//   embed:      absolute families add to the token embeddings      x: [B, S, E]
-//   rotate:     RoPE rotates queries/keys (and optionally values)  q, k, v: [B, H, S, D]
-//   score_bias: additive per-head bias on attention scores         -> [1 or B, H, Sq, Sk]
+//   embed:       absolute families add to the token embeddings      x: [B, S, E]
+//   rotate:      RoPE/xPos rotate queries/keys (optionally values)   q, k, v: [B, H, S, D]
+//   score_bias:  additive per-head bias on attention scores         -> [1 or B, H, Sq, Sk]
+//   score_term:  a term computed from q and k, per layer (Shaw, Transformer-XL, DeBERTa)
+//   output_term: a term from the attention weights (Shaw's relative values)
+// Families with score terms make attention form the scores itself; the others keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
 // it can be cached per length), or explicit [B, S].
 #pragma once
@@ -11,6 +14,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -30,6 +34,20 @@ class PositionEncodingImpl : public torch::nn::Module {
 
   // Relative families return an additive score bias; others an undefined tensor.
   virtual torch::Tensor score_bias(const torch::Tensor& positions) { return {}; }
+
+  // Content-position score term for layer `layer`, added to the scaled scores q.k * score_scale:
+  // q, k [B, H, S, D] (after rotate) -> [B, H, S, S]. Only called when has_score_terms().
+  virtual bool has_score_terms() const { return false; }
+  virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                   int64_t layer) {
+    return {};
+  }
+  // Term added to the attention output from the weights p [B, H, S, S] -> [B, H, S, D], or undefined.
+  virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer) {
+    return {};
+  }
+  // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.
+  virtual double score_scale(int64_t head_dim) const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
 
   // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
   virtual int64_t max_length() const { return 0; }

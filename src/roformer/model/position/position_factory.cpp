@@ -1,7 +1,9 @@
 // make_position_encoding: the only place that maps model.position.kind to a class.
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/relative_bias.h"
+#include "roformer/model/position/relative_terms.h"
 #include "roformer/model/position/rope.h"
+#include "roformer/model/position/xpos.h"
 
 namespace roformer::model {
 
@@ -20,6 +22,14 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
       return std::make_shared<AlibiImpl>(m.num_heads);
     case PositionKind::none:
       return std::make_shared<NoPositionImpl>();
+    case PositionKind::shaw:
+      return std::make_shared<ShawImpl>(m.position.shaw, m.num_layers, m.head_dim());
+    case PositionKind::transformer_xl:
+      return std::make_shared<TransformerXlImpl>(m.num_layers, m.hidden_size, m.num_heads);
+    case PositionKind::deberta:
+      return std::make_shared<DebertaImpl>(m.position.deberta, m.num_layers, m.hidden_size);
+    case PositionKind::xpos:
+      return std::make_shared<XposImpl>(m.position.rope, m.position.xpos, m.head_dim());
   }
   return std::make_shared<NoPositionImpl>();
 }

@@ -1,0 +1,172 @@
+// Shaw, Transformer-XL and DeBERTa score terms (see relative_terms.h). Tables indexed by
+// relative distance are looked up by gathering from q (or k) times the table: [B, H, S, R]
+// then [B, H, S, S], never a [S, S, D] tensor of per-pair embeddings.
+#include "roformer/model/position/relative_terms.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace roformer::model {
+namespace {
+
+// out[.., i, j] = positions[.., i] - positions[.., j]  (query minus key): [S, S] or [B, S, S]
+torch::Tensor query_minus_key(const torch::Tensor& positions) {
+  return positions.unsqueeze(-1) - positions.unsqueeze(-2);
+}
+
+// An index [S, S] or [B, S, S] viewed as [B, H, S, S] to gather from / scatter into `like`.
+torch::Tensor per_head(const torch::Tensor& index, const torch::Tensor& like) {
+  const torch::Tensor i = index.dim() == 2 ? index.unsqueeze(0).unsqueeze(0) : index.unsqueeze(1);
+  return i.expand({like.size(0), like.size(1), index.size(-2), index.size(-1)});
+}
+
+// A table built from shared positions [S] (0..S-1) is cached per length; explicit [B, S] ones are not.
+torch::Tensor cached(TableCache& cache, const torch::Tensor& positions, torch::ScalarType dtype,
+                     const std::function<torch::Tensor()>& build) {
+  if (positions.dim() == 2) return build();
+  return cache.get(positions.device(), positions.size(0), dtype, build);
+}
+
+// x [B, H, S, D] times a per-head matrix w [H, D, N] -> [B, H, S, N].
+torch::Tensor per_head_matmul(const torch::Tensor& x, const torch::Tensor& w) {
+  return torch::matmul(x, w.to(x.scalar_type()).unsqueeze(0));
+}
+
+}  // namespace
+
+// ---- Shaw et al. 2018 ----
+
+ShawTablesImpl::ShawTablesImpl(int64_t max_distance, int64_t head_dim, bool values) {
+  relative_key = register_module("relative_key", torch::nn::Embedding(2 * max_distance + 1, head_dim));
+  if (values) relative_value = register_module("relative_value", torch::nn::Embedding(2 * max_distance + 1, head_dim));
+}
+
+ShawImpl::ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim) : config_(config) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < (config.per_layer ? num_layers : 1); ++i) {
+    tables_.emplace_back(config.max_distance, head_dim, config.values);
+    layer->push_back(tables_.back());
+  }
+}
+
+torch::Tensor ShawImpl::table_index(const torch::Tensor& positions) {
+  const int64_t k = config_.max_distance;
+  return cached(index_, positions, torch::kLong, [&] { return (-query_minus_key(positions)).clamp(-k, k) + k; });
+}
+
+torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                   int64_t layer_index) {
+  const torch::Tensor& w = tables(layer_index)->relative_key->weight;             // [2k+1, D]
+  const torch::Tensor by_distance = torch::matmul(q, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, S, 2k+1]
+  return by_distance.gather(-1, per_head(table_index(positions), q)) * score_scale(q.size(-1));
+}
+
+torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer_index) {
+  if (!config_.values) return {};
+  const torch::Tensor& w = tables(layer_index)->relative_value->weight;  // [2k+1, D]
+  // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r
+  const torch::Tensor index = per_head(table_index(positions), probs);
+  const torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), probs.size(2), w.size(0)}, probs.options())
+                                    .scatter_add(-1, index, probs);
+  return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, S, D]
+}
+
+// ---- Transformer-XL (Dai et al. 2019) ----
+
+XlLayerImpl::XlLayerImpl(int64_t hidden, int64_t num_heads) {
+  r_net = register_module("r_net", torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(false)));
+  r_w_bias = register_parameter("r_w_bias", torch::zeros({num_heads, hidden / num_heads}));
+  r_r_bias = register_parameter("r_r_bias", torch::zeros({num_heads, hidden / num_heads}));
+}
+
+TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads) : hidden_(hidden) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers_.emplace_back(hidden, num_heads);
+    layer->push_back(layers_.back());
+  }
+}
+
+// Terms (b) + (d) need (q_i + v) . W_kr R_{i-j}, with R_d = [sin(d w_f), cos(d w_f)] and
+// w_f = 10000^(-2f/hidden). With p = W_kr^T (q_i + v) split into its sin and cos halves, the
+// angle-difference identities make it a product of a per-query and a per-key factor:
+//   p_s.sin((m-n)w) + p_c.cos((m-n)w) = [p_s sin(mw) + p_c cos(mw)].cos(nw) + [p_c sin(mw) - p_s cos(mw)].sin(nw)
+// so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
+torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& positions, int64_t layer_index) {
+  const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
+  const int64_t H = q.size(1), D = q.size(3), half = hidden_ / 2;
+  const torch::Tensor angles = cached(angles_, positions, torch::kFloat64, [&] {
+    const torch::Tensor f = torch::arange(half, torch::dtype(torch::kFloat64).device(positions.device()));
+    const torch::Tensor w = torch::pow(10000.0, -2.0 * f / static_cast<double>(hidden_));  // [half]
+    const torch::Tensor a = positions.to(torch::kFloat64).unsqueeze(-1) * w;               // [.., S, half]
+    return torch::cat({torch::sin(a), torch::cos(a)}, -1);
+  });
+  // [S, hidden] -> [1, 1, S, hidden]; [B, S, hidden] -> [B, 1, S, hidden]
+  const torch::Tensor trig = (angles.dim() == 2 ? angles.unsqueeze(0) : angles).unsqueeze(1).to(q.scalar_type());
+  const torch::Tensor sin_m = trig.narrow(-1, 0, half), cos_m = trig.narrow(-1, half, half);
+  const torch::Tensor w_kr = l->r_net->weight.view({H, D, hidden_});  // [H, D, hidden]
+  const torch::Tensor p =
+      per_head_matmul(q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}), w_kr);  // [B, H, S, hidden]
+  const torch::Tensor p_s = p.narrow(-1, 0, half), p_c = p.narrow(-1, half, half);
+  const torch::Tensor query_side = torch::cat({p_s * sin_m + p_c * cos_m, p_c * sin_m - p_s * cos_m}, -1);
+  const torch::Tensor key_side = torch::cat({cos_m, sin_m}, -1);                   // [.., 1, S, hidden]
+  const torch::Tensor bd = torch::matmul(query_side, key_side.transpose(-2, -1));  // [B, H, S, S]
+  const torch::Tensor c =
+      torch::matmul(k, l->r_w_bias.to(k.scalar_type()).view({1, H, D, 1}));  // u . k_j: [B, H, S, 1]
+  return (bd + c.transpose(-2, -1)) * score_scale(D);
+}
+
+// ---- DeBERTa (He et al. 2021) ----
+
+torch::Tensor deberta_bucket(const torch::Tensor& delta, int64_t position_buckets, int64_t max_relative_positions) {
+  if (max_relative_positions <= 0) return delta;
+  const double mid = static_cast<double>(position_buckets / 2);
+  const torch::Tensor far = delta.abs().to(torch::kFloat64).clamp_min(mid);  // the log is only used where |delta| > mid
+  const torch::Tensor log_bucket =
+      torch::ceil(torch::log(far / mid) / std::log((static_cast<double>(max_relative_positions) - 1) / mid) *
+                  (mid - 1)) +
+      mid;
+  return torch::where(delta.abs() <= static_cast<int64_t>(mid), delta, (log_bucket * delta.sign()).to(torch::kLong));
+}
+
+DebertaLayerImpl::DebertaLayerImpl(int64_t hidden) {
+  pos_key_proj = register_module("pos_key_proj", torch::nn::Linear(hidden, hidden));
+  pos_query_proj = register_module("pos_query_proj", torch::nn::Linear(hidden, hidden));
+}
+
+DebertaImpl::DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden) : config_(config) {
+  rel_embeddings = register_module("rel_embeddings", torch::nn::Embedding(2 * config.position_buckets, hidden));
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers_.emplace_back(hidden);
+    layer->push_back(layers_.back());
+  }
+}
+
+// c2p(i, j) = q_i . K^r_{delta(i,j)} and p2c(i, j) = k_j . Q^r_{delta(j,i)} (the paper's Eq. 4;
+// Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead), delta(i, j) =
+// clip(bucket(i - j) + k, 0, 2k - 1). The same index matrix serves both: p2c gathers rows j of
+// K Q_r^T at delta(j, i) and is transposed.
+torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                      int64_t layer_index) {
+  const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
+  const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
+  const torch::Tensor index = per_head(cached(index_, positions, torch::kLong,
+                                              [&] {
+                                                const torch::Tensor b = deberta_bucket(query_minus_key(positions), span,
+                                                                                       config_.max_relative_positions);
+                                                return (b + span).clamp(0, 2 * span - 1);
+                                              }),
+                                       q);
+  const torch::Tensor& P = rel_embeddings->weight;  // [2k, hidden]
+  auto heads_of = [&](const torch::nn::Linear& proj) {
+    return at::linear(P, proj->weight, proj->bias).view({2 * span, H, D}).permute({1, 2, 0});  // [H, D, 2k]
+  };
+  const torch::Tensor c2p = per_head_matmul(q, heads_of(l->pos_key_proj)).gather(-1, index);
+  const torch::Tensor p2c = per_head_matmul(k, heads_of(l->pos_query_proj)).gather(-1, index).transpose(-2, -1);
+  return (c2p + p2c) * score_scale(D);
+}
+
+}  // namespace roformer::model

@@ -1,0 +1,106 @@
+// Relative position encodings whose score term mixes content and position, the schemes RoFormer
+// derives RoPE against (its section 2.2). Each adds score_term(q, k) to the scaled q.k scores
+// of every layer (position_encoding.h), so attention forms the scores itself for them:
+//   shaw           (Shaw et al. 2018, Eqs. 3-4): e_ij = q_i.(k_j + a^K_ij)/sqrt(d),
+//                  z_i = sum_j p_ij (v_j + a^V_ij), a_ij = w_clip(j - i, k), tables shared by heads;
+//   transformer_xl (Dai et al. 2019, Eq. for A^rel): (q_i + u).k_j + (q_i + v).W_kr R_{i-j}, R sinusoidal;
+//   deberta        (He et al. 2021, Eq. 4): (q_i.k_j + q_i.K^r_d(i,j) + k_j.Q^r_d(j,i)) / sqrt(3d).
+// Distances come from the position values (not their indices), so any positions work.
+#pragma once
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <vector>
+
+#include "roformer/model/position/position_encoding.h"
+#include "roformer/model/position/table_cache.h"
+
+namespace roformer::model {
+
+// Shaw's relative key/value tables for one layer (or all, when shared).
+class ShawTablesImpl : public torch::nn::Module {
+ public:
+  ShawTablesImpl(int64_t max_distance, int64_t head_dim, bool values);
+  torch::nn::Embedding relative_key{nullptr};    // weight [2k+1, D]: w^K_{-k..k}
+  torch::nn::Embedding relative_value{nullptr};  // weight [2k+1, D]: w^V_{-k..k} (when values)
+};
+TORCH_MODULE(ShawTables);
+
+class ShawImpl : public PositionEncodingImpl {
+ public:
+  ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim);
+  bool has_score_terms() const override { return true; }
+  torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                           int64_t layer) override;
+  torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer) override;
+
+  torch::nn::ModuleList layer{nullptr};  // ShawTables: one per layer, or one shared
+
+ private:
+  const ShawTables& tables(int64_t layer_index) const { return tables_[config_.per_layer ? layer_index : 0]; }
+  // Relative-distance row of w for every (query, key): clip(j - i, -k, k) + k, [S, S] or [B, S, S].
+  torch::Tensor table_index(const torch::Tensor& positions);
+
+  config::ShawConfig config_;
+  std::vector<ShawTables> tables_;  // the modules in `layer`
+  TableCache index_;
+};
+
+// Transformer-XL's per-layer position parameters (Hugging Face TransfoXL names).
+class XlLayerImpl : public torch::nn::Module {
+ public:
+  XlLayerImpl(int64_t hidden, int64_t num_heads);
+  torch::nn::Linear r_net{nullptr};  // W_kr: weight [H*D, hidden], no bias
+  torch::Tensor r_w_bias;            // u [H, D]
+  torch::Tensor r_r_bias;            // v [H, D]
+};
+TORCH_MODULE(XlLayer);
+
+class TransformerXlImpl : public PositionEncodingImpl {
+ public:
+  TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads);
+  bool has_score_terms() const override { return true; }
+  torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                           int64_t layer) override;
+
+  torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
+
+ private:
+  int64_t hidden_;
+  std::vector<XlLayer> layers_;  // the modules in `layer`
+  TableCache angles_;            // float64 [S, hidden]: [sin(p w_f), cos(p w_f)] of the positions
+};
+
+// DeBERTa's bucket of a relative distance delta = i - j: exact up to k/2, then (with
+// max_relative_positions > 0) logarithmic up to the outermost bucket; elementwise on int64.
+torch::Tensor deberta_bucket(const torch::Tensor& delta, int64_t position_buckets, int64_t max_relative_positions);
+
+// DeBERTa's per-layer projections of the shared relative embeddings (HF DebertaV2 names).
+class DebertaLayerImpl : public torch::nn::Module {
+ public:
+  explicit DebertaLayerImpl(int64_t hidden);
+  torch::nn::Linear pos_key_proj{nullptr};    // W_k,r: [H*D, hidden]
+  torch::nn::Linear pos_query_proj{nullptr};  // W_q,r: [H*D, hidden]
+};
+TORCH_MODULE(DebertaLayer);
+
+class DebertaImpl : public PositionEncodingImpl {
+ public:
+  DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden);
+  bool has_score_terms() const override { return true; }
+  torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                           int64_t layer) override;
+  double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
+
+  torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
+  torch::nn::ModuleList layer{nullptr};          // DebertaLayer per encoder layer
+
+ private:
+  config::DebertaConfig config_;
+  std::vector<DebertaLayer> layers_;  // the modules in `layer`
+  TableCache index_;                  // int64 [S, S]: row of P for delta(i, j)
+};
+
+}  // namespace roformer::model

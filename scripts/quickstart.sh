@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: prepare the real corpus (Debian's linux-doc-6.1), train one tiny byte-level
-# model per position encoding (rope, sinusoidal, t5_bias, alibi, learned, none), evaluate
-# them at 1x-8x the training length (chunks and sliding protocols, plus RoPE PI/NTK/YaRN at
-# evaluation time), print the table and write report.md with plots.
+# model per position encoding (rope, sinusoidal, t5_bias, alibi, learned, none, shaw,
+# transformer_xl, deberta, xpos), evaluate them at 1x-8x the training length (chunks and
+# sliding protocols, plus RoPE PI/NTK/YaRN at evaluation time), print the table and write
+# report.md with plots.
 # Rerunning resumes: finished steps are skipped. Usage: scripts/quickstart.sh [OUT_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

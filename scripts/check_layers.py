@@ -2,7 +2,7 @@
 """Fails when a lower layer of src/roformer includes a higher one, or a peer (same layer).
 
 The layer order, low to high (a folder may include its own folder and any lower layer):
-  common < config < ops < model < {data, dist, io} < eval < train < {sweep, convert} < cli
+  common < config < ops < model < {data, dist, io} < eval < train < finetune < {sweep, convert} < cli
 and ops/ never includes config/.
 src/cli and src/tools are the top. Prints each violation as file:line and exits 1.
 Usage: scripts/check_layers.py [SOURCE_ROOT]
@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-LAYERS = [["common"], ["config"], ["ops"], ["model"], ["data", "dist", "io"], ["eval"], ["train"],
+LAYERS = [["common"], ["config"], ["ops"], ["model"], ["data", "dist", "io"], ["eval"], ["train"], ["finetune"],
           ["sweep", "convert"]]
 RANK = {folder: i for i, peers in enumerate(LAYERS) for folder in peers}
 # Stricter than the order: the kernels know nothing of configs (callers pass plain values).

@@ -347,3 +347,13 @@ TEST(DatasetBadInput, EachProblemGetsItsError) {
   EXPECT_FALSE(roformer::path_exists(dir.file("x")));
   EXPECT_EQ(roformer::testing::read_file(ds + "/meta.json"), meta_text);  // untouched
 }
+
+// The one helper both output-directory checks (prepare-data --out, convert's output) use.
+TEST(Files, LastPathComponentIgnoresTrailingSlashes) {
+  EXPECT_EQ(last_path_component("runs/a/"), "a");
+  EXPECT_EQ(last_path_component("runs//b"), "b");
+  EXPECT_EQ(last_path_component("c"), "c");
+  EXPECT_EQ(last_path_component("/"), "");
+  EXPECT_EQ(last_path_component("///"), "");
+  EXPECT_EQ(last_path_component("x/.."), "..");
+}

@@ -39,6 +39,13 @@ void check_path_component(const std::string& name, const std::string& what) {
                     "' cannot name a directory: it must be non-empty, without '/', and not '.' or '..'");
 }
 
+std::string last_path_component(const std::string& path) {
+  std::string p = path;
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -21,6 +21,9 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // no '/', not '.' or '..' (a run or sweep name must never point outside its directory).
 void check_path_component(const std::string& name, const std::string& what);
 
+// The last component of a path, trailing slashes ignored: "runs/a/" -> "a", "/" -> "".
+std::string last_path_component(const std::string& path);
+
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);

@@ -54,10 +54,7 @@ torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
 // An output directory we may create: its last component names a directory (not '.', '..'),
 // and it is new or empty. Checked first, before any input is read.
 void check_output_directory(const std::string& out_dir) {
-  std::string last = out_dir;
-  while (last.size() > 1 && last.back() == '/') last.pop_back();
-  check_path_component(last.substr(last.find_last_of('/') == std::string::npos ? 0 : last.find_last_of('/') + 1),
-                       "output directory");
+  check_path_component(last_path_component(out_dir), "output directory");
   if (path_exists(out_dir) && (!is_directory(out_dir) || !std::filesystem::is_empty(out_dir)))
     throw UserError("output directory '" + out_dir + "' exists and is not an empty directory; choose a new one");
 }

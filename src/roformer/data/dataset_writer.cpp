@@ -111,9 +111,7 @@ bool is_inside(const std::string& child, const std::string& parent) {
 // directory holding an input, the working directory or one of its parents; --force replaces only
 // what this tool made (a directory with a meta.json) or an empty directory.
 void check_output_directory(const PrepareOptions& o) {
-  std::string last = o.out;
-  while (last.size() > 1 && last.back() == '/') last.pop_back();
-  last = last.substr(last.find_last_of('/') == std::string::npos ? 0 : last.find_last_of('/') + 1);
+  const std::string last = last_path_component(o.out);
   if (last.empty() || last == "." || last == "..")
     throw UserError("--out '" + o.out +
                     "' must name a dataset directory (not '.', '..' or '/'), e.g. --out data/mydata");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cmath>
 #include <random>
 
 #include "test_support.h"
@@ -115,5 +116,33 @@ TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
     const double a = fp32["results"][i]["ppl"].get<double>(), b = bf16["results"][i]["ppl"].get<double>();
     EXPECT_NEAR(b, a, 0.01 * a) << "length " << fp32["results"][i]["length"];
     EXPECT_GT(bf16["results"][i]["peak_mem_gib"].get<double>(), 0.0);  // device memory is reported on CUDA
+  }
+}
+
+// The relative families whose scores attention forms itself (Shaw, Transformer-XL, DeBERTa)
+// and xPos: on CUDA in fp32 (TF32 off, dropout off) the loss curve follows the CPU's, and under
+// bf16 autocast with CUDA graphs on the step is captured and the loss stays finite.
+TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  CudaFixture f;
+  for (const std::string kind : {"shaw", "transformer_xl", "deberta", "xpos"}) {
+    SCOPED_TRACE(kind);
+    const std::string family = "--set model.position.kind=" + kind +
+                               " --set model.hidden_dropout=0 --set model.attention_dropout=0 --set train.tf32=false";
+    const std::string cpu = f.dir.file(kind + "-cpu"), gpu = f.dir.file(kind + "-gpu"),
+                      bf16 = f.dir.file(kind + "-bf16");
+    auto r = run_command("'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + cpu + "' " + family);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = f.train(gpu, "fp32", family + " --set train.cuda_graphs=off");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto a = metric_records(cpu, "train"), b = metric_records(gpu, "train");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
+          << "step " << a[i]["step"];
+    r = f.train(bf16, "bf16", family + " --set train.cuda_graphs=on");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
+    for (const auto& m : metric_records(bf16, "train")) EXPECT_TRUE(std::isfinite(m["loss"].get<double>()));
   }
 }

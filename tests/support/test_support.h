@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "roformer/common/errors.h"
+
 namespace roformer::testing {
 
 // A fresh directory under $TMPDIR, removed with its contents when the object dies.
@@ -59,6 +61,17 @@ std::string make_word_dataset(const TempDir& dir, size_t chars = 40000);
 // 40 steps, checkpoints every 10, pinned to the CPU (train.device: cpu, dist.backend: gloo:
 // these tests check CPU semantics; GPU variants set train.device=cuda); returns its path.
 std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective = "mlm");
+
+// The UserError message f() throws, or "" when it throws none.
+template <class F>
+std::string user_error(F f) {
+  try {
+    f();
+  } catch (const roformer::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Absolute path of the built `roformer` binary and of the source tree (set by CMake).
 std::string roformer_binary();

@@ -16,22 +16,8 @@
 using namespace roformer;
 using namespace roformer::finetune;
 using roformer::testing::TempDir;
+using roformer::testing::user_error;
 using roformer::testing::write_file;
-
-namespace {
-
-// The UserError message of f(), or "" when it does not throw one.
-template <typename F>
-std::string user_error(F f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST(GlueMetrics, AccuracyAndF1) {
   // gold 1 1 0 0 1, predicted 1 0 1 0 1: TP 2, FP 1, FN 1 -> F1 = 4/6; 3 of 5 equal.

@@ -20,21 +20,8 @@
 
 using namespace roformer;
 using roformer::testing::TempDir;
+using roformer::testing::user_error;
 using roformer::testing::write_file;
-
-namespace {
-
-template <class F>
-std::string user_error(F f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST(CheckedMath, OverflowIsAUserErrorNamingTheQuantity) {
   EXPECT_EQ(checked_mul(int64_t{1} << 31, 4, "x"), int64_t{1} << 33);

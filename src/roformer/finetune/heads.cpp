@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "roformer/model/encoder.h"
+
 namespace roformer::finetune {
 
 ClassificationHeadImpl::ClassificationHeadImpl(int64_t hidden, int64_t num_labels, double dropout,
@@ -14,18 +16,7 @@ ClassificationHeadImpl::ClassificationHeadImpl(int64_t hidden, int64_t num_label
 
 torch::Tensor ClassificationHeadImpl::forward(const torch::Tensor& hidden) {
   torch::Tensor x = torch::dropout(hidden.select(1, 0), dropout_, is_training());  // the [CLS] token: [B, H]
-  x = at::linear(x, dense->weight, dense->bias);
-  switch (activation_) {
-    case config::Activation::gelu:
-      x = torch::gelu(x);
-      break;
-    case config::Activation::gelu_tanh:
-      x = torch::gelu(x, "tanh");
-      break;
-    case config::Activation::relu:
-      x = torch::relu(x);
-      break;
-  }
+  x = model::activate(at::linear(x, dense->weight, dense->bias), activation_);
   x = torch::dropout(x, dropout_, is_training());
   return at::linear(x, out_proj->weight, out_proj->bias);
 }

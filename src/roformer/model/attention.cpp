@@ -74,12 +74,12 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
 
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx) {
-  const int64_t S = q.size(2);
   torch::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, S, S]
   scores = scores + position_->score_term(q, k, ctx.positions, layer_).to(scores.scalar_type());
   if (ctx.mask.defined()) {
-    scores = scores + ctx.mask.to(scores.scalar_type());
-  } else if (ctx.causal) {
+    scores = scores + ctx.mask.to(scores.scalar_type());  // the encoder's: causal + padding, built once per pass
+  } else if (ctx.causal) {                                // a caller without the encoder's mask
+    const int64_t S = q.size(2);
     const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }

@@ -8,7 +8,7 @@
 #include <cmath>
 
 namespace roformer::model {
-namespace {
+namespace {}  // namespace
 
 torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
   switch (a) {
@@ -21,6 +21,8 @@ torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
   }
   return x;
 }
+
+namespace {
 
 // LayerNorm that keeps a bf16/fp16 input in its dtype. Under CUDA autocast at::layer_norm runs
 // in fp32 and returns fp32 (autocast's fp32 list): the residual stream would be fp32, costing a
@@ -42,11 +44,12 @@ torch::Tensor to_stream_dtype(const torch::Tensor& x) {
 }
 
 // Additive mask from the family's score bias, key padding and causality; undefined when none
-// applies (then SDPA runs its causal flag / unmasked fast path). A large finite negative value
-// keeps fully masked rows finite.
+// applies and SDPA runs (its causal flag / unmasked fast path). Families with score terms form
+// their scores themselves, so they always get the mask (`explicit_scores`), built once per pass
+// rather than once per layer. A large finite negative value keeps fully masked rows finite.
 torch::Tensor build_mask(const torch::Tensor& bias, const torch::Tensor& attention_mask, bool causal, int64_t S,
-                         const torch::Device& device) {
-  if (!bias.defined() && !attention_mask.defined()) return {};
+                         const torch::Device& device, bool explicit_scores) {
+  if (!bias.defined() && !attention_mask.defined() && !(explicit_scores && causal)) return {};
   constexpr double kMasked = -1e30;
   torch::Tensor mask = bias.defined() ? bias : torch::zeros({1, 1, S, S}, torch::dtype(torch::kFloat64).device(device));
   if (attention_mask.defined()) {
@@ -143,7 +146,8 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   ctx.positions = positions;
   ctx.causal = config_.objective == config::Objective::causal_lm;
   ctx.key_keep = in.attention_mask;
-  ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device);
+  ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device,
+                        position->has_score_terms());
   if (ctx.mask.defined()) {  // once in the dtype the scores have, not once per layer
     const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
     ctx.mask = ctx.mask.to(autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type());

@@ -18,6 +18,9 @@
 
 namespace roformer::model {
 
+// The FFN / head activation named by model.activation (also used by the fine-tuning heads).
+torch::Tensor activate(const torch::Tensor& x, config::Activation a);
+
 class EmbeddingsImpl : public torch::nn::Module {
  public:
   explicit EmbeddingsImpl(const config::ModelConfig& config);

@@ -30,15 +30,18 @@ XposImpl::XposImpl(const config::RopeConfig& rope, const config::XposConfig& xpo
 void XposImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   RopeImpl::rotate(q, k, v, positions);
   const int64_t rotary_dim = config().resolved_rotary_dim(head_dim_);
+  // [2, .., S, D]: the query scale and its reciprocal for the keys, formed in double and cast
+  // once to q's dtype (cached per length for shared positions, so a layer pays two multiplies).
   auto build = [&] {
     const torch::Tensor centred = positions - positions.size(-1) / 2;
-    return xpos_scale(centred, xpos_, config().pairing, rotary_dim, head_dim_);
+    const torch::Tensor s = xpos_scale(centred, xpos_, config().pairing, rotary_dim, head_dim_);
+    return torch::stack({s, s.reciprocal()}).to(q.scalar_type());
   };
-  const torch::Tensor scale =
-      positions.dim() == 2 ? build().unsqueeze(1)                                                        // [B, 1, S, D]
-                           : scale_.get(positions.device(), positions.size(0), torch::kFloat64, build);  // [S, D]
-  q = q * scale.to(q.scalar_type());
-  k = k * scale.reciprocal().to(k.scalar_type());
+  const torch::Tensor scales = positions.dim() == 2
+                                   ? build().unsqueeze(2)  // [2, B, 1, S, D]
+                                   : scale_.get(positions.device(), positions.size(0), q.scalar_type(), build);
+  q = q * scales[0];
+  k = k * scales[1];
 }
 
 }  // namespace roformer::model

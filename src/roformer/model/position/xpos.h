@@ -26,7 +26,7 @@ class XposImpl : public RopeImpl {
  private:
   config::XposConfig xpos_;
   int64_t head_dim_;
-  TableCache scale_;  // float64 [S, head_dim] for shared positions
+  TableCache scale_;  // [2, S, head_dim] in q's dtype for shared positions: q's scale, then k's
 };
 
 }  // namespace roformer::model

@@ -45,6 +45,25 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
   return cmd;
 }
 
+CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "finetune", "Fine-tune a pretrained checkpoint on a task (GLUE classification/regression, triplet ranking)");
+  cmd->add_option("checkpoint", a.checkpoint, "pretrained checkpoint directory (RUN/checkpoints/step_N)")
+      ->required()
+      ->check(non_empty());
+  cmd->add_option("task", a.task, "task YAML (finetune.* and train.* keys; see configs/finetune/)")
+      ->required()
+      ->check(non_empty());
+  cmd->add_option("--set", a.overrides, "override a config key: --set finetune.epochs=2 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--run-dir", a.run_dir, "run directory (default runs/<name in the task file>)")->check(non_empty());
+  cmd->add_option("--resume", a.resume,
+                  "auto: continue from the newest complete checkpoint of the run directory "
+                  "(or start fresh if none); or a checkpoint directory")
+      ->check(non_empty());
+  return cmd;
+}
+
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint at several sequence lengths (extrapolation)");
   cmd->add_option("checkpoint", a.checkpoint, "checkpoint directory (RUN/checkpoints/step_N)")

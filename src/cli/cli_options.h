@@ -15,6 +15,11 @@ struct TrainArgs {
   std::vector<std::string> overrides;
 };
 
+struct FinetuneArgs {
+  std::string checkpoint, task, run_dir, resume;
+  std::vector<std::string> overrides;
+};
+
 struct EvalArgs {
   std::string checkpoint, lengths, protocol, split, out;
   int64_t stride = -1;
@@ -45,6 +50,7 @@ struct ForwardArgs {
 };
 
 CLI::App* declare_train(CLI::App& app, TrainArgs& a);
+CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a);
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a);
 CLI::App* declare_sweep(CLI::App& app, SweepArgs& a);
 // `config check` and `config schema` under `config`; returns {check, schema}.

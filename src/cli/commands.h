@@ -10,6 +10,7 @@ void add_version_command(CLI::App& app, int& exit_code);
 void add_config_command(CLI::App& app, int& exit_code);
 void add_prepare_data_command(CLI::App& app, int& exit_code);
 void add_train_command(CLI::App& app, int& exit_code);
+void add_finetune_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
 void add_sweep_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   cli::add_config_command(app, exit_code);
   cli::add_prepare_data_command(app, exit_code);
   cli::add_train_command(app, exit_code);
+  cli::add_finetune_command(app, exit_code);
   cli::add_eval_command(app, exit_code);
   cli::add_sweep_command(app, exit_code);
   cli::add_convert_command(app, exit_code);

@@ -199,6 +199,32 @@ struct EvalConfig {
   void visit(FieldVisitor& v);
 };
 
+// `roformer finetune CHECKPOINT TASK.yaml`: the task on top of a pretrained encoder. The
+// optimiser and loop settings are train.* (train.steps and train.warmup_steps are derived
+// from epochs and warmup_ratio); the model is the checkpoint's.
+enum class FinetuneTask { none, glue, triplets };
+enum class TripletLossKind { softmax, margin };
+enum class TripletEncoder { cross, bi };
+
+struct FinetuneConfig {
+  FinetuneTask task = FinetuneTask::none;
+  std::string glue_task = "sst2";  // glue: cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli
+  std::string data_dir;            // glue: train.tsv, dev.tsv (mnli: dev_matched.tsv); triplets: train/dev(/test).jsonl
+  int64_t max_length = 512;        // tokens per model input, [CLS] and [SEP] included
+  int64_t epochs = 3;
+  double warmup_ratio = 0.1;  // of all fine-tuning steps
+  int64_t eval_batch_size = 32;
+  double classifier_dropout = 0.1;
+  std::string tokenizer = "auto";                          // auto: the tokenizer of the checkpoint's dataset; byte
+  TripletEncoder triplet_encoder = TripletEncoder::cross;  // cross: head on [CLS] A [SEP] X; bi: cosine of mean states
+  double triplet_scale = 10.0;                             // bi: score = scale * cos(mean h(A), mean h(X))
+  TripletLossKind triplet_loss = TripletLossKind::softmax;
+  double triplet_margin = 1.0;
+  int64_t max_train_examples = 0;  // 0: all (a prefix otherwise, for quick runs)
+  bool skip_malformed = false;     // glue: skip rows with the wrong column count (QQP/MNLI have a few)
+  void visit(FieldVisitor& v);
+};
+
 struct Config {
   std::string name = "run";
   std::string log_level = "info";
@@ -207,6 +233,7 @@ struct Config {
   TrainConfig train;
   DistConfig dist;
   EvalConfig eval;
+  FinetuneConfig finetune;
   void visit(FieldVisitor& v);
 };
 
@@ -215,5 +242,6 @@ const EnumNames<PositionKind>& position_kind_names();
 const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
 const EnumNames<Objective>& objective_names();
 const EnumNames<EvalProtocol>& eval_protocol_names();
+const EnumNames<FinetuneTask>& finetune_task_names();
 
 }  // namespace roformer::config

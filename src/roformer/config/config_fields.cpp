@@ -228,6 +228,38 @@ void EvalConfig::visit(FieldVisitor& v) {
              "auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 (CUDA only; the CPU runs fp32)");
 }
 
+const EnumNames<FinetuneTask>& finetune_task_names() {
+  static const EnumNames<FinetuneTask> names{
+      {{FinetuneTask::none, "none"}, {FinetuneTask::glue, "glue"}, {FinetuneTask::triplets, "triplets"}}};
+  return names;
+}
+
+void FinetuneConfig::visit(FieldVisitor& v) {
+  enum_field(v, "task", task, finetune_task_names(),
+             "none (pretraining), glue (GLUE TSV) or triplets (A/B/C JSONL: is B or C closer to A?)");
+  v.choice("glue_task", glue_task, {"cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"},
+           "the GLUE task (its columns, labels and metrics)");
+  v.field("data_dir", data_dir, "task data: train.tsv and dev.tsv (GLUE) or train.jsonl and dev.jsonl (triplets)");
+  v.field("max_length", max_length, at_least(int64_t{4}), "tokens per model input, [CLS] and [SEP] included");
+  v.field("epochs", epochs, at_least(int64_t{1}), "passes over the training split");
+  v.field("warmup_ratio", warmup_ratio, between(0.0, 1.0), "linear warm-up over this fraction of the steps");
+  v.field("eval_batch_size", eval_batch_size, at_least(int64_t{1}), "inputs per evaluation forward pass");
+  v.field("classifier_dropout", classifier_dropout, between(0.0, 0.9), "dropout of the classification head");
+  v.choice("tokenizer", tokenizer, {"auto", "byte"},
+           "auto: the checkpoint's dataset tokenizer; byte: the byte tokenizer");
+  static const EnumNames<TripletEncoder> encoders{{{TripletEncoder::cross, "cross"}, {TripletEncoder::bi, "bi"}}};
+  enum_field(v, "triplet_encoder", triplet_encoder, encoders,
+             "cross: the head scores [CLS] A [SEP] X [SEP]; bi: A and X encoded apart, scale * cosine of mean states");
+  v.field("triplet_scale", triplet_scale, at_least(0.0), "bi: the cosine's scale (a softmax temperature)");
+  static const EnumNames<TripletLossKind> losses{
+      {{TripletLossKind::softmax, "softmax"}, {TripletLossKind::margin, "margin"}}};
+  enum_field(v, "triplet_loss", triplet_loss, losses,
+             "softmax over s(A,B), s(A,C) or margin ranking max(0, m - (s_closer - s_other))");
+  v.field("triplet_margin", triplet_margin, at_least(0.0), "margin m of the margin ranking loss");
+  v.field("max_train_examples", max_train_examples, at_least(int64_t{0}), "use the first N examples; 0 = all");
+  v.field("skip_malformed", skip_malformed, "GLUE: skip rows with the wrong column count instead of refusing");
+}
+
 void Config::visit(FieldVisitor& v) {
   v.field("name", name, "run name");
   v.choice("log_level", log_level, {"trace", "debug", "info", "warn", "error"}, "console log level");
@@ -241,6 +273,8 @@ void Config::visit(FieldVisitor& v) {
       "dist", [this](FieldVisitor& s) { dist.visit(s); }, "data parallel");
   v.section(
       "eval", [this](FieldVisitor& s) { eval.visit(s); }, "length-extrapolation evaluation");
+  v.section(
+      "finetune", [this](FieldVisitor& s) { finetune.visit(s); }, "fine-tuning task (roformer finetune)");
 }
 
 }  // namespace roformer::config

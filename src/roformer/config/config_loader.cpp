@@ -342,6 +342,11 @@ YAML::Node override_node(const std::string& spec) {
 
 }  // namespace
 
+void apply_config_file(LoadedConfig& loaded, const std::string& path) {
+  std::vector<fs::path> stack;
+  apply_file(loaded, path, stack);
+}
+
 void apply_yaml_text(LoadedConfig& loaded, const std::string& text, const std::string& label) {
   apply_layer(loaded, parse_yaml(text, label), Source{label, true}, false);
 }

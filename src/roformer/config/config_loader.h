@@ -32,6 +32,10 @@ LoadedConfig load_overrides(const std::vector<std::string>& overrides);
 // config), re-validating and re-resolving it.
 void apply_overrides(LoadedConfig& loaded, const std::vector<std::string>& overrides);
 
+// Applies a config file (following its `base:` links) onto `loaded`, as a file layer; not
+// validated (apply_overrides validates).
+void apply_config_file(LoadedConfig& loaded, const std::string& path);
+
 // Parses a YAML text (label names it in errors) onto `loaded`, as a file layer.
 void apply_yaml_text(LoadedConfig& loaded, const std::string& text, const std::string& label);
 

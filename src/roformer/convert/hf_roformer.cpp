@@ -19,6 +19,7 @@
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/convert/hf_config.h"
+#include "roformer/finetune/task_model.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
@@ -230,6 +231,48 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   return {arch, static_cast<int64_t>(ordered.size()), notes};
 }
 
+namespace {
+
+// An MLM or causal-LM checkpoint's tensors under Hugging Face names (the LM head keeps `cls.`).
+Named encoder_tensors(const config::ModelConfig& m, const std::string& checkpoint_dir) {
+  model::EncoderModel model = model::build_model(m, 0);
+  io::load_model_weights(checkpoint_dir, *model);
+  Named tensors;
+  for (const auto& p : model->named_parameters()) {
+    const std::string& n = p.key();
+    tensors.emplace_back(n.rfind("cls.", 0) == 0 ? n : "roformer." + n, p.value().detach().to(torch::kFloat32));
+  }
+  return tensors;
+}
+
+// A fine-tuned checkpoint's tensors: already `roformer.*` and `classifier.*`; the unused
+// pretraining LM head (roformer.cls.*) has no place in RoFormerForSequenceClassification.
+Named classifier_tensors(const config::Config& cfg, const std::string& checkpoint_dir) {
+  finetune::TaskModel model(cfg.model, finetune::task_spec(cfg.finetune), 0.0, 0);
+  io::load_model_weights(checkpoint_dir, *model);
+  Named tensors;
+  for (const auto& p : model->named_parameters())
+    if (p.key().rfind("roformer.cls.", 0) != 0) tensors.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
+  return tensors;
+}
+
+// num_labels (through id2label), the label names and the loss transformers would train with.
+void add_classifier_fields(json& hf, const finetune::TaskSpec& spec) {
+  json id2label = json::object(), label2id = json::object();
+  for (int64_t i = 0; i < spec.num_labels; ++i) {
+    const std::string name = spec.labels.empty() ? (spec.head == finetune::HeadKind::triplet ? "SCORE" : "LABEL_0")
+                                                 : spec.labels[static_cast<size_t>(i)];
+    id2label[std::to_string(i)] = name;
+    label2id[name] = i;
+  }
+  hf["id2label"] = id2label;
+  hf["label2id"] = label2id;
+  hf["problem_type"] = spec.head == finetune::HeadKind::classification ? "single_label_classification" : "regression";
+  hf["finetuning_task"] = spec.name;
+}
+
+}  // namespace
+
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir) {
   const config::Config cfg = io::checkpoint_config(checkpoint_dir);
   const config::ModelConfig& m = cfg.model;
@@ -253,20 +296,26 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
 
   model::check_fits_device(model::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
                            "nothing here: it is the source's size; convert on a machine with more memory");
-  model::EncoderModel model = model::build_model(m, 0);
-  io::load_model_weights(checkpoint_dir, *model);
   const bool causal = m.objective == config::Objective::causal_lm;
-  const std::string arch = causal ? "RoFormerForCausalLM" : "RoFormerForMaskedLM";
+  const bool classifier = cfg.finetune.task != config::FinetuneTask::none;
+  if (classifier && finetune::task_spec(cfg.finetune).bi_encoder)
+    refuse(
+        "it is a triplet bi-encoder (cosine of mean states, no classification head); RoFormerModel holds its "
+        "encoder: convert the pretrained checkpoint instead");
+  if (classifier && causal)
+    refuse(
+        "it was fine-tuned from a causal encoder, whose head reads the last token; "
+        "RoFormerForSequenceClassification reads [CLS]");
+  const std::string arch = classifier ? "RoFormerForSequenceClassification"
+                           : causal   ? "RoFormerForCausalLM"
+                                      : "RoFormerForMaskedLM";
   int64_t max_positions = std::max<int64_t>(1536, cfg.data.seq_len);
   for (int64_t l : cfg.eval.lengths) max_positions = std::max(max_positions, l);
+  max_positions = std::max(max_positions, cfg.finetune.max_length);
 
-  Named tensors;
   bool has_types = false;
-  for (const auto& p : model->named_parameters()) {
-    const std::string& n = p.key();
-    has_types |= n == "embeddings.token_type_embeddings.weight";
-    tensors.emplace_back(n.rfind("cls.", 0) == 0 ? n : "roformer." + n, p.value().detach().to(torch::kFloat32));
-  }
+  Named tensors = classifier ? classifier_tensors(cfg, checkpoint_dir) : encoder_tensors(m, checkpoint_dir);
+  for (const auto& [n, t] : tensors) has_types |= n == "roformer.embeddings.token_type_embeddings.weight";
   if (!has_types)  // RoFormer always adds a token-type embedding: one zero row adds nothing
     tensors.emplace_back("roformer.embeddings.token_type_embeddings.weight", torch::zeros({1, m.embed_dim()}));
   tensors.emplace_back("roformer.encoder.embed_positions.weight", rotary_table(max_positions, m.head_dim()));
@@ -291,6 +340,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
              {"is_decoder", causal},
              {"tie_word_embeddings", true},
              {"dtype", "float32"}};
+  if (classifier) add_classifier_fields(hf, finetune::task_spec(cfg.finetune));
   write_directory(out_dir, [&](const std::string& tmp) {
     write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
     write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");

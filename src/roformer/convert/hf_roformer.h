@@ -18,7 +18,8 @@ struct ConversionSummary {
 // `roformer eval` and `roformer forward`).
 ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir);
 
-// A checkpoint directory (RoPE, interleaved pairs, base 10000, whole head, post-LN) -> OUT_DIR
+// A checkpoint directory (RoPE, interleaved pairs, base 10000, whole head, post-LN; pretrained,
+// or fine-tuned by `roformer finetune` -> RoFormerForSequenceClassification) -> OUT_DIR
 // with config.json and model.safetensors for transformers' from_pretrained.
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir);
 

@@ -15,9 +15,9 @@ namespace {
 
 using model::AutocastGuard;
 
-std::vector<torch::Tensor> defined_grads(model::EncoderModel& model) {
+std::vector<torch::Tensor> defined_grads(torch::nn::Module& module) {
   std::vector<torch::Tensor> grads;
-  for (const auto& p : model->parameters())
+  for (const auto& p : module.parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
   return grads;
 }
@@ -31,9 +31,9 @@ double global_scored(const DataParallel& dp, double local, const torch::Device& 
 
 }  // namespace
 
-std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& t) {
+std::unique_ptr<FusedAdamW> make_optimizer(torch::nn::Module& module, const config::TrainConfig& t) {
   std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
+  for (auto& p : module.named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
   auto options = [&](double wd) {
     return std::make_unique<torch::optim::AdamWOptions>(
         torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).eps(t.eps).weight_decay(wd));
@@ -58,8 +58,8 @@ torch::Tensor norm_of(const std::vector<torch::Tensor>& grads) {
 
 }  // namespace
 
-torch::Tensor gradient_norm(model::EncoderModel& model) {
-  return norm_of(defined_grads(model));
+torch::Tensor gradient_norm(torch::nn::Module& module) {
+  return norm_of(defined_grads(module));
 }
 
 NonFiniteWatch::NonFiniteWatch(const torch::Device& device)
@@ -142,9 +142,14 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
     r.loss = l[0];
     r.any_stop = l[1].item<double>() > 0;
   }
+  return update_from_gradients(*model, optimizer, std::move(r), grad_clip);
+}
+
+StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, StepResult r,
+                                 double grad_clip) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads = defined_grads(model);
-  r.grad_norm = norm_of(grads).to(scored.device());
+  std::vector<torch::Tensor> grads = defined_grads(module);
+  r.grad_norm = norm_of(grads).to(r.loss.device());
   r.found_inf = torch::logical_not(torch::isfinite(r.loss) & torch::isfinite(r.grad_norm)).to(torch::kFloat32);
   if (grad_clip > 0 && !grads.empty())  // scale by min(1, clip / norm) on the device
     at::_foreach_mul_(grads, (grad_clip / (r.grad_norm + 1e-6)).clamp_max(1.0).to(grads.front().scalar_type()));

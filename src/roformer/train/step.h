@@ -17,7 +17,10 @@
 namespace roformer::train {
 
 // AdamW with two groups: weight decay for parameters with >= 2 dimensions, none otherwise.
-std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& train);
+std::unique_ptr<FusedAdamW> make_optimizer(torch::nn::Module& module, const config::TrainConfig& train);
+inline std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, const config::TrainConfig& train) {
+  return make_optimizer(*model, train);
+}
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 
@@ -82,8 +85,17 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
                        const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
                        bool autocast, const DataParallel* dp = nullptr);
 
+// The end of every step, once the gradients are in place and r.loss holds the step's loss:
+// the global gradient norm, clipping and the update, skipped on the device when the loss or
+// the norm is non-finite (r.found_inf). Fine-tuning steps share it with device_step.
+StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, StepResult r,
+                                 double grad_clip);
+
 // Global L2 norm of all gradients: float64 [] on the gradients' device (no host sync).
-torch::Tensor gradient_norm(model::EncoderModel& model);
+torch::Tensor gradient_norm(torch::nn::Module& module);
+inline torch::Tensor gradient_norm(model::EncoderModel& model) {
+  return gradient_norm(*model);
+}
 
 // A CPU tensor on `device` without blocking the host (pinned staging on CUDA).
 torch::Tensor to_device_async(const torch::Tensor& cpu, const torch::Device& device);

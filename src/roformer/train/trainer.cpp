@@ -7,7 +7,6 @@
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +36,7 @@
 #include "roformer/train/metrics.h"
 #include "roformer/train/mfu.h"
 #include "roformer/train/profiler.h"
+#include "roformer/train/run_directory.h"
 #include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 
@@ -63,40 +63,6 @@ void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::Ev
   const size_t nb = r.bucket_loss_sum.size();
   for (size_t i = 0; i < nb; ++i) r.bucket_loss_sum[i] = d[3 + i];
   for (size_t i = 0; i < nb; ++i) r.bucket_tokens[i] = static_cast<int64_t>(d[3 + nb + i]);
-}
-
-// Fails before any training if the run directory cannot be created or written.
-void check_writable(const std::string& dir) {
-  make_directories(dir);
-  const std::string probe = dir + "/.write_probe." + std::to_string(::getpid());
-  write_file_atomic(probe, "ok");
-  ::unlink(probe.c_str());
-}
-
-// The run directory as the run will use it, checked before anything is written: what exists
-// has the kind the run writes (a checkpoints directory, regular log and metrics files), and
-// checkpoints that are all incomplete are never silently restarted over.
-void check_run_directory(const std::string& run_dir, const std::string& resume) {
-  if (!path_exists(run_dir)) return;
-  if (!is_directory(run_dir))
-    throw UserError("--run-dir '" + run_dir + "' exists and is not a directory; name a directory");
-  const std::string ckpts = run_dir + "/checkpoints";
-  if (path_exists(ckpts) && !is_directory(ckpts))
-    throw UserError("'" + ckpts + "' exists and is not a directory, so no checkpoint can be saved; move it away " +
-                    "or use another --run-dir");
-  for (const char* f : {"metrics.jsonl", "train.log", "config.yaml"}) {
-    const std::string path = run_dir + "/" + f;
-    if (path_exists(path) && !is_regular_file(path))
-      throw UserError("'" + path + "' exists and is not a regular file; move it away or use another --run-dir");
-  }
-  if (!is_directory(ckpts)) return;
-  check_writable(ckpts);
-  const std::vector<std::string> started = io::checkpoint_dirs(run_dir);
-  if (started.empty() || !io::list_checkpoints(run_dir).empty() || (!resume.empty() && resume != "auto")) return;
-  throw UserError("run directory '" + run_dir + "' has only incomplete checkpoints (" + started.front() +
-                  (started.size() > 1 ? " and " + std::to_string(started.size() - 1) + " more" : std::string()) +
-                  "): nothing to resume from, and starting over would overwrite its metrics; " +
-                  "use a new --run-dir, or delete the checkpoints directory to start this run again");
 }
 
 // The CUDA-graph step when train.cuda_graphs allows it (auto: on for a single-process CUDA
@@ -206,20 +172,8 @@ void Trainer::check_inputs() {
                     "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
   const std::string& run_dir = result_.run_dir;
   check_run_directory(run_dir, opts_.resume);
-  if (opts_.resume == "auto") {
-    if (auto latest = io::latest_checkpoint(run_dir)) resume_dir_ = latest->dir;
-  } else if (!opts_.resume.empty()) {
-    resume_dir_ = opts_.resume;
-  } else if (!io::checkpoint_dirs(run_dir).empty()) {
-    throw UserError("run directory '" + run_dir +
-                    "' already has checkpoints; pass --resume auto to continue it or "
-                    "--run-dir NEW to start another run");
-  }
+  resume_dir_ = resume_target(run_dir, opts_.resume);
   if (resume_dir_.empty()) return;
-  if (!io::is_complete_checkpoint(resume_dir_))
-    throw UserError("'" + resume_dir_ +
-                    "' is not a complete checkpoint (missing model.safetensors, trainer.pt, "
-                    "config.yaml or meta.json); pass --resume auto to take the newest complete one");
   io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
 }
 

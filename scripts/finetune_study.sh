@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The long-text matching study (issue 19; RoFormer's Table 5 question): fine-tune the MLM
+# checkpoints of the reproduction sweep on Linux-documentation triplets at truncation 512 and
+# 1024, for each position family and pretraining seed, then write the report.
+#   Prerequisites: roformer sweep configs/ablation/reproduction.yaml --out sweeps/reproduction
+#                  (the *-mlm-seed* runs; about 66 min for all 60 runs)
+#   Usage: scripts/finetune_study.sh [OUT] (default sweeps/finetune-triplets); FAMILIES, LENGTHS,
+#          SEEDS in the environment narrow it. Completed runs (results.json present) are skipped.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-sweeps/finetune-triplets}"
+bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
+pretrained="${PRETRAINED:-sweeps/reproduction/runs}"
+families="${FAMILIES:-rope learned t5_bias sinusoidal}"
+lengths="${LENGTHS:-512 1024}"
+seeds="${SEEDS:-1234 1235 1236}"
+data="${DATA:-data/tasks/doc-triplets-study}"
+[ -x "$bin" ] || { echo "finetune_study: $bin is not built (cmake --build --preset release)" >&2; exit 2; }
+if [ ! -f "$data/stats.json" ]; then
+  python3 "$here/scripts/make_doc_triplets.py" --out "$data" --seed 1 --train 400 --dev 200 --test 400 >/dev/null
+fi
+mkdir -p "$out/runs"
+for family in $families; do
+  for seed in $seeds; do
+    ckpt="$pretrained/$family-mlm-seed$seed/checkpoints/step_900"
+    [ -d "$ckpt" ] || { echo "finetune_study: no checkpoint $ckpt; run the reproduction sweep first" >&2; exit 2; }
+    for len in $lengths; do
+      run="$out/runs/$family-L$len-seed$seed"
+      [ -f "$run/results.json" ] && continue
+      rm -rf "$run"
+      echo "[study] $family L=$len seed=$seed"
+      "$bin" finetune "$ckpt" "$here/configs/finetune/doc_triplets_study.yaml" --run-dir "$run" \
+        --set "finetune.data_dir=$data" --set "finetune.max_length=$len" --set "train.seed=$seed" \
+        > "$out/runs/$family-L$len-seed$seed.log" 2>&1
+    done
+  done
+done
+python3 "$here/scripts/finetune_report.py" "$out"

@@ -1,0 +1,480 @@
+// The fine-tuning loop (see finetuner.h) as a Finetuner of named phases, like the pretraining
+// Trainer: check_inputs, setup_device, build, restore, open_run_dir, then per step: step,
+// log, and at each epoch's end evaluate and checkpoint. Step s of the run trains on the
+// examples [b*B, (b+1)*B) of epoch e's permutation (e = s / steps_per_epoch, b = s mod it),
+// a pure function of (seed, e), so a resumed run is identical to an uninterrupted one.
+#include "roformer/finetune/finetuner.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "roformer/common/build_info.h"
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/common/log.h"
+#include "roformer/common/progress.h"
+#include "roformer/common/strings.h"
+#include "roformer/data/counter_rng.h"
+#include "roformer/data/dataset_meta.h"
+#include "roformer/dist/process_group.h"
+#include "roformer/dist/reducer.h"
+#include "roformer/finetune/task_eval.h"
+#include "roformer/io/checkpoint.h"
+#include "roformer/model/autocast.h"
+#include "roformer/model/device.h"
+#include "roformer/model/memory_estimate.h"
+#include "roformer/train/device_setup.h"
+#include "roformer/train/lr_schedule.h"
+#include "roformer/train/metrics.h"
+#include "roformer/train/run_directory.h"
+#include "roformer/train/signals.h"
+#include "roformer/train/step.h"
+#include "roformer/train/trainer.h"
+
+namespace roformer::finetune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// The tokenizer the checkpoint was pretrained with: finetune.tokenizer, or (auto) the one its
+// dataset's meta.json names. Only the byte tokenizer can run in this process (SentencePiece
+// and LibTorch must not share one: see data/tokenizer.h).
+std::unique_ptr<data::Tokenizer> task_tokenizer(const config::Config& cfg, const std::string& checkpoint) {
+  std::string name = cfg.finetune.tokenizer;
+  if (name == "auto") {
+    const std::string& path = cfg.data.path;
+    if (path.empty() || !path_exists(path + "/meta.json"))
+      throw UserError("finetune.tokenizer=auto reads the tokenizer from the pretraining dataset, but the checkpoint's "
+                      "data.path '" + path + "' has no meta.json here; set finetune.tokenizer=byte if '" +
+                      checkpoint + "' was pretrained on byte-tokenised data");
+    name = data::read_dataset_meta(path, /*verify_checksums=*/false).tokenizer;
+  }
+  if (name != "byte")
+    throw UserError("the checkpoint '" + checkpoint + "' was pretrained with the " + name +
+                    " tokenizer, which this process cannot run (SentencePiece and LibTorch clash); fine-tuning "
+                    "reads text with the byte tokenizer: fine-tune a byte-level checkpoint");
+  auto tok = std::make_unique<data::ByteTokenizer>();
+  if (tok->vocab_size() > cfg.model.vocab_size)
+    throw UserError("the byte tokenizer has " + std::to_string(tok->vocab_size()) + " ids but the checkpoint's " +
+                    "model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
+                    ": it was not pretrained with the byte tokenizer; set finetune.tokenizer to its tokenizer");
+  return tok;
+}
+
+// Examples of epoch `epoch` in training order: a permutation drawn from (seed, epoch).
+std::vector<size_t> epoch_order(size_t n, uint64_t seed, int64_t epoch) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(data::hash_counters(seed, {0xF17EULL, static_cast<uint64_t>(epoch)}));
+  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[rng() % i]);  // Fisher-Yates, portable
+  return order;
+}
+
+std::string significant(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string metric_line(const std::map<std::string, double>& m) {
+  std::string s;
+  for (const auto& [k, v] : m) s += (s.empty() ? "" : ", ") + k + " " + shortest_double(std::round(v * 1e4) / 1e4);
+  return s;
+}
+
+class Finetuner {
+ public:
+  Finetuner(const config::LoadedConfig& loaded, const FinetuneOptions& o)
+      : cfg_(loaded.config), f_(cfg_.finetune), opts_(o), env_(o.env), rank0_(env_.rank == 0) {
+    result_.run_dir = o.run_dir.empty() ? "runs/" + cfg_.name : o.run_dir;
+  }
+  FinetuneResult run();
+
+ private:
+  void check_inputs();
+  void setup_device();
+  void build();
+  void restore();
+  void open_run_dir();
+  train::StepResult step(double lr);
+  void log_step(const train::StepResult& r, double lr);
+  void evaluate_epoch(int64_t epoch, double train_loss);
+  void checkpoint();
+  void write_predictions();
+  void write_results();
+  FinetuneResult finish(int code);
+
+  config::Config cfg_;  // a copy: train.steps and warmup_steps are derived here
+  const config::FinetuneConfig& f_;
+  const FinetuneOptions& opts_;
+  const dist::DistEnv& env_;
+  const bool rank0_;
+  FinetuneResult result_;
+  TaskSpec spec_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  int64_t pad_id_ = 0, steps_per_epoch_ = 0;
+  TaskSplit train_, dev_, test_;
+  bool has_test_ = false;
+  std::string resume_dir_, git_rev_;
+  torch::Device device_{torch::kCPU};
+  bool autocast_ = false;
+  std::unique_ptr<dist::ProcessGroup> group_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  TaskModel model_{nullptr};
+  std::unique_ptr<train::FusedAdamW> optimizer_;
+  std::unique_ptr<train::NonFiniteWatch> watch_;
+  io::TrainerState state_;
+  train::MetricsWriter metrics_;
+  std::unique_ptr<Progress> progress_;
+  Clock::time_point window_start_;
+  int64_t window_tokens_ = 0;
+  torch::Tensor epoch_loss_;  // float64 [] on the device: the sum of this epoch's step losses (this session)
+  int64_t epoch_steps_ = 0;
+  TaskScores last_dev_;  // the latest dev evaluation, reused for the predictions file at the end
+  int64_t last_dev_step_ = -1;
+  bool stopping_ = false;
+};
+
+void Finetuner::check_inputs() {
+  const config::TrainConfig& t = cfg_.train;
+  const int world = env_.world_size;
+  if (t.batch_size % (world * t.grad_accum) != 0)
+    throw UserError("train.batch_size=" + std::to_string(t.batch_size) + " must split evenly over " +
+                    std::to_string(world) + " rank(s) x train.grad_accum=" + std::to_string(t.grad_accum) +
+                    "; choose a multiple of " + std::to_string(world * t.grad_accum));
+  spec_ = task_spec(f_);
+  if (cfg_.model.position.kind == config::PositionKind::learned && f_.max_length > cfg_.model.position.max_positions)
+    throw UserError("finetune.max_length=" + std::to_string(f_.max_length) + " exceeds the learned position table (" +
+                    "model.position.max_positions=" + std::to_string(cfg_.model.position.max_positions) +
+                    " in the checkpoint); a learned absolute encoding has no position beyond it: lower "
+                    "finetune.max_length");
+  tokenizer_ = task_tokenizer(cfg_, opts_.checkpoint);
+  pad_id_ = tokenizer_->special_ids().at("[PAD]");
+  train_ = load_split(f_, split_path(f_, "train", true), *tokenizer_, f_.max_train_examples);
+  dev_ = load_split(f_, split_path(f_, "dev", true), *tokenizer_);
+  const std::string test_path = f_.task == config::FinetuneTask::triplets ? split_path(f_, "test", false) : "";
+  if (!test_path.empty()) {
+    test_ = load_split(f_, test_path, *tokenizer_);
+    has_test_ = true;
+  }
+  // Data parallel needs whole global batches on every step; one process keeps the short last batch.
+  const auto n = static_cast<int64_t>(train_.examples.size());
+  steps_per_epoch_ = world > 1 ? n / t.batch_size : (n + t.batch_size - 1) / t.batch_size;
+  if (steps_per_epoch_ == 0)
+    throw UserError("the training split has " + std::to_string(n) + " examples, fewer than one global batch of " +
+                    std::to_string(t.batch_size) + " over " + std::to_string(world) + " ranks; lower train.batch_size");
+  cfg_.train.steps = steps_per_epoch_ * f_.epochs;
+  cfg_.train.warmup_steps = static_cast<int64_t>(std::llround(f_.warmup_ratio * static_cast<double>(cfg_.train.steps)));
+  train::check_run_directory(result_.run_dir, opts_.resume);
+  resume_dir_ = train::resume_target(result_.run_dir, opts_.resume);
+  if (!resume_dir_.empty()) io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
+}
+
+void Finetuner::setup_device() {
+  const int threads = model::apply_threads(cfg_.train.threads, env_.local_world_size);
+  device_ = model::pick_device(cfg_.train.device, env_.local_rank, /*strict=*/true);
+  autocast_ = device_.is_cuda() && cfg_.train.precision != config::Precision::fp32;
+  const std::string switches = train::apply_cuda_switches(cfg_.train, device_);
+  if (env_.distributed()) {
+    dist::ProcessGroupOptions po;
+    po.engine = train::pick_engine(cfg_.dist, device_);
+    po.timeout = std::chrono::seconds(cfg_.dist.timeout_s);
+    po.cuda_device = device_.is_cuda() ? device_.index() : 0;
+    log::info("data parallel: ", env_.describe());
+    group_ = std::make_unique<dist::ProcessGroup>(env_, po);
+    resume_dir_ = group_->share_from_rank0("resume_dir", resume_dir_);
+  }
+  log::info("device ", device_.str(), ", ", threads, " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32",
+            switches.empty() ? "" : ", " + switches);
+}
+
+void Finetuner::build() {
+  const config::TrainConfig& t = cfg_.train;
+  const int64_t rows = t.batch_size / env_.world_size / t.grad_accum *
+                       (spec_.head != HeadKind::triplet ? 1 : spec_.bi_encoder ? 3 : 2);
+  model::check_fits_device(model::estimate_memory(cfg_.model, rows, f_.max_length, true, autocast_), device_,
+                           "fine-tuning this model", "train.batch_size (raise train.grad_accum) or finetune.max_length");
+  model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));
+  if (resume_dir_.empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
+  model_->to(device_);
+  optimizer_ = train::make_optimizer(*model_, t);
+  log::info("task ", spec_.name, ": ", train_.examples.size(), " training examples (", train_.truncated,
+            " inputs truncated to ", f_.max_length, " tokens), ", dev_.examples.size(), " dev",
+            has_test_ ? ", " + std::to_string(test_.examples.size()) + " test" : std::string(), "; ",
+            steps_per_epoch_, " steps per epoch x ", f_.epochs, " epochs = ", t.steps, " steps");
+}
+
+void Finetuner::restore() {
+  torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed) + 1);  // dropout stream
+  if (!resume_dir_.empty()) {
+    state_ = io::load_checkpoint(resume_dir_, *model_, *optimizer_);
+    log::info("resumed from ", resume_dir_, " at step ", state_.step);
+  } else {
+    log::info("encoder weights from ", opts_.checkpoint);
+  }
+  if (!group_) return;
+  group_->check_same_fingerprint("model and config", dist::model_fingerprint(*model_, {config::dump_yaml(cfg_)}));
+  dist::broadcast_module(group_->comm(), *model_);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (auto& p : model_->named_parameters())
+    if (p.value().requires_grad()) named.emplace_back(p.key(), p.value());
+  dist::ReducerOptions ro;
+  ro.first_bucket_bytes = static_cast<int64_t>(cfg_.dist.first_bucket_mb * 1024 * 1024);
+  ro.bucket_bytes = static_cast<int64_t>(cfg_.dist.bucket_mb * 1024 * 1024);
+  reducer_ = std::make_unique<dist::GradientReducer>(std::move(named), group_->comm(), ro);
+}
+
+void Finetuner::open_run_dir() {
+  git_rev_ = build_info().git_revision;
+  if (!rank0_) return;
+  train::check_writable(result_.run_dir);
+  log::add_file(result_.run_dir + "/train.log");
+  const std::string yaml = config::dump_yaml(cfg_);
+  write_file_atomic(result_.run_dir + "/config.yaml",
+                    "# git revision: " + git_rev_ + "\n# pretrained encoder: " + opts_.checkpoint + "\n" + yaml);
+  log::info("resolved config (", result_.run_dir, "/config.yaml):\n", yaml);
+  metrics_ = train::MetricsWriter(result_.run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
+}
+
+// This rank's examples of the current step: every world-th example of the global batch.
+train::StepResult Finetuner::step(double lr) {
+  const config::TrainConfig& t = cfg_.train;
+  const int64_t epoch = state_.step / steps_per_epoch_, b = state_.step % steps_per_epoch_;
+  const std::vector<size_t> order = epoch_order(train_.examples.size(), static_cast<uint64_t>(t.seed), epoch);
+  const size_t begin = static_cast<size_t>(b * t.batch_size);
+  const size_t end = std::min(order.size(), begin + static_cast<size_t>(t.batch_size));
+  std::vector<const TaskExample*> local;
+  for (size_t i = begin + static_cast<size_t>(env_.rank); i < end; i += static_cast<size_t>(env_.world_size))
+    local.push_back(&train_.examples[order[i]]);
+  train::set_learning_rate(*optimizer_, lr);
+  optimizer_->zero_grad();
+  if (group_)
+    torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t.seed) + 1,
+                                           {static_cast<uint64_t>(env_.rank), static_cast<uint64_t>(state_.step)}));
+  const double global_n = static_cast<double>(end - begin), world = env_.world_size;
+  const size_t per_micro = (local.size() + static_cast<size_t>(t.grad_accum) - 1) / static_cast<size_t>(t.grad_accum);
+  train::StepResult r;
+  r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  for (size_t m = 0; m * per_micro < local.size(); ++m) {
+    const std::vector<const TaskExample*> micro(local.begin() + static_cast<std::ptrdiff_t>(m * per_micro),
+                                                local.begin() + static_cast<std::ptrdiff_t>(
+                                                                    std::min(local.size(), (m + 1) * per_micro)));
+    const bool last = (m + 1) * per_micro >= local.size();
+    torch::Tensor loss;
+    {
+      model::AutocastGuard guard(autocast_);
+      const TaskInputs in = collate_examples(micro, pad_id_, device_);
+      for (const auto* e : micro)
+        for (const auto& input : e->inputs) window_tokens_ += static_cast<int64_t>(input.ids.size());
+      loss = model_->loss(in, targets_of(micro, device_), f_) * (static_cast<double>(micro.size()) / global_n);
+    }
+    r.loss.add_(loss.detach().to(torch::kFloat64));
+    if (!reducer_) {
+      loss.backward();
+    } else if (last) {  // the reducer averages over ranks: scaling by the world size gives the global mean
+      reducer_->prepare_for_backward();
+      (loss * world).backward();
+      reducer_->finish();
+    } else {
+      auto no_sync = reducer_->no_sync();
+      (loss * world).backward();
+    }
+  }
+  if (group_) {  // the global loss and whether any rank was asked to stop, in one reduction
+    torch::Tensor l = torch::stack({r.loss, torch::full({}, train::stop_requested() ? 1.0 : 0.0, r.loss.options())});
+    group_->comm().allreduce_sum_now(l);
+    r.loss = l[0];
+    r.any_stop = l[1].item<double>() > 0;
+  }
+  return train::update_from_gradients(*model_, *optimizer_, std::move(r), t.grad_clip);
+}
+
+void Finetuner::log_step(const train::StepResult& r, double lr) {
+  const double window_s = std::chrono::duration<double>(Clock::now() - window_start_).count();
+  const double tps = window_s > 0 ? static_cast<double>(window_tokens_) / window_s : 0;
+  const double loss = r.loss_value(), grad = r.grad_norm_value();
+  const int64_t epoch = (state_.step - 1) / steps_per_epoch_ + 1;
+  metrics_.write({{"type", "train"}, {"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"grad_norm", grad},
+                  {"lr", lr}, {"tokens_per_s", tps}});
+  const std::string line = "step " + std::to_string(state_.step) + "/" + std::to_string(cfg_.train.steps) +
+                           " | epoch " + std::to_string(epoch) + "/" + std::to_string(f_.epochs) + " | loss " +
+                           shortest_double(std::round(loss * 1e4) / 1e4) + " | lr " + significant(lr) +
+                           " | grad " + shortest_double(std::round(grad * 1e3) / 1e3) + " | " +
+                           std::to_string(std::llround(tps)) + " tok/s";
+  if (progress_) {
+    log::debug(line);
+    progress_->update(static_cast<double>(state_.step), "loss " + shortest_double(std::round(loss * 1e3) / 1e3));
+  } else if (rank0_) {
+    log::info(line);
+  }
+  window_start_ = Clock::now();
+  window_tokens_ = 0;
+}
+
+// Every rank evaluates the whole dev split (the same weights give the same numbers); rank 0 writes.
+void Finetuner::evaluate_epoch(int64_t epoch, double train_loss) {
+  last_dev_ = evaluate_split(model_, dev_, f_, pad_id_, device_, autocast_);
+  last_dev_step_ = state_.step;
+  const TaskScores& s = last_dev_;
+  EpochScores e{epoch, state_.step, train_loss, s.loss, s.metrics};
+  result_.epochs.push_back(e);
+  json m = s.metrics;
+  metrics_.write({{"type", "eval"}, {"split", "dev"}, {"epoch", epoch}, {"step", state_.step}, {"loss", s.loss},
+                  {"train_loss", train_loss}, {"metrics", m}});
+  log::info("epoch ", epoch, " dev: ", metric_line(s.metrics), " (loss ", s.loss, ", train loss ", train_loss, ")");
+}
+
+void Finetuner::checkpoint() {
+  state_.tokens_seen = state_.step * cfg_.train.batch_size;  // examples seen
+  if (rank0_) io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_,
+                                  cfg_.train.keep_checkpoints);
+  if (group_) group_->store_barrier("checkpoint");
+}
+
+// The final model's outputs on dev (and test): dev_predictions.jsonl, test_predictions.jsonl.
+void Finetuner::write_predictions() {
+  std::vector<std::pair<std::string, const TaskSplit*>> splits{{"dev", &dev_}};
+  if (has_test_) splits.emplace_back("test", &test_);
+  for (const auto& [name, split] : splits) {
+    const TaskScores s = name == "dev" && last_dev_step_ == state_.step
+                             ? last_dev_
+                             : evaluate_split(model_, *split, f_, pad_id_, device_, autocast_);
+    if (name == "test") {
+      result_.test = s.metrics;
+      metrics_.write({{"type", "eval"}, {"split", "test"}, {"step", state_.step}, {"metrics", json(s.metrics)}});
+      log::info("test (final model): ", metric_line(s.metrics));
+    }
+    if (rank0_) write_file_atomic(result_.run_dir + "/" + name + "_predictions.jsonl", predictions_jsonl(spec_, s, *split));
+  }
+}
+
+// results.json and results.md from every dev evaluation in metrics.jsonl (earlier sessions too).
+void Finetuner::write_results() {
+  json epochs = json::array();
+  std::ifstream in(result_.run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("type", "") == "eval" && j.value("split", "") == "dev") epochs.push_back(j);
+  }
+  json out{{"task", spec_.name},
+           {"checkpoint", opts_.checkpoint},
+           {"max_length", f_.max_length},
+           {"train_examples", train_.examples.size()},
+           {"train_truncated_inputs", train_.truncated},
+           {"dev_examples", dev_.examples.size()},
+           {"seed", cfg_.train.seed},
+           {"dev", epochs}};
+  if (has_test_) out["test"] = result_.test;
+  write_file_atomic(result_.run_dir + "/results.json", out.dump(2) + "\n");
+  std::string md = "# " + cfg_.name + ": " + spec_.name + " from " + opts_.checkpoint + "\n\n| epoch | step | train loss | dev loss |";
+  for (const std::string& k : spec_.metrics) md += " dev " + k + " |";
+  md += "\n|---|---|---|---|";
+  for (size_t i = 0; i < spec_.metrics.size(); ++i) md += "---|";
+  md += "\n";
+  auto cell = [](double v) { return shortest_double(std::round(v * 1e4) / 1e4); };
+  for (const json& e : epochs) {
+    md += "| " + std::to_string(e.value("epoch", 0)) + " | " + std::to_string(e.value("step", 0)) + " | " +
+          cell(e.value("train_loss", 0.0)) + " | " + cell(e.value("loss", 0.0)) + " |";
+    for (const std::string& k : spec_.metrics) md += " " + cell(e["metrics"].value(k, 0.0)) + " |";
+    md += "\n";
+  }
+  if (has_test_) md += "\nTest (" + std::to_string(test_.examples.size()) + " examples, final model): " +
+                       metric_line(result_.test) + "\n";
+  write_file_atomic(result_.run_dir + "/results.md", md);
+}
+
+FinetuneResult Finetuner::finish(int code) {
+  result_.exit_code = code;
+  result_.step = state_.step;
+  log::close_file();
+  return result_;
+}
+
+FinetuneResult Finetuner::run() {
+  check_inputs();
+  setup_device();
+  build();
+  restore();
+  open_run_dir();
+  const int64_t steps = cfg_.train.steps;
+  train::install_stop_handlers();
+  model_->train();
+  watch_ = std::make_unique<train::NonFiniteWatch>(device_);
+  epoch_loss_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  if (rank0_ && Progress::stderr_is_terminal() && state_.step < steps)
+    progress_ = std::make_unique<Progress>("finetune", static_cast<double>(steps), "steps");
+  int64_t reported_bad = 0;
+  window_start_ = Clock::now();
+  while (state_.step < steps) {
+    const double lr = train::learning_rate(cfg_.train, state_.step);
+    const train::StepResult r = step(lr);
+    watch_->record(r, state_.step);
+    epoch_loss_.add_(r.loss);
+    ++epoch_steps_;
+    ++state_.step;
+    const bool epoch_end = state_.step % steps_per_epoch_ == 0;
+    const bool stopping = group_ ? r.any_stop : train::stop_requested();
+    const bool log_now = state_.step % cfg_.train.log_every == 0 || epoch_end;
+    if (log_now || stopping) {
+      const train::NonFiniteWatch::Seen seen = watch_->read();
+      if (seen.count > reported_bad) {
+        log::error("non-finite ", seen.first_was_loss ? "loss" : "gradient norm", " at step ", seen.first_step,
+                   "; that update was skipped");
+        reported_bad = seen.count;
+        if (cfg_.train.on_nonfinite != config::NonFinitePolicy::skip) return finish(train::kNonFiniteExitCode);
+      }
+    }
+    if (log_now) log_step(r, lr);
+    if (epoch_end) {
+      evaluate_epoch(state_.step / steps_per_epoch_, epoch_loss_.item<double>() / static_cast<double>(epoch_steps_));
+      epoch_loss_.zero_();
+      epoch_steps_ = 0;
+    }
+    if (epoch_end || stopping || state_.step % cfg_.train.checkpoint_every == 0) checkpoint();
+    if (stopping) {
+      const int sig = train::stop_signal() ? train::stop_signal() : SIGTERM;
+      log::warn("stopped by signal ", sig, " after step ", state_.step, "; checkpoint saved; continue with --resume auto");
+      return finish(128 + sig);
+    }
+  }
+  if (progress_) progress_->finish();
+  write_predictions();
+
+  if (rank0_) write_results();
+  log::info("done: ", state_.step, " steps; results in ", result_.run_dir, "/results.md");
+  return finish(0);
+}
+
+}  // namespace
+
+config::LoadedConfig finetune_config(const std::string& checkpoint, const std::string& task_file,
+                                     const std::vector<std::string>& overrides) {
+  if (!path_exists(checkpoint + "/config.yaml") || !path_exists(checkpoint + "/model.safetensors"))
+    throw UserError("'" + checkpoint + "' is not a checkpoint directory (it needs config.yaml and model.safetensors): " +
+                    "name a step_N directory of a pretraining run, or a model converted with `roformer convert`");
+  config::LoadedConfig loaded = config::load_config(checkpoint + "/config.yaml");
+  const config::Config pretrained = loaded.config;
+  if (!path_exists(task_file))
+    throw UserError("task file '" + task_file + "' does not exist; see configs/finetune/ for examples");
+  config::apply_config_file(loaded, task_file);
+  config::apply_overrides(loaded, overrides);
+  io::check_same_architecture(pretrained, loaded.config, "'" + checkpoint + "'");
+  if (loaded.config.finetune.task == config::FinetuneTask::none)
+    throw UserError(task_file + ": finetune.task is not set; set it to glue or triplets");
+  return loaded;
+}
+
+FinetuneResult run_finetune(const config::LoadedConfig& loaded, const FinetuneOptions& options) {
+  return Finetuner(loaded, options).run();
+}
+
+}  // namespace roformer::finetune

@@ -6,7 +6,9 @@
   2. HF -> native -> HF loads in transformers and gives the reference logits;
   3. native -> HF -> native is bitwise identical;
   4. a model saved by transformers in fp16 or bf16 converts and matches transformers in fp32;
-  5. a RoPE checkpoint trained by `roformer train` loads in transformers with matching logits.
+  5. a RoPE checkpoint trained by `roformer train` loads in transformers with matching logits;
+  6. a sentence-pair classifier fine-tuned by `roformer finetune` (MRPC layout, token types)
+     converts to RoFormerForSequenceClassification, whose logits match the run's predictions.
 Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_hf_parity.py ROFORMER_BINARY SOURCE_DIR
 """
@@ -146,6 +148,46 @@ with tempfile.TemporaryDirectory() as tmp:
     with torch.no_grad():
         res = model(input_ids=torch.tensor(ids))
     check(f"trained checkpoint in transformers ({arch}) logits", (res.logits - ours["logits"]).abs().max().item())
+
+    # A classifier fine-tuned by `roformer finetune` (bidirectional encoder with token types, a
+    # sentence-pair task) in transformers' RoFormerForSequenceClassification.
+    mlm_run = os.path.join(tmp, "mlm-run")
+    run(ROFORMER, "train", os.path.join(SRC, "configs/quickstart/rope.yaml"), "--run-dir", mlm_run,
+        "--set", f"data.path={ds}", "--set", "train.steps=20", "--set", "train.eval_every=20",
+        "--set", "train.checkpoint_every=20", "--set", "train.eval_batches=1", "--set", "data.seq_len=64",
+        "--set", "model.objective=mlm", "--set", "model.type_vocab_size=2", *CPU)
+    mrpc = os.path.join(tmp, "mrpc")
+    os.makedirs(mrpc)
+    pairs = [(f"the {w} holds {words[(i + 3) % 8]}", f"a {words[(i * 5) % 8]} of the {w}", i % 2)
+             for i, w in enumerate(words * 3)]
+    for split in ("train", "dev"):
+        with open(os.path.join(mrpc, split + ".tsv"), "w") as f:
+            f.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+            for i, (a, b, label) in enumerate(pairs):
+                f.write(f"{label}\t{i}\t{i}\t{a}\t{b}\n")
+    task = os.path.join(tmp, "mrpc.yaml")
+    with open(task, "w") as f:
+        f.write(f"name: mrpc\nfinetune:\n  task: glue\n  glue_task: mrpc\n  data_dir: {mrpc}\n"
+                "  max_length: 64\n  epochs: 1\n  tokenizer: byte\ntrain:\n  batch_size: 8\n  lr: 1.0e-3\n")
+    ft_run = os.path.join(tmp, "ft-run")
+    run(ROFORMER, "finetune", os.path.join(mlm_run, "checkpoints", "step_20"), task, "--run-dir", ft_run, *CPU)
+    cls_hf = os.path.join(tmp, "classifier-hf")
+    run(ROFORMER, "convert", "native-to-hf", os.path.join(ft_run, "checkpoints", "step_3"), cls_hf)
+    model, arch = hf_model(cls_hf)
+    ours = [json.loads(line)["output"] for line in open(os.path.join(ft_run, "dev_predictions.jsonl"))]
+    ids, types = [], []
+    for a, b, _ in pairs:  # every pair fits max_length (no truncation): [CLS] a [SEP] b [SEP], byte ids ([CLS] 258, [SEP] 259, [PAD] 256)
+        first = [258] + list(a.encode()) + [259]
+        ids.append(first + list(b.encode()) + [259])
+        types.append([0] * len(first) + [1] * (len(ids[-1]) - len(first)))
+    width = max(map(len, ids))
+    mask = [[1] * len(x) + [0] * (width - len(x)) for x in ids]
+    ids = [x + [256] * (width - len(x)) for x in ids]
+    types = [x + [0] * (width - len(x)) for x in types]
+    with torch.no_grad():
+        res = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), token_type_ids=torch.tensor(types))
+    check(f"fine-tuned classifier in transformers ({arch}) logits",
+          (res.logits.double() - torch.tensor(ours, dtype=torch.float64)).abs().max().item())
 
 print(f"{len(failures)} failure(s)" if failures else "all parity checks passed")
 sys.exit(1 if failures else 0)

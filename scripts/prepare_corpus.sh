@@ -5,14 +5,17 @@
 #                hash of its path (98/1/1), stable across runs and machines.
 #   enwik8       first 10^8 bytes of English Wikipedia (Hutter prize); 90M/5M/5M split.
 #   wikitext103  WikiText-103 raw (train/valid/test as published).
+#   glue         the GLUE tasks' TSV files (for `roformer finetune`), into data/glue/<TASK>/ (CoLA,
+#                SST-2, STS-B, QQP, MNLI, QNLI, RTE, WNLI from dl.fbaipublicfiles.com; MRPC's
+#                licence keeps it off that mirror: the script says where to put it).
 # Idempotent: an existing corpus whose stats.json matches its files is left alone.
-# Usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103 [--out DIR]
+# Usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103|glue [--out DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 name="${1:-}"
 out_base="$root/data/corpora"
 if [ "${2:-}" = "--out" ]; then out_base="${3:?--out needs a directory}"; fi
-usage() { echo "usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103 [--out DIR]" >&2; exit 2; }
+usage() { echo "usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103|glue [--out DIR]" >&2; exit 2; }
 [ -n "$name" ] || usage
 out="$out_base/$name"
 py="$root/.venv/bin/python"
@@ -128,6 +131,31 @@ case "$name" in
     unzip -p "$zip" wikitext-103-raw/wiki.test.raw > "$out.tmp/test.txt"
     "$py" -c "import hashlib,json,os,sys; d=sys.argv[1]; json.dump({'source':'wikitext-103-raw-v1','splits':{s:{'bytes':os.path.getsize(f'{d}/{s}.txt'),'sha256':hashlib.sha256(open(f'{d}/{s}.txt','rb').read()).hexdigest()} for s in ('train','valid','test')}}, open(f'{d}/stats.json','w'), indent=2)" "$out.tmp"
     rm -rf "$out"; mv "$out.tmp" "$out"
+    ;;
+  glue)
+    [ "${2:-}" = "--out" ] || out_base="$root/data"
+    out="$out_base/glue"
+    mkdir -p "$out/downloads"
+    for zipname in CoLA SST-2 STS-B QQP-clean MNLI QNLIv2 RTE WNLI; do
+      task="${zipname%-clean}"; task="${task%v2}"
+      if [ -f "$out/$task/train.tsv" ]; then echo "[glue] $out/$task is ready"; continue; fi
+      zip="$out/downloads/$zipname.zip"
+      if [ ! -f "$zip" ]; then
+        echo "[glue] downloading $zipname.zip"
+        curl -fsSL -o "$zip.part" "https://dl.fbaipublicfiles.com/glue/data/$zipname.zip" 2>/dev/null && mv "$zip.part" "$zip" || {
+          rm -f "$zip.part"
+          echo "prepare_corpus: cannot download GLUE $zipname.zip (offline?); put it at $zip and rerun" >&2
+          exit 1
+        }
+      fi
+      unzip -tq "$zip" >/dev/null || { echo "prepare_corpus: $zip is corrupted; delete it and rerun" >&2; exit 1; }
+      unzip -qo "$zip" -d "$out"
+      [ -f "$out/$task/train.tsv" ] || { echo "prepare_corpus: $zip did not give $out/$task/train.tsv" >&2; exit 1; }
+    done
+    [ -f "$out/MRPC/train.tsv" ] || echo "[glue] MRPC is not on the mirror: download it from https://gluebenchmark.com/tasks" \
+      "and put its train.tsv and dev.tsv in $out/MRPC/"
+    echo "[glue] ready under $out; e.g. roformer finetune CKPT configs/finetune/glue_sst2.yaml"
+    exit 0
     ;;
   *) usage ;;
 esac

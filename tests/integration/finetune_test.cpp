@@ -9,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "roformer/common/files.h"
@@ -20,7 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string bin() { return "'" + roformer_binary() + "'"; }
+std::string bin() {
+  return "'" + roformer_binary() + "'";
+}
 
 // A tiny MLM model pretrained for 40 steps (once for the whole file): its step_40 checkpoint.
 const std::string& pretrained() {
@@ -34,49 +35,17 @@ const std::string& pretrained() {
   return ckpt;
 }
 
-// Triplets whose closer passage shares A's vocabulary (one of four disjoint word sets).
-void write_triplets(const std::string& path, int n, uint32_t seed) {
-  const std::vector<std::vector<std::string>> topics{{"kernel", "module", "driver", "probe", "irq"},
-                                                     {"memory", "page", "slab", "cache", "zone"},
-                                                     {"socket", "packet", "route", "tcp", "link"},
-                                                     {"inode", "dentry", "mount", "block", "file"}};
-  std::mt19937 rng(seed);
-  auto text = [&](size_t topic) {
-    std::string s;
-    for (int w = 0; w < 12; ++w) s += (s.empty() ? "" : " ") + topics[topic][rng() % 5];
-    return s;
-  };
-  std::ofstream out(path);
-  for (int i = 0; i < n; ++i) {
-    const size_t t = rng() % 4, other = (t + 1 + rng() % 3) % 4;
-    const bool b_closer = rng() % 2 == 0;
-    const std::string a = text(t), close = text(t), far = text(other);
-    out << json{{"A", a}, {"B", b_closer ? close : far}, {"C", b_closer ? far : close}, {"label", b_closer ? "B" : "C"}}
-               .dump()
-        << "\n";
-  }
+json results(const std::string& run) {
+  return json::parse(read_file(run + "/results.json"));
 }
-
-std::string write_triplet_task(const TempDir& dir, const std::string& encoder) {
-  roformer::make_directories(dir.file("tri"));
-  write_triplets(dir.file("tri/train.jsonl"), 64, 1);
-  write_triplets(dir.file("tri/dev.jsonl"), 32, 2);
-  write_triplets(dir.file("tri/test.jsonl"), 32, 3);
-  write_file(dir.file("task.yaml"), "name: tri\nfinetune:\n  task: triplets\n  data_dir: " + dir.file("tri") +
-                                        "\n  max_length: 64\n  epochs: 3\n  tokenizer: byte\n  triplet_encoder: " +
-                                        encoder + "\n  classifier_dropout: 0.1\ntrain:\n  batch_size: 8\n  lr: 1.0e-3\n"
-                                        "  log_every: 4\n  checkpoint_every: 1000\n  keep_checkpoints: 10\n  threads: 1\n");
-  return dir.file("task.yaml");
-}
-
-json results(const std::string& run) { return json::parse(read_file(run + "/results.json")); }
 
 }  // namespace
 
 TEST(Finetune, BiEncoderLearnsTheTripletTask) {
   TempDir dir;
   const std::string task = write_triplet_task(dir, "bi");
-  const auto r = run_command(bin() + " finetune '" + pretrained() + "' '" + task + "' --run-dir '" + dir.file("run") + "'");
+  const auto r =
+      run_command(bin() + " finetune '" + pretrained() + "' '" + task + "' --run-dir '" + dir.file("run") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json res = results(dir.file("run"));
   ASSERT_EQ(res["dev"].size(), 3u);
@@ -113,14 +82,18 @@ TEST(Finetune, GlueSst2RunsToPredictionsAndConvertsToSequenceClassification) {
   TempDir dir;
   roformer::make_directories(dir.file("sst"));
   std::string tsv = "sentence\tlabel\n";
-  for (int i = 0; i < 48; ++i) tsv += (i % 2 ? "a good and fine film " : "a bad and dull film ") + std::to_string(i) + "\t" + std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 48; ++i)
+    tsv += (i % 2 ? "a good and fine film " : "a bad and dull film ") + std::to_string(i) + "\t" +
+           std::to_string(i % 2) + "\n";
   write_file(dir.file("sst/train.tsv"), tsv);
   write_file(dir.file("sst/dev.tsv"), tsv.substr(0, tsv.find("\n", tsv.size() / 2) + 1));
-  write_file(dir.file("task.yaml"), "name: sst\nfinetune:\n  task: glue\n  glue_task: sst2\n  data_dir: " +
-                                        dir.file("sst") + "\n  max_length: 64\n  epochs: 2\n  tokenizer: byte\n"
-                                        "train:\n  batch_size: 8\n  lr: 1.0e-3\n  threads: 1\n");
+  write_file(dir.file("task.yaml"),
+             "name: sst\nfinetune:\n  task: glue\n  glue_task: sst2\n  data_dir: " + dir.file("sst") +
+                 "\n  max_length: 64\n  epochs: 2\n  tokenizer: byte\n"
+                 "train:\n  batch_size: 8\n  lr: 1.0e-3\n  threads: 1\n");
   const std::string run = dir.file("run");
-  auto r = run_command(bin() + " finetune '" + pretrained() + "' '" + dir.file("task.yaml") + "' --run-dir '" + run + "'");
+  auto r =
+      run_command(bin() + " finetune '" + pretrained() + "' '" + dir.file("task.yaml") + "' --run-dir '" + run + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json res = results(run);
   EXPECT_EQ(res["task"], "glue/sst2");
@@ -156,8 +129,9 @@ TEST(Finetune, DataParallelEqualsOneProcessOnTheGlobalBatch) {
 TEST(Finetune, LearnedTableShorterThanTheInputsIsRefusedBeforeWriting) {
   TempDir dir;
   const std::string cfg = write_tiny_config(dir, make_word_dataset(dir, 20000));
-  auto r = run_command(bin() + " train '" + cfg + "' --run-dir '" + dir.file("run") +
-                       "' --set model.position.kind=learned --set model.position.max_positions=48 --set train.steps=10");
+  auto r =
+      run_command(bin() + " train '" + cfg + "' --run-dir '" + dir.file("run") +
+                  "' --set model.position.kind=learned --set model.position.max_positions=48 --set train.steps=10");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string task = write_triplet_task(dir, "bi");
   r = run_command(bin() + " finetune '" + dir.file("run/checkpoints/step_10") + "' '" + task + "' --run-dir '" +

@@ -181,6 +181,49 @@ std::string write_tiny_config(const TempDir& dir, const std::string& dataset, co
   return path;
 }
 
+namespace {
+
+// Triplets whose closer passage shares A's vocabulary (one of four disjoint word sets).
+void write_triplets(const std::string& path, int n, uint32_t seed) {
+  const std::vector<std::vector<std::string>> topics{{"kernel", "module", "driver", "probe", "irq"},
+                                                     {"memory", "page", "slab", "cache", "zone"},
+                                                     {"socket", "packet", "route", "tcp", "link"},
+                                                     {"inode", "dentry", "mount", "block", "file"}};
+  std::mt19937 rng(seed);
+  auto text = [&](size_t topic) {
+    std::string s;
+    for (int w = 0; w < 12; ++w) s += (s.empty() ? "" : " ") + topics[topic][rng() % 5];
+    return s;
+  };
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) {
+    const size_t t = rng() % 4, other = (t + 1 + rng() % 3) % 4;
+    const bool b_closer = rng() % 2 == 0;
+    const std::string a = text(t), close = text(t), far = text(other);
+    out << nlohmann::json{{"A", a},
+                          {"B", b_closer ? close : far},
+                          {"C", b_closer ? far : close},
+                          {"label", b_closer ? "B" : "C"}}
+               .dump()
+        << "\n";
+  }
+}
+
+}  // namespace
+
+std::string write_triplet_task(const TempDir& dir, const std::string& encoder) {
+  std::filesystem::create_directories(dir.file("tri"));
+  write_triplets(dir.file("tri/train.jsonl"), 64, 1);
+  write_triplets(dir.file("tri/dev.jsonl"), 32, 2);
+  write_triplets(dir.file("tri/test.jsonl"), 32, 3);
+  write_file(dir.file("task.yaml"),
+             "name: tri\nfinetune:\n  task: triplets\n  data_dir: " + dir.file("tri") +
+                 "\n  max_length: 64\n  epochs: 3\n  tokenizer: byte\n  triplet_encoder: " + encoder +
+                 "\n  classifier_dropout: 0.1\ntrain:\n  batch_size: 8\n  lr: 1.0e-3\n"
+                 "  log_every: 4\n  checkpoint_every: 1000\n  keep_checkpoints: 10\n  threads: 1\n");
+  return dir.file("task.yaml");
+}
+
 std::string roformer_binary() {
   return ROFORMER_BINARY;
 }

@@ -62,6 +62,12 @@ std::string make_word_dataset(const TempDir& dir, size_t chars = 40000);
 // these tests check CPU semantics; GPU variants set train.device=cuda); returns its path.
 std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective = "mlm");
 
+// Writes dir/tri/{train,dev,test}.jsonl (64/32/32 triplets whose closer passage shares A's
+// vocabulary, one of four disjoint word sets) and dir/task.yaml: 3 epochs of batch 8 at
+// max_length 64, the byte tokenizer, `encoder` cross or bi, classifier dropout 0.1, a
+// checkpoint per epoch (steps 8, 16, 24); returns the task file's path.
+std::string write_triplet_task(const TempDir& dir, const std::string& encoder);
+
 // The UserError message f() throws, or "" when it throws none.
 template <class F>
 std::string user_error(F f) {

@@ -141,7 +141,8 @@ TEST(FinetuneTask, BiEncoderScoresAreScaledCosinesOfMeanStates) {
     const torch::Tensor h = m->roformer->forward({ids, torch::ones_like(ids), torch::zeros_like(ids)})[0];
     std::vector<double> v(16, 0.0);
     for (int64_t t = 0; t < h.size(0); ++t)
-      for (int64_t j = 0; j < 16; ++j) v[static_cast<size_t>(j)] += h[t][j].item<double>() / static_cast<double>(h.size(0));
+      for (int64_t j = 0; j < 16; ++j)
+        v[static_cast<size_t>(j)] += h[t][j].item<double>() / static_cast<double>(h.size(0));
     mean.push_back(v);
   }
   auto cosine = [](const std::vector<double>& a, const std::vector<double>& b) {
@@ -164,7 +165,8 @@ TEST(FinetuneTask, MetricsAndPredictionsFollowTheOutputs) {
     e.label = label;
     split.examples.push_back(e);
   }
-  const torch::Tensor logits = torch::tensor({2.0, 1.0, 0.0, 3.0, 5.0, 1.0, 0.0, -1.0, 0.5, 0.4}, torch::kFloat64).view({5, 2});
+  const torch::Tensor logits =
+      torch::tensor({2.0, 1.0, 0.0, 3.0, 5.0, 1.0, 0.0, -1.0, 0.5, 0.4}, torch::kFloat64).view({5, 2});
   const TaskSpec cls = spec_of(HeadKind::classification, 2);
   const std::vector<int64_t> pred{0, 1, 0, 0, 0}, gold{0, 1, 1, 0, 1};
   const auto m = task_metrics(cls, logits, split);

@@ -53,9 +53,11 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const config::Config& cfg, const
   if (name == "auto") {
     const std::string& path = cfg.data.path;
     if (path.empty() || !path_exists(path + "/meta.json"))
-      throw UserError("finetune.tokenizer=auto reads the tokenizer from the pretraining dataset, but the checkpoint's "
-                      "data.path '" + path + "' has no meta.json here; set finetune.tokenizer=byte if '" +
-                      checkpoint + "' was pretrained on byte-tokenised data");
+      throw UserError(
+          "finetune.tokenizer=auto reads the tokenizer from the pretraining dataset, but the checkpoint's "
+          "data.path '" +
+          path + "' has no meta.json here; set finetune.tokenizer=byte if '" + checkpoint +
+          "' was pretrained on byte-tokenised data");
     name = data::read_dataset_meta(path, /*verify_checksums=*/false).tokenizer;
   }
   if (name != "byte")
@@ -200,17 +202,20 @@ void Finetuner::setup_device() {
 void Finetuner::build() {
   const config::TrainConfig& t = cfg_.train;
   const int64_t rows = t.batch_size / env_.world_size / t.grad_accum *
-                       (spec_.head != HeadKind::triplet ? 1 : spec_.bi_encoder ? 3 : 2);
+                       (spec_.head != HeadKind::triplet ? 1
+                        : spec_.bi_encoder              ? 3
+                                                        : 2);
   model::check_fits_device(model::estimate_memory(cfg_.model, rows, f_.max_length, true, autocast_), device_,
-                           "fine-tuning this model", "train.batch_size (raise train.grad_accum) or finetune.max_length");
+                           "fine-tuning this model",
+                           "train.batch_size (raise train.grad_accum) or finetune.max_length");
   model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));
   if (resume_dir_.empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
   model_->to(device_);
   optimizer_ = train::make_optimizer(*model_, t);
   log::info("task ", spec_.name, ": ", train_.examples.size(), " training examples (", train_.truncated,
             " inputs truncated to ", f_.max_length, " tokens), ", dev_.examples.size(), " dev",
-            has_test_ ? ", " + std::to_string(test_.examples.size()) + " test" : std::string(), "; ",
-            steps_per_epoch_, " steps per epoch x ", f_.epochs, " epochs = ", t.steps, " steps");
+            has_test_ ? ", " + std::to_string(test_.examples.size()) + " test" : std::string(), "; ", steps_per_epoch_,
+            " steps per epoch x ", f_.epochs, " epochs = ", t.steps, " steps");
 }
 
 void Finetuner::restore() {
@@ -265,9 +270,9 @@ train::StepResult Finetuner::step(double lr) {
   train::StepResult r;
   r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
   for (size_t m = 0; m * per_micro < local.size(); ++m) {
-    const std::vector<const TaskExample*> micro(local.begin() + static_cast<std::ptrdiff_t>(m * per_micro),
-                                                local.begin() + static_cast<std::ptrdiff_t>(
-                                                                    std::min(local.size(), (m + 1) * per_micro)));
+    const std::vector<const TaskExample*> micro(
+        local.begin() + static_cast<std::ptrdiff_t>(m * per_micro),
+        local.begin() + static_cast<std::ptrdiff_t>(std::min(local.size(), (m + 1) * per_micro)));
     const bool last = (m + 1) * per_micro >= local.size();
     torch::Tensor loss;
     {
@@ -303,13 +308,18 @@ void Finetuner::log_step(const train::StepResult& r, double lr) {
   const double tps = window_s > 0 ? static_cast<double>(window_tokens_) / window_s : 0;
   const double loss = r.loss_value(), grad = r.grad_norm_value();
   const int64_t epoch = (state_.step - 1) / steps_per_epoch_ + 1;
-  metrics_.write({{"type", "train"}, {"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"grad_norm", grad},
-                  {"lr", lr}, {"tokens_per_s", tps}});
+  metrics_.write({{"type", "train"},
+                  {"step", state_.step},
+                  {"epoch", epoch},
+                  {"loss", loss},
+                  {"grad_norm", grad},
+                  {"lr", lr},
+                  {"tokens_per_s", tps}});
   const std::string line = "step " + std::to_string(state_.step) + "/" + std::to_string(cfg_.train.steps) +
                            " | epoch " + std::to_string(epoch) + "/" + std::to_string(f_.epochs) + " | loss " +
-                           shortest_double(std::round(loss * 1e4) / 1e4) + " | lr " + significant(lr) +
-                           " | grad " + shortest_double(std::round(grad * 1e3) / 1e3) + " | " +
-                           std::to_string(std::llround(tps)) + " tok/s";
+                           shortest_double(std::round(loss * 1e4) / 1e4) + " | lr " + significant(lr) + " | grad " +
+                           shortest_double(std::round(grad * 1e3) / 1e3) + " | " + std::to_string(std::llround(tps)) +
+                           " tok/s";
   if (progress_) {
     log::debug(line);
     progress_->update(static_cast<double>(state_.step), "loss " + shortest_double(std::round(loss * 1e3) / 1e3));
@@ -328,15 +338,20 @@ void Finetuner::evaluate_epoch(int64_t epoch, double train_loss) {
   EpochScores e{epoch, state_.step, train_loss, s.loss, s.metrics};
   result_.epochs.push_back(e);
   json m = s.metrics;
-  metrics_.write({{"type", "eval"}, {"split", "dev"}, {"epoch", epoch}, {"step", state_.step}, {"loss", s.loss},
-                  {"train_loss", train_loss}, {"metrics", m}});
+  metrics_.write({{"type", "eval"},
+                  {"split", "dev"},
+                  {"epoch", epoch},
+                  {"step", state_.step},
+                  {"loss", s.loss},
+                  {"train_loss", train_loss},
+                  {"metrics", m}});
   log::info("epoch ", epoch, " dev: ", metric_line(s.metrics), " (loss ", s.loss, ", train loss ", train_loss, ")");
 }
 
 void Finetuner::checkpoint() {
   state_.tokens_seen = state_.step * cfg_.train.batch_size;  // examples seen
-  if (rank0_) io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_,
-                                  cfg_.train.keep_checkpoints);
+  if (rank0_)
+    io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, cfg_.train.keep_checkpoints);
   if (group_) group_->store_barrier("checkpoint");
 }
 
@@ -353,7 +368,8 @@ void Finetuner::write_predictions() {
       metrics_.write({{"type", "eval"}, {"split", "test"}, {"step", state_.step}, {"metrics", json(s.metrics)}});
       log::info("test (final model): ", metric_line(s.metrics));
     }
-    if (rank0_) write_file_atomic(result_.run_dir + "/" + name + "_predictions.jsonl", predictions_jsonl(spec_, s, *split));
+    if (rank0_)
+      write_file_atomic(result_.run_dir + "/" + name + "_predictions.jsonl", predictions_jsonl(spec_, s, *split));
   }
 }
 
@@ -375,7 +391,8 @@ void Finetuner::write_results() {
            {"dev", epochs}};
   if (has_test_) out["test"] = result_.test;
   write_file_atomic(result_.run_dir + "/results.json", out.dump(2) + "\n");
-  std::string md = "# " + cfg_.name + ": " + spec_.name + " from " + opts_.checkpoint + "\n\n| epoch | step | train loss | dev loss |";
+  std::string md = "# " + cfg_.name + ": " + spec_.name + " from " + opts_.checkpoint +
+                   "\n\n| epoch | step | train loss | dev loss |";
   for (const std::string& k : spec_.metrics) md += " dev " + k + " |";
   md += "\n|---|---|---|---|";
   for (size_t i = 0; i < spec_.metrics.size(); ++i) md += "---|";
@@ -387,8 +404,9 @@ void Finetuner::write_results() {
     for (const std::string& k : spec_.metrics) md += " " + cell(e["metrics"].value(k, 0.0)) + " |";
     md += "\n";
   }
-  if (has_test_) md += "\nTest (" + std::to_string(test_.examples.size()) + " examples, final model): " +
-                       metric_line(result_.test) + "\n";
+  if (has_test_)
+    md += "\nTest (" + std::to_string(test_.examples.size()) + " examples, final model): " + metric_line(result_.test) +
+          "\n";
   write_file_atomic(result_.run_dir + "/results.md", md);
 }
 
@@ -442,7 +460,8 @@ FinetuneResult Finetuner::run() {
     if (epoch_end || stopping || state_.step % cfg_.train.checkpoint_every == 0) checkpoint();
     if (stopping) {
       const int sig = train::stop_signal() ? train::stop_signal() : SIGTERM;
-      log::warn("stopped by signal ", sig, " after step ", state_.step, "; checkpoint saved; continue with --resume auto");
+      log::warn("stopped by signal ", sig, " after step ", state_.step,
+                "; checkpoint saved; continue with --resume auto");
       return finish(128 + sig);
     }
   }
@@ -459,7 +478,8 @@ FinetuneResult Finetuner::run() {
 config::LoadedConfig finetune_config(const std::string& checkpoint, const std::string& task_file,
                                      const std::vector<std::string>& overrides) {
   if (!path_exists(checkpoint + "/config.yaml") || !path_exists(checkpoint + "/model.safetensors"))
-    throw UserError("'" + checkpoint + "' is not a checkpoint directory (it needs config.yaml and model.safetensors): " +
+    throw UserError("'" + checkpoint +
+                    "' is not a checkpoint directory (it needs config.yaml and model.safetensors): " +
                     "name a step_N directory of a pretraining run, or a model converted with `roformer convert`");
   config::LoadedConfig loaded = config::load_config(checkpoint + "/config.yaml");
   const config::Config pretrained = loaded.config;

@@ -36,7 +36,7 @@ struct EpochScores {
 struct FinetuneResult {
   int exit_code = 0;  // 0 done; 130/143 stopped by a signal (checkpoint saved); 3 non-finite stop
   int64_t step = 0;
-  std::vector<EpochScores> epochs;    // this session's evaluations
+  std::vector<EpochScores> epochs;     // this session's evaluations
   std::map<std::string, double> test;  // final model on the test split (empty without one)
   std::string run_dir;
 };

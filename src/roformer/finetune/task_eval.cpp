@@ -46,8 +46,7 @@ torch::Tensor predict(TaskModel& model, const TaskSplit& split, int64_t batch_si
   return torch::cat(outs, 0);
 }
 
-std::map<std::string, double> task_metrics(const TaskSpec& spec, const torch::Tensor& outputs,
-                                           const TaskSplit& split) {
+std::map<std::string, double> task_metrics(const TaskSpec& spec, const torch::Tensor& outputs, const TaskSplit& split) {
   std::map<std::string, double> m;
   const torch::Tensor out = outputs.to(torch::kFloat64).contiguous();
   if (spec.head == HeadKind::regression) {
@@ -96,10 +95,13 @@ std::string predictions_jsonl(const TaskSpec& spec, const TaskScores& scores, co
       j["prediction"] = output[0];
       j["gold"] = e.score;
     } else {
-      const auto best = spec.head == HeadKind::triplet ? (output[1] > output[0] ? 1 : 0)
-                                                       : std::max_element(output.begin(), output.end()) - output.begin();
-      j["prediction"] = spec.head == HeadKind::triplet ? (best == 0 ? "B" : "C") : spec.labels[static_cast<size_t>(best)];
-      j["gold"] = spec.head == HeadKind::triplet ? (e.label == 0 ? "B" : "C") : spec.labels[static_cast<size_t>(e.label)];
+      const auto best = spec.head == HeadKind::triplet
+                            ? (output[1] > output[0] ? 1 : 0)
+                            : std::max_element(output.begin(), output.end()) - output.begin();
+      j["prediction"] =
+          spec.head == HeadKind::triplet ? (best == 0 ? "B" : "C") : spec.labels[static_cast<size_t>(best)];
+      j["gold"] =
+          spec.head == HeadKind::triplet ? (e.label == 0 ? "B" : "C") : spec.labels[static_cast<size_t>(e.label)];
     }
     text += j.dump() + "\n";
   }

@@ -69,7 +69,7 @@ TaskModelImpl::TaskModelImpl(const config::ModelConfig& model, const TaskSpec& s
 
 torch::Tensor TaskModelImpl::forward(const TaskInputs& in) {
   torch::Tensor hidden = roformer->forward({in.ids, in.mask, in.types});  // [R, S, H]
-  if (causal_) {  // the last real token of each row
+  if (causal_) {                                                          // the last real token of each row
     const torch::Tensor last = (in.mask.sum(1) - 1).clamp_min(0);
     hidden = hidden.gather(1, last.view({-1, 1, 1}).expand({-1, 1, hidden.size(2)}));
   }
@@ -80,13 +80,14 @@ torch::Tensor TaskModelImpl::forward(const TaskInputs& in) {
 torch::Tensor TaskModelImpl::pooled(const TaskInputs& in) {
   const torch::Tensor hidden = roformer->forward({in.ids, in.mask, in.types});  // [R, S, H]
   const auto dtype = hidden.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor keep = in.mask.unsqueeze(-1).to(dtype);                   // [R, S, 1]
-  return (hidden.to(dtype) * keep).sum(1) / keep.sum(1).clamp_min(1.0);         // [R, H]
+  const torch::Tensor keep = in.mask.unsqueeze(-1).to(dtype);            // [R, S, 1]
+  return (hidden.to(dtype) * keep).sum(1) / keep.sum(1).clamp_min(1.0);  // [R, H]
 }
 
 torch::Tensor TaskModelImpl::example_outputs(const TaskInputs& in, int64_t examples) {
   if (spec_.bi_encoder) {  // rows A..., B..., C...: scale * cos(A, B), scale * cos(A, C)
-    const torch::Tensor p = torch::nn::functional::normalize(pooled(in), torch::nn::functional::NormalizeFuncOptions().dim(1));
+    const torch::Tensor p =
+        torch::nn::functional::normalize(pooled(in), torch::nn::functional::NormalizeFuncOptions().dim(1));
     const torch::Tensor a = p.narrow(0, 0, examples), b = p.narrow(0, examples, examples),
                         c = p.narrow(0, 2 * examples, examples);
     return torch::stack({(a * b).sum(1), (a * c).sum(1)}, 1) * spec_.scale;
@@ -110,10 +111,10 @@ torch::Tensor task_loss(const TaskSpec& spec, const torch::Tensor& out, const Ta
     case HeadKind::regression:
       return regression_loss(out.unsqueeze(-1), gold.scores);
     case HeadKind::triplet:
-      return triplet_loss(out.select(1, 0), out.select(1, 1), gold.labels == 0,
-                          f.triplet_loss == config::TripletLossKind::softmax ? TripletLoss::softmax
-                                                                             : TripletLoss::margin,
-                          f.triplet_margin);
+      return triplet_loss(
+          out.select(1, 0), out.select(1, 1), gold.labels == 0,
+          f.triplet_loss == config::TripletLossKind::softmax ? TripletLoss::softmax : TripletLoss::margin,
+          f.triplet_margin);
   }
   return {};
 }

@@ -4,27 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 
 namespace roformer::cli {
-namespace {
-
-std::string sibling_tool(const char* name) {
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) throw std::runtime_error("cannot locate the roformer binary (/proc/self/exe)");
-  self[n] = '\0';
-  std::string dir(self);
-  dir = dir.substr(0, dir.find_last_of('/'));
-  return dir + "/" + name;
-}
-
-}  // namespace
-
 void add_prepare_data_command(CLI::App& app, int& /*exit_code: execv replaces the process*/) {
   CLI::App* cmd = app.add_subcommand(
       "prepare-data", "Tokenize text into binary shards + meta.json (byte or SentencePiece); see --help");
@@ -33,7 +19,7 @@ void add_prepare_data_command(CLI::App& app, int& /*exit_code: execv replaces th
   cmd->allow_extras();
   cmd->fallthrough(false);
   cmd->callback([cmd] {
-    const std::string tool = sibling_tool("roformer-prepare-data");
+    const std::string tool = sibling_executable("roformer-prepare-data");
     if (::access(tool.c_str(), X_OK) != 0)
       throw UserError("'" + tool + "' is missing: rebuild the project (it is built with the roformer binary)");
     std::vector<std::string> args{tool};

@@ -7,9 +7,22 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/data/dataset_writer.h"
+#include "roformer/data/sentencepiece_tokenizer.h"
+#include "roformer/data/tokenizer_process.h"
 
 int main(int argc, char** argv) {
   using namespace roformer;
+  // `--tokenizer-service MODEL`: encode/decode for a LibTorch process (roformer finetune) on
+  // stdin/stdout; see data/tokenizer_process.h.
+  if (argc == 3 && std::string(argv[1]) == "--tokenizer-service") {
+    try {
+      const data::SentencePieceTokenizer tokenizer(argv[2]);
+      return data::serve_tokenizer(tokenizer, 0, 1);
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      return kUserErrorExitCode;
+    }
+  }
   data::PrepareOptions o;
   CLI::App app{
       "Tokenize text files into binary shards of token ids plus meta.json.\n"

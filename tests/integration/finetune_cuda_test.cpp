@@ -14,7 +14,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string bin() { return "'" + roformer_binary() + "'"; }
+std::string bin() {
+  return "'" + roformer_binary() + "'";
+}
 
 json dev_losses(const std::string& run) {
   json out = json::array();

@@ -2,7 +2,8 @@
 // the bi-encoder must learn (dev accuracy and loss), exact resume against an uninterrupted run
 // (dropout on), a GLUE SST-2 file through to the predictions file and the Hugging Face
 // conversion, data parallel over two Gloo ranks against one process on the same global batch,
-// and a learned position table shorter than the inputs refused before anything is written.
+// a learned position table shorter than the inputs refused before anything is written, and a
+// SentencePiece checkpoint tokenised through the roformer-prepare-data service.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,4 +140,31 @@ TEST(Finetune, LearnedTableShorterThanTheInputsIsRefusedBeforeWriting) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("model.position.max_positions=48"), std::string::npos) << r.output;
   EXPECT_FALSE(roformer::path_exists(dir.file("ft")));
+}
+
+TEST(Finetune, SentencePieceCheckpointsTokeniseThroughTheToolAndRefuseTheByteTokenizer) {
+  TempDir dir;
+  std::string text;  // lines of the triplets' words (SentencePiece trains on sentences)
+  for (int i = 0; i < 3000; ++i)
+    text += std::string(i % 3 ? "the kernel driver maps a page " : "a socket packet takes the route ") +
+            (i % 5 ? "into memory.\n" : "to the inode cache.\n");
+  write_file(dir.file("train.txt"), text);
+  write_file(dir.file("valid.txt"), text.substr(0, 4000));
+  auto r = run_command(bin() + " prepare-data --input '" + dir.file("train.txt") + "' '" + dir.file("valid.txt") +
+                       "' --tokenizer sentencepiece --vocab-size 300 --out '" + dir.file("ds-sp") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string cfg = write_tiny_config(dir, dir.file("ds-sp"));
+  r = run_command(bin() + " train '" + cfg + "' --run-dir '" + dir.file("run") +
+                  "' --set model.vocab_size=304 --set train.steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ckpt = dir.file("run/checkpoints/step_10"), task = write_triplet_task(dir, "bi");
+  r = run_command(bin() + " finetune '" + ckpt + "' '" + task + "' --run-dir '" + dir.file("ft") +
+                  "' --set finetune.tokenizer=auto --set finetune.epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(sentencepiece tokenizer)"), std::string::npos) << r.output;
+  // The task file says byte: the checkpoint's dataset says otherwise.
+  r = run_command(bin() + " finetune '" + ckpt + "' '" + task + "' --run-dir '" + dir.file("ft-byte") + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("tokenised with sentencepiece"), std::string::npos) << r.output;
+  EXPECT_FALSE(roformer::path_exists(dir.file("ft-byte")));
 }

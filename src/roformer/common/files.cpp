@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "roformer/common/errors.h"
 
@@ -96,6 +98,15 @@ void make_directories(const std::string& path) {
   if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash));
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     throw UserError("cannot create directory '" + path + "': " + std::strerror(errno));
+}
+
+std::string sibling_executable(const std::string& name) {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) throw std::runtime_error("cannot locate the running executable (/proc/self/exe)");
+  self[n] = '\0';
+  const std::string path(self);
+  return path.substr(0, path.find_last_of('/')) + "/" + name;
 }
 
 }  // namespace roformer

@@ -31,4 +31,8 @@ bool is_regular_file(const std::string& path);
 // Creates the directory and its parents (like mkdir -p); throws UserError on failure.
 void make_directories(const std::string& path);
 
+// The path of executable `name` in the directory of the running executable (/proc/self/exe):
+// where roformer finds roformer-prepare-data.
+std::string sibling_executable(const std::string& name);
+
 }  // namespace roformer

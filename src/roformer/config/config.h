@@ -215,7 +215,7 @@ struct FinetuneConfig {
   double warmup_ratio = 0.1;  // of all fine-tuning steps
   int64_t eval_batch_size = 32;
   double classifier_dropout = 0.1;
-  std::string tokenizer = "auto";                          // auto: the tokenizer of the checkpoint's dataset; byte
+  std::string tokenizer = "auto";  // auto: the checkpoint's dataset tokenizer (byte or SentencePiece); byte
   TripletEncoder triplet_encoder = TripletEncoder::cross;  // cross: head on [CLS] A [SEP] X; bi: cosine of mean states
   double triplet_scale = 10.0;                             // bi: score = scale * cos(mean h(A), mean h(X))
   TripletLossKind triplet_loss = TripletLossKind::softmax;

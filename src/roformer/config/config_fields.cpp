@@ -246,7 +246,7 @@ void FinetuneConfig::visit(FieldVisitor& v) {
   v.field("eval_batch_size", eval_batch_size, at_least(int64_t{1}), "inputs per evaluation forward pass");
   v.field("classifier_dropout", classifier_dropout, between(0.0, 0.9), "dropout of the classification head");
   v.choice("tokenizer", tokenizer, {"auto", "byte"},
-           "auto: the checkpoint's dataset tokenizer; byte: the byte tokenizer");
+           "auto: the tokenizer of the checkpoint's dataset (byte or SentencePiece); byte: the byte tokenizer");
   static const EnumNames<TripletEncoder> encoders{{{TripletEncoder::cross, "cross"}, {TripletEncoder::bi, "bi"}}};
   enum_field(v, "triplet_encoder", triplet_encoder, encoders,
              "cross: the head scores [CLS] A [SEP] X [SEP]; bi: A and X encoded apart, scale * cosine of mean states");

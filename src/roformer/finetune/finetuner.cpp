@@ -24,6 +24,7 @@
 #include "roformer/common/strings.h"
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/dataset_meta.h"
+#include "roformer/data/tokenizer_process.h"
 #include "roformer/dist/process_group.h"
 #include "roformer/dist/reducer.h"
 #include "roformer/finetune/task_eval.h"
@@ -46,29 +47,38 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // The tokenizer the checkpoint was pretrained with: finetune.tokenizer, or (auto) the one its
-// dataset's meta.json names. Only the byte tokenizer can run in this process (SentencePiece
-// and LibTorch must not share one: see data/tokenizer.h).
+// dataset's meta.json names. A SentencePiece model runs in a roformer-prepare-data process
+// (SentencePiece and LibTorch must not share one: see data/tokenizer_process.h).
 std::unique_ptr<data::Tokenizer> task_tokenizer(const config::Config& cfg, const std::string& checkpoint) {
-  std::string name = cfg.finetune.tokenizer;
-  if (name == "auto") {
-    const std::string& path = cfg.data.path;
+  std::unique_ptr<data::Tokenizer> tok;
+  const std::string& path = cfg.data.path;
+  if (cfg.finetune.tokenizer == "byte") {
+    // A dataset that is still there may say otherwise: then the ids would mean other things.
+    if (!path.empty() && path_exists(path + "/meta.json")) {
+      const std::string used = data::read_dataset_meta(path, /*verify_checksums=*/false).tokenizer;
+      if (used != "byte")
+        throw UserError("finetune.tokenizer=byte, but '" + checkpoint + "' was pretrained on '" + path +
+                        "', tokenised with " + used + "; set finetune.tokenizer=auto");
+    }
+    tok = std::make_unique<data::ByteTokenizer>();
+  } else {
     if (path.empty() || !path_exists(path + "/meta.json"))
       throw UserError(
           "finetune.tokenizer=auto reads the tokenizer from the pretraining dataset, but the checkpoint's "
           "data.path '" +
           path + "' has no meta.json here; set finetune.tokenizer=byte if '" + checkpoint +
-          "' was pretrained on byte-tokenised data");
-    name = data::read_dataset_meta(path, /*verify_checksums=*/false).tokenizer;
+          "' was pretrained on byte-tokenised data, or --set data.path=DIR to its dataset");
+    const data::DatasetMeta meta = data::read_dataset_meta(path, /*verify_checksums=*/false);
+    if (meta.tokenizer == "byte")
+      tok = std::make_unique<data::ByteTokenizer>();
+    else
+      tok = std::make_unique<data::ProcessTokenizer>(sibling_executable("roformer-prepare-data"),
+                                                     path + "/" + meta.tokenizer_model);
   }
-  if (name != "byte")
-    throw UserError("the checkpoint '" + checkpoint + "' was pretrained with the " + name +
-                    " tokenizer, which this process cannot run (SentencePiece and LibTorch clash); fine-tuning "
-                    "reads text with the byte tokenizer: fine-tune a byte-level checkpoint");
-  auto tok = std::make_unique<data::ByteTokenizer>();
   if (tok->vocab_size() > cfg.model.vocab_size)
-    throw UserError("the byte tokenizer has " + std::to_string(tok->vocab_size()) + " ids but the checkpoint's " +
-                    "model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
-                    ": it was not pretrained with the byte tokenizer; set finetune.tokenizer to its tokenizer");
+    throw UserError("the " + tok->name() + " tokenizer has " + std::to_string(tok->vocab_size()) +
+                    " ids but the checkpoint's model.vocab_size is " + std::to_string(cfg.model.vocab_size) +
+                    ": it was not pretrained with this tokenizer; set finetune.tokenizer (or data.path) to its own");
   return tok;
 }
 
@@ -212,8 +222,9 @@ void Finetuner::build() {
   if (resume_dir_.empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
   model_->to(device_);
   optimizer_ = train::make_optimizer(*model_, t);
-  log::info("task ", spec_.name, ": ", train_.examples.size(), " training examples (", train_.truncated,
-            " inputs truncated to ", f_.max_length, " tokens), ", dev_.examples.size(), " dev",
+  log::info("task ", spec_.name, " (", tokenizer_->name(), " tokenizer): ", train_.examples.size(),
+            " training examples (", train_.truncated, " inputs truncated to ", f_.max_length, " tokens), ",
+            dev_.examples.size(), " dev",
             has_test_ ? ", " + std::to_string(test_.examples.size()) + " test" : std::string(), "; ", steps_per_epoch_,
             " steps per epoch x ", f_.epochs, " epochs = ", t.steps, " steps");
 }

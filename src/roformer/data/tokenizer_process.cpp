@@ -132,7 +132,8 @@ std::string ProcessTokenizer::decode(const std::vector<int64_t>& ids) const {
 }
 
 int serve_tokenizer(const Tokenizer& tokenizer, int in_fd, int out_fd) {
-  const json header{{"name", tokenizer.name()}, {"vocab_size", tokenizer.vocab_size()}, {"special_ids", tokenizer.special_ids()}};
+  const json header{
+      {"name", tokenizer.name()}, {"vocab_size", tokenizer.vocab_size()}, {"special_ids", tokenizer.special_ids()}};
   if (!write_all(out_fd, header.dump() + "\n", false)) return 1;
   std::string buffer, line;
   while (read_line(in_fd, buffer, line)) {

@@ -1,9 +1,8 @@
 // A tokenizer that runs in another process: roformer-prepare-data --tokenizer-service MODEL,
 // spoken to over a socket pair, one JSON line per request ({"encode": hex of the text} or
-// {"decode": ids}) and per answer ({"ids": [...]}, {"text": hex} or {"error": message}). It is how a LibTorch process (fine-tuning) uses a SentencePiece model:
-// SentencePiece and LibTorch export clashing protobuf symbols and cannot share a process
-// (see tokenizer.h). The service's first line gives its name, vocabulary and special ids.
-// Torch-free.
+// {"decode": ids}) and per answer ({"ids": [...]}, {"text": hex} or {"error": message}). It is how a LibTorch process
+// (fine-tuning) uses a SentencePiece model: SentencePiece and LibTorch export clashing protobuf symbols and cannot
+// share a process (see tokenizer.h). The service's first line gives its name, vocabulary and special ids. Torch-free.
 #pragma once
 
 #include <sys/types.h>

@@ -119,6 +119,7 @@ class Finetuner {
   void open_run_dir();
   train::StepResult step(double lr);
   void log_step(const train::StepResult& r, double lr);
+  std::string eta() const;
   void evaluate_epoch(int64_t epoch, double train_loss);
   void checkpoint();
   void write_predictions();
@@ -147,7 +148,8 @@ class Finetuner {
   io::TrainerState state_;
   train::MetricsWriter metrics_;
   std::unique_ptr<Progress> progress_;
-  Clock::time_point window_start_;
+  Clock::time_point window_start_, session_start_;
+  int64_t first_step_ = 0;
   int64_t window_tokens_ = 0;
   torch::Tensor epoch_loss_;  // float64 [] on the device: the sum of this epoch's step losses (this session)
   int64_t epoch_steps_ = 0;
@@ -314,6 +316,13 @@ train::StepResult Finetuner::step(double lr) {
   return train::update_from_gradients(*model_, *optimizer_, std::move(r), t.grad_clip);
 }
 
+// Remaining steps at this session's pace (evaluations included).
+std::string Finetuner::eta() const {
+  const double done = static_cast<double>(state_.step - first_step_);
+  const double spent = std::chrono::duration<double>(Clock::now() - session_start_).count();
+  return Progress::format_duration(spent / std::max(1.0, done) * static_cast<double>(cfg_.train.steps - state_.step));
+}
+
 void Finetuner::log_step(const train::StepResult& r, double lr) {
   const double window_s = std::chrono::duration<double>(Clock::now() - window_start_).count();
   const double tps = window_s > 0 ? static_cast<double>(window_tokens_) / window_s : 0;
@@ -330,7 +339,7 @@ void Finetuner::log_step(const train::StepResult& r, double lr) {
                            " | epoch " + std::to_string(epoch) + "/" + std::to_string(f_.epochs) + " | loss " +
                            shortest_double(std::round(loss * 1e4) / 1e4) + " | lr " + significant(lr) + " | grad " +
                            shortest_double(std::round(grad * 1e3) / 1e3) + " | " + std::to_string(std::llround(tps)) +
-                           " tok/s";
+                           " tok/s | ETA " + eta();
   if (progress_) {
     log::debug(line);
     progress_->update(static_cast<double>(state_.step), "loss " + shortest_double(std::round(loss * 1e3) / 1e3));
@@ -442,7 +451,8 @@ FinetuneResult Finetuner::run() {
   if (rank0_ && Progress::stderr_is_terminal() && state_.step < steps)
     progress_ = std::make_unique<Progress>("finetune", static_cast<double>(steps), "steps");
   int64_t reported_bad = 0;
-  window_start_ = Clock::now();
+  window_start_ = session_start_ = Clock::now();
+  first_step_ = state_.step;
   while (state_.step < steps) {
     const double lr = train::learning_rate(cfg_.train, state_.step);
     const train::StepResult r = step(lr);

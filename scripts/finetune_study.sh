@@ -15,9 +15,11 @@ families="${FAMILIES:-rope learned t5_bias sinusoidal}"
 lengths="${LENGTHS:-512 1024}"
 seeds="${SEEDS:-1234 1235 1236}"
 data="${DATA:-data/tasks/doc-triplets-study}"
+py="$here/.venv/bin/python"   # matplotlib for the plot (scripts/setup.sh installs it)
+[ -x "$py" ] || py="$(command -v python3)"
 [ -x "$bin" ] || { echo "finetune_study: $bin is not built (cmake --build --preset release)" >&2; exit 2; }
 if [ ! -f "$data/stats.json" ]; then
-  python3 "$here/scripts/make_doc_triplets.py" --out "$data" --seed 1 --train 400 --dev 200 --test 400 >/dev/null
+  "$py" "$here/scripts/make_doc_triplets.py" --out "$data" --seed 1 --train 400 --dev 200 --test 400 >/dev/null
 fi
 mkdir -p "$out/runs"
 for family in $families; do
@@ -35,4 +37,4 @@ for family in $families; do
     done
   done
 done
-python3 "$here/scripts/finetune_report.py" "$out"
+"$py" "$here/scripts/finetune_report.py" "$out"

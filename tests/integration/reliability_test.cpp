@@ -55,7 +55,9 @@ std::string train_losses(const std::string& run) {
 
 TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
   Fixture f;
-  const std::string steps = "--set train.steps=200 --set train.checkpoint_every=10 ";
+  // Long enough that ten kills (random ones last up to 2 s) land before the run can finish on
+  // an idle machine: at 200 steps a fast run finished after six.
+  const std::string steps = "--set train.steps=400 --set train.checkpoint_every=10 ";
   const std::string straight = f.dir.file("straight"), killed = f.dir.file("killed");
   ASSERT_EQ(run_command(f.train(straight, steps)).exit_code, 0);
   std::mt19937 rng(2026);
@@ -88,7 +90,7 @@ TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
     }
     // A run that got as far as training must have resumed from the newest checkpoint (a
     // random kill may also land during start-up, before anything is logged).
-    if (latest > 0 && r.output.find("/200 |") != std::string::npos &&
+    if (latest > 0 && r.output.find("/400 |") != std::string::npos &&
         r.output.find("resumed from " + killed + "/checkpoints/step_" + std::to_string(latest) + " ") ==
             std::string::npos)
       ADD_FAILURE() << "attempt " << attempt << " trained without resuming from step " << latest << ":\n" << r.output;
@@ -97,7 +99,7 @@ TEST(Reliability, TenKillsIncludingDuringCheckpointWritesResumeToTheSameBits) {
   EXPECT_EQ(in_checkpoint, 5);
   const auto r = run_command(f.train(killed, steps + "--resume auto"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 200), checkpoint_weights(killed, 200)), "");
+  EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 400), checkpoint_weights(killed, 400)), "");
   EXPECT_EQ(train_losses(straight), train_losses(killed));
   EXPECT_EQ(checkpoint_listing(killed).find(".tmp-"), std::string::npos);  // swept by later saves
 }

@@ -136,6 +136,8 @@ class Finetuner {
   std::unique_ptr<data::Tokenizer> tokenizer_;
   int64_t pad_id_ = 0, steps_per_epoch_ = 0;
   TaskSplit train_, dev_, test_;
+  std::vector<size_t> order_;  // the training order of epoch order_epoch_
+  int64_t order_epoch_ = -1;
   bool has_test_ = false;
   std::string resume_dir_, git_rev_;
   torch::Device device_{torch::kCPU};
@@ -267,7 +269,11 @@ void Finetuner::open_run_dir() {
 train::StepResult Finetuner::step(double lr) {
   const config::TrainConfig& t = cfg_.train;
   const int64_t epoch = state_.step / steps_per_epoch_, b = state_.step % steps_per_epoch_;
-  const std::vector<size_t> order = epoch_order(train_.examples.size(), static_cast<uint64_t>(t.seed), epoch);
+  if (order_epoch_ != epoch) {  // drawn once per epoch, not per step (QQP has 364k examples)
+    order_ = epoch_order(train_.examples.size(), static_cast<uint64_t>(t.seed), epoch);
+    order_epoch_ = epoch;
+  }
+  const std::vector<size_t>& order = order_;
   const size_t begin = static_cast<size_t>(b * t.batch_size);
   const size_t end = std::min(order.size(), begin + static_cast<size_t>(t.batch_size));
   std::vector<const TaskExample*> local;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "roformer/common/build_info.h"
+#include "roformer/common/host_memory.h"
 #include "roformer/dist/nccl_version.h"
 
 namespace roformer::cli {
@@ -24,7 +25,8 @@ void add_version_command(CLI::App& app, int& exit_code) {
               << "\n"
               << "visible gpus      " << static_cast<int>(torch::cuda::device_count()) << "\n"
               << "nccl              " << dist::nccl_version_text() << "\n"
-              << "intra-op threads  " << at::get_num_threads() << "\n";
+              << "intra-op threads  " << at::get_num_threads() << "\n"
+              << "host allocator    " << tune_host_allocator() << "\n";
     exit_code = 0;
   });
 }

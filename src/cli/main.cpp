@@ -7,6 +7,7 @@
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
+#include "roformer/common/host_memory.h"
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
 
@@ -23,7 +24,10 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "console log level: trace, debug, info, warn, error, off")
       ->capture_default_str();
-  app.parse_complete_callback([&log_level] { log::init(log::parse_level(log_level)); });
+  app.parse_complete_callback([&log_level] {
+    log::init(log::parse_level(log_level));
+    tune_host_allocator();  // before a command's first tensor: activations reuse warm heap pages
+  });
 
   int exit_code = 0;
   cli::add_version_command(app, exit_code);

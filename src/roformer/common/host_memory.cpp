@@ -1,0 +1,48 @@
+// Host allocator settings (see host_memory.h).
+#include "roformer/common/host_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "roformer/common/errors.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace roformer {
+namespace {
+
+bool environment_tunes_malloc() {
+  for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+std::string apply_settings() {
+#if defined(__GLIBC__)
+  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");
+  if (choice != nullptr && std::strcmp(choice, "default") == 0) return "glibc defaults (ROFORMER_HOST_MALLOC=default)";
+  if (choice != nullptr && std::strcmp(choice, "tuned") != 0)
+    throw UserError(std::string("ROFORMER_HOST_MALLOC='") + choice +
+                    "' is not a setting; use 'tuned' (the default) or 'default' (glibc's own), or unset it");
+  if (environment_tunes_malloc()) return "glibc, tuned by the environment";
+  constexpr int kMiB = 1 << 20;
+  // Setting these also turns off glibc's dynamic threshold, which would otherwise move.
+  const bool ok = mallopt(M_MMAP_THRESHOLD, 32 * kMiB) == 1 && mallopt(M_TRIM_THRESHOLD, 1024 * kMiB) == 1 &&
+                  mallopt(M_TOP_PAD, 64 * kMiB) == 1;
+  return ok ? "glibc, blocks up to 32 MiB reused (mmap threshold 32 MiB, trim 1 GiB, top pad 64 MiB)"
+            : "glibc defaults (mallopt refused the settings)";
+#else
+  return "the platform's allocator, untuned";
+#endif
+}
+
+}  // namespace
+
+const std::string& tune_host_allocator() {
+  static const std::string applied = apply_settings();
+  return applied;
+}
+
+}  // namespace roformer

@@ -3,6 +3,7 @@
 // tensors, one per parameter), and the distributed sampler (PyTorch's semantics: equal
 // shards, disjoint and covering, padding and drop_last, epochs, identical on every rank).
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "roformer/dist/dist_env.h"
 #include "roformer/dist/master_probe.h"
 #include "roformer/dist/reducer.h"
+#include "roformer/train/device_setup.h"
 
 using roformer::UserError;
 using namespace roformer::dist;
@@ -217,4 +219,54 @@ TEST(DistributedSampler, EpochsReshuffleTheSameWayOnEveryRankAndStridedShardsInt
   EXPECT_EQ(whole.stream_index(100 + 5), whole.index(1, 5));
   const DistributedSampler ordered(5, 1, 0, 0, /*shuffle=*/false);
   EXPECT_EQ(ordered.shard(7), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+namespace {
+
+// A world of one: every collective is already complete (enough to drive the reducer's hooks).
+class SoloCommunicator : public Communicator {
+  struct Done : CollectiveHandle {
+    void wait() override {}
+  };
+
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "solo"; }
+  std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor&) override { return std::make_unique<Done>(); }
+  void broadcast(at::Tensor&, int) override {}
+  void barrier() override {}
+};
+
+}  // namespace
+
+// Fine-tuning freezes parameters (the pretraining LM head); the reducer built over the whole
+// module serves only the trainable ones: no bucket waits for a gradient that never comes.
+TEST(Reducer, FrozenParametersAreSkipped) {
+  torch::manual_seed(5);
+  torch::nn::Sequential net(torch::nn::Linear(6, 5), torch::nn::Linear(5, 3));
+  net[1]->as<torch::nn::Linear>()->weight.set_requires_grad(false);
+  SoloCommunicator comm;
+  roformer::config::DistConfig dist;
+  dist.first_bucket_mb = 0;
+  dist.bucket_mb = 0;  // a bucket per parameter
+  auto reducer = roformer::train::make_reducer(*net, comm, dist);
+  EXPECT_EQ(reducer->buckets().size(), 3u);  // 0.weight, 0.bias, 1.bias
+  const torch::Tensor x = torch::randn({4, 6});
+  net->forward(x).pow(2).sum().backward();
+  std::vector<torch::Tensor> plain;
+  for (auto& p : net->parameters()) plain.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  net->zero_grad();
+  reducer->prepare_for_backward();
+  net->forward(x).pow(2).sum().backward();
+  reducer->finish();
+  EXPECT_EQ(reducer->collectives_launched(), 3);
+  const auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_EQ(params[i].grad().defined(), plain[i].defined()) << i;
+    if (plain[i].defined()) {
+      EXPECT_TRUE(torch::equal(params[i].grad(), plain[i])) << i;
+    }
+  }
+  EXPECT_FALSE(params[2].grad().defined());  // the frozen weight
 }

@@ -24,6 +24,15 @@ class PostAccumulateHook : public torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
+// The parameters the reducer serves: those that require grad (frozen ones get no gradient,
+// so no hook would ever fire for them and their bucket would never be launched).
+std::vector<std::pair<std::string, at::Tensor>> trainable(std::vector<std::pair<std::string, at::Tensor>> named) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& entry : named)
+    if (entry.second.requires_grad()) out.push_back(std::move(entry));
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, int64_t first_bucket_bytes,
@@ -57,7 +66,7 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& 
 
 GradientReducer::GradientReducer(std::vector<std::pair<std::string, at::Tensor>> named_params, Communicator& comm,
                                  ReducerOptions options)
-    : params_(std::move(named_params)), comm_(comm), options_(options) {
+    : params_(trainable(std::move(named_params))), comm_(comm), options_(options) {
   std::vector<BucketParam> sizes;
   for (const auto& [name, p] : params_) {
     if (!p.is_contiguous()) throw std::runtime_error("data parallel: parameter " + name + " is not contiguous");

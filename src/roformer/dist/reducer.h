@@ -4,7 +4,8 @@
 // `bucket_bytes`, split by (dtype, device). A hook after each parameter's gradient
 // accumulation copies grad/world into its bucket; when a bucket is full its all-reduce (SUM)
 // is launched at once, strictly in bucket order, so communication overlaps the rest of
-// backward. finish() waits and copies the averaged gradients back.
+// backward. finish() waits and copies the averaged gradients back. Parameters that do not
+// require grad (frozen) are left out.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -201,12 +201,8 @@ void Finetuner::setup_device() {
   autocast_ = device_.is_cuda() && cfg_.train.precision != config::Precision::fp32;
   const std::string switches = train::apply_cuda_switches(cfg_.train, device_);
   if (env_.distributed()) {
-    dist::ProcessGroupOptions po;
-    po.engine = train::pick_engine(cfg_.dist, device_);
-    po.timeout = std::chrono::seconds(cfg_.dist.timeout_s);
-    po.cuda_device = device_.is_cuda() ? device_.index() : 0;
     log::info("data parallel: ", env_.describe());
-    group_ = std::make_unique<dist::ProcessGroup>(env_, po);
+    group_ = train::open_process_group(env_, cfg_.dist, device_);
     resume_dir_ = group_->share_from_rank0("resume_dir", resume_dir_);
   }
   log::info("device ", device_.str(), ", ", threads, " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32",
@@ -244,13 +240,7 @@ void Finetuner::restore() {
   if (!group_) return;
   group_->check_same_fingerprint("model and config", dist::model_fingerprint(*model_, {config::dump_yaml(cfg_)}));
   dist::broadcast_module(group_->comm(), *model_);
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (auto& p : model_->named_parameters())
-    if (p.value().requires_grad()) named.emplace_back(p.key(), p.value());
-  dist::ReducerOptions ro;
-  ro.first_bucket_bytes = static_cast<int64_t>(cfg_.dist.first_bucket_mb * 1024 * 1024);
-  ro.bucket_bytes = static_cast<int64_t>(cfg_.dist.bucket_mb * 1024 * 1024);
-  reducer_ = std::make_unique<dist::GradientReducer>(std::move(named), group_->comm(), ro);
+  reducer_ = train::make_reducer(*model_, group_->comm(), cfg_.dist);  // frozen parameters are skipped
 }
 
 void Finetuner::open_run_dir() {

@@ -2,6 +2,7 @@
 #include "roformer/train/device_setup.h"
 
 #include <ATen/Context.h>
+#include <torch/nn/module.h>
 
 #include <cstdlib>
 
@@ -17,6 +18,25 @@ dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& devic
   }
   if (d.backend == config::DistBackend::gloo) return dist::Engine::gloo;
   return device.is_cuda() ? dist::Engine::nccl : dist::Engine::gloo;
+}
+
+std::unique_ptr<dist::ProcessGroup> open_process_group(const dist::DistEnv& env, const config::DistConfig& d,
+                                                       const torch::Device& device) {
+  dist::ProcessGroupOptions po;
+  po.engine = pick_engine(d, device);
+  po.timeout = std::chrono::seconds(d.timeout_s);
+  po.cuda_device = device.is_cuda() ? device.index() : 0;
+  return std::make_unique<dist::ProcessGroup>(env, po);
+}
+
+std::unique_ptr<dist::GradientReducer> make_reducer(torch::nn::Module& module, dist::Communicator& comm,
+                                                    const config::DistConfig& d) {
+  dist::ReducerOptions ro;
+  ro.first_bucket_bytes = static_cast<int64_t>(d.first_bucket_mb * 1024 * 1024);
+  ro.bucket_bytes = static_cast<int64_t>(d.bucket_mb * 1024 * 1024);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (auto& p : module.named_parameters()) named.emplace_back(p.key(), p.value());
+  return std::make_unique<dist::GradientReducer>(std::move(named), comm, ro);
 }
 
 std::string apply_cuda_switches(const config::TrainConfig& t, const torch::Device& device) {

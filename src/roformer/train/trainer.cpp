@@ -184,13 +184,10 @@ void Trainer::setup_device() {
   autocast_ = device_.is_cuda() && t_.precision != config::Precision::fp32;
   const std::string switches = apply_cuda_switches(t_, device_);
   if (env_.distributed()) {
-    dist::ProcessGroupOptions po;
-    po.engine = pick_engine(cfg_.dist, device_);
-    po.timeout = std::chrono::seconds(cfg_.dist.timeout_s);
-    po.cuda_device = device_.is_cuda() ? device_.index() : 0;
-    log::info("data parallel: ", env_.describe(), ", ", po.engine == dist::Engine::nccl ? "NCCL" : "Gloo",
-              ", local batch ", local_batch_, " of global ", t_.batch_size);
-    group_ = std::make_unique<dist::ProcessGroup>(env_, po);
+    log::info("data parallel: ", env_.describe(), ", ",
+              pick_engine(cfg_.dist, device_) == dist::Engine::nccl ? "NCCL" : "Gloo", ", local batch ", local_batch_,
+              " of global ", t_.batch_size);
+    group_ = open_process_group(env_, cfg_.dist, device_);
     comm_ = &group_->comm();
     // Every rank must resume from the same checkpoint: rank 0's choice wins, and it must exist here too.
     resume_dir_ = group_->share_from_rank0("resume_dir", resume_dir_);
@@ -246,12 +243,7 @@ void Trainer::restore() {
                                  dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size),
                                                                    "resume " + resume_dir_, config::dump_yaml(cfg_)}));
   dist::broadcast_module(*comm_, *model_);
-  dist::ReducerOptions ro;
-  ro.first_bucket_bytes = static_cast<int64_t>(cfg_.dist.first_bucket_mb * 1024 * 1024);
-  ro.bucket_bytes = static_cast<int64_t>(cfg_.dist.bucket_mb * 1024 * 1024);
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
-  reducer_ = std::make_unique<dist::GradientReducer>(std::move(named), *comm_, ro);
+  reducer_ = make_reducer(*model_, *comm_, cfg_.dist);
   dp_ = {reducer_.get(), comm_};
   log::info("gradient buckets: ", reducer_->buckets().size(), " (first ", cfg_.dist.first_bucket_mb, " MiB, then ",
             cfg_.dist.bucket_mb, " MiB)");

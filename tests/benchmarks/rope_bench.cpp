@@ -1,6 +1,7 @@
 // Fused RoPE vs the unfused LibTorch composite (rotate_half with cached cos/sin tables, as
 // Hugging Face does it) vs a plain copy of the same bytes, forward and forward+backward, in
-// GB/s of q and k read plus written. CUDA cases are added when a GPU is visible.
+// GB/s of q and k read plus written. CUDA cases are added when a GPU is visible. The host
+// allocator is tuned as the roformer binary tunes it (common/host_memory.h).
 // scripts/bench_rope.sh runs this and prints the ratios of one run.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -9,6 +10,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "roformer/common/host_memory.h"
 #include "roformer/model/position/rope_frequencies.h"
 #include "roformer/ops/rope.h"
 
@@ -84,6 +86,7 @@ void run(benchmark::State& state, Shape sh, torch::ScalarType dtype, torch::Devi
 }  // namespace
 
 int main(int argc, char** argv) {
+  roformer::tune_host_allocator();  // as in `roformer`: allocating cases reuse warm heap pages
   std::vector<torch::Device> devices{torch::kCPU};
   if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
   for (const torch::Device& device : devices)

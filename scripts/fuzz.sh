@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets (clang, ASan + UBSan) over the torch-free parsers:
-#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: config | safetensors | dataset_meta | hf_config | cli_args | all
+#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: config | safetensors | dataset_meta | hf_config | cli_args | task_data | all
 # Seeds come from tests/fuzz/TARGET/; the growing corpus lives in build/fuzz/corpus/TARGET and
 # crashes in build/fuzz/crashes/ (add each as a regression test, then a seed). Exit status is
 # non-zero when a target crashes. SECONDS defaults to $ROFORMER_FUZZ_SECONDS or 60.
@@ -9,8 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 target="${1:-}"
 seconds="${2:-${ROFORMER_FUZZ_SECONDS:-60}}"
-targets=(config safetensors dataset_meta hf_config cli_args)
-usage() { echo "usage: scripts/fuzz.sh config|safetensors|dataset_meta|hf_config|cli_args|all [SECONDS]" >&2; exit 2; }
+targets=(config safetensors dataset_meta hf_config cli_args task_data)
+usage() { echo "usage: scripts/fuzz.sh config|safetensors|dataset_meta|hf_config|cli_args|task_data|all [SECONDS]" >&2; exit 2; }
 [ -n "$target" ] || usage
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
 if [ "$target" = all ]; then
@@ -30,7 +30,8 @@ sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roforme
          src/roformer/config/config_fields.cpp src/roformer/config/config_loader.cpp
          src/roformer/config/config_validate.cpp src/roformer/config/config_dump.cpp
          src/roformer/data/dataset_meta.cpp src/roformer/data/token_store.cpp
-         src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/cli/cli_options.cpp)
+         src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/cli/cli_options.cpp
+         src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp)
 objects=()
 for s in "${sources[@]}"; do
   o="$out/obj/$(basename "${s%.cpp}").o"

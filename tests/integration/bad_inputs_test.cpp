@@ -1,7 +1,7 @@
 // The bad-input suite: every file in tests/bad_inputs/*.case is one case, run as a process
 // against a fresh copy of a fixture (a prepared dataset, a tiny config, a trained run with a
-// checkpoint). Each case asserts the exit code, a fragment of the message, and that nothing in
-// the fixture was created or changed by the failing command.
+// checkpoint; built once per build and shared by the cases' processes). Each case asserts the exit code, a fragment of
+// the message, and that nothing in the fixture was created or changed by the failing command.
 //
 // Case format (one key per line; `setup:` may repeat and runs before the snapshot):
 //   # what the case checks
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -115,20 +116,48 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// Built once: dataset, tiny config (at {tmp}/tiny.yaml, data at {tmp}/ds), a 10-step run.
-const std::string& fixture() {
-  static TempDir dir;
-  static const std::string root = [] {
-    const std::string ds = make_word_dataset(dir, 20000);
-    const std::string cfg = write_tiny_config(dir, ds, "causal_lm");
-    const auto r = run_command("'" + roformer_binary() + "' train '" + cfg + "' --run-dir '" + dir.file("run") +
-                               "' --set train.steps=10 --set train.checkpoint_every=10 --set train.eval_every=10");
-    if (r.exit_code != 0) throw std::runtime_error("fixture training failed:\n" + r.output);
-    // The config refers to the dataset by an absolute path; cases get their own copy.
-    run_command("rm -f '" + dir.file("run") + "/train.log'");
-    return dir.path();
+// What the fixture is built from: the roformer binary and this test binary (their paths,
+// sizes and modification times), so a rebuild of either gets a fresh fixture.
+std::string fixture_key() {
+  std::string identity;
+  for (const std::string& path : {roformer_binary(), std::string("/proc/self/exe")}) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) throw std::runtime_error("cannot stat " + path);
+    identity += path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                std::to_string(st.st_mtim.tv_nsec) + ";";
+  }
+  return std::to_string(std::hash<std::string>()(identity));
+}
+
+struct Fixture {
+  std::string root;    // where it lives: cases copy it from here
+  std::string origin;  // the directory it was built in, which its configs name
+};
+
+// Dataset, tiny config (at {tmp}/tiny.yaml, data at {tmp}/ds) and a 10-step run, built once
+// per fixture_key() and shared by every case: ctest runs each case in a process of its own,
+// and building it (prepare-data and a training run) cost more than most cases, 3x so under
+// ASan. It is built in a temporary directory and renamed into place, so a case never sees half
+// of one; when two cases race, the second rename fails and its copy is removed.
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    const char* base = std::getenv("TMPDIR");
+    const std::string cache = std::string(base ? base : "/tmp") + "/roformer_bad_input_fixture." + fixture_key();
+    if (!roformer::is_directory(cache)) {
+      TempDir dir;
+      const std::string ds = make_word_dataset(dir, 20000);
+      const std::string cfg = write_tiny_config(dir, ds, "causal_lm");
+      const auto r = run_command("'" + roformer_binary() + "' train '" + cfg + "' --run-dir '" + dir.file("run") +
+                                 "' --set train.steps=10 --set train.checkpoint_every=10 --set train.eval_every=10");
+      if (r.exit_code != 0) throw std::runtime_error("fixture training failed:\n" + r.output);
+      run_command("rm -f '" + dir.file("run") + "/train.log'");
+      write_file(dir.file("origin"), dir.path());
+      std::error_code ec;
+      std::filesystem::rename(dir.path(), cache, ec);  // fails only when another case won the race
+    }
+    return Fixture{cache, read_file(cache + "/origin")};
   }();
-  return root;
+  return f;
 }
 
 class BadInput : public ::testing::TestWithParam<std::string> {};
@@ -141,11 +170,11 @@ TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
   const Case c = parse_case(GetParam());
   TempDir dir;
   const std::string tmp = dir.path();
-  ASSERT_EQ(
-      run_command("cp -r '" + fixture() + "/.' '" + tmp + "/' && sed -i 's|" + fixture() + "|" + tmp + "|g' '" + tmp +
-                  "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp + "/run/checkpoints/step_10/config.yaml'")
-          .exit_code,
-      0);
+  ASSERT_EQ(run_command("cp -r '" + fixture().root + "/.' '" + tmp + "/' && sed -i 's|" + fixture().origin + "|" + tmp +
+                        "|g' '" + tmp + "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp +
+                        "/run/checkpoints/step_10/config.yaml'")
+                .exit_code,
+            0);
   auto expand = [&](std::string s) {
     s = replace_all(s, "{roformer}", "'" + roformer_binary() + "'");
     s = replace_all(s, "{launch}", "'" + source_dir() + "/scripts/launch.sh'");

@@ -13,19 +13,20 @@
 namespace roformer {
 namespace {
 
-bool environment_tunes_malloc() {
+[[maybe_unused]] bool environment_tunes_malloc() {
   for (const char* name : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"})
     if (std::getenv(name) != nullptr) return true;
   return false;
 }
 
 std::string apply_settings() {
-#if defined(__GLIBC__)
-  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");
-  if (choice != nullptr && std::strcmp(choice, "default") == 0) return "glibc defaults (ROFORMER_HOST_MALLOC=default)";
-  if (choice != nullptr && std::strcmp(choice, "tuned") != 0)
+  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");  // checked on every platform; "" = unset
+  if (choice != nullptr && choice[0] == '\0') choice = nullptr;
+  if (choice != nullptr && std::strcmp(choice, "tuned") != 0 && std::strcmp(choice, "default") != 0)
     throw UserError(std::string("ROFORMER_HOST_MALLOC='") + choice +
                     "' is not a setting; use 'tuned' (the default) or 'default' (glibc's own), or unset it");
+#if defined(__GLIBC__)
+  if (choice != nullptr && std::strcmp(choice, "default") == 0) return "glibc defaults (ROFORMER_HOST_MALLOC=default)";
   if (environment_tunes_malloc()) return "glibc, tuned by the environment";
   constexpr int kMiB = 1 << 20;
   // Setting these also turns off glibc's dynamic threshold, which would otherwise move.

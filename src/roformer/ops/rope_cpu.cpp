@@ -11,6 +11,12 @@
 
 #include "roformer/ops/rope_kernels.h"
 
+// at::parallel_for is inline and runs serially in a translation unit compiled without OpenMP
+// (src/CMakeLists.txt adds it for the CPU kernel files); refuse to build a silently serial kernel.
+#if !defined(_OPENMP) && !defined(ROFORMER_SERIAL_CPU_KERNELS)
+#error "rope_cpu.cpp needs OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
+#endif
+
 namespace roformer::ops {
 namespace {
 

@@ -17,6 +17,7 @@ enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-Neo
 enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
 enum class Activation { gelu, gelu_tanh, relu };
+enum class ActivationKernel { auto_, fused, reference };
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
@@ -106,6 +107,9 @@ struct ModelConfig {
   int64_t num_heads = 4;
   int64_t ffn_size = 512;
   Activation activation = Activation::gelu;
+  // Bias + GELU after the FFN's and the MLM head's first matmul: fused (ops/bias_gelu),
+  // reference (addmm then LibTorch's GELU), auto = fused on the CPU, reference on CUDA.
+  ActivationKernel activation_kernel = ActivationKernel::auto_;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;

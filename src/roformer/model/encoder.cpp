@@ -7,8 +7,9 @@
 
 #include <cmath>
 
+#include "roformer/ops/bias_gelu.h"
+
 namespace roformer::model {
-namespace {}  // namespace
 
 torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
   switch (a) {
@@ -20,6 +21,14 @@ torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
       return torch::relu(x);
   }
   return x;
+}
+
+torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor& x, config::Activation a,
+                             config::ActivationKernel kernel) {
+  const bool fused = a != config::Activation::relu && (kernel == config::ActivationKernel::fused ||
+                                                       (kernel == config::ActivationKernel::auto_ && !x.is_cuda()));
+  if (!fused) return activate(dense(layer, x), a);
+  return ops::bias_gelu(at::linear(x, layer->weight), layer->bias, a == config::Activation::gelu_tanh);
 }
 
 namespace {
@@ -90,7 +99,7 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
   const double p = config_.hidden_dropout;
   const bool train = is_training();
   auto ffn = [&](const torch::Tensor& h) {
-    return dense(output->dense, activate(dense(intermediate->dense, h), config_.activation));
+    return dense(output->dense, dense_activate(intermediate->dense, h, config_.activation, config_.activation_kernel));
   };
   torch::nn::LayerNorm ln1 = attention->output->LayerNorm, ln2 = output->LayerNorm;
   if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
@@ -159,8 +168,8 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
 
 torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   auto& p = cls->predictions;
-  const torch::Tensor h =
-      norm(p->transform->LayerNorm, activate(dense(p->transform->dense, hidden), config_.activation));
+  const torch::Tensor h = norm(p->transform->LayerNorm, dense_activate(p->transform->dense, hidden, config_.activation,
+                                                                       config_.activation_kernel));
   return at::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 

@@ -20,6 +20,10 @@ namespace roformer::model {
 
 // The FFN / head activation named by model.activation (also used by the fine-tuning heads).
 torch::Tensor activate(const torch::Tensor& x, config::Activation a);
+// activate(layer(x)), with bias + GELU in the fused op (ops/bias_gelu) where `kernel` picks it
+// for x's device (model.activation_kernel); ReLU always takes the reference path.
+torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor& x, config::Activation a,
+                             config::ActivationKernel kernel);
 
 class EmbeddingsImpl : public torch::nn::Module {
  public:

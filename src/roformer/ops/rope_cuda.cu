@@ -15,55 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "roformer/ops/cuda_elem.cuh"
 #include "roformer/ops/cuda_selftest.h"
 #include "roformer/ops/rope_kernels.h"
 
 namespace roformer::ops {
 namespace {
 
+using cuda_elem::Acc;
+using cuda_elem::from_acc;
+using cuda_elem::to_acc;
+
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-}
-
-// ---- element conversions ------------------------------------------------------------------
-template <typename T>
-struct Acc {
-  using type = float;
-};
-template <>
-struct Acc<double> {
-  using type = double;
-};
-
-__device__ __forceinline__ float to_acc(float x) {
-  return x;
-}
-__device__ __forceinline__ double to_acc(double x) {
-  return x;
-}
-__device__ __forceinline__ float to_acc(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_acc(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_acc(typename Acc<T>::type x);
-template <>
-__device__ __forceinline__ float from_acc<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ double from_acc<double>(double x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half from_acc<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
 }
 
 template <typename T, int VEC>

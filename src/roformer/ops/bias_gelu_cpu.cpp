@@ -1,0 +1,173 @@
+// CPU kernels of the fused bias + GELU op. Forward: one pass over x writing GELU(x + bias).
+// Backward: one pass over (x, grad) writing d loss / d x and, per block of rows, partial column
+// sums for the bias gradient; the blocks are fixed (not per thread), so the result does not
+// depend on the thread count. Float inner loops use gelu_fast (bias_gelu_math.h) and are
+// compiled three times (x86-64-v4: AVX-512; v3: AVX2 + FMA; baseline) and picked at load time,
+// so GCC vectorises them for the CPU at hand; this file is built with -fno-trapping-math,
+// which lets GCC turn the math's selects into blends.
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "roformer/ops/bias_gelu_kernels.h"
+
+#if !defined(_OPENMP) && !defined(ROFORMER_SERIAL_CPU_KERNELS)
+#error "bias_gelu_cpu.cpp needs OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
+#endif
+
+namespace roformer::ops {
+namespace {
+
+template <typename scalar_t>
+using acc_type = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+constexpr int64_t kRowsPerBlock = 32;  // backward: one partial bias-gradient row per block
+
+// GELU(v) and its derivative: vectorisable approximations in float, the C library in double.
+template <GeluKind kind, typename acc_t>
+inline __attribute__((always_inline)) void gelu_cpu(acc_t v, acc_t* y, acc_t* dy) {
+  if constexpr (std::is_same_v<acc_t, float>) {
+    gelu_fast<kind>(v, y, dy);
+  } else {
+    gelu_accurate<kind>(v, y, dy);
+  }
+}
+
+template <GeluKind kind, typename scalar_t>
+inline __attribute__((always_inline)) void forward_rows(const BiasGeluLaunch& p, int64_t r0, int64_t r1) {
+  using acc_t = acc_type<scalar_t>;
+  const auto* bias = static_cast<const acc_t*>(p.bias);
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* x = static_cast<const scalar_t*>(p.x) + r * p.cols;
+    scalar_t* out = static_cast<scalar_t*>(p.out) + r * p.cols;
+    for (int64_t j = 0; j < p.cols; ++j) {
+      acc_t y, dy;
+      gelu_cpu<kind>(static_cast<acc_t>(x[j]) + bias[j], &y, &dy);
+      out[j] = static_cast<scalar_t>(y);
+    }
+  }
+}
+
+// Rows [r0, r1): d loss / d x into p.out, their column sums added to `sums` (cols values).
+template <GeluKind kind, typename scalar_t>
+inline __attribute__((always_inline)) void backward_rows(const BiasGeluLaunch& p, int64_t r0, int64_t r1,
+                                                         acc_type<scalar_t>* sums) {
+  using acc_t = acc_type<scalar_t>;
+  const auto* bias = static_cast<const acc_t*>(p.bias);
+  for (int64_t r = r0; r < r1; ++r) {
+    const scalar_t* x = static_cast<const scalar_t*>(p.x) + r * p.cols;
+    const scalar_t* g = static_cast<const scalar_t*>(p.grad) + r * p.cols;
+    scalar_t* gx = static_cast<scalar_t*>(p.out) + r * p.cols;
+    for (int64_t j = 0; j < p.cols; ++j) {
+      acc_t y, dy;
+      gelu_cpu<kind>(static_cast<acc_t>(x[j]) + bias[j], &y, &dy);
+      const acc_t d = static_cast<acc_t>(g[j]) * dy;
+      gx[j] = static_cast<scalar_t>(d);
+      sums[j] += d;
+    }
+  }
+}
+
+// One function per (dtype, kind, direction), compiled for each x86-64 level above.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ROFORMER_CLONES
+#endif
+#define ROFORMER_GELU_ROWS(T, name)                                                                            \
+  ROFORMER_CLONES void forward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                   \
+    forward_rows<GeluKind::exact, T>(p, a, b);                                                                 \
+  }                                                                                                            \
+  ROFORMER_CLONES void forward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                    \
+    forward_rows<GeluKind::tanh, T>(p, a, b);                                                                  \
+  }                                                                                                            \
+  ROFORMER_CLONES void backward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) { \
+    backward_rows<GeluKind::exact, T>(p, a, b, s);                                                             \
+  }                                                                                                            \
+  ROFORMER_CLONES void backward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {  \
+    backward_rows<GeluKind::tanh, T>(p, a, b, s);                                                              \
+  }
+ROFORMER_GELU_ROWS(float, f32)
+ROFORMER_GELU_ROWS(double, f64)
+ROFORMER_GELU_ROWS(c10::Half, f16)
+ROFORMER_GELU_ROWS(c10::BFloat16, bf16)
+#undef ROFORMER_GELU_ROWS
+
+template <typename T>
+struct Rows;
+#define ROFORMER_GELU_TABLE(T, name)                                                                       \
+  template <>                                                                                              \
+  struct Rows<T> {                                                                                         \
+    static void forward(const BiasGeluLaunch& p, int64_t a, int64_t b) {                                   \
+      p.kind == GeluKind::exact ? forward_exact_##name(p, a, b) : forward_tanh_##name(p, a, b);            \
+    }                                                                                                      \
+    static void backward(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {                  \
+      p.kind == GeluKind::exact ? backward_exact_##name(p, a, b, s) : backward_tanh_##name(p, a, b, s);    \
+    }                                                                                                      \
+  };
+ROFORMER_GELU_TABLE(float, f32)
+ROFORMER_GELU_TABLE(double, f64)
+ROFORMER_GELU_TABLE(c10::Half, f16)
+ROFORMER_GELU_TABLE(c10::BFloat16, bf16)
+#undef ROFORMER_GELU_TABLE
+
+template <typename scalar_t>
+void forward_typed(const BiasGeluLaunch& p) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.cols));
+  at::parallel_for(0, p.rows, grain, [&](int64_t a, int64_t b) { Rows<scalar_t>::forward(p, a, b); });
+}
+
+template <typename scalar_t>
+void backward_typed(const BiasGeluLaunch& p) {
+  using acc_t = acc_type<scalar_t>;
+  const int64_t blocks = (p.rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<acc_t> partial(static_cast<size_t>(blocks * p.cols), acc_t(0));
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, kRowsPerBlock * p.cols));
+  at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * kRowsPerBlock, r1 = std::min(p.rows, r0 + kRowsPerBlock);
+      Rows<scalar_t>::backward(p, r0, r1, partial.data() + blk * p.cols);
+    }
+  });
+  if (!p.bias_grad) return;
+  auto* out = static_cast<acc_t*>(p.bias_grad);
+  std::fill(out, out + p.cols, acc_t(0));
+  for (int64_t blk = 0; blk < blocks; ++blk) {  // in block order: the same sum for any thread count
+    const acc_t* row = partial.data() + blk * p.cols;
+    for (int64_t j = 0; j < p.cols; ++j) out[j] += row[j];
+  }
+}
+
+}  // namespace
+
+void bias_gelu_forward_cpu(const BiasGeluLaunch& launch) {
+  switch (launch.dtype) {
+    case BiasGeluDType::f32:
+      return forward_typed<float>(launch);
+    case BiasGeluDType::f64:
+      return forward_typed<double>(launch);
+    case BiasGeluDType::f16:
+      return forward_typed<c10::Half>(launch);
+    case BiasGeluDType::bf16:
+      return forward_typed<c10::BFloat16>(launch);
+  }
+}
+
+void bias_gelu_backward_cpu(const BiasGeluLaunch& launch) {
+  switch (launch.dtype) {
+    case BiasGeluDType::f32:
+      return backward_typed<float>(launch);
+    case BiasGeluDType::f64:
+      return backward_typed<double>(launch);
+    case BiasGeluDType::f16:
+      return backward_typed<c10::Half>(launch);
+    case BiasGeluDType::bf16:
+      return backward_typed<c10::BFloat16>(launch);
+  }
+}
+
+}  // namespace roformer::ops

@@ -91,6 +91,12 @@ TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
       t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.position.rope.scaling.kind=dynamic_ntk");
   EXPECT_EQ(dynamic["results"][0]["loss"], chunks["results"][0]["loss"]);
   EXPECT_NE(dynamic["results"][1]["loss"], chunks["results"][1]["loss"]);
+  // The bias + GELU kernel is a runtime key: the reference kernel evaluates the same checkpoint
+  // to float rounding (the fused one ran above, the CPU's default).
+  const json reference = t.eval("--lengths 32,64 --set eval.max_tokens=0 --set model.activation_kernel=reference");
+  for (int i : {0, 1})
+    EXPECT_NEAR(reference["results"][i]["loss"].get<double>(), chunks["results"][i]["loss"].get<double>(),
+                1e-5 * chunks["results"][i]["loss"].get<double>());
   // Architecture overrides are refused at evaluation time.
   const auto r = run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --set model.num_layers=3");
   EXPECT_EQ(r.exit_code, 2);

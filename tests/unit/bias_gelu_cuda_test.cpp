@@ -60,7 +60,8 @@ TEST(BiasGeluCuda, FusedModelStepMatchesTheReferenceKernel) {
     const torch::Tensor targets = in.input_ids.masked_fill(torch::rand({4, 32}).cuda() > 0.3, -100);
     torch::Tensor loss = m->loss(in, targets);
     loss.backward();
-    return std::make_pair(loss.item<double>(), m->encoder->layer[0]->as<model::EncoderLayer>()->intermediate->dense->bias.grad().cpu());
+    return std::make_pair(loss.item<double>(),
+                          m->encoder->layer[0]->as<model::EncoderLayer>()->intermediate->dense->bias.grad().cpu());
   };
   const auto fused = loss_and_grad(config::ActivationKernel::fused);
   const auto reference = loss_and_grad(config::ActivationKernel::reference);

@@ -82,7 +82,8 @@ TEST(BiasGelu, DoubleKernelEqualsTheFormula) {
     for (int64_t i = 0; i < v.numel(); ++i) {
       const double xi = v.flatten()[i].item<double>();
       EXPECT_NEAR(f.y.flatten()[i].item<double>(), gelu_ref(xi, tanh_form), 1e-14 * std::max(1.0, std::abs(xi)));
-      EXPECT_NEAR(f.grad_x.flatten()[i].item<double>(), gelu_grad_ref(xi, tanh_form), 1e-14 * std::max(1.0, std::abs(xi)));
+      EXPECT_NEAR(f.grad_x.flatten()[i].item<double>(), gelu_grad_ref(xi, tanh_form),
+                  1e-14 * std::max(1.0, std::abs(xi)));
     }
   }
 }

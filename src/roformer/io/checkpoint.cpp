@@ -70,7 +70,7 @@ namespace {
 bool is_architecture_key(const std::string& key) {
   if (key.rfind("model.", 0) != 0) return false;
   for (const char* skip : {"model.hidden_dropout", "model.attention_dropout", "model.init_std",
-                           "model.position.rope.impl", "model.position.rope.scaling."})
+                           "model.activation_kernel", "model.position.rope.impl", "model.position.rope.scaling."})
     if (key.rfind(skip, 0) == 0) return false;
   return true;
 }

@@ -78,18 +78,18 @@ inline __attribute__((always_inline)) void backward_rows(const BiasGeluLaunch& p
 #else
 #define ROFORMER_CLONES
 #endif
-#define ROFORMER_GELU_ROWS(T, name)                                                                            \
-  ROFORMER_CLONES void forward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                   \
-    forward_rows<GeluKind::exact, T>(p, a, b);                                                                 \
-  }                                                                                                            \
-  ROFORMER_CLONES void forward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                    \
-    forward_rows<GeluKind::tanh, T>(p, a, b);                                                                  \
-  }                                                                                                            \
+#define ROFORMER_GELU_ROWS(T, name)                                                                           \
+  ROFORMER_CLONES void forward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                  \
+    forward_rows<GeluKind::exact, T>(p, a, b);                                                                \
+  }                                                                                                           \
+  ROFORMER_CLONES void forward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                   \
+    forward_rows<GeluKind::tanh, T>(p, a, b);                                                                 \
+  }                                                                                                           \
   ROFORMER_CLONES void backward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) { \
-    backward_rows<GeluKind::exact, T>(p, a, b, s);                                                             \
-  }                                                                                                            \
+    backward_rows<GeluKind::exact, T>(p, a, b, s);                                                            \
+  }                                                                                                           \
   ROFORMER_CLONES void backward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {  \
-    backward_rows<GeluKind::tanh, T>(p, a, b, s);                                                              \
+    backward_rows<GeluKind::tanh, T>(p, a, b, s);                                                             \
   }
 ROFORMER_GELU_ROWS(float, f32)
 ROFORMER_GELU_ROWS(double, f64)
@@ -99,15 +99,15 @@ ROFORMER_GELU_ROWS(c10::BFloat16, bf16)
 
 template <typename T>
 struct Rows;
-#define ROFORMER_GELU_TABLE(T, name)                                                                       \
-  template <>                                                                                              \
-  struct Rows<T> {                                                                                         \
-    static void forward(const BiasGeluLaunch& p, int64_t a, int64_t b) {                                   \
-      p.kind == GeluKind::exact ? forward_exact_##name(p, a, b) : forward_tanh_##name(p, a, b);            \
-    }                                                                                                      \
-    static void backward(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {                  \
-      p.kind == GeluKind::exact ? backward_exact_##name(p, a, b, s) : backward_tanh_##name(p, a, b, s);    \
-    }                                                                                                      \
+#define ROFORMER_GELU_TABLE(T, name)                                                                    \
+  template <>                                                                                           \
+  struct Rows<T> {                                                                                      \
+    static void forward(const BiasGeluLaunch& p, int64_t a, int64_t b) {                                \
+      p.kind == GeluKind::exact ? forward_exact_##name(p, a, b) : forward_tanh_##name(p, a, b);         \
+    }                                                                                                   \
+    static void backward(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {               \
+      p.kind == GeluKind::exact ? backward_exact_##name(p, a, b, s) : backward_tanh_##name(p, a, b, s); \
+    }                                                                                                   \
   };
 ROFORMER_GELU_TABLE(float, f32)
 ROFORMER_GELU_TABLE(double, f64)

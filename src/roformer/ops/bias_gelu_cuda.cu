@@ -59,11 +59,15 @@ void launch_typed(const BiasGeluLaunch& p, cudaStream_t stream, bool backward) {
   const unsigned threads = static_cast<unsigned>(std::min<int64_t>(kThreads, ((p.cols + 31) / 32) * 32));
   const bool exact = p.kind == GeluKind::exact;
   if (backward) {
-    if (exact) bias_gelu_backward_kernel<GeluKind::exact, T><<<blocks, threads, 0, stream>>>(p);
-    else bias_gelu_backward_kernel<GeluKind::tanh, T><<<blocks, threads, 0, stream>>>(p);
+    if (exact)
+      bias_gelu_backward_kernel<GeluKind::exact, T><<<blocks, threads, 0, stream>>>(p);
+    else
+      bias_gelu_backward_kernel<GeluKind::tanh, T><<<blocks, threads, 0, stream>>>(p);
   } else {
-    if (exact) bias_gelu_forward_kernel<GeluKind::exact, T><<<blocks, threads, 0, stream>>>(p);
-    else bias_gelu_forward_kernel<GeluKind::tanh, T><<<blocks, threads, 0, stream>>>(p);
+    if (exact)
+      bias_gelu_forward_kernel<GeluKind::exact, T><<<blocks, threads, 0, stream>>>(p);
+    else
+      bias_gelu_forward_kernel<GeluKind::tanh, T><<<blocks, threads, 0, stream>>>(p);
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw std::runtime_error(std::string("bias_gelu kernel launch: ") + cudaGetErrorString(err));

@@ -40,10 +40,10 @@ struct BiasGeluLaunch {
   void* bias_grad = nullptr;   // backward: column sums of d loss / d x (accumulation type); may be null
 };
 
-constexpr double kGeluSqrtHalf = 0.70710678118654752440;      // 1 / sqrt(2)
-constexpr double kGeluInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
-constexpr double kGeluSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
-constexpr double kGeluTanhCubic = 0.044715;                   // Hendrycks & Gimpel's tanh fit
+constexpr double kGeluSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kGeluInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kGeluSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluTanhCubic = 0.044715;                  // Hendrycks & Gimpel's tanh fit
 
 // GELU and d GELU / dx from Phi(x) and the Gaussian e^{-x^2/2}.
 template <typename T>
@@ -99,7 +99,7 @@ ROFORMER_GELU_HD void gelu_accurate(T x, T* y, T* dy) {
 #if !defined(__CUDACC__)
 // e^a for a <= 0 (and NaN), branch-free: see the header comment. a < -87 gives ~e^-87.
 inline float exp_nonpositive(float a) {
-  const float safe = a >= -87.0f ? a : -87.0f;                    // NaN and -inf become -87 here
+  const float safe = a >= -87.0f ? a : -87.0f;                                // NaN and -inf become -87 here
   const float n = (safe * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(a / ln2)
   const float r = (safe - n * 0.693359375f) - n * -2.12194440e-4f;            // a - n ln2 (hi + lo)
   float p = 1.0f / 5040.0f;
@@ -119,11 +119,12 @@ inline float exp_nonpositive(float a) {
 template <GeluKind kind>
 inline void gelu_fast(float x, float* y, float* dy) {
   if (kind == GeluKind::exact) {
-    const float gauss = exp_nonpositive(-0.5f * x * x);      // e^{-z^2}, z = x / sqrt(2)
+    const float gauss = exp_nonpositive(-0.5f * x * x);  // e^{-z^2}, z = x / sqrt(2)
     const float z = (x >= 0.0f ? x : -x) * static_cast<float>(kGeluSqrtHalf);
     const float t = 1.0f / (1.0f + 0.3275911f * z);
-    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float half_erfc = 0.5f * poly * gauss;              // Phi(-|x|)
+    const float poly =
+        t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const float half_erfc = 0.5f * poly * gauss;                // Phi(-|x|)
     const float phi = x < 0.0f ? half_erfc : 1.0f - half_erfc;  // NaN: 1 - NaN
     gelu_from_phi(x, phi, gauss, y, dy);
   } else {

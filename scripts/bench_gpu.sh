@@ -9,6 +9,8 @@
 # `roformer eval` on a BERT-base checkpoint at 512..32768 (sliding, stride 256, about 30k scored
 # tokens). Speed is reported, never asserted.
 # Usage: scripts/bench_gpu.sh [STEPS] [train|rope|eval|all]   (needs data/prepared/linux-docs-byte and a GPU)
+#   ROFORMER_BENCH_SET="--set model.activation_kernel=fused"   extra overrides for roformer's
+#   training runs (e.g. to compare the fused bias + GELU kernel with the default on CUDA)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -20,6 +22,7 @@ py=.venv/bin/python
 bin=build/release/bin/roformer
 [ -f "$ds/meta.json" ] || { echo "bench_gpu: $ds is missing (scripts/prepare_corpus.sh linux-docs, then roformer prepare-data)" >&2; exit 2; }
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "bench_gpu: no GPU visible (nvidia-smi)" >&2; exit 2; }
+read -r -a extra_sets <<<"${ROFORMER_BENCH_SET:-}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -36,7 +39,7 @@ bench() {
       --set model.hidden_dropout=0 --set model.attention_dropout=0 --set model.objective=mlm \
       --set train.device=cuda --set train.precision=bf16 --set train.steps="$steps" --set train.log_every=5 \
       --set train.eval_every=100000 --set train.eval_batches=1 --set train.checkpoint_every=100000 \
-      > "$work/$label.log" 2>&1 || { kill "$dmon_pid"; tail -20 "$work/$label.log"; exit 1; }
+      "${extra_sets[@]}" > "$work/$label.log" 2>&1 || { kill "$dmon_pid"; tail -20 "$work/$label.log"; exit 1; }
   kill "$dmon_pid" 2>/dev/null || true
   local ours
   ours="$("$py" - "$run/metrics.jsonl" <<'PY'

@@ -34,7 +34,7 @@ struct Buffers {
 RopeLaunch describe(const Shape& sh, void* q, void* k, const int64_t* pos, const double* inv, bool interleaved) {
   RopeLaunch p;
   p.num_tensors = 2;
-  p.dtype = RopeDType::bf16;
+  p.dtype = KernelDType::bf16;
   p.batch = sh.B, p.seq = sh.S, p.head_dim = sh.D, p.rotary_dim = sh.D;
   p.interleaved = interleaved;
   p.inplace = true;

@@ -12,24 +12,10 @@
 #endif
 
 #include "roformer/ops/bias_gelu_kernels.h"
+#include "roformer/ops/kernel_dtype_torch.h"
 
 namespace roformer::ops {
 namespace {
-
-BiasGeluDType to_gelu_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return BiasGeluDType::f32;
-    case at::kDouble:
-      return BiasGeluDType::f64;
-    case at::kHalf:
-      return BiasGeluDType::f16;
-    case at::kBFloat16:
-      return BiasGeluDType::bf16;
-    default:
-      TORCH_CHECK(false, "roformer::bias_gelu: unsupported dtype ", t, "; use float32, float64, float16 or bfloat16");
-  }
-}
 
 at::ScalarType acc_dtype(const at::Tensor& x) {
   return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -45,7 +31,7 @@ BiasGeluLaunch describe(const at::Tensor& x, const at::Tensor& bias_acc, bool ta
   BiasGeluLaunch p;
   p.cols = x.size(-1);
   p.rows = x.numel() / p.cols;
-  p.dtype = to_gelu_dtype(x.scalar_type());
+  p.dtype = to_kernel_dtype(x.scalar_type(), "roformer::bias_gelu");
   p.kind = tanh ? GeluKind::tanh : GeluKind::exact;
   p.bias = bias_acc.data_ptr();
   return p;
@@ -79,13 +65,14 @@ std::pair<at::Tensor, at::Tensor> backward_impl(const at::Tensor& grad_in, const
   const at::Tensor g = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor b = bias.to(acc_dtype(x)).contiguous();
   at::Tensor grad_x = at::empty_like(x);
-  at::Tensor grad_b = at::zeros({x.size(-1)}, x.options().dtype(acc_dtype(x)));
   BiasGeluLaunch p = describe(x, b, tanh);
-  if (p.rows == 0) return {grad_x, grad_b.to(bias.scalar_type())};
+  if (p.rows == 0) return {grad_x, at::zeros_like(bias)};
+  at::Tensor grad_b;  // the kernel writes every column
   p.x = x.data_ptr();
   p.grad = g.data_ptr();
   p.out = grad_x.data_ptr();
   if (x.is_cpu()) {
+    grad_b = at::empty({p.cols}, x.options().dtype(acc_dtype(x)));
     p.bias_grad = grad_b.data_ptr();
     bias_gelu_backward_cpu(p);
 #ifdef ROFORMER_WITH_CUDA

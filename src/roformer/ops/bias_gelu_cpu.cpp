@@ -72,53 +72,60 @@ inline __attribute__((always_inline)) void backward_rows(const BiasGeluLaunch& p
   }
 }
 
-// One function per (dtype, kind, direction), compiled for each x86-64 level above.
+// The GELU form is picked once per call, outside the inner loops.
+template <typename scalar_t>
+inline __attribute__((always_inline)) void forward_any(const BiasGeluLaunch& p, int64_t a, int64_t b) {
+  if (p.kind == GeluKind::exact) {
+    forward_rows<GeluKind::exact, scalar_t>(p, a, b);
+  } else {
+    forward_rows<GeluKind::tanh, scalar_t>(p, a, b);
+  }
+}
+template <typename scalar_t>
+inline __attribute__((always_inline)) void backward_any(const BiasGeluLaunch& p, int64_t a, int64_t b,
+                                                        acc_type<scalar_t>* sums) {
+  if (p.kind == GeluKind::exact) {
+    backward_rows<GeluKind::exact, scalar_t>(p, a, b, sums);
+  } else {
+    backward_rows<GeluKind::tanh, scalar_t>(p, a, b, sums);
+  }
+}
+
+// Float, the vectorised path, compiled for each x86-64 level above; other dtypes once (double
+// calls the C library, half types convert element by element).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ROFORMER_CLONES
 #endif
-#define ROFORMER_GELU_ROWS(T, name)                                                                           \
-  ROFORMER_CLONES void forward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                  \
-    forward_rows<GeluKind::exact, T>(p, a, b);                                                                \
-  }                                                                                                           \
-  ROFORMER_CLONES void forward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b) {                   \
-    forward_rows<GeluKind::tanh, T>(p, a, b);                                                                 \
-  }                                                                                                           \
-  ROFORMER_CLONES void backward_exact_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) { \
-    backward_rows<GeluKind::exact, T>(p, a, b, s);                                                            \
-  }                                                                                                           \
-  ROFORMER_CLONES void backward_tanh_##name(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {  \
-    backward_rows<GeluKind::tanh, T>(p, a, b, s);                                                             \
-  }
-ROFORMER_GELU_ROWS(float, f32)
-ROFORMER_GELU_ROWS(double, f64)
-ROFORMER_GELU_ROWS(c10::Half, f16)
-ROFORMER_GELU_ROWS(c10::BFloat16, bf16)
-#undef ROFORMER_GELU_ROWS
+ROFORMER_CLONES void forward_f32(const BiasGeluLaunch& p, int64_t a, int64_t b) {
+  forward_any<float>(p, a, b);
+}
+ROFORMER_CLONES void backward_f32(const BiasGeluLaunch& p, int64_t a, int64_t b, float* sums) {
+  backward_any<float>(p, a, b, sums);
+}
 
-template <typename T>
-struct Rows;
-#define ROFORMER_GELU_TABLE(T, name)                                                                    \
-  template <>                                                                                           \
-  struct Rows<T> {                                                                                      \
-    static void forward(const BiasGeluLaunch& p, int64_t a, int64_t b) {                                \
-      p.kind == GeluKind::exact ? forward_exact_##name(p, a, b) : forward_tanh_##name(p, a, b);         \
-    }                                                                                                   \
-    static void backward(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<T>* s) {               \
-      p.kind == GeluKind::exact ? backward_exact_##name(p, a, b, s) : backward_tanh_##name(p, a, b, s); \
-    }                                                                                                   \
-  };
-ROFORMER_GELU_TABLE(float, f32)
-ROFORMER_GELU_TABLE(double, f64)
-ROFORMER_GELU_TABLE(c10::Half, f16)
-ROFORMER_GELU_TABLE(c10::BFloat16, bf16)
-#undef ROFORMER_GELU_TABLE
+template <typename scalar_t>
+void forward_block(const BiasGeluLaunch& p, int64_t a, int64_t b) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    forward_f32(p, a, b);
+  } else {
+    forward_any<scalar_t>(p, a, b);
+  }
+}
+template <typename scalar_t>
+void backward_block(const BiasGeluLaunch& p, int64_t a, int64_t b, acc_type<scalar_t>* sums) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    backward_f32(p, a, b, sums);
+  } else {
+    backward_any<scalar_t>(p, a, b, sums);
+  }
+}
 
 template <typename scalar_t>
 void forward_typed(const BiasGeluLaunch& p) {
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.cols));
-  at::parallel_for(0, p.rows, grain, [&](int64_t a, int64_t b) { Rows<scalar_t>::forward(p, a, b); });
+  at::parallel_for(0, p.rows, grain, [&](int64_t a, int64_t b) { forward_block<scalar_t>(p, a, b); });
 }
 
 template <typename scalar_t>
@@ -130,7 +137,7 @@ void backward_typed(const BiasGeluLaunch& p) {
   at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * kRowsPerBlock, r1 = std::min(p.rows, r0 + kRowsPerBlock);
-      Rows<scalar_t>::backward(p, r0, r1, partial.data() + blk * p.cols);
+      backward_block<scalar_t>(p, r0, r1, partial.data() + blk * p.cols);
     }
   });
   if (!p.bias_grad) return;
@@ -142,32 +149,29 @@ void backward_typed(const BiasGeluLaunch& p) {
   }
 }
 
-}  // namespace
-
-void bias_gelu_forward_cpu(const BiasGeluLaunch& launch) {
-  switch (launch.dtype) {
-    case BiasGeluDType::f32:
-      return forward_typed<float>(launch);
-    case BiasGeluDType::f64:
-      return forward_typed<double>(launch);
-    case BiasGeluDType::f16:
-      return forward_typed<c10::Half>(launch);
-    case BiasGeluDType::bf16:
-      return forward_typed<c10::BFloat16>(launch);
+// Calls f with a value of the storage type of `dtype`.
+template <typename F>
+void with_storage_type(KernelDType dtype, F&& f) {
+  switch (dtype) {
+    case KernelDType::f32:
+      return f(float{});
+    case KernelDType::f64:
+      return f(double{});
+    case KernelDType::f16:
+      return f(c10::Half{});
+    case KernelDType::bf16:
+      return f(c10::BFloat16{});
   }
 }
 
+}  // namespace
+
+void bias_gelu_forward_cpu(const BiasGeluLaunch& launch) {
+  with_storage_type(launch.dtype, [&](auto tag) { forward_typed<decltype(tag)>(launch); });
+}
+
 void bias_gelu_backward_cpu(const BiasGeluLaunch& launch) {
-  switch (launch.dtype) {
-    case BiasGeluDType::f32:
-      return backward_typed<float>(launch);
-    case BiasGeluDType::f64:
-      return backward_typed<double>(launch);
-    case BiasGeluDType::f16:
-      return backward_typed<c10::Half>(launch);
-    case BiasGeluDType::bf16:
-      return backward_typed<c10::BFloat16>(launch);
-  }
+  with_storage_type(launch.dtype, [&](auto tag) { backward_typed<decltype(tag)>(launch); });
 }
 
 }  // namespace roformer::ops

@@ -77,13 +77,13 @@ void launch(const BiasGeluLaunch& p, void* stream, bool backward) {
   if (p.rows == 0 || p.cols == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
-    case BiasGeluDType::f32:
+    case KernelDType::f32:
       return launch_typed<float>(p, s, backward);
-    case BiasGeluDType::f64:
+    case KernelDType::f64:
       return launch_typed<double>(p, s, backward);
-    case BiasGeluDType::f16:
+    case KernelDType::f16:
       return launch_typed<__half>(p, s, backward);
-    case BiasGeluDType::bf16:
+    case KernelDType::bf16:
       return launch_typed<__nv_bfloat16>(p, s, backward);
   }
 }

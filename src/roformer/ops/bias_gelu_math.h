@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "roformer/ops/kernel_dtype.h"
+
 #if defined(__CUDACC__)
 #define ROFORMER_GELU_HD __host__ __device__ __forceinline__
 #else
@@ -25,13 +27,12 @@
 namespace roformer::ops {
 
 enum class GeluKind { exact, tanh };  // x Phi(x) with erf, or the tanh approximation
-enum class BiasGeluDType { f32, f64, f16, bf16 };
 
 // One call: x and out are [rows, cols], rows contiguous; bias and bias_grad are [cols] in the
 // accumulation type (double for f64, else float).
 struct BiasGeluLaunch {
   int64_t rows = 0, cols = 0;
-  BiasGeluDType dtype = BiasGeluDType::f32;
+  KernelDType dtype = KernelDType::f32;
   GeluKind kind = GeluKind::exact;
   const void* x = nullptr;     // the matmul output, before the bias
   const void* bias = nullptr;  // accumulation type

@@ -12,25 +12,11 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "roformer/ops/kernel_dtype_torch.h"
 #include "roformer/ops/rope_kernels.h"
 
 namespace roformer::ops {
 namespace {
-
-RopeDType to_rope_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return RopeDType::f32;
-    case at::kDouble:
-      return RopeDType::f64;
-    case at::kHalf:
-      return RopeDType::f16;
-    case at::kBFloat16:
-      return RopeDType::bf16;
-    default:
-      TORCH_CHECK(false, "roformer::rope: unsupported dtype ", t, "; use float32, float64, float16 or bfloat16");
-  }
-}
 
 // Element strides in (b, s, h, d) order for the layout.
 void bshd_strides(const at::Tensor& t, RopeLayout layout, int64_t* out) {
@@ -62,7 +48,7 @@ Prepared prepare(const std::vector<at::Tensor>& xs, const std::vector<at::Tensor
   p.rotary_dim = spec.rotary_dim > 0 ? spec.rotary_dim : p.head_dim;
   TORCH_CHECK(p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim, "roformer::rope: rotary_dim ", p.rotary_dim,
               " must be even and at most head_dim ", p.head_dim);
-  p.dtype = to_rope_dtype(x0.scalar_type());
+  p.dtype = to_kernel_dtype(x0.scalar_type(), "roformer::rope");
   p.interleaved = spec.interleaved;
   p.sign = sign;
   p.num_tensors = static_cast<int>(xs.size());

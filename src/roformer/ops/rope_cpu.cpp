@@ -165,13 +165,13 @@ void rope_cpu_typed(const RopeLaunch& p) {
 
 void rope_cpu(const RopeLaunch& launch) {
   switch (launch.dtype) {
-    case RopeDType::f32:
+    case KernelDType::f32:
       return rope_cpu_typed<float>(launch);
-    case RopeDType::f64:
+    case KernelDType::f64:
       return rope_cpu_typed<double>(launch);
-    case RopeDType::f16:
+    case KernelDType::f16:
       return rope_cpu_typed<c10::Half>(launch);
-    case RopeDType::bf16:
+    case KernelDType::bf16:
       return rope_cpu_typed<c10::BFloat16>(launch);
   }
 }

@@ -256,13 +256,13 @@ __global__ void axpy_kernel(int n, float a, const float* x, float* y) {
 void rope_cuda(const RopeLaunch& launch, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (launch.dtype) {
-    case RopeDType::f32:
+    case KernelDType::f32:
       return launch_typed<float>(launch, st);
-    case RopeDType::f64:
+    case KernelDType::f64:
       return launch_typed<double>(launch, st);
-    case RopeDType::f16:
+    case KernelDType::f16:
       return launch_typed<__half>(launch, st);
-    case RopeDType::bf16:
+    case KernelDType::bf16:
       return launch_typed<__nv_bfloat16>(launch, st);
   }
 }

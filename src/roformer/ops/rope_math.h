@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "roformer/ops/kernel_dtype.h"
+
 #if defined(__CUDACC__)
 #define ROFORMER_HD __host__ __device__ __forceinline__
 #else
@@ -22,8 +24,6 @@
 #endif
 
 namespace roformer::ops {
-
-enum class RopeDType { f32, f64, f16, bf16 };
 
 // How positions are given: shared by the batch [S], explicit ids [B, S], or one start
 // offset per sequence [B] (position = offset[b] + s, for KV-cache style continuation).
@@ -43,7 +43,7 @@ struct RopeTensorArgs {
 struct RopeLaunch {
   RopeTensorArgs tensors[3];
   int num_tensors = 0;
-  RopeDType dtype = RopeDType::f32;
+  KernelDType dtype = KernelDType::f32;
   int64_t batch = 0, seq = 0, head_dim = 0, rotary_dim = 0;
   bool interleaved = true;  // pairs (2i, 2i+1); else (i, i + rotary_dim/2)
   bool inplace = false;     // out == in: the pass-through tail needs no copy

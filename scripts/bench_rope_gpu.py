@@ -5,8 +5,10 @@ and k read + written (twice that for forward+backward) over the median time per 
 launches of a sample are captured once in a CUDA graph and replayed between two CUDA events (no
 sync and no Python or dispatcher overhead per launch: the kernels' speed, as inside our graphed
 training step); they rotate over three input sets so that L2 does not hold the data. A case
-that cannot be captured is timed from plain launches and marked '*'. Fused columns use the composite's half pairing; one more column gives RoFormer's interleaved
-pairing (the model's default). Prints a markdown table.
+that cannot be captured is timed from plain launches and marked '*'. Fused columns use the
+composite's half pairing; "table" columns pass the cached (cos, sin) table the model passes
+(model.position.rope.cos_sin_table), the others compute a sincos per pair; one more column gives
+RoFormer's interleaved pairing (the model's default). Prints a markdown table.
 Usage: .venv/bin/python scripts/bench_rope_gpu.py [--lib build/release/src/libroformer_core.so] [--no-compile]
 """
 import argparse
@@ -81,6 +83,7 @@ def main():
         ang = pos.double()[:, None] * inv
         emb = torch.cat((ang, ang), -1)[:, None, :]
         cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
+        table = torch.cat((ang.cos(), ang.sin()), -1).float().contiguous()  # the model's cached (cos, sin)
         nbytes = 2 * 2 * B * S * H * D * sets[0][0].element_size()
         dst = (torch.empty_like(sets[0][0]), torch.empty_like(sets[0][1]))
 
@@ -94,6 +97,9 @@ def main():
         def fused_il(q, k):  # RoFormer's interleaved pairing, the model's default
             rope_([q, k], pos, inv, 1.0, 1.0, True, D, True, False)
 
+        def fused_t(q, k):  # reading the cached table, as the model runs it
+            rope_([q, k], pos, inv, 1.0, 1.0, False, D, True, False, cos_sin=table)
+
         def comp(q, k):
             composite(q, k, cos, sin)
 
@@ -105,6 +111,9 @@ def main():
 
         def fused_fb(q, k):
             torch.autograd.grad(rope([q, k], pos, inv, 1.0, 1.0, False, D, True, False), (q, k), grads)
+
+        def fused_t_fb(q, k):
+            torch.autograd.grad(rope([q, k], pos, inv, 1.0, 1.0, False, D, True, False, cos_sin=table), (q, k), grads)
 
         def comp_fb(q, k):
             torch.autograd.grad(composite(q, k, cos, sin), (q, k), grads)
@@ -120,23 +129,26 @@ def main():
         r["copy"] = gb(copy, sets)
         r["fused"] = gb(fused, sets)
         r["fused_il"] = gb(fused_il, sets)
+        r["fused_t"] = gb(fused_t, sets)
         r["composite"] = gb(comp, sets)
         r["compiled"] = gb(comp_c, sets) if compiled else ("-", float("nan"))
         r["fused_fb"] = gb(fused_fb, gsets, 2)
+        r["fused_t_fb"] = gb(fused_t_fb, gsets, 2)
         r["composite_fb"] = gb(comp_fb, gsets, 2)
         r["compiled_fb"] = gb(comp_c_fb, gsets, 2) if compiled else ("-", float("nan"))
         rows.append(r)
         del sets, gsets
         torch.cuda.empty_cache()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; GB/s (median per launch)")
-    print("| shape | dtype | copy | fused fwd | % copy | fused fwd, interleaved | composite | compiled | fused fwd+bwd "
-          "| % copy | composite fwd+bwd | compiled fwd+bwd |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| shape | dtype | copy | fused fwd | % copy | table fwd | % copy | fused fwd, interleaved | composite "
+          "| compiled | fused fwd+bwd | % copy | table fwd+bwd | % copy | composite fwd+bwd | compiled fwd+bwd |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         pct = lambda k: f"{100 * r[k][1] / r['copy'][1]:.0f} %"
-        print(f"| {r['shape']} | {r['dtype']} | {r['copy'][0]} | {r['fused'][0]} | {pct('fused')} | {r['fused_il'][0]} "
-              f"| {r['composite'][0]} "
-              f"| {r['compiled'][0]} | {r['fused_fb'][0]} | {pct('fused_fb')} | {r['composite_fb'][0]} | {r['compiled_fb'][0]} |")
+        print(f"| {r['shape']} | {r['dtype']} | {r['copy'][0]} | {r['fused'][0]} | {pct('fused')} | {r['fused_t'][0]} "
+              f"| {pct('fused_t')} | {r['fused_il'][0]} | {r['composite'][0]} | {r['compiled'][0]} | {r['fused_fb'][0]} "
+              f"| {pct('fused_fb')} | {r['fused_t_fb'][0]} | {pct('fused_t_fb')} | {r['composite_fb'][0]} "
+              f"| {r['compiled_fb'][0]} |")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
 }
 
-enum class Impl { fused, composite, copy };
+enum class Impl { fused, fused_table, composite, copy };
 
 void run(benchmark::State& state, Shape sh, torch::ScalarType dtype, torch::Device device, Impl impl, bool backward) {
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
@@ -43,6 +43,8 @@ void run(benchmark::State& state, Shape sh, torch::ScalarType dtype, torch::Devi
   spec.inv_freq = torch::tensor(f.inv_freq, torch::kFloat64);
   spec.interleaved = false;  // the same pairing as the rotate_half composite
   spec.layout = roformer::ops::RopeLayout::bshd;
+  if (impl == Impl::fused_table)  // the model's setting: (cos, sin) cached once per (device, length)
+    spec.cos_sin = roformer::ops::rope_table(spec.inv_freq, 1.0, sh.S).to(device);
   // Composite tables: emb = cat(freqs, freqs), [S, 1, D], cached once as Hugging Face does.
   const torch::Tensor inv = torch::tensor(f.inv_freq, torch::kFloat64).to(device);
   const torch::Tensor freqs = pos.to(torch::kFloat64).unsqueeze(1) * inv;
@@ -59,7 +61,7 @@ void run(benchmark::State& state, Shape sh, torch::ScalarType dtype, torch::Devi
   torch::Tensor q_dst = torch::empty_like(q), k_dst = torch::empty_like(k);
   for (auto _ : state) {
     std::vector<torch::Tensor> out;
-    if (impl == Impl::fused) {
+    if (impl == Impl::fused || impl == Impl::fused_table) {
       if (backward) {
         out = roformer::ops::rope({q, k}, pos, spec);
       } else {
@@ -93,8 +95,8 @@ int main(int argc, char** argv) {
     for (Shape sh : {Shape{8, 512, 12, 64}, Shape{1, 8192, 32, 128}})
       for (auto dtype : {torch::kFloat32, torch::kBFloat16})
         for (bool backward : {false, true})
-          for (auto [impl, name] : {std::pair{Impl::fused, "fused"}, std::pair{Impl::composite, "composite"},
-                                    std::pair{Impl::copy, "copy"}}) {
+          for (auto [impl, name] : {std::pair{Impl::fused, "fused"}, std::pair{Impl::fused_table, "table"},
+                                    std::pair{Impl::composite, "composite"}, std::pair{Impl::copy, "copy"}}) {
             const std::string label = std::string(device.is_cuda() ? "cuda" : "cpu") + "/" + std::to_string(sh.B) +
                                       "x" + std::to_string(sh.S) + "x" + std::to_string(sh.H) + "x" +
                                       std::to_string(sh.D) + "/" + (dtype == torch::kFloat32 ? "fp32" : "bf16") + "/" +

@@ -54,6 +54,19 @@ def main(lib):
                     if err > 1e-12:
                         failures += 1
                         print(f"FAIL forward interleaved={interleaved} rd={rd} bshd={bshd} offsets={offsets}: {err}")
+    # A (cos, sin) table (rows = positions) as the optional last argument: the same values.
+    inv = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    x = torch.randn(2, 6, 3, 16)  # BSHD, float32
+    pos = torch.arange(6) * 3
+    table = torch.empty(20, 16)
+    angle = torch.arange(20, dtype=torch.float64).unsqueeze(1) * 0.5 * inv
+    table[:, :8], table[:, 8:] = angle.cos(), angle.sin()
+    plain = op([x], pos, inv, 0.5, 1.0, False, 16, True, False)[0]
+    tabled = op([x], pos, inv, 0.5, 1.0, False, 16, True, False, cos_sin=table)[0]
+    checks += 1
+    if (plain - tabled).abs().max().item() > 1e-6:
+        failures += 1
+        print("FAIL cos_sin table")
     # In place.
     inv = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
     x = torch.randn(1, 2, 4, 8, dtype=torch.float64)

@@ -106,3 +106,39 @@ TEST(RopeOpCuda, VectorKernelHandlesGroupedHeadsValuesAndInPlace) {
       }
     }
 }
+
+TEST(RopeOpCuda, CosSinTableMatchesComputingOnTheGpu) {
+  // The GPU kernels reading a (cos, sin) table (vector path: contiguous; strided path: a
+  // transposed copy) against the same kernels computing them and against the CPU kernel with
+  // the same table: the table was built on the host, the GPU computes with FMA contraction,
+  // so values agree to float rounding (1e-6 fp32), bf16 to one rounding.
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible";
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16})
+    for (bool interleaved : {true, false})
+      for (bool strided : {false, true}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + (interleaved ? " interleaved" : " half") +
+                     (strided ? " strided" : " vector"));
+        ops::RopeSpec spec = spec_for(64, interleaved, ops::RopeLayout::bshd, config::RopeScalingKind::linear);
+        torch::manual_seed(4);
+        torch::Tensor q = torch::randn({2, 200, 12, 64}).to(dtype).cuda(),
+                      k = torch::randn({2, 200, 4, 64}).to(dtype).cuda();
+        if (strided) q = q.transpose(1, 2).contiguous().transpose(1, 2);
+        const torch::Tensor pos = torch::arange(200, torch::kLong).cuda();
+        const auto computed = ops::rope({q, k}, pos, spec);
+        const torch::Tensor table = ops::rope_table(spec.inv_freq, spec.position_scale, 150);  // 150..199 computed
+        spec.cos_sin = table.cuda();
+        const auto tabled = ops::rope({q, k}, pos, spec);
+        const auto back = ops::rope_backward({q, k}, pos, spec);
+        spec.cos_sin = table;
+        const auto cpu = ops::rope({q.cpu(), k.cpu()}, pos.cpu(), spec);
+        const double tol = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
+        for (int j = 0; j < 2; ++j) {
+          const torch::Tensor t64 = tabled[j].cpu().to(torch::kFloat64);
+          EXPECT_LT((t64 - computed[j].cpu().to(torch::kFloat64)).abs().max().item<double>(), tol) << j;
+          EXPECT_LT((t64 - cpu[j].to(torch::kFloat64)).abs().max().item<double>(), tol) << j;
+        }
+        const auto back_cpu = ops::rope_backward({q.cpu(), k.cpu()}, pos.cpu(), spec);
+        EXPECT_LT((back[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
+                  tol);
+      }
+}

@@ -2,7 +2,8 @@
 // rotation: every combination of layout, pairing, partial rotary, position mode, scaling and
 // in-place, in fp64 (<= 1e-12), fp32 (1e-6 relative), bf16/fp16 (against the fp32 reference
 // cast to the dtype); odd shapes and strides; gradients by finite differences and against the
-// reference's autograd; positions up to 1e6 within the documented error budget; and the
+// reference's autograd; positions up to 1e6 and a dense grid of angles within the documented
+// error budget; the (cos, sin) table path equal to computing, bit for bit; and the
 // TORCH_LIBRARY registration reached through the dispatcher.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
@@ -254,15 +255,84 @@ TEST(RopeOp, PositionsUpToAMillionStayWithinTheErrorBudget) {
   const torch::Tensor fused = ops::rope({x.to(torch::kFloat32)}, pos, spec)[0].to(torch::kFloat64);
   const torch::Tensor exact = rope_reference(x, pos, f, config::RopePairing::interleaved, D);
   const double err = (fused - exact).abs().max().item<double>();
-  EXPECT_LT(err, 5e-7) << "max error " << err;
+  EXPECT_LT(err, 2e-7) << "max error " << err;
   // And the shared math alone, pair by pair at the largest position.
   for (int64_t i = 0; i < D / 2; ++i) {
     float c, s;
     const double angle = ops::rope_angle(1000000, 1.0, f.inv_freq[i]);
     ops::rope_sincos(angle, &c, &s);
-    EXPECT_NEAR(c, std::cos(angle), 5e-7);
-    EXPECT_NEAR(s, std::sin(angle), 5e-7);
+    EXPECT_NEAR(c, std::cos(angle), 2e-7);
+    EXPECT_NEAR(s, std::sin(angle), 2e-7);
   }
+}
+
+TEST(RopeOp, SincosIsWithinTheBudgetOnADenseGridAndAtQuadrantEdges) {
+  // rope_sincos (double angle -> float cos, sin) against the C library in double: 2e-7 on
+  // 400k angles in [-1e6, 1e6] and on both sides of every multiple of pi/4 up to 2000 pi,
+  // where the quadrant selection and the polynomials' end points are.
+  double worst = 0, worst_angle = 0;
+  auto check = [&](double angle) {
+    float c, s;
+    ops::rope_sincos(angle, &c, &s);
+    const double err = std::max(std::fabs(c - std::cos(angle)), std::fabs(s - std::sin(angle)));
+    if (err > worst) worst = err, worst_angle = angle;
+  };
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 400000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    check((static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1) * 1e6);
+  }
+  for (int j = -8000; j <= 8000; ++j)
+    for (double eps : {-1e-9, 0.0, 1e-9}) check(j * 0.78539816339744830962 + eps);
+  EXPECT_LT(worst, 2e-7) << "at angle " << worst_angle;
+}
+
+TEST(RopeOp, CosSinTableGivesTheSameBitsAsComputing) {
+  // The table path (float32 rows from rope_table) against the kernel's own sincos: equal bits
+  // for every float dtype, pairing, position mode and direction, including positions past the
+  // table's rows (computed) and a scaled table (linear scaling folds into its angles).
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16})
+    for (bool interleaved : {true, false})
+      for (int mode : {0, 1, 2})
+        for (double scale : {1.0, 0.25}) {
+          SCOPED_TRACE(std::string(c10::toString(dtype)) + (interleaved ? " interleaved" : " half") +
+                       " mode=" + std::to_string(mode) + " scale=" + std::to_string(scale));
+          const int64_t B = 2, S = 7, D = 16;
+          RopeSpec spec;
+          spec.inv_freq = torch::tensor(rope_frequencies(config::RopeConfig{}, D, S).inv_freq, torch::kFloat64);
+          spec.position_scale = scale;
+          spec.interleaved = interleaved;
+          spec.layout = RopeLayout::bshd;
+          spec.position_offsets = mode == 2;
+          const torch::Tensor positions = mode == 0   ? torch::arange(S, torch::kLong) * 2
+                                          : mode == 1 ? torch::arange(B * S, torch::kLong).view({B, S}) - 1
+                                                      : torch::tensor({0L, 6L});
+          torch::manual_seed(3);
+          const torch::Tensor q = torch::randn({B, S, 3, D}).to(dtype).requires_grad_();
+          const torch::Tensor k = torch::randn({B, S, 2, D}).to(dtype).requires_grad_();
+          const auto computed = ops::rope({q, k}, positions, spec);
+          (computed[0].to(torch::kFloat32).sin().sum() + computed[1].to(torch::kFloat32).cos().sum()).backward();
+          const torch::Tensor gq = q.grad().clone(), gk = k.grad().clone();
+          q.grad().zero_(), k.grad().zero_();
+          spec.cos_sin = ops::rope_table(spec.inv_freq, scale, 9);  // rows 0..8: some positions fall outside
+          const auto tabled = ops::rope({q, k}, positions, spec);
+          (tabled[0].to(torch::kFloat32).sin().sum() + tabled[1].to(torch::kFloat32).cos().sum()).backward();
+          EXPECT_TRUE(torch::equal(tabled[0], computed[0]));
+          EXPECT_TRUE(torch::equal(tabled[1], computed[1]));
+          EXPECT_TRUE(torch::equal(q.grad(), gq));
+          EXPECT_TRUE(torch::equal(k.grad(), gk));
+        }
+}
+
+TEST(RopeOp, CosSinTableRowsAreTheAnglesOfTheirPositions) {
+  const int64_t D = 64, rows = 4096;
+  const RopeFrequencies f = rope_frequencies(config::RopeConfig{}, D, rows);
+  const torch::Tensor table = ops::rope_table(torch::tensor(f.inv_freq, torch::kFloat64), 0.5, rows);
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{rows, D}));
+  const torch::Tensor angle =
+      torch::arange(rows, torch::kFloat64).unsqueeze(1) * 0.5 * torch::tensor(f.inv_freq, torch::kFloat64).unsqueeze(0);
+  EXPECT_LT((table.slice(1, 0, D / 2).to(torch::kFloat64) - angle.cos()).abs().max().item<double>(), 2e-7);
+  EXPECT_LT((table.slice(1, D / 2, D).to(torch::kFloat64) - angle.sin()).abs().max().item<double>(), 2e-7);
 }
 
 TEST(RopeOp, BadArgumentsAreRefusedWithMessages) {
@@ -275,17 +345,24 @@ TEST(RopeOp, BadArgumentsAreRefusedWithMessages) {
   spec.rotary_dim = 3;
   EXPECT_THROW(ops::rope({x}, torch::arange(2, torch::kLong), spec), c10::Error);
   spec.rotary_dim = 0;
+  spec.cos_sin = ops::rope_table(spec.inv_freq, 1.0, 4).to(torch::kFloat64);  // a table is float32
+  EXPECT_THROW(ops::rope({x}, torch::arange(2, torch::kLong), spec), c10::Error);
+  spec.cos_sin = ops::rope_table(spec.inv_freq.slice(0, 0, 1), 1.0, 4);  // rows of rotary_dim 2, not 4
+  EXPECT_THROW(ops::rope({x}, torch::arange(2, torch::kLong), spec), c10::Error);
+  spec.cos_sin = ops::rope_table(spec.inv_freq, 1.0, 4).t().contiguous().t();  // not contiguous
+  EXPECT_THROW(ops::rope({x}, torch::arange(2, torch::kLong), spec), c10::Error);
+  spec.cos_sin = torch::Tensor();
   EXPECT_THROW(ops::rope_({x.requires_grad_()}, torch::arange(2, torch::kLong), spec), c10::Error);
 }
 
 TEST(RopeOp, RegisteredWithTheDispatcher) {
   auto op = c10::Dispatcher::singleton().findSchemaOrThrow("roformer::rope", "");
   auto typed = op.typed<std::vector<at::Tensor>(at::TensorList, const at::Tensor&, const at::Tensor&, double, double,
-                                                bool, int64_t, bool, bool)>();
+                                                bool, int64_t, bool, bool, const std::optional<at::Tensor>&)>();
   torch::Tensor q = torch::randn({2, 4, 3, 8}, torch::kFloat64).requires_grad_();
   const torch::Tensor inv = torch::tensor(rope_frequencies(config::RopeConfig{}, 8, 4).inv_freq, torch::kFloat64);
   const torch::Tensor pos = torch::arange(4, torch::kLong);
-  const auto out = typed.call({q}, pos, inv, 1.0, 1.0, true, 0, true, false);  // through the Autograd kernel
+  const auto out = typed.call({q}, pos, inv, 1.0, 1.0, true, 0, true, false, std::nullopt);  // the Autograd kernel
   out[0].pow(2).sum().backward();
   EXPECT_LT((q.grad() - 2 * q).abs().max().item<double>(), 1e-12);  // rotation preserves the squared norm
   const RopeFrequencies f = rope_frequencies(config::RopeConfig{}, 8, 4);

@@ -253,3 +253,31 @@ TEST(Rope, ModuleRotatesQueryKeyAndOptionallyValue) {
   rope_v.rotate(q, k, v, torch::arange(4, torch::kLong));
   EXPECT_FALSE(torch::equal(v, v0));
 }
+
+TEST(Rope, ModuleCosSinTableEqualsComputingAcrossLengths) {
+  // The module's cached (cos, sin) table against the kernel computing them: the same bits in
+  // float32 and bf16, with dynamic NTK (whose frequencies change with the length, so the table
+  // must be rebuilt when the length does) and linear scaling folded into the table.
+  for (auto kind : {RopeScalingKind::dynamic_ntk, RopeScalingKind::linear})
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      config::RopeConfig c = rope_config();
+      c.scaling.kind = kind;
+      c.scaling.factor = 4.0;
+      c.scaling.original_max_positions = 8;
+      config::RopeConfig computed_config = c;
+      computed_config.cos_sin_table = false;
+      RopeImpl tabled(c, 16), computed(computed_config, 16);
+      for (int64_t length : {8, 32, 8}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + " length " + std::to_string(length));
+        torch::manual_seed(length);
+        const torch::Tensor q = torch::randn({2, 3, length, 16}).to(dtype),
+                            k = torch::randn({2, 3, length, 16}).to(dtype);
+        torch::Tensor q1 = q, k1 = k, v1, q2 = q, k2 = k, v2;
+        tabled.rotate(q1, k1, v1, torch::arange(length, torch::kLong));
+        computed.rotate(q2, k2, v2, torch::arange(length, torch::kLong));
+        EXPECT_TRUE(torch::equal(q1, q2));
+        EXPECT_TRUE(torch::equal(k1, k2));
+        EXPECT_FALSE(torch::equal(q1, q));
+      }
+    }
+}

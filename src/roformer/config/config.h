@@ -40,6 +40,7 @@ struct RopeConfig {
   int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
   bool rotate_value = false;
   RopeKernel impl = RopeKernel::fused;
+  bool cos_sin_table = true;  // fused op: (cos, sin) read from a cached table, not computed per pair
   // rotary_dim 0 means the whole head: the one place that rule is applied.
   int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   RopeScalingConfig scaling;

@@ -60,6 +60,9 @@ void RopeConfig::visit(FieldVisitor& v) {
   v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
   enum_field(v, "impl", impl, impls,
              "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
+  v.field("cos_sin_table", cos_sin_table,
+          "fused op: read (cos, sin) from a table built once per (device, length) instead of computing a sincos "
+          "per pair and token (same values; false computes them in the kernel)");
   v.section(
       "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
 }

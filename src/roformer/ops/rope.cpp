@@ -1,6 +1,7 @@
 // Fused RoPE op: argument checks, the RopeLaunch description, device dispatch, the autograd
-// Function (backward = the same kernel with the sine negated, nothing saved but positions and
-// frequencies) and the TORCH_LIBRARY(roformer) registration with CPU, CUDA and Autograd kernels.
+// Function (backward = the same kernel with the sine negated, nothing saved but positions,
+// frequencies and the optional (cos, sin) table), rope_table() and the TORCH_LIBRARY(roformer) registration with CPU,
+// CUDA and Autograd kernels.
 #include "roformer/ops/rope.h"
 
 #include <ATen/ATen.h>
@@ -31,6 +32,24 @@ struct Prepared {
   RopeLaunch launch;
   at::Tensor positions, inv_freq;  // kept alive (device copies) while the kernel runs
 };
+
+// Autograd Functions cannot take an undefined tensor as an input: an empty one means no table.
+at::Tensor table_or_empty(const at::Tensor& table) {
+  return table.defined() ? table : at::empty({0}, at::TensorOptions().dtype(at::kFloat));
+}
+
+// Attaches the optional (cos, sin) table to the launch after checking it.
+void attach_table(const at::Tensor& table, const at::Tensor& x0, RopeLaunch* p) {
+  if (!table.defined() || (table.dim() == 1 && table.numel() == 0) || p->dtype == KernelDType::f64) return;
+  TORCH_CHECK(
+      table.scalar_type() == at::kFloat && table.dim() == 2 && table.size(1) == p->rotary_dim && table.is_contiguous(),
+      "roformer::rope: cos_sin must be a contiguous float32 [rows, rotary_dim = ", p->rotary_dim,
+      "] table (rope_table), got ", table.scalar_type(), " ", table.sizes());
+  TORCH_CHECK(table.device() == x0.device(), "roformer::rope: cos_sin is on ", table.device(), ", the inputs on ",
+              x0.device(), "; build it once per device (rope_table(...).to(device))");
+  p->cos_sin = table.data_ptr<float>();
+  p->cos_sin_rows = table.size(0);
+}
 
 // Checks the arguments and describes the launch; outs may alias xs (in place).
 Prepared prepare(const std::vector<at::Tensor>& xs, const std::vector<at::Tensor>& outs, const at::Tensor& positions,
@@ -93,6 +112,7 @@ Prepared prepare(const std::vector<at::Tensor>& xs, const std::vector<at::Tensor
               "roformer::rope: inv_freq must hold rotary_dim/2 = ", p.rotary_dim / 2, " values");
   out.inv_freq = spec.inv_freq.to(x0.device(), at::kDouble).contiguous();
   p.inv_freq = out.inv_freq.data_ptr<double>();
+  attach_table(spec.cos_sin, x0, &p);
   return out;
 }
 
@@ -130,9 +150,10 @@ std::vector<at::Tensor> rotate_copy(const std::vector<at::Tensor>& xs, const at:
 
 // ---- autograd -----------------------------------------------------------------------------
 RopeSpec spec_from(const at::Tensor& inv_freq, double position_scale, double magnitude, bool interleaved,
-                   int64_t rotary_dim, bool bshd, bool offsets) {
+                   int64_t rotary_dim, bool bshd, bool offsets, const at::Tensor& cos_sin) {
   RopeSpec s;
   s.inv_freq = inv_freq;
+  s.cos_sin = cos_sin;
   s.position_scale = position_scale;
   s.magnitude = magnitude;
   s.interleaved = interleaved;
@@ -146,10 +167,12 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList xs,
                                                 const at::Tensor& positions, const at::Tensor& inv_freq,
                                                 double position_scale, double magnitude, bool interleaved,
-                                                int64_t rotary_dim, bool bshd, bool offsets) {
+                                                int64_t rotary_dim, bool bshd, bool offsets,
+                                                const at::Tensor& cos_sin) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    const RopeSpec spec = spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets);
-    ctx->save_for_backward({positions, inv_freq});
+    const RopeSpec spec =
+        spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets, cos_sin);
+    ctx->save_for_backward({positions, inv_freq, cos_sin});
     ctx->saved_data["n"] = static_cast<int64_t>(xs.size());
     for (size_t j = 0; j < xs.size(); ++j) ctx->saved_data["shape" + std::to_string(j)] = xs[j].sizes().vec();
     ctx->saved_data["position_scale"] = position_scale;
@@ -167,7 +190,7 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
     const RopeSpec spec =
         spec_from(saved[1], ctx->saved_data["position_scale"].toDouble(), ctx->saved_data["magnitude"].toDouble(),
                   ctx->saved_data["interleaved"].toBool(), ctx->saved_data["rotary_dim"].toInt(),
-                  ctx->saved_data["bshd"].toBool(), ctx->saved_data["offsets"].toBool());
+                  ctx->saved_data["bshd"].toBool(), ctx->saved_data["offsets"].toBool(), saved[2]);
     const int64_t n = ctx->saved_data["n"].toInt();
     // An output nobody used arrives undefined; its gradient is zero (one launch for all).
     std::vector<at::Tensor> g(grads.begin(), grads.begin() + n);
@@ -177,8 +200,8 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
     for (int64_t j = 0; j < n; ++j)
       if (!g[j].defined()) g[j] = at::zeros(ctx->saved_data["shape" + std::to_string(j)].toIntVector(), options);
     torch::autograd::variable_list result = rope_backward(g, saved[0], spec);
-    // One entry per forward input: the n tensors, positions, inv_freq and six scalars (none).
-    result.resize(static_cast<size_t>(n) + 8);
+    // One entry per forward input: the n tensors, positions, inv_freq, six scalars, cos_sin (none).
+    result.resize(static_cast<size_t>(n) + 9);
     return result;
   }
 };
@@ -186,15 +209,18 @@ struct RopeFunction : public torch::autograd::Function<RopeFunction> {
 // ---- dispatcher entry points --------------------------------------------------------------
 std::vector<at::Tensor> rope_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                                    double position_scale, double magnitude, bool interleaved, int64_t rotary_dim,
-                                   bool bshd, bool offsets) {
+                                   bool bshd, bool offsets, const std::optional<at::Tensor>& cos_sin) {
   return rotate_copy(xs.vec(), positions,
-                     spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets), 1.0);
+                     spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets,
+                               cos_sin.value_or(at::Tensor())),
+                     1.0);
 }
 
 void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                         double position_scale, double magnitude, bool interleaved, int64_t rotary_dim, bool bshd,
-                        bool offsets) {
-  const RopeSpec spec = spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets);
+                        bool offsets, const std::optional<at::Tensor>& cos_sin) {
+  const RopeSpec spec = spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets,
+                                  cos_sin.value_or(at::Tensor()));
   const std::vector<at::Tensor> v = xs.vec();
   const Prepared prepared = prepare(v, v, positions, spec, 1.0);
   run(prepared, v[0].device());
@@ -202,9 +228,10 @@ void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at
 
 std::vector<at::Tensor> rope_autograd_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                                             double position_scale, double magnitude, bool interleaved,
-                                            int64_t rotary_dim, bool bshd, bool offsets) {
-  return RopeFunction::apply(xs, positions, inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd,
-                             offsets);
+                                            int64_t rotary_dim, bool bshd, bool offsets,
+                                            const std::optional<at::Tensor>& cos_sin) {
+  return RopeFunction::apply(xs, positions, inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets,
+                             table_or_empty(cos_sin.value_or(at::Tensor())));
 }
 
 }  // namespace
@@ -216,7 +243,8 @@ std::vector<torch::Tensor> rope(const std::vector<torch::Tensor>& xs, const torc
   const bool bshd = spec.layout == RopeLayout::bshd;
   if (needs_grad)  // as a TensorList: autograd tracks each element (a std::vector would not be)
     return RopeFunction::apply(at::TensorList(xs), positions, spec.inv_freq, spec.position_scale, spec.magnitude,
-                               spec.interleaved, spec.rotary_dim, bshd, spec.position_offsets);
+                               spec.interleaved, spec.rotary_dim, bshd, spec.position_offsets,
+                               table_or_empty(spec.cos_sin));
   return rotate_copy(xs, positions, spec, 1.0);
 }
 
@@ -226,6 +254,15 @@ void rope_(const std::vector<torch::Tensor>& xs, const torch::Tensor& positions,
                 "roformer::rope_: in-place rotation is for inference; use rope() for tensors that require grad");
   const Prepared prepared = prepare(xs, xs, positions, spec, 1.0);
   run(prepared, xs[0].device());
+}
+
+torch::Tensor rope_table(const torch::Tensor& inv_freq, double position_scale, int64_t rows) {
+  TORCH_CHECK(inv_freq.dim() == 1 && rows >= 0, "roformer::rope_table: inv_freq must be 1-D and rows >= 0");
+  const at::Tensor freqs = inv_freq.to(at::kCPU, at::kDouble).contiguous();
+  const int64_t half = freqs.numel();
+  at::Tensor table = at::empty({rows, 2 * half}, at::TensorOptions().dtype(at::kFloat));
+  rope_cpu_table(freqs.data_ptr<double>(), half, position_scale, rows, table.data_ptr<float>());
+  return table;
 }
 
 std::vector<torch::Tensor> rope_backward(const std::vector<torch::Tensor>& grads, const torch::Tensor& positions,
@@ -238,10 +275,10 @@ std::vector<torch::Tensor> rope_backward(const std::vector<torch::Tensor>& grads
 TORCH_LIBRARY(roformer, m) {
   m.def(
       "rope(Tensor[] xs, Tensor positions, Tensor inv_freq, float position_scale, float magnitude, bool interleaved, "
-      "int rotary_dim, bool bshd, bool position_offsets) -> Tensor[]");
+      "int rotary_dim, bool bshd, bool position_offsets, Tensor? cos_sin=None) -> Tensor[]");
   m.def(
       "rope_(Tensor(a!)[] xs, Tensor positions, Tensor inv_freq, float position_scale, float magnitude, "
-      "bool interleaved, int rotary_dim, bool bshd, bool position_offsets) -> ()");
+      "bool interleaved, int rotary_dim, bool bshd, bool position_offsets, Tensor? cos_sin=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(roformer, CPU, m) {

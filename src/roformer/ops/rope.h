@@ -23,7 +23,15 @@ struct RopeSpec {
   int64_t rotary_dim = 0;     // rotated features per head (even); the rest pass through; 0 = head_dim
   RopeLayout layout = RopeLayout::bhsd;
   bool position_offsets = false;  // positions are [B] start offsets: position = offset[b] + s
+  // Optional (cos, sin) table from rope_table(inv_freq, position_scale, rows), on the inputs'
+  // device: float/half/bf16 kernels read it instead of computing a sincos per pair (positions
+  // past its rows are computed); same values either way. float64 inputs ignore it.
+  torch::Tensor cos_sin;
 };
+
+// The (cos, sin) table of positions 0..rows-1: float32 [rows, rotary_dim] on the CPU, row p
+// = cos of each pair, then sin, at angle p * position_scale * inv_freq[i] (the kernels' math).
+torch::Tensor rope_table(const torch::Tensor& inv_freq, double position_scale, int64_t rows);
 
 // Out-of-place and differentiable: returns rotated copies of xs (1 to 3 tensors of one dtype
 // and device, same batch/seq/head_dim, any strides, any head counts). positions: int64 [S]

@@ -106,10 +106,10 @@ ROFORMER_ALWAYS_INLINE void rotate_tokens(const RopeLaunch& p, const acc_type<sc
   }
 }
 
-// One function per dtype, compiled twice (AVX2 and baseline x86-64) and picked at load time,
-// so the vectorised inner loops use 256-bit registers where the CPU has them.
+// One function per dtype, compiled for x86-64-v4 (AVX-512), v3 (AVX2 + FMA) and baseline and
+// picked at load time, so the vectorised inner loops use the widest registers the CPU has.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ROFORMER_CLONES __attribute__((target_clones("avx2", "default")))
+#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ROFORMER_CLONES
 #endif
@@ -134,25 +134,49 @@ void rotate_tokens_dispatch(const RopeLaunch& p, const acc_type<scalar_t>* t, in
   if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) rotate_tokens_bf16(p, t, b, e);
 }
 
+// Fills rows [begin, end) of the per-call table: [cos_0..cos_{half-1}, sin_0..sin_{half-1}]
+// with the sign folded into sin; from the launch's (cos, sin) table where it covers the
+// position, else computed (a branch-free loop GCC vectorises).
+template <typename acc_t>
+ROFORMER_ALWAYS_INLINE void fill_table(const RopeLaunch& p, acc_t* table, int64_t begin, int64_t end) {
+  const int64_t half = p.rotary_dim / 2;
+  const bool shared = p.position_mode == RopePositionMode::shared;
+  const acc_t sign = static_cast<acc_t>(p.sign);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t pos = shared ? rope_position(p, 0, r) : rope_position(p, r / p.seq, r % p.seq);
+    acc_t* row = table + r * 2 * half;
+    if constexpr (std::is_same_v<acc_t, float>) {
+      if (p.cos_sin != nullptr && pos >= 0 && pos < p.cos_sin_rows) {
+        const float* given = p.cos_sin + pos * p.rotary_dim;
+        for (int64_t i = 0; i < half; ++i) row[i] = given[i];
+        for (int64_t i = 0; i < half; ++i) row[half + i] = given[half + i] * sign;
+        continue;
+      }
+    }
+    rope_table_row(pos, p.position_scale, p.inv_freq, half, row);
+    for (int64_t i = 0; i < half; ++i) row[half + i] *= sign;
+  }
+}
+ROFORMER_CLONES void fill_table_f32(const RopeLaunch& p, float* t, int64_t b, int64_t e) {
+  fill_table(p, t, b, e);
+}
+ROFORMER_CLONES void table_rows_f32(const double* inv_freq, int64_t half, double scale, int64_t begin, int64_t end,
+                                    float* out) {
+  for (int64_t r = begin; r < end; ++r) rope_table_row(r, scale, inv_freq, half, out + r * 2 * half);
+}
+void fill_table_f64(const RopeLaunch& p, double* t, int64_t b, int64_t e) {
+  fill_table(p, t, b, e);
+}
+
 template <typename scalar_t>
 void rope_cpu_typed(const RopeLaunch& p) {
   using acc_t = acc_type<scalar_t>;
   const int64_t half = p.rotary_dim / 2;
-  const bool shared = p.position_mode == RopePositionMode::shared;
-  const int64_t rows = shared ? p.seq : p.batch * p.seq;
-  // Table: per row, [cos_0..cos_{half-1}, sin_0..sin_{half-1}] with the sign folded into sin.
+  const int64_t rows = p.position_mode == RopePositionMode::shared ? p.seq : p.batch * p.seq;
   std::vector<acc_t> table(static_cast<size_t>(rows * 2 * half));
   at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t pos = shared ? rope_position(p, 0, r) : rope_position(p, r / p.seq, r % p.seq);
-      acc_t* row = table.data() + r * 2 * half;
-      for (int64_t i = 0; i < half; ++i) {
-        acc_t c, s;
-        rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[i]), &c, &s);
-        row[i] = c;
-        row[half + i] = s * static_cast<acc_t>(p.sign);
-      }
-    }
+    if constexpr (std::is_same_v<acc_t, float>) fill_table_f32(p, table.data(), begin, end);
+    if constexpr (std::is_same_v<acc_t, double>) fill_table_f64(p, table.data(), begin, end);
   });
   int64_t work_per_token = 0;
   for (int j = 0; j < p.num_tensors; ++j) work_per_token += p.tensors[j].heads * p.head_dim;
@@ -162,6 +186,12 @@ void rope_cpu_typed(const RopeLaunch& p) {
 }
 
 }  // namespace
+
+void rope_cpu_table(const double* inv_freq, int64_t half, double position_scale, int64_t rows, float* out) {
+  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+    table_rows_f32(inv_freq, half, position_scale, begin, end, out);
+  });
+}
 
 void rope_cpu(const RopeLaunch& launch) {
   switch (launch.dtype) {

@@ -2,8 +2,9 @@
 // RoPE: one launch rotates every tensor (q, k and optionally v). Contiguous, 16-byte aligned
 // features take the vector kernel (a thread per (token, 16-byte slot, group of heads), (cos,
 // sin) in registers, many 16-byte loads in flight); anything else the strided kernel (a block
-// per token, (cos, sin) in shared memory). The per-pair math comes from rope_math.h, the same
-// code the CPU kernel runs. No LibTorch headers here.
+// per token, (cos, sin) in shared memory). (cos, sin) come from the caller's table when the
+// launch has one (an L2-resident read instead of a sincos per pair), else they are computed. The per-pair math comes
+// from rope_math.h, the same code the CPU kernel runs. No LibTorch headers here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -51,7 +52,7 @@ __global__ void rope_strided_kernel(const RopeLaunch p) {
   const int64_t pos = rope_position(p, b, s);
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     acc_t c, sn;
-    rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[i]), &c, &sn);
+    rope_pair_sincos(p, pos, i, &c, &sn);
     cos_s[i] = c;
     sin_s[i] = sn * static_cast<acc_t>(p.sign);
   }
@@ -93,6 +94,32 @@ __global__ void rope_strided_kernel(const RopeLaunch p) {
 // 16-32 bytes: at 8 bytes (two rows) the bf16 kernel was bound by the sincos arithmetic
 // (66-74 % of a copy on an H100). Slots past the rotary span copy the pass-through tail. Adjacent
 // threads take adjacent slots, then adjacent rows: warps read whole lines. 32-bit index math.
+// (cos, sin) of pairs first..first+N-1 at pos: 16-byte loads from the launch's table when it
+// covers pos (vector_table_ok() checked the alignment), else computed; double always computes.
+template <int N>
+__device__ __forceinline__ void slot_sincos(const RopeLaunch& p, int64_t pos, int64_t first, float* c, float* s) {
+  if (p.cos_sin != nullptr && pos >= 0 && pos < p.cos_sin_rows) {
+    constexpr int W = N < 4 ? N : 4;  // floats per load
+    using L = Vec<float, W>;
+    const float* row = p.cos_sin + pos * p.rotary_dim + first;
+#pragma unroll
+    for (int k = 0; k < N / W; ++k) {
+      const L cv = *reinterpret_cast<const L*>(row + k * W);
+      const L sv = *reinterpret_cast<const L*>(row + p.rotary_dim / 2 + k * W);
+#pragma unroll
+      for (int e = 0; e < W; ++e) c[k * W + e] = cv.v[e], s[k * W + e] = sv.v[e];
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[first + e]), &c[e], &s[e]);
+}
+template <int N>
+__device__ __forceinline__ void slot_sincos(const RopeLaunch& p, int64_t pos, int64_t first, double* c, double* s) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[first + e]), &c[e], &s[e]);
+}
+
 template <typename T, bool INTERLEAVED>
 constexpr int rows_per_thread() {
   return sizeof(T) == 2 && INTERLEAVED ? 8 : 4;
@@ -149,12 +176,9 @@ __global__ void __launch_bounds__(kVectorThreads, MIN_BLOCKS) rope_vector_kernel
   acc_t c[kPairs], sn[kPairs];
   if (rotary) {
     const int64_t first_pair = INTERLEAVED ? static_cast<int64_t>(slot) * (VEC / 2) : static_cast<int64_t>(slot) * VEC;
-    const int64_t pos = rope_position(p, b, s);
+    slot_sincos<kPairs>(p, rope_position(p, b, s), first_pair, c, sn);
 #pragma unroll
-    for (int e = 0; e < kPairs; ++e) {
-      rope_sincos(rope_angle(pos, p.position_scale, p.inv_freq[first_pair + e]), &c[e], &sn[e]);
-      sn[e] *= static_cast<acc_t>(p.sign);
-    }
+    for (int e = 0; e < kPairs; ++e) sn[e] *= static_cast<acc_t>(p.sign);
   }
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
@@ -224,10 +248,20 @@ bool vector_grid(const RopeLaunch& p, int rows_per_thread, VecGrid* g) {
   return true;
 }
 
+// The vector kernel reads a slot's (cos, sin) with loads of up to 16 bytes: the table must be
+// 16-byte aligned and each half row a whole number of them.
+template <int VEC, bool INTERLEAVED>
+bool vector_table_ok(const RopeLaunch& p) {
+  constexpr int kPairs = INTERLEAVED ? VEC / 2 : VEC, W = kPairs < 4 ? kPairs : 4;
+  return reinterpret_cast<uintptr_t>(p.cos_sin) % 16 == 0 && (p.rotary_dim / 2) % W == 0;
+}
+
 template <typename T, int VEC, bool INTERLEAVED, int ROWS = rows_per_thread<T, INTERLEAVED>(), int MIN_BLOCKS = 2>
-bool launch_vector(const RopeLaunch& p, cudaStream_t stream) {
+bool launch_vector(const RopeLaunch& launch, cudaStream_t stream) {
   VecGrid g;
-  if (!vector_grid<VEC, INTERLEAVED>(p, ROWS, &g)) return false;
+  if (!vector_grid<VEC, INTERLEAVED>(launch, ROWS, &g)) return false;
+  RopeLaunch p = launch;
+  if (p.cos_sin != nullptr && !vector_table_ok<VEC, INTERLEAVED>(p)) p.cos_sin = nullptr;  // compute instead
   rope_vector_kernel<T, VEC, INTERLEAVED, ROWS, MIN_BLOCKS>
       <<<(g.total + kVectorThreads - 1) / kVectorThreads, kVectorThreads, 0, stream>>>(p, g);
   return true;

@@ -24,6 +24,11 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
       return torch::tensor(freqs.inv_freq, torch::kFloat64).to(q.device());  // once per (device, length)
     });
     spec.position_scale = freqs.position_scale;
+    if (config_.cos_sin_table)
+      spec.cos_sin = cos_sin_.get(q.device(), length, torch::kFloat32, [&] {
+        return ops::rope_table(torch::tensor(freqs.inv_freq, torch::kFloat64), freqs.position_scale, length)
+            .to(q.device());
+      });
     spec.magnitude = freqs.magnitude;  // q and k only; the op never scales v
     spec.interleaved = config_.pairing == config::RopePairing::interleaved;
     spec.rotary_dim = rotary_dim_;

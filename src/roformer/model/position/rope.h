@@ -22,6 +22,7 @@ class RopeImpl : public PositionEncodingImpl {
   RopeFrequencies freqs_;  // for freqs_length_ (dynamic NTK depends on the length)
   int64_t freqs_length_ = -1;
   TableCache inv_freq_;  // float64 [rotary_dim / 2] on the inputs' device, per length (dynamic NTK)
+  TableCache cos_sin_;   // float32 [length, rotary_dim] (ops::rope_table) on the inputs' device
 };
 
 }  // namespace roformer::model

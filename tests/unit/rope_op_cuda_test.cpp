@@ -140,5 +140,11 @@ TEST(RopeOpCuda, CosSinTableMatchesComputingOnTheGpu) {
         const auto back_cpu = ops::rope_backward({q.cpu(), k.cpu()}, pos.cpu(), spec);
         EXPECT_LT((back[0].cpu().to(torch::kFloat64) - back_cpu[0].to(torch::kFloat64)).abs().max().item<double>(),
                   tol);
+        // An identity table (position scale 0) over rows 0..149: those tokens come out unrotated,
+        // so the kernels did read it (both paths agreeing above would not show that).
+        spec.cos_sin = ops::rope_table(spec.inv_freq, 0.0, 150).cuda();
+        const auto identity = ops::rope({q, k}, pos, spec);
+        EXPECT_TRUE(torch::equal(identity[0].slice(1, 0, 150).cpu(), q.slice(1, 0, 150).cpu()));
+        EXPECT_TRUE(torch::equal(identity[1].slice(1, 150, 200).cpu(), tabled[1].slice(1, 150, 200).cpu()));
       }
 }

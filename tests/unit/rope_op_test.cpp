@@ -324,6 +324,27 @@ TEST(RopeOp, CosSinTableGivesTheSameBitsAsComputing) {
         }
 }
 
+TEST(RopeOp, KernelsReadTheTableWhereItCoversThePositionAndComputeElsewhere) {
+  // A table of position scale 0 (cos 1, sin 0: the identity) over rows 0..3: tokens 0..3 come
+  // out unrotated, tokens 4..6 are rotated by the computed angles. Fails if a kernel ignores
+  // the table or reads it past its rows.
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (bool interleaved : {true, false}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (interleaved ? " interleaved" : " half"));
+      RopeSpec spec;
+      spec.inv_freq = torch::tensor(rope_frequencies(config::RopeConfig{}, 16, 7).inv_freq, torch::kFloat64);
+      spec.interleaved = interleaved;
+      spec.layout = RopeLayout::bshd;
+      const torch::Tensor x = torch::randn({2, 7, 3, 16}).to(dtype), pos = torch::arange(7, torch::kLong);
+      const torch::Tensor computed = ops::rope({x}, pos, spec)[0];
+      spec.cos_sin = ops::rope_table(spec.inv_freq, 0.0, 4);
+      const torch::Tensor tabled = ops::rope({x}, pos, spec)[0];
+      EXPECT_TRUE(torch::equal(tabled.slice(1, 0, 4), x.slice(1, 0, 4)));
+      EXPECT_TRUE(torch::equal(tabled.slice(1, 4, 7), computed.slice(1, 4, 7)));
+      EXPECT_FALSE(torch::equal(computed.slice(1, 1, 4), x.slice(1, 1, 4)));
+    }
+}
+
 TEST(RopeOp, CosSinTableRowsAreTheAnglesOfTheirPositions) {
   const int64_t D = 64, rows = 4096;
   const RopeFrequencies f = rope_frequencies(config::RopeConfig{}, D, rows);

@@ -5,6 +5,7 @@
 // checkpoints are never picked; bad resumes and mismatched data are refused; steps reuse host
 // memory instead of faulting it in again.
 #include <gtest/gtest.h>
+#include <cstdio>
 
 #include <sys/resource.h>
 #include <nlohmann/json.hpp>
@@ -194,14 +195,14 @@ long child_page_faults() {
 
 // Page faults per training step of the quickstart-size model (4 MiB activations), from the
 // difference of a 24- and a 4-step run (start-up, data and the final checkpoint cancel).
-double faults_per_step(const Fixture& f, const std::string& env) {
+double faults_per_step(const Fixture& f, const std::string& tag, const std::string& env) {
   const std::string model =
       "--set model.hidden_size=128 --set model.num_layers=2 --set model.num_heads=4 "
       "--set model.ffn_size=512 --set model.hidden_dropout=0 --set data.seq_len=128 --set train.batch_size=16 "
       "--set train.eval_every=1000 --set train.eval_batches=1 --set train.checkpoint_every=1000 ";
   std::vector<long> faults;
   for (int steps : {4, 24}) {
-    const std::string run = f.dir.file("faults_" + std::to_string(steps) + (env.empty() ? "" : "_glibc"));
+    const std::string run = f.dir.file("faults_" + tag + "_" + std::to_string(steps));
     const long before = child_page_faults();
     const CommandResult r = f.train(run, model + "--set train.steps=" + std::to_string(steps), env);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -212,15 +213,21 @@ double faults_per_step(const Fixture& f, const std::string& env) {
 
 }  // namespace
 
-// With glibc's defaults a step faults in every large activation again (about 5,000 faults per
-// step at this size: freed blocks go back to the kernel); the tuned host allocator reuses them
-// (about 800 remain: data, logs and small tensors).
+// The tuned host allocator keeps large freed blocks in the heap, so a step reuses its
+// activations' pages (a few hundred faults remain: data, logs and small tensors). The control
+// makes glibc hand every block of 64 KiB or more back to the kernel (a fixed mmap threshold, no
+// dynamic adjustment), so each step faults its activations in again: it shows that the count
+// sees re-faulted memory. glibc's own defaults are printed, not asserted: their threshold moves
+// with the history of frees, and a CI run measured 118 faults per step where this VM saw ~2,900.
 TEST(Train, StepsReuseHostMemoryInsteadOfFaultingItInAgain) {
   const Fixture f;
   const CommandResult v = run_command("'" + roformer_binary() + "' version");
   if (v.output.find("blocks up to 32 MiB reused") == std::string::npos) GTEST_SKIP() << v.output;
-  const double tuned = faults_per_step(f, "");
-  const double glibc = faults_per_step(f, "ROFORMER_HOST_MALLOC=default");
+  const double tuned = faults_per_step(f, "tuned", "");
+  const double unmapping = faults_per_step(f, "unmapping", "MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0");
+  const double glibc = faults_per_step(f, "glibc", "ROFORMER_HOST_MALLOC=default");
+  std::printf("page faults per step: tuned %.0f, glibc defaults %.0f, every block unmapped %.0f\n", tuned, glibc,
+              unmapping);
   EXPECT_LT(tuned, 2000) << "page faults per step with the tuned allocator";
-  EXPECT_GT(glibc, 3 * tuned) << "glibc's defaults should fault more (the control)";
+  EXPECT_GT(unmapping, 3 * tuned) << "unmapping every large block should fault more (the control)";
 }

@@ -6,24 +6,18 @@
 // so GCC vectorises them for the CPU at hand; this file is built with -fno-trapping-math,
 // which lets GCC turn the math's selects into blends.
 #include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "roformer/ops/bias_gelu_kernels.h"
-
-#if !defined(_OPENMP) && !defined(ROFORMER_SERIAL_CPU_KERNELS)
-#error "bias_gelu_cpu.cpp needs OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
-#endif
+#include "roformer/ops/cpu_kernel_support.h"
 
 namespace roformer::ops {
 namespace {
 
 template <typename scalar_t>
-using acc_type = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+using acc_type = cpu_acc_t<scalar_t>;
 
 constexpr int64_t kRowsPerBlock = 32;  // backward: one partial bias-gradient row per block
 
@@ -93,11 +87,6 @@ inline __attribute__((always_inline)) void backward_any(const BiasGeluLaunch& p,
 
 // Float, the vectorised path, compiled for each x86-64 level above; other dtypes once (double
 // calls the C library, half types convert element by element).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ROFORMER_CLONES
-#endif
 ROFORMER_CLONES void forward_f32(const BiasGeluLaunch& p, int64_t a, int64_t b) {
   forward_any<float>(p, a, b);
 }
@@ -146,21 +135,6 @@ void backward_typed(const BiasGeluLaunch& p) {
   for (int64_t blk = 0; blk < blocks; ++blk) {  // in block order: the same sum for any thread count
     const acc_t* row = partial.data() + blk * p.cols;
     for (int64_t j = 0; j < p.cols; ++j) out[j] += row[j];
-  }
-}
-
-// Calls f with a value of the storage type of `dtype`.
-template <typename F>
-void with_storage_type(KernelDType dtype, F&& f) {
-  switch (dtype) {
-    case KernelDType::f32:
-      return f(float{});
-    case KernelDType::f64:
-      return f(double{});
-    case KernelDType::f16:
-      return f(c10::Half{});
-    case KernelDType::bf16:
-      return f(c10::BFloat16{});
   }
 }
 

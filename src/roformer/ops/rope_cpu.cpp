@@ -3,27 +3,17 @@
 // tokens are rotated in parallel. Inner loops over contiguous features are written so GCC
 // vectorises them; other strides take the generic loop.
 #include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
-#include <type_traits>
 #include <vector>
 
+#include "roformer/ops/cpu_kernel_support.h"
 #include "roformer/ops/rope_kernels.h"
-
-// at::parallel_for is inline and runs serially in a translation unit compiled without OpenMP
-// (src/CMakeLists.txt adds it for the CPU kernel files); refuse to build a silently serial kernel.
-#if !defined(_OPENMP) && !defined(ROFORMER_SERIAL_CPU_KERNELS)
-#error "rope_cpu.cpp needs OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
-#endif
 
 namespace roformer::ops {
 namespace {
 
 template <typename scalar_t>
-using acc_type = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-
-#define ROFORMER_ALWAYS_INLINE inline __attribute__((always_inline))
+using acc_type = cpu_acc_t<scalar_t>;
 
 // Element conversions into and out of the accumulation type (float for half/bf16).
 template <typename scalar_t>
@@ -106,13 +96,7 @@ ROFORMER_ALWAYS_INLINE void rotate_tokens(const RopeLaunch& p, const acc_type<sc
   }
 }
 
-// One function per dtype, compiled for x86-64-v4 (AVX-512), v3 (AVX2 + FMA) and baseline and
-// picked at load time, so the vectorised inner loops use the widest registers the CPU has.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ROFORMER_CLONES
-#endif
+// One function per dtype, each compiled per x86-64 level (ROFORMER_CLONES).
 ROFORMER_CLONES void rotate_tokens_f32(const RopeLaunch& p, const float* t, int64_t b, int64_t e) {
   rotate_tokens<float>(p, t, b, e);
 }
@@ -194,16 +178,7 @@ void rope_cpu_table(const double* inv_freq, int64_t half, double position_scale,
 }
 
 void rope_cpu(const RopeLaunch& launch) {
-  switch (launch.dtype) {
-    case KernelDType::f32:
-      return rope_cpu_typed<float>(launch);
-    case KernelDType::f64:
-      return rope_cpu_typed<double>(launch);
-    case KernelDType::f16:
-      return rope_cpu_typed<c10::Half>(launch);
-    case KernelDType::bf16:
-      return rope_cpu_typed<c10::BFloat16>(launch);
-  }
+  with_storage_type(launch.dtype, [&](auto tag) { rope_cpu_typed<decltype(tag)>(launch); });
 }
 
 }  // namespace roformer::ops

@@ -17,7 +17,9 @@ enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-Neo
 enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
 enum class Activation { gelu, gelu_tanh, relu };
-enum class ActivationKernel { auto_, fused, reference };
+enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), LibTorch's ops, or per device
+using ActivationKernel = KernelChoice;
+using NormKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
@@ -111,6 +113,9 @@ struct ModelConfig {
   // Bias + GELU after the FFN's and the MLM head's first matmul: fused (ops/bias_gelu),
   // reference (addmm then LibTorch's GELU), auto = fused on the CPU, reference on CUDA.
   ActivationKernel activation_kernel = ActivationKernel::auto_;
+  // Residual add + LayerNorm of the post-LN layers: fused (ops/add_layer_norm), reference
+  // (LibTorch's add, then layer_norm), auto = see config_fields.cpp.
+  NormKernel norm_kernel = NormKernel::auto_;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;

@@ -131,12 +131,15 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size)");
   v.field("ffn_size", ffn_size, at_least(int64_t{1}), "feed-forward inner width");
   enum_field(v, "activation", activation, acts, "gelu (exact erf), gelu_tanh, relu");
-  static const EnumNames<ActivationKernel> act_kernels{{{ActivationKernel::auto_, "auto"},
-                                                        {ActivationKernel::fused, "fused"},
-                                                        {ActivationKernel::reference, "reference"}}};
-  enum_field(v, "activation_kernel", activation_kernel, act_kernels,
+  static const EnumNames<KernelChoice> kernels{
+      {{KernelChoice::auto_, "auto"}, {KernelChoice::fused, "fused"}, {KernelChoice::reference, "reference"}}};
+  enum_field(v, "activation_kernel", activation_kernel, kernels,
              "bias + GELU: fused (one custom CPU/CUDA op), reference (addmm, then LibTorch's GELU), auto (fused on "
              "the CPU; reference on CUDA, where cuBLASLt adds the bias inside the GEMM and fusing saves no traffic)");
+  enum_field(v, "norm_kernel", norm_kernel, kernels,
+             "residual add + LayerNorm in post-LN layers: fused (one custom CPU/CUDA op that never stores the sum), "
+             "reference (add, then LibTorch's layer_norm), auto (fused on the CPU; reference on CUDA until a GPU run "
+             "measures the fused kernel)");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

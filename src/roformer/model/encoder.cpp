@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "roformer/ops/add_layer_norm.h"
 #include "roformer/ops/bias_gelu.h"
 
 namespace roformer::model {
@@ -43,6 +44,16 @@ torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
   if (dtype != torch::kBFloat16 && dtype != torch::kHalf) return ln->forward(x);
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
+}
+
+// norm(ln, x + residual), through the fused op where `kernel` picks it for x's device. Its weight
+// and bias stay in their own dtype (the op reads them in float), where the reference path casts
+// them to a half-precision x's dtype.
+torch::Tensor add_norm(torch::nn::LayerNorm ln, const torch::Tensor& x, const torch::Tensor& residual,
+                       config::NormKernel kernel) {
+  const bool fused = kernel == config::NormKernel::fused || (kernel == config::NormKernel::auto_ && !x.is_cuda());
+  if (!fused || residual.scalar_type() != x.scalar_type()) return norm(ln, x + residual);
+  return ops::add_layer_norm(x, residual, ln->weight, ln->bias, ln->options.eps());
 }
 
 // The dtype the hidden states travel in: the autocast dtype under CUDA autocast (so residual
@@ -103,8 +114,9 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
   };
   torch::nn::LayerNorm ln1 = attention->output->LayerNorm, ln2 = output->LayerNorm;
   if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
-    torch::Tensor h = norm(ln1, x + torch::dropout(attention->attend(x, ctx), p, train));
-    return norm(ln2, h + torch::dropout(ffn(h), p, train));
+    const config::NormKernel k = config_.norm_kernel;
+    torch::Tensor h = add_norm(ln1, x, torch::dropout(attention->attend(x, ctx), p, train), k);
+    return add_norm(ln2, h, torch::dropout(ffn(h), p, train), k);
   }
   // Pre-LN: x + sublayer(LN(x)); the same two LayerNorms, applied before each sublayer.
   torch::Tensor h = x + torch::dropout(attention->attend(norm(ln1, x), ctx), p, train);

@@ -5,7 +5,8 @@
 # seq 512, batch 32) and a small model (256x4, seq 128, batch 64): tokens/s, the ratios,
 # roformer's MFU and TFLOP/s (from metrics.jsonl), SM-busy % sampled by `nvidia-smi dmon` while
 # roformer trains, and peak memory. rope: the fused RoPE op vs a device copy, the rotate_half
-# composite and torch.compile (scripts/bench_rope_gpu.py). eval: time and peak memory of
+# composite and torch.compile (scripts/bench_rope_gpu.py), and the fused add + LayerNorm op vs
+# LibTorch's add + layer_norm and a device copy (tests/benchmarks/bench_norm). eval: time and peak memory of
 # `roformer eval` on a BERT-base checkpoint at 512..32768 (sliding, stride 256, about 30k scored
 # tokens). Speed is reported, never asserted.
 # Usage: scripts/bench_gpu.sh [STEPS] [train|rope|eval|all]   (needs data/prepared/linux-docs-byte and a GPU)
@@ -98,6 +99,8 @@ if [ "$part" = all ] || [ "$part" = train ]; then
 fi
 if [ "$part" = all ] || [ "$part" = rope ]; then
   "$py" scripts/bench_rope_gpu.py
+  build/release/tests/benchmarks/bench_norm --benchmark_filter=cuda --benchmark_repetitions=5 \
+    --benchmark_report_aggregates_only=true
 fi
 if [ "$part" = all ] || [ "$part" = eval ]; then
   eval_lengths

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "model_compare.h"
 #include "roformer/model/encoder.h"
 #include "roformer/ops/add_layer_norm.h"
 
@@ -75,21 +76,11 @@ TEST(AddLayerNormCuda, FusedModelStepMatchesTheReferenceKernel) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible";
   config::ModelConfig c;
   c.hidden_dropout = c.attention_dropout = 0;
-  auto loss_and_grad = [&](config::NormKernel k) {
-    c.norm_kernel = k;
-    model::EncoderModel m = model::build_model(c, 12);
-    m->to(torch::kCUDA);
-    torch::manual_seed(8);
-    model::EncoderInput in;
-    in.input_ids = torch::randint(0, c.vocab_size, {4, 32}, torch::kLong).cuda();
-    const torch::Tensor targets = in.input_ids.masked_fill(torch::rand({4, 32}).cuda() > 0.3, -100);
-    torch::Tensor loss = m->loss(in, targets);
-    loss.backward();
-    const auto& layer = m->encoder->layer[0]->as<model::EncoderLayer>();
-    return std::make_pair(loss.item<double>(), layer->output->LayerNorm->weight.grad().cpu());
-  };
-  const auto fused = loss_and_grad(config::NormKernel::fused);
-  const auto reference = loss_and_grad(config::NormKernel::reference);
-  EXPECT_NEAR(fused.first, reference.first, 1e-5 * reference.first);
-  EXPECT_TRUE(torch::allclose(fused.second, reference.second, 1e-4, 1e-5));
+  c.norm_kernel = config::NormKernel::fused;
+  const roformer::testing::LossAndGrads fused =
+      roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
+  c.norm_kernel = config::NormKernel::reference;
+  const roformer::testing::LossAndGrads reference =
+      roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
+  roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-5);
 }

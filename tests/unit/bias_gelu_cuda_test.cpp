@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model_compare.h"
 #include "roformer/model/encoder.h"
 #include "roformer/ops/bias_gelu.h"
 
@@ -50,21 +51,11 @@ TEST(BiasGeluCuda, FusedModelStepMatchesTheReferenceKernel) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible";
   config::ModelConfig c;
   c.hidden_dropout = c.attention_dropout = 0;
-  auto loss_and_grad = [&](config::ActivationKernel k) {
-    c.activation_kernel = k;
-    model::EncoderModel m = model::build_model(c, 12);
-    m->to(torch::kCUDA);
-    torch::manual_seed(8);
-    model::EncoderInput in;
-    in.input_ids = torch::randint(0, c.vocab_size, {4, 32}, torch::kLong).cuda();
-    const torch::Tensor targets = in.input_ids.masked_fill(torch::rand({4, 32}).cuda() > 0.3, -100);
-    torch::Tensor loss = m->loss(in, targets);
-    loss.backward();
-    return std::make_pair(loss.item<double>(),
-                          m->encoder->layer[0]->as<model::EncoderLayer>()->intermediate->dense->bias.grad().cpu());
-  };
-  const auto fused = loss_and_grad(config::ActivationKernel::fused);
-  const auto reference = loss_and_grad(config::ActivationKernel::reference);
-  EXPECT_NEAR(fused.first, reference.first, 1e-5 * reference.first);
-  EXPECT_TRUE(torch::allclose(fused.second, reference.second, 1e-4, 1e-5));
+  c.activation_kernel = config::ActivationKernel::fused;
+  const roformer::testing::LossAndGrads fused =
+      roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
+  c.activation_kernel = config::ActivationKernel::reference;
+  const roformer::testing::LossAndGrads reference =
+      roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
+  roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-5);
 }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "model_compare.h"
 #include "roformer/model/encoder.h"
 #include "roformer/ops/bias_gelu.h"
 #include "roformer/ops/bias_gelu_math.h"
@@ -163,28 +164,11 @@ TEST(BiasGelu, ModelWithTheFusedKernelMatchesTheReferenceKernel) {
       config::ModelConfig c;
       c.activation = act;
       c.hidden_dropout = c.attention_dropout = 0;
-      auto build = [&](config::ActivationKernel k) {
-        c.activation_kernel = k;
-        model::EncoderModel m = model::build_model(c, 11);
-        m->to(dtype);
-        return m;
-      };
-      model::EncoderModel fused = build(config::ActivationKernel::fused);
-      model::EncoderModel reference = build(config::ActivationKernel::reference);
-      torch::manual_seed(6);
-      model::EncoderInput in;
-      in.input_ids = torch::randint(0, c.vocab_size, {2, 24}, torch::kLong);
-      const torch::Tensor targets = torch::where(torch::rand({2, 24}) < 0.3, in.input_ids, torch::full({2, 24}, -100L));
-      const torch::Tensor lf = fused->loss(in, targets), lr = reference->loss(in, targets);
-      lf.backward();
-      lr.backward();
-      const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
-      EXPECT_NEAR(lf.item<double>(), lr.item<double>(), tol * lr.item<double>());
-      const auto pf = fused->named_parameters(), pr = reference->named_parameters();
-      for (const auto& item : pf) {
-        const torch::Tensor gf = item.value().grad(), gr = pr[item.key()].grad();
-        EXPECT_TRUE(torch::allclose(gf, gr, 10 * tol, 10 * tol)) << item.key() << " max diff " << (gf - gr).abs().max();
-      }
+      c.activation_kernel = config::ActivationKernel::fused;
+      const roformer::testing::LossAndGrads fused = roformer::testing::model_loss_and_grads(c, dtype);
+      c.activation_kernel = config::ActivationKernel::reference;
+      const roformer::testing::LossAndGrads reference = roformer::testing::model_loss_and_grads(c, dtype);
+      roformer::testing::expect_same_loss_and_grads(fused, reference, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
     }
   }
 }

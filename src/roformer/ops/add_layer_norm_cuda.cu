@@ -206,16 +206,7 @@ void launch_typed(const AddLayerNormLaunch& p, cudaStream_t stream, bool backwar
 void launch(const AddLayerNormLaunch& p, void* stream, bool backward) {
   if (p.rows == 0 || p.cols == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  switch (p.dtype) {
-    case KernelDType::f32:
-      return launch_typed<float>(p, s, backward);
-    case KernelDType::f64:
-      return launch_typed<double>(p, s, backward);
-    case KernelDType::f16:
-      return launch_typed<__half>(p, s, backward);
-    case KernelDType::bf16:
-      return launch_typed<__nv_bfloat16>(p, s, backward);
-  }
+  cuda_elem::with_storage_type(p.dtype, [&](auto tag) { launch_typed<decltype(tag)>(p, s, backward); });
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// Element conversions for the CUDA kernels (rope_cuda.cu, bias_gelu_cuda.cu): the accumulation
-// type of a storage type (float for half and bfloat16) and the loads and stores between them.
+// What the CUDA kernel files share (rope_cuda.cu, bias_gelu_cuda.cu, add_layer_norm_cuda.cu):
+// the accumulation type of a storage type (float for half and bfloat16), the loads and stores
+// between them, and the host-side dtype visitor that picks a kernel's instantiation.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "roformer/ops/kernel_dtype.h"
 
 namespace roformer::ops::cuda_elem {
 
@@ -45,6 +48,21 @@ __device__ __forceinline__ __half from_acc<__half>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// Calls f with a value of the CUDA storage type of `dtype` (host code).
+template <typename F>
+void with_storage_type(KernelDType dtype, F&& f) {
+  switch (dtype) {
+    case KernelDType::f32:
+      return f(float{});
+    case KernelDType::f64:
+      return f(double{});
+    case KernelDType::f16:
+      return f(__half{});
+    case KernelDType::bf16:
+      return f(__nv_bfloat16{});
+  }
 }
 
 }  // namespace roformer::ops::cuda_elem

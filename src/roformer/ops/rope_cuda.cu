@@ -289,16 +289,7 @@ __global__ void axpy_kernel(int n, float a, const float* x, float* y) {
 
 void rope_cuda(const RopeLaunch& launch, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  switch (launch.dtype) {
-    case KernelDType::f32:
-      return launch_typed<float>(launch, st);
-    case KernelDType::f64:
-      return launch_typed<double>(launch, st);
-    case KernelDType::f16:
-      return launch_typed<__half>(launch, st);
-    case KernelDType::bf16:
-      return launch_typed<__nv_bfloat16>(launch, st);
-  }
+  cuda_elem::with_storage_type(launch.dtype, [&](auto tag) { launch_typed<decltype(tag)>(launch, st); });
 }
 
 int cuda_device_count() {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "roformer/common/errors.h"
+#include "roformer/model/attention_mask.h"
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/relative_bias.h"
 
@@ -33,7 +34,7 @@ TEST(T5Bias, BucketsMatchTheReferenceTable) {
 TEST(T5Bias, BiasIsPerHeadAndSharedLookup) {
   config::T5BiasConfig c;
   T5BiasImpl t5(c, 3, true);
-  const torch::Tensor bias = t5.score_bias(torch::arange(5, torch::kLong));
+  const torch::Tensor bias = toeplitz_rows(t5.relative_bias(5, torch::kCPU), 0, 5).unsqueeze(0);
   ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{1, 3, 5, 5}));
   // bias[0, h, i, j] = weight[bucket(j - i), h]
   const torch::Tensor w = t5.relative_attention_bias->weight;
@@ -62,7 +63,7 @@ TEST(Alibi, SlopesMatchThePaperAndTheNonPowerOfTwoRule) {
 
 TEST(Alibi, BiasIsMinusSlopeTimesDistance) {
   AlibiImpl alibi(4);
-  const torch::Tensor bias = alibi.score_bias(torch::arange(6, torch::kLong));
+  const torch::Tensor bias = toeplitz_rows(alibi.relative_bias(6, torch::kCPU), 0, 6).unsqueeze(0);
   ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{1, 4, 6, 6}));
   const std::vector<double> slopes = alibi_slopes(4);
   for (int64_t h = 0; h < 4; ++h)

@@ -77,8 +77,8 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
   torch::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, S, S]
   scores = scores + position_->score_term(q, k, ctx.positions, layer_).to(scores.scalar_type());
   if (ctx.mask.defined()) {
-    scores = scores + ctx.mask.to(scores.scalar_type());  // the encoder's: causal + padding, built once per pass
-  } else if (ctx.causal) {                                // a caller without the encoder's mask
+    scores = scores + ctx.mask.whole().to(scores.scalar_type());  // the encoder's: causal + padding
+  } else if (ctx.causal) {                                        // a caller without the encoder's mask
     const int64_t S = q.size(2);
     const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
@@ -91,6 +91,22 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
   torch::Tensor out = at::matmul(probs, v);  // [B, H, S, D]
   const torch::Tensor term = position_->output_term(probs, ctx.positions, layer_);
   return term.defined() ? out + term.to(out.scalar_type()) : out;
+}
+
+torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const AttentionContext& ctx) {
+  const double p = is_training() ? dropout_ : 0.0;
+  if (!ctx.mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, p, ctx.causal);
+  const int64_t S = q.size(2), block = ctx.mask.block_rows();
+  if (block >= S) return at::scaled_dot_product_attention(q, k, v, ctx.mask.whole().to(q.scalar_type()), p);
+  // Queries in blocks, each with its own rows of the mask: memory grows with S, not S^2.
+  std::vector<torch::Tensor> parts;
+  for (int64_t begin = 0; begin < S; begin += block) {
+    const int64_t end = std::min(S, begin + block);
+    parts.push_back(at::scaled_dot_product_attention(q.narrow(2, begin, end - begin), k, v,
+                                                     ctx.mask.rows(begin, end).to(q.scalar_type()), p));
+  }
+  return torch::cat(parts, 2);
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -109,12 +125,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
   position_->rotate(q, k, v, ctx.positions);
   if (position_->has_score_terms())
     return dense(output->dense, attend_with_terms(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
-  std::optional<at::Tensor> mask;
-  if (ctx.mask.defined()) mask = ctx.mask.to(q.scalar_type());
-  const double p = is_training() ? dropout_ : 0.0;
-  const torch::Tensor out =
-      at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/!ctx.mask.defined() && ctx.causal);
-  return dense(output->dense, out.transpose(1, 2).reshape({B, S, width}));
+  return dense(output->dense, attend_sdpa(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
 }
 
 }  // namespace roformer::model

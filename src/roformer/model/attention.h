@@ -1,7 +1,8 @@
 // Multi-head self-attention with Hugging Face RoFormer/BERT parameter names:
 //   self.{query,key,value} (Linear H->H), output.dense (Linear H->H), output.LayerNorm.
 // Softmax scores go through at::scaled_dot_product_attention; the position encoding's rotate
-// hook is applied to q/k/v and its score bias arrives inside the float attention mask; families
+// hook is applied to q/k/v and its score bias arrives inside the float attention mask (whole, or
+// per block of queries at long lengths, attention_mask.h); families
 // with score terms (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly. With
 // model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
 // rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
@@ -15,6 +16,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "roformer/config/config.h"
+#include "roformer/model/attention_mask.h"
 #include "roformer/model/position/position_encoding.h"
 
 namespace roformer::model {
@@ -45,7 +47,7 @@ TORCH_MODULE(DenseNorm);
 // Everything a layer needs about the current forward pass, computed once by the encoder.
 struct AttentionContext {
   torch::Tensor positions;  // int64 [S] or [B, S]
-  torch::Tensor mask;       // additive float mask [1|B, 1|H, S, S] (bias + padding + causal) or undefined
+  AttentionMask mask;       // bias + padding + causality, whole or in query-row blocks; or undefined
   bool causal = false;      // used only when `mask` is undefined (fast SDPA path); always by linear attention
   torch::Tensor key_keep;   // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
 };
@@ -69,6 +71,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_linear(const torch::Tensor& q, const torch::Tensor& k, torch::Tensor& v,
                               const AttentionContext& ctx);
   void maybe_redraw_features();
+  // q, k, v: [B, H, S, D] -> [B, H, S, D] through SDPA with the encoder's mask (whole or per
+  // block of query rows) or its causal flag.
+  torch::Tensor attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const AttentionContext& ctx);
   // q, k, v: [B, H, S, D] -> [B, H, S, D] with the scores formed here, for families with
   // score terms: softmax(q.k * scale + term + mask) v + output term.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -63,26 +63,6 @@ torch::Tensor to_stream_dtype(const torch::Tensor& x) {
   return x.to(at::autocast::get_autocast_dtype(at::kCUDA));
 }
 
-// Additive mask from the family's score bias, key padding and causality; undefined when none
-// applies and SDPA runs (its causal flag / unmasked fast path). Families with score terms form
-// their scores themselves, so they always get the mask (`explicit_scores`), built once per pass
-// rather than once per layer. A large finite negative value keeps fully masked rows finite.
-torch::Tensor build_mask(const torch::Tensor& bias, const torch::Tensor& attention_mask, bool causal, int64_t S,
-                         const torch::Device& device, bool explicit_scores) {
-  if (!bias.defined() && !attention_mask.defined() && !(explicit_scores && causal)) return {};
-  constexpr double kMasked = -1e30;
-  torch::Tensor mask = bias.defined() ? bias : torch::zeros({1, 1, S, S}, torch::dtype(torch::kFloat64).device(device));
-  if (attention_mask.defined()) {
-    const torch::Tensor pad = (attention_mask == 0).view({attention_mask.size(0), 1, 1, S});  // keys only
-    mask = mask.masked_fill(pad, kMasked);
-  }
-  if (causal) {
-    const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(device)).triu(1);
-    mask = mask.masked_fill(future, kMasked);
-  }
-  return mask;
-}
-
 }  // namespace
 
 EmbeddingsImpl::EmbeddingsImpl(const config::ModelConfig& c) {
@@ -167,12 +147,12 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   ctx.positions = positions;
   ctx.causal = config_.objective == config::Objective::causal_lm;
   ctx.key_keep = in.attention_mask;
-  ctx.mask = build_mask(position->score_bias(positions), in.attention_mask, ctx.causal, S, device,
-                        position->has_score_terms());
-  if (ctx.mask.defined()) {  // once in the dtype the scores have, not once per layer
-    const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
-    ctx.mask = ctx.mask.to(autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type());
-  }
+  // In the dtype the scores have; families with score terms form their scores themselves, so
+  // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
+  const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
+  ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
+                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type(), device,
+                           position->has_score_terms(), attention_mask_limit_bytes);
   for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
   if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
   return x;

@@ -109,6 +109,10 @@ class EncoderModelImpl : public torch::nn::Module {
   const config::ModelConfig& config() const { return config_; }
   PositionEncodingImpl& position_encoding() { return *position; }
 
+  // Size up to which the attention mask is built whole once per pass; past it attention takes
+  // the queries in row blocks (attention_mask.h). Tests lower it to exercise the blocks.
+  double attention_mask_limit_bytes = AttentionMask::kWholeMaskBytes;
+
   Embeddings embeddings{nullptr};
   torch::nn::Linear embeddings_project{nullptr};  // [H, E], only if E != H
   std::shared_ptr<PositionEncodingImpl> position;

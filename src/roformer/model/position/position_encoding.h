@@ -2,7 +2,7 @@
 // the encoder never branch on the family.
 //   embed:       absolute families add to the token embeddings      x: [B, S, E]
 //   rotate:      RoPE/xPos rotate queries/keys (optionally values)   q, k, v: [B, H, S, D]
-//   score_bias:  additive per-head bias on attention scores         -> [1 or B, H, Sq, Sk]
+//   relative_bias: additive per-head score bias by key - query offset -> [H, 2S - 1]
 //   score_term:  a term computed from q and k, per layer (Shaw, Transformer-XL, DeBERTa)
 //   output_term: a term from the attention weights (Shaw's relative values)
 // Families with score terms make attention form the scores itself; the others keep SDPA.
@@ -32,8 +32,10 @@ class PositionEncodingImpl : public torch::nn::Module {
   // Rotary families rotate q and k (and v when configured) in place of the inputs.
   virtual void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {}
 
-  // Relative families return an additive score bias; others an undefined tensor.
-  virtual torch::Tensor score_bias(const torch::Tensor& positions) { return {}; }
+  // Bias families (T5, ALiBi) return their additive score bias for positions 0..S-1 as one row
+  // per head, [H, 2S - 1], column S - 1 + d holding the bias for key - query = d (a bias of the
+  // offset alone; attention_mask.h turns it into query rows); others an undefined tensor.
+  virtual torch::Tensor relative_bias(int64_t S, const torch::Device& device) { return {}; }
 
   // Content-position score term for layer `layer`, added to the scaled scores q.k * score_scale:
   // q, k [B, H, S, D] (after rotate) -> [B, H, S, S]. Only called when has_score_terms().

@@ -1,5 +1,5 @@
-// T5 bucketed relative bias and ALiBi (see relative_bias.h). Both return a bias of shape
-// [1, H, S, S] for positions [S], or [B, H, S, S] for positions [B, S].
+// T5 bucketed relative bias and ALiBi (see relative_bias.h). Both return [H, 2S - 1]: the bias
+// of every offset key - query from -(S - 1) to S - 1.
 #include "roformer/model/position/relative_bias.h"
 
 #include <torch/torch.h>
@@ -9,15 +9,9 @@
 namespace roformer::model {
 namespace {
 
-// rel[.., i, j] = positions[.., j] - positions[.., i]  (key minus query)
-torch::Tensor relative_positions(const torch::Tensor& positions) {
-  return positions.unsqueeze(-2) - positions.unsqueeze(-1);
-}
-
-// [S, S, H] or [B, S, S, H] -> [1 or B, H, S, S]
-torch::Tensor heads_first(const torch::Tensor& bias) {
-  if (bias.dim() == 3) return bias.permute({2, 0, 1}).unsqueeze(0);
-  return bias.permute({0, 3, 1, 2});
+// The offsets key - query of positions 0..S-1: -(S - 1) .. S - 1, int64 [2S - 1].
+torch::Tensor offsets(int64_t S, const torch::Device& device) {
+  return torch::arange(-(S - 1), S, torch::dtype(torch::kLong).device(device));
 }
 
 }  // namespace
@@ -52,13 +46,11 @@ T5BiasImpl::T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bo
       register_module("relative_attention_bias", torch::nn::Embedding(config.num_buckets, num_heads));
 }
 
-torch::Tensor T5BiasImpl::score_bias(const torch::Tensor& positions) {
-  auto build = [&] {
-    return t5_relative_bucket(relative_positions(positions), bidirectional_, config_.num_buckets, config_.max_distance);
-  };
-  const torch::Tensor buckets =
-      positions.dim() == 1 ? buckets_.get(positions.device(), positions.size(0), torch::kLong, build) : build();
-  return heads_first(relative_attention_bias->forward(buckets));  // [.., S, S, H] -> [.., H, S, S]
+torch::Tensor T5BiasImpl::relative_bias(int64_t S, const torch::Device& device) {
+  const torch::Tensor& buckets = buckets_.get(device, S, torch::kLong, [&] {
+    return t5_relative_bucket(offsets(S, device), bidirectional_, config_.num_buckets, config_.max_distance);
+  });
+  return relative_attention_bias->forward(buckets).t();  // [2S - 1, H] -> [H, 2S - 1]
 }
 
 std::vector<double> alibi_slopes(int64_t num_heads) {
@@ -80,17 +72,15 @@ std::vector<double> alibi_slopes(int64_t num_heads) {
 
 AlibiImpl::AlibiImpl(int64_t num_heads) : slopes_(alibi_slopes(num_heads)) {}
 
-torch::Tensor AlibiImpl::score_bias(const torch::Tensor& positions) {
+torch::Tensor AlibiImpl::relative_bias(int64_t S, const torch::Device& device) {
   // Symmetric distances serve both directions: with causal attention the future is masked
   // anyway, so on the visible entries -m|i - j| equals ALiBi's -m(i - j).
-  // Double here; attention casts the combined mask to the query dtype.
-  auto build = [&] {
-    const torch::Tensor dist = relative_positions(positions).abs().to(torch::kFloat64);  // [.., S, S]
-    const torch::Tensor slopes = torch::tensor(slopes_, torch::kFloat64).to(positions.device());
-    return heads_first(-dist.unsqueeze(-1) * slopes);  // [.., S, S, H] -> [.., H, S, S]
-  };
-  if (positions.dim() == 2) return build();
-  return bias_.get(positions.device(), positions.size(0), torch::kFloat64, build);
+  // Double here; the attention mask casts it to the dtype of the scores.
+  return bias_.get(device, S, torch::kFloat64, [&] {
+    const torch::Tensor dist = offsets(S, device).abs().to(torch::kFloat64);  // [2S - 1]
+    const torch::Tensor slopes = torch::tensor(slopes_, torch::kFloat64).to(device);
+    return -slopes.unsqueeze(1) * dist.unsqueeze(0);  // [H, 2S - 1]
+  });
 }
 
 }  // namespace roformer::model

@@ -1,5 +1,5 @@
-// Relative position encodings as additive attention-score biases, computed once per forward
-// pass and shared by all layers:
+// Relative position encodings as additive attention-score biases of the offset key - query,
+// returned as one [H, 2S - 1] row per head (attention_mask.h builds the score rows from it):
 //   t5_bias (Raffel et al. 2020): a learned scalar per (log-spaced distance bucket, head);
 //   alibi   (Press et al. 2022): a fixed per-head slope times the distance, -m_h |i - j|.
 #pragma once
@@ -21,14 +21,14 @@ torch::Tensor t5_relative_bucket(const torch::Tensor& relative, bool bidirection
 class T5BiasImpl : public PositionEncodingImpl {
  public:
   T5BiasImpl(const config::T5BiasConfig& config, int64_t num_heads, bool bidirectional);
-  torch::Tensor score_bias(const torch::Tensor& positions) override;
+  torch::Tensor relative_bias(int64_t S, const torch::Device& device) override;
 
   torch::nn::Embedding relative_attention_bias{nullptr};  // weight [num_buckets, H]
 
  private:
   config::T5BiasConfig config_;
   bool bidirectional_;
-  TableCache buckets_;  // int64 [S, S] bucket ids for shared positions (the learned values are looked up each pass)
+  TableCache buckets_;  // int64 [2S - 1] bucket ids per offset (the learned values are looked up each pass)
 };
 
 // ALiBi head slopes: geometric from 2^(-8/n) for n a power of two; otherwise the slopes of the
@@ -38,11 +38,11 @@ std::vector<double> alibi_slopes(int64_t num_heads);
 class AlibiImpl : public PositionEncodingImpl {
  public:
   explicit AlibiImpl(int64_t num_heads);
-  torch::Tensor score_bias(const torch::Tensor& positions) override;
+  torch::Tensor relative_bias(int64_t S, const torch::Device& device) override;
 
  private:
   std::vector<double> slopes_;
-  TableCache bias_;  // float64 [1, H, S, S] for shared positions
+  TableCache bias_;  // float64 [H, 2S - 1]
 };
 
 }  // namespace roformer::model

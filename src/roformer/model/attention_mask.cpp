@@ -1,0 +1,75 @@
+// The additive attention mask of one forward pass, whole or in query-row blocks (see attention_mask.h).
+#include "roformer/model/attention_mask.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+namespace roformer::model {
+namespace {
+
+// A large finite negative value: fully masked rows stay finite (softmax gives a uniform row).
+constexpr double kMasked = -1e30;
+
+}  // namespace
+
+torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end) {
+  TORCH_CHECK(table.dim() == 2 && table.size(1) % 2 == 1, "toeplitz_rows: table must be [H, 2S - 1], got ",
+              table.sizes());
+  const int64_t S = (table.size(1) + 1) / 2, C = end - begin;
+  TORCH_CHECK(0 <= begin && begin < end && end <= S, "toeplitz_rows: rows [", begin, ", ", end, ") outside [0, ", S,
+              ")");
+  // Gathered by offset rather than as a flipped unfold of the table: flip lays its output out
+  // column-major for C < S, and SDPA wants the keys contiguous. The index is one [C, S] row
+  // broadcast over the heads (its backward takes PyTorch's deterministic route when asked).
+  const auto opts = torch::dtype(torch::kLong).device(table.device());
+  const torch::Tensor offset =
+      torch::arange(S, opts).unsqueeze(0) - torch::arange(begin, end, opts).unsqueeze(1) + (S - 1);  // [C, S]
+  return table.gather(1, offset.view({1, C * S}).expand({table.size(0), C * S})).view({table.size(0), C, S});
+}
+
+AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
+                             torch::ScalarType dtype, const torch::Device& device, bool always,
+                             double whole_limit_bytes)
+    : causal_(causal), S_(S), block_rows_(S), dtype_(dtype), device_(device) {
+  defined_ = relative_bias.defined() || key_keep.defined() || (always && causal);
+  if (!defined_) return;
+  if (relative_bias.defined()) {
+    TORCH_CHECK(relative_bias.dim() == 2 && relative_bias.size(1) == 2 * S - 1,
+                "AttentionMask: relative bias must be [H, 2S - 1] for S = ", S, ", got ", relative_bias.sizes());
+    bias_ = relative_bias.to(dtype);
+  }
+  if (key_keep.defined()) pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
+  square_ = bias_.defined() || causal;
+  // Bytes of the whole mask: batch (padding combined with rows), heads (bias), rows, keys.
+  const double batch = pad_.defined() && square_ ? double(pad_.size(0)) : 1.0;
+  const double heads = bias_.defined() ? double(bias_.size(0)) : 1.0;
+  const double row_bytes = batch * heads * double(S) * double(c10::elementSize(dtype));
+  if (!square_ || row_bytes * double(S) <= whole_limit_bytes) {
+    whole_ = rows(0, S);
+    return;
+  }
+  const double per_block = std::max(1.0, whole_limit_bytes / kBlocksPerWholeLimit / row_bytes);
+  block_rows_ = std::min<int64_t>(S, static_cast<int64_t>(per_block));
+  if (block_rows_ >= 16) block_rows_ -= block_rows_ % 16;  // whole query tiles for the attention kernels
+}
+
+torch::Tensor AttentionMask::rows(int64_t begin, int64_t end) const {
+  TORCH_CHECK(defined_, "AttentionMask::rows on an undefined mask");
+  const int64_t C = end - begin;
+  torch::Tensor mask;
+  if (bias_.defined()) {
+    mask = toeplitz_rows(bias_, begin, end).unsqueeze(0);  // [1, H, C, S]
+  } else {
+    mask = torch::zeros({1, 1, square_ ? C : 1, S_}, torch::dtype(dtype_).device(device_));
+  }
+  if (pad_.defined()) mask = mask.masked_fill(pad_, kMasked);  // keys only
+  if (causal_) {
+    const auto opts = torch::dtype(torch::kLong).device(device_);
+    const torch::Tensor future = torch::arange(S_, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
+    mask = mask.masked_fill(future, kMasked);  // [C, S]: key after query
+  }
+  return mask;
+}
+
+}  // namespace roformer::model

@@ -1,0 +1,59 @@
+// The additive attention mask of one forward pass: the position family's relative bias (T5,
+// ALiBi), key padding and causality, in the dtype the scores have.
+//
+// A relative bias depends on key - query only, so the family hands over one row per head,
+// [H, 2S - 1], and any block of query rows [begin, end) is a Toeplitz slice of it ([1, H, C, S],
+// gathered from the table by offset). While the whole
+// mask fits kWholeMaskBytes it is built once per pass and shared by every layer, as before;
+// past that (long evaluation lengths), attention takes the queries in blocks and asks for each
+// block's rows, so memory grows with S, not S^2 (ALiBi at 32k and 12 heads: 26 GB whole in bf16).
+// Padding alone needs no rows: it is a [B, 1, 1, S] key mask that broadcasts.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace roformer::model {
+
+// Bias row block i of a Toeplitz table: table [H, 2S - 1] holds the bias for key - query = d in
+// column d + S - 1; returns [H, end - begin, S], contiguous, with out[h, r, j] = table[h, j - (begin + r) + S - 1].
+torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
+
+class AttentionMask {
+ public:
+  // A whole mask up to this size is built once per pass; larger ones are built in row blocks.
+  static constexpr double kWholeMaskBytes = 512.0 * (1 << 20);
+  static constexpr double kBlocksPerWholeLimit = 4;  // a block holds at most a quarter of that
+
+  AttentionMask() = default;
+  // relative_bias: [H, 2S - 1] or undefined; key_keep: [B, S] (1 = token) or undefined.
+  // `always`: build a (zero) mask even when nothing applies but causality, for callers that
+  // form the scores themselves. whole_limit_bytes: where row blocks start (tests pass a small one).
+  AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
+                torch::ScalarType dtype, const torch::Device& device, bool always,
+                double whole_limit_bytes = kWholeMaskBytes);
+
+  // False when no mask applies (SDPA runs unmasked, with its causal flag).
+  bool defined() const { return defined_; }
+  // Query rows per block: S when the whole mask is kept.
+  int64_t block_rows() const { return block_rows_; }
+  // The additive mask for query rows [begin, end): [1|B, 1|H, end - begin (or 1), S].
+  torch::Tensor rows(int64_t begin, int64_t end) const;
+  // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
+  torch::Tensor whole() const { return whole_.defined() ? whole_ : rows(0, S_); }
+
+ private:
+  torch::Tensor bias_;  // [H, 2S - 1] in dtype_
+  torch::Tensor pad_;   // [B, 1, 1, S] bool, true at padded keys
+  bool causal_ = false;
+  bool square_ = false;  // rows per query (bias or causality), not one key row for all
+  bool defined_ = false;
+  int64_t S_ = 0;
+  int64_t block_rows_ = 0;
+  torch::ScalarType dtype_ = torch::kFloat;
+  torch::Device device_{torch::kCPU};
+  torch::Tensor whole_;
+};
+
+}  // namespace roformer::model

@@ -1,0 +1,185 @@
+// The attention mask against its definitions: Toeplitz rows equal the offset formula for every
+// block; ALiBi's mask is -m_h |i - j| with padding and causality written out; the blocks of a
+// mask equal the whole mask in every combination of bias, padding and causality; long lengths
+// switch to blocks within the budget while BERT-size masks stay whole; and a model whose
+// attention runs in query blocks gives the whole-mask model's loss and gradients (ALiBi and T5,
+// MLM and causal LM, with padding) in double.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model_compare.h"
+#include "roformer/model/attention_mask.h"
+#include "roformer/model/encoder.h"
+#include "roformer/model/position/relative_bias.h"
+
+using namespace roformer;
+using namespace roformer::model;
+
+namespace {
+
+const torch::Device kCpu(torch::kCPU);
+constexpr double kMasked = -1e30;
+constexpr double kNoLimit = 1e300;
+
+// [2, S] keep flags: batch row 1 pads its last three keys.
+torch::Tensor padded_keep(int64_t S) {
+  torch::Tensor keep = torch::ones({2, S}, torch::kLong);
+  keep[1].narrow(0, S - 3, 3).fill_(0);
+  return keep;
+}
+
+// The mask's rows over all blocks, concatenated and broadcast to [B, H, S, S].
+torch::Tensor concat_blocks(const AttentionMask& m, int64_t S, int64_t B, int64_t H) {
+  std::vector<torch::Tensor> parts;
+  for (int64_t begin = 0; begin < S; begin += m.block_rows()) {
+    const int64_t end = std::min(S, begin + m.block_rows());
+    parts.push_back(m.rows(begin, end).expand({B, H, end - begin, S}));
+  }
+  return torch::cat(parts, 2);
+}
+
+}  // namespace
+
+TEST(ToeplitzRows, EqualTheOffsetFormulaForEveryBlock) {
+  constexpr int64_t S = 7, H = 3;
+  torch::manual_seed(1);
+  const torch::Tensor table = torch::randn({H, 2 * S - 1}, torch::kFloat64);
+  const auto t = table.accessor<double, 2>();
+  for (int64_t begin = 0; begin < S; ++begin)
+    for (int64_t end = begin + 1; end <= S; ++end) {
+      const torch::Tensor rows = toeplitz_rows(table, begin, end);
+      ASSERT_EQ(rows.sizes(), (std::vector<int64_t>{H, end - begin, S}));
+      ASSERT_TRUE(rows.is_contiguous());
+      const auto r = rows.accessor<double, 3>();
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < end - begin; ++i)
+          for (int64_t j = 0; j < S; ++j)
+            ASSERT_EQ(r[h][i][j], t[h][j - (begin + i) + S - 1]) << begin << ".." << end << " h" << h << " i" << i;
+    }
+  EXPECT_THROW(toeplitz_rows(table, 3, 3), c10::Error);
+  EXPECT_THROW(toeplitz_rows(table, 0, S + 1), c10::Error);
+  EXPECT_THROW(toeplitz_rows(torch::zeros({H, 2 * S}), 0, 1), c10::Error);
+}
+
+TEST(AttentionMask, AlibiIsMinusSlopeTimesDistanceWithPaddingAndCausality) {
+  constexpr int64_t S = 9, H = 4;
+  AlibiImpl alibi(H);
+  const std::vector<double> slopes = alibi_slopes(H);
+  const torch::Tensor keep = padded_keep(S);
+  for (bool causal : {false, true}) {
+    const AttentionMask m(alibi.relative_bias(S, kCpu), keep, causal, S, torch::kFloat64, kCpu, false);
+    ASSERT_TRUE(m.defined());
+    EXPECT_EQ(m.block_rows(), S);
+    const torch::Tensor whole = m.whole();
+    ASSERT_EQ(whole.sizes(), (std::vector<int64_t>{2, H, S, S}));
+    const auto w = whole.accessor<double, 4>();
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; ++j) {
+            const bool hidden = (b == 1 && j >= S - 3) || (causal && j > i);
+            ASSERT_EQ(w[b][h][i][j], hidden ? kMasked : -slopes[h] * std::abs(double(i - j)))
+                << "causal " << causal << " b" << b << " h" << h << " i" << i << " j" << j;
+          }
+  }
+}
+
+TEST(AttentionMask, BlocksEqualTheWholeMaskInEveryCombination) {
+  constexpr int64_t S = 37, H = 3, B = 2;
+  torch::manual_seed(2);
+  const torch::Tensor table = torch::randn({H, 2 * S - 1}, torch::kFloat32);
+  for (bool bias : {false, true})
+    for (bool pad : {false, true})
+      for (bool causal : {false, true})
+        for (bool always : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "bias " << bias << " pad " << pad << " causal " << causal << " always " << always);
+          const torch::Tensor t = bias ? table : torch::Tensor();
+          const torch::Tensor keep = pad ? padded_keep(S) : torch::Tensor();
+          const AttentionMask whole(t, keep, causal, S, torch::kFloat32, kCpu, always, kNoLimit);
+          const AttentionMask blocks(t, keep, causal, S, torch::kFloat32, kCpu, always, /*whole_limit_bytes=*/1000);
+          const bool expect_defined = bias || pad || (always && causal);
+          ASSERT_EQ(whole.defined(), expect_defined);
+          ASSERT_EQ(blocks.defined(), expect_defined);
+          if (!expect_defined) continue;
+          const bool square = bias || causal;
+          if (square) {
+            EXPECT_LT(blocks.block_rows(), S);
+          }
+          const torch::Tensor expect = whole.whole().expand({B, H, S, S});
+          EXPECT_TRUE(torch::equal(concat_blocks(blocks, S, B, H), expect));
+          EXPECT_TRUE(torch::equal(blocks.whole().expand({B, H, S, S}), expect));
+        }
+}
+
+TEST(AttentionMask, PaddingAloneIsOneKeyRowPerSequence) {
+  constexpr int64_t S = 4096;
+  const AttentionMask m({}, padded_keep(S), /*causal=*/false, S, torch::kFloat32, kCpu, /*always=*/true);
+  EXPECT_EQ(m.whole().sizes(), (std::vector<int64_t>{2, 1, 1, S}));
+  EXPECT_EQ(m.block_rows(), S);
+}
+
+TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
+  // BERT-base at its training length: 12 heads x 512^2 in bf16 (6 MiB) stays whole.
+  const AttentionMask bert(torch::zeros({12, 2 * 512 - 1}), {}, false, 512, torch::kBFloat16, kCpu, false);
+  EXPECT_EQ(bert.block_rows(), 512);
+  // ALiBi/T5 at 32k: 24 GiB whole in bf16. Blocks hold at most a quarter of the whole-mask limit
+  // (and at least half of that, so the blocks are not needlessly thin), in whole 16-row tiles.
+  constexpr int64_t S = 32768;
+  const AttentionMask m(torch::zeros({12, 2 * S - 1}), {}, false, S, torch::kBFloat16, kCpu, false);
+  const int64_t n = m.block_rows();
+  EXPECT_LT(n, S);
+  EXPECT_EQ(n % 16, 0);
+  const double block_bytes = 12.0 * double(n) * S * 2;
+  EXPECT_LE(block_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit);
+  EXPECT_GE(block_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit / 2);
+  const torch::Tensor last = m.rows(S - n, S);
+  EXPECT_EQ(last.sizes(), (std::vector<int64_t>{1, 12, n, S}));
+  EXPECT_EQ(last[0][0][n - 1][S - 1].item<float>(), 0.0f);  // the last query sees itself
+}
+
+TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
+  constexpr int64_t B = 2, S = 40;
+  for (config::PositionKind kind : {config::PositionKind::alibi, config::PositionKind::t5_bias})
+    for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
+      SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
+      config::ModelConfig c;
+      c.objective = objective;
+      c.vocab_size = 23;
+      c.hidden_size = 16;
+      c.num_heads = 2;
+      c.num_layers = 2;
+      c.ffn_size = 32;
+      c.hidden_dropout = 0.0;
+      c.attention_dropout = 0.0;
+      c.position.kind = kind;
+      c.position.t5_bias.num_buckets = 8;
+      c.position.t5_bias.max_distance = 16;
+      auto run = [&](double limit, int64_t expect_block) {
+        EncoderModel m = build_model(c, 5);
+        m->to(torch::kFloat64);
+        m->attention_mask_limit_bytes = limit;
+        torch::manual_seed(9);
+        EncoderInput in;
+        in.input_ids = torch::randint(0, c.vocab_size, {B, S}, torch::kLong);
+        in.attention_mask = padded_keep(S);
+        const torch::Tensor targets = torch::where(torch::rand({B, S}) < 0.4, in.input_ids, torch::full({B, S}, -100L))
+                                          .masked_fill(in.attention_mask == 0, -100);
+        const AttentionMask mask(m->position_encoding().relative_bias(S, kCpu), in.attention_mask,
+                                 objective == config::Objective::causal_lm, S, torch::kFloat64, kCpu, false, limit);
+        EXPECT_EQ(mask.block_rows(), expect_block);
+        torch::Tensor loss = m->loss(in, targets);
+        loss.backward();
+        roformer::testing::LossAndGrads out{loss.item<double>(), {}};
+        for (const auto& item : m->named_parameters()) out.grads[item.key()] = item.value().grad();
+        return out;
+      };
+      // Rows of B x H x S doubles (1280 bytes; the whole mask is 40 rows): a limit of 4 x 9 rows
+      // gives blocks of 9 rows, four full blocks and one of 4.
+      const double row_bytes = double(B * c.num_heads * S * 8);
+      roformer::testing::expect_same_loss_and_grads(run(4 * 9 * row_bytes, 9), run(kNoLimit, S), 1e-12);
+    }
+}

@@ -1,9 +1,9 @@
 // Multi-head self-attention with Hugging Face RoFormer/BERT parameter names:
 //   self.{query,key,value} (Linear H->H), output.dense (Linear H->H), output.LayerNorm.
 // Softmax scores go through at::scaled_dot_product_attention; the position encoding's rotate
-// hook is applied to q/k/v and its score bias arrives inside the float attention mask (whole, or
-// per block of queries at long lengths, attention_mask.h); families
-// with score terms (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly. With
+// hook is applied to q/k/v and its score bias arrives inside the float attention mask (whole,
+// or per block of queries at long lengths: attention_mask.h); families with score terms
+// (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly. With
 // model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
 // rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
 #pragma once

@@ -3,11 +3,11 @@
 //
 // A relative bias depends on key - query only, so the family hands over one row per head,
 // [H, 2S - 1], and any block of query rows [begin, end) is a Toeplitz slice of it ([1, H, C, S],
-// gathered from the table by offset). While the whole
-// mask fits kWholeMaskBytes it is built once per pass and shared by every layer, as before;
-// past that (long evaluation lengths), attention takes the queries in blocks and asks for each
-// block's rows, so memory grows with S, not S^2 (ALiBi at 32k and 12 heads: 26 GB whole in bf16).
-// Padding alone needs no rows: it is a [B, 1, 1, S] key mask that broadcasts.
+// gathered from the table by offset). While the whole mask fits kWholeMaskBytes it is built
+// once per pass and shared by every layer; past that (long evaluation lengths), attention takes
+// the queries in blocks and asks for each block's rows, so memory grows with S, not S^2 (ALiBi
+// at 32k tokens and 12 heads: 24 GiB whole in bf16). Padding alone needs no rows: it is a
+// [B, 1, 1, S] key mask that broadcasts.
 #pragma once
 
 #include <torch/types.h>
@@ -16,8 +16,9 @@
 
 namespace roformer::model {
 
-// Bias row block i of a Toeplitz table: table [H, 2S - 1] holds the bias for key - query = d in
-// column d + S - 1; returns [H, end - begin, S], contiguous, with out[h, r, j] = table[h, j - (begin + r) + S - 1].
+// Query rows [begin, end) of the Toeplitz bias in `table` ([H, 2S - 1], the bias for
+// key - query = d in column d + S - 1): [H, end - begin, S], contiguous, with
+// out[h, r, j] = table[h, j - (begin + r) + S - 1].
 torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
 
 class AttentionMask {

@@ -151,13 +151,15 @@ TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
 // ALiBi and T5 at a length whose whole [1, H, S, S] mask is past the 512 MiB limit (16384 tokens,
 // 2 heads: 1 GiB in bf16, and the previous code kept a 4 GiB float64 copy besides): attention
 // takes the queries in blocks, so the device's peak stays far below the whole mask, and the bf16
-// perplexity stays within 1 % of the CPU's fp32 on the same checkpoint.
+// perplexity stays within 1 % of the CPU's fp32 on the same checkpoint. DeBERTa forms its scores
+// (2 GiB whole in fp32) in blocks of 128 MiB, a few of which are alive at once: under 1 GiB.
 TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   TempDir dir;
   const std::string config = write_tiny_config(dir, make_word_dataset(dir, 200000));  // valid: 20,000 tokens
-  for (const std::string kind : {"alibi", "t5_bias"}) {
+  for (const std::string kind : {"alibi", "t5_bias", "deberta"}) {
     SCOPED_TRACE(kind);
+    const double peak_limit_gib = kind == "deberta" ? 1.0 : 0.5;
     const std::string run = dir.file(kind);
     auto r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + run +
                          "' --set model.position.kind=" + kind);
@@ -172,6 +174,6 @@ TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
     };
     const auto cpu = eval("cpu"), gpu = eval("cuda");
     EXPECT_NEAR(gpu["ppl"].get<double>(), cpu["ppl"].get<double>(), 0.01 * cpu["ppl"].get<double>());
-    EXPECT_LT(gpu["peak_mem_gib"].get<double>(), 0.5);
+    EXPECT_LT(gpu["peak_mem_gib"].get<double>(), peak_limit_gib);
   }
 }

@@ -2,8 +2,9 @@
 // block; ALiBi's mask is -m_h |i - j| with padding and causality written out; the blocks of a
 // mask equal the whole mask in every combination of bias, padding and causality; long lengths
 // switch to blocks within the budget while BERT-size masks stay whole; and a model whose
-// attention runs in query blocks gives the whole-mask model's loss and gradients (ALiBi and T5,
-// MLM and causal LM, with padding) in double.
+// attention runs in query blocks gives the whole-mask model's loss and gradients in double (the
+// bias families ALiBi and T5 through SDPA, and Shaw, Transformer-XL and DeBERTa, which form their
+// scores; MLM and causal LM, with padding).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -143,7 +144,9 @@ TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
 
 TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
   constexpr int64_t B = 2, S = 40;
-  for (config::PositionKind kind : {config::PositionKind::alibi, config::PositionKind::t5_bias})
+  using config::PositionKind;
+  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::shaw,
+                            PositionKind::transformer_xl, PositionKind::deberta})
     for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
       SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
       config::ModelConfig c;
@@ -158,27 +161,31 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
       c.position.kind = kind;
       c.position.t5_bias.num_buckets = 8;
       c.position.t5_bias.max_distance = 16;
+      c.position.shaw.max_distance = 6;  // 40 tokens reach past the clip and the exact buckets
+      c.position.deberta.position_buckets = 8;
+      c.position.deberta.max_relative_positions = 24;
       auto run = [&](double limit, int64_t expect_block) {
         EncoderModel m = build_model(c, 5);
         m->to(torch::kFloat64);
-        m->attention_mask_limit_bytes = limit;
+        m->attention_whole_limit_bytes = limit;
         torch::manual_seed(9);
         EncoderInput in;
         in.input_ids = torch::randint(0, c.vocab_size, {B, S}, torch::kLong);
         in.attention_mask = padded_keep(S);
         const torch::Tensor targets = torch::where(torch::rand({B, S}) < 0.4, in.input_ids, torch::full({B, S}, -100L))
                                           .masked_fill(in.attention_mask == 0, -100);
-        const AttentionMask mask(m->position_encoding().relative_bias(S, kCpu), in.attention_mask,
-                                 objective == config::Objective::causal_lm, S, torch::kFloat64, kCpu, false, limit);
-        EXPECT_EQ(mask.block_rows(), expect_block);
+        // The rows per block that the layers get: of the mask (SDPA) or of the scores (score terms).
+        const AttentionContext ctx = m->attention_context(in, torch::arange(S), torch::kFloat64);
+        EXPECT_EQ(m->position_encoding().has_score_terms() ? ctx.score_block_rows : ctx.mask.block_rows(),
+                  expect_block);
         torch::Tensor loss = m->loss(in, targets);
         loss.backward();
         roformer::testing::LossAndGrads out{loss.item<double>(), {}};
         for (const auto& item : m->named_parameters()) out.grads[item.key()] = item.value().grad();
         return out;
       };
-      // Rows of B x H x S doubles (1280 bytes; the whole mask is 40 rows): a limit of 4 x 9 rows
-      // gives blocks of 9 rows, four full blocks and one of 4.
+      // Rows of B x H x S doubles (1280 bytes, mask or scores; the whole is 40 rows): a limit of
+      // 4 x 9 rows gives blocks of 9 rows, four full blocks and one of 4.
       const double row_bytes = double(B * c.num_heads * S * 8);
       roformer::testing::expect_same_loss_and_grads(run(4 * 9 * row_bytes, 9), run(kNoLimit, S), 1e-12);
     }

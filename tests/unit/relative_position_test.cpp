@@ -1,8 +1,9 @@
 // The relative families RoFormer is compared against (Shaw, Transformer-XL, DeBERTa) and its
 // successor xPos, each against its paper's formula transcribed with explicit loops over the
 // query i and key j in double, through the attention module (projections, the family's
-// parameters of the right layer, softmax, output); their score terms depend only on the
-// position differences; DeBERTa's buckets at hand-computed values; refusals with reasons.
+// parameters of the right layer, softmax, output), with all queries at once and in blocks of
+// query rows; their score terms depend only on the position differences, and a block's terms
+// are those rows of the whole term; DeBERTa's buckets at hand-computed values; refusals with reasons.
 // Gradients of every family's parameters are checked by finite differences in model_test.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -64,12 +65,22 @@ struct Fixture {
     k = proj(attn->self->key);
     v = proj(attn->self->value);
   }
-  torch::Tensor run(bool causal) {
+  // The module's output, forming the scores for `block` query rows at a time (0: all at once).
+  torch::Tensor run(bool causal, int64_t block = 0) {
     AttentionContext ctx;
     ctx.positions = torch::arange(kS, torch::kLong);
     ctx.causal = causal;
+    ctx.score_block_rows = block;
     torch::NoGradGuard no_grad;
     return attn->attend(x, ctx);
+  }
+  // The output equals `want` with all queries at once and in blocks of 3 rows (3 + 3 + 1).
+  void expect_output(bool causal, const torch::Tensor& want) {
+    for (int64_t block : {int64_t{0}, int64_t{3}}) {
+      const torch::Tensor got = run(causal, block);
+      EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
+          << "causal " << causal << " block " << block << " " << (got - want).abs().max();
+    }
   }
   // Softmax over the allowed keys of scores[h][i][j], then sum_j a_ij value(h, i, j) -> [1, S, hidden].
   template <typename Score, typename Value>
@@ -110,8 +121,7 @@ TEST(RelativePosition, ShawEqualsItsEquationsInDouble) {
         causal,
         [&](int64_t h, int64_t i, int64_t j) { return dotd(f.q[h][i], f.k[h][j] + wk[row(i, j)]) / std::sqrt(8.0); },
         [&](int64_t h, int64_t i, int64_t j) { return f.v[h][j] + wv[row(i, j)]; });
-    const torch::Tensor got = f.run(causal);
-    EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10)) << "causal " << causal << " " << (got - want).abs().max();
+    f.expect_output(causal, want);
   }
 }
 
@@ -139,8 +149,7 @@ TEST(RelativePosition, TransformerXlEqualsItsEquationInDouble) {
                  std::sqrt(8.0);
         },
         [&](int64_t h, int64_t, int64_t j) { return f.v[h][j]; });
-    const torch::Tensor got = f.run(causal);
-    EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10)) << "causal " << causal << " " << (got - want).abs().max();
+    f.expect_output(causal, want);
   }
 }
 
@@ -186,8 +195,7 @@ TEST(RelativePosition, DebertaEqualsItsEquationInDouble) {
                  std::sqrt(3.0 * 8.0);
         },
         [&](int64_t h, int64_t, int64_t j) { return f.v[h][j]; });
-    const torch::Tensor got = f.run(causal);
-    EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10)) << "causal " << causal << " " << (got - want).abs().max();
+    f.expect_output(causal, want);
   }
 }
 
@@ -237,7 +245,7 @@ TEST(RelativePosition, ScoreTermsDependOnlyOnPositionDifferences) {
       torch::Tensor q = f.q.unsqueeze(0).clone(), k = f.k.unsqueeze(0).clone(), v = f.v.unsqueeze(0).clone();
       f.position->rotate(q, k, v, p);
       torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * f.position->score_scale(kD);
-      if (f.position->has_score_terms()) s = s + f.position->score_term(q, k, p, 1);
+      if (f.position->has_score_terms()) s = s + f.position->score_term(q, k, p, 1, 0, kS);
       return s;
     };
     const torch::Tensor base = scores(pos);
@@ -252,9 +260,41 @@ TEST(RelativePosition, ShawValueTermDependsOnlyOnDifferences) {
   const torch::Tensor probs = torch::softmax(torch::randn({1, kHeads, kS, kS}, kDouble), -1);
   const torch::Tensor pos = torch::tensor({{0, 2, 3, 6, 7, 8, 12}}, torch::kLong);
   torch::NoGradGuard no_grad;
-  const torch::Tensor a = f.position->output_term(probs, pos, 0), b = f.position->output_term(probs, pos + 5, 0);
+  const torch::Tensor a = f.position->output_term(probs, pos, 0, 0), b = f.position->output_term(probs, pos + 5, 0, 0);
   EXPECT_TRUE(torch::allclose(a, b, 1e-12, 1e-12));
-  EXPECT_FALSE(torch::allclose(a, f.position->output_term(probs, pos * 3, 0), 1e-6, 1e-6));
+  EXPECT_FALSE(torch::allclose(a, f.position->output_term(probs, pos * 3, 0, 0), 1e-6, 1e-6));
+}
+
+// Attention at long lengths asks for the terms of a block of query rows: every block [begin, end)
+// equals those rows of the whole term (score terms, and Shaw's value term from the rows' weights),
+// for shared positions 0..S-1 (DeBERTa gathers them from a table by offset) and explicit ones
+// [B, S]; and positions 0..S-1 give the same term either way.
+TEST(RelativePosition, TermsOfQueryRowsEqualThoseRowsOfTheWholeTerm) {
+  for (PositionKind kind : {PositionKind::shaw, PositionKind::transformer_xl, PositionKind::deberta}) {
+    SCOPED_TRACE(config::position_kind_names().name(kind));
+    Fixture f(small(kind));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor q = f.q.unsqueeze(0), k = f.k.unsqueeze(0);
+    const torch::Tensor probs = torch::softmax(torch::randn({1, kHeads, kS, kS}, kDouble), -1);
+    const torch::Tensor shared = torch::arange(kS, torch::kLong);
+    EXPECT_TRUE(torch::allclose(f.position->score_term(q, k, shared, 1, 0, kS),
+                                f.position->score_term(q, k, shared.unsqueeze(0), 1, 0, kS), 1e-12, 1e-12));
+    for (const torch::Tensor& pos : {shared, torch::tensor({{0, 1, 3, 4, 8, 9, 13}}, torch::kLong)}) {
+      const torch::Tensor whole = f.position->score_term(q, k, pos, 1, 0, kS);
+      const torch::Tensor whole_out = f.position->output_term(probs, pos, 1, 0);
+      ASSERT_EQ(whole_out.defined(), kind == PositionKind::shaw);
+      for (int64_t begin = 0; begin < kS; ++begin)
+        for (int64_t end = begin + 1; end <= kS; ++end) {
+          const int64_t C = end - begin;
+          const torch::Tensor rows = f.position->score_term(q, k, pos, 1, begin, end);
+          ASSERT_TRUE(torch::allclose(rows, whole.narrow(2, begin, C), 1e-12, 1e-12))
+              << "positions " << pos.dim() << "-D, rows " << begin << ".." << end;
+          if (!whole_out.defined()) continue;
+          const torch::Tensor out = f.position->output_term(probs.narrow(2, begin, C), pos, 1, begin);
+          ASSERT_TRUE(torch::allclose(out, whole_out.narrow(2, begin, C), 1e-12, 1e-12)) << begin << ".." << end;
+        }
+    }
+  }
 }
 
 TEST(RelativePosition, SharedShawTablesAndKeysOnly) {
@@ -266,7 +306,7 @@ TEST(RelativePosition, SharedShawTablesAndKeysOnly) {
   for (const auto& p : position->named_parameters()) names.insert(p.key());
   EXPECT_EQ(names, std::set<std::string>{"layer.0.relative_key.weight"});
   const torch::Tensor probs = torch::softmax(torch::randn({1, kHeads, kS, kS}), -1);
-  EXPECT_FALSE(position->output_term(probs, torch::arange(kS), 1).defined());
+  EXPECT_FALSE(position->output_term(probs, torch::arange(kS), 1, 0).defined());
 }
 
 // Parameter names a reader can map to the papers and to Hugging Face's TransfoXL/DebertaV2.

@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "roformer/model/linear_attention.h"
 
@@ -72,15 +74,18 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
   return linear_attention(phi_q, phi_k, rot_q, rot_k, vv, ctx.causal, ctx.key_keep).to(v.scalar_type());
 }
 
-torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                               const AttentionContext& ctx) {
-  torch::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, S, S]
-  scores = scores + position_->score_term(q, k, ctx.positions, layer_).to(scores.scalar_type());
+torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const AttentionContext& ctx, int64_t begin,
+                                                    int64_t end) {
+  const int64_t S = q.size(2), C = end - begin;
+  const torch::Tensor rows = q.narrow(2, begin, C);
+  torch::Tensor scores = at::matmul(rows, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, C, S]
+  scores = scores + position_->score_term(q, k, ctx.positions, layer_, begin, end).to(scores.scalar_type());
   if (ctx.mask.defined()) {
-    scores = scores + ctx.mask.whole().to(scores.scalar_type());  // the encoder's: causal + padding
-  } else if (ctx.causal) {                                        // a caller without the encoder's mask
-    const int64_t S = q.size(2);
-    const torch::Tensor future = torch::ones({S, S}, torch::dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores + ctx.mask.rows(begin, end).to(scores.scalar_type());  // the encoder's: causal + padding
+  } else if (ctx.causal) {                                                 // a caller without the encoder's mask
+    const auto opts = torch::dtype(torch::kLong).device(q.device());
+    const torch::Tensor future = torch::arange(S, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   // Softmax in fp32 at least (half-precision scores lose the small weights), then back.
@@ -88,9 +93,21 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
   const torch::Tensor probs =
       torch::dropout(torch::softmax(scores.to(acc), -1), is_training() ? dropout_ : 0.0, is_training())
           .to(v.scalar_type());
-  torch::Tensor out = at::matmul(probs, v);  // [B, H, S, D]
-  const torch::Tensor term = position_->output_term(probs, ctx.positions, layer_);
+  torch::Tensor out = at::matmul(probs, v);  // [B, H, C, D]
+  const torch::Tensor term = position_->output_term(probs, ctx.positions, layer_, begin);
   return term.defined() ? out + term.to(out.scalar_type()) : out;
+}
+
+torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const AttentionContext& ctx) {
+  const int64_t S = q.size(2);
+  const int64_t block = ctx.score_block_rows > 0 ? std::min(S, ctx.score_block_rows) : S;
+  if (block == S) return attend_rows_with_terms(q, k, v, ctx, 0, S);
+  // Scores for one block of queries at a time: memory grows with S, not S^2.
+  std::vector<torch::Tensor> parts;
+  for (int64_t begin = 0; begin < S; begin += block)
+    parts.push_back(attend_rows_with_terms(q, k, v, ctx, begin, std::min(S, begin + block)));
+  return torch::cat(parts, 2);
 }
 
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -3,7 +3,8 @@
 // Softmax scores go through at::scaled_dot_product_attention; the position encoding's rotate
 // hook is applied to q/k/v and its score bias arrives inside the float attention mask (whole,
 // or per block of queries at long lengths: attention_mask.h); families with score terms
-// (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly. With
+// (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly, per block of queries when
+// the whole [B, H, S, S] scores would pass the encoder's limit. With
 // model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
 // rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
 #pragma once
@@ -46,10 +47,11 @@ TORCH_MODULE(DenseNorm);
 
 // Everything a layer needs about the current forward pass, computed once by the encoder.
 struct AttentionContext {
-  torch::Tensor positions;  // int64 [S] or [B, S]
-  AttentionMask mask;       // bias + padding + causality, whole or in query-row blocks; or undefined
-  bool causal = false;      // used only when `mask` is undefined (fast SDPA path); always by linear attention
-  torch::Tensor key_keep;   // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
+  torch::Tensor positions;       // int64 [S] or [B, S]
+  AttentionMask mask;            // bias + padding + causality, whole or in query-row blocks; or undefined
+  bool causal = false;           // used only when `mask` is undefined (fast SDPA path); always by linear attention
+  torch::Tensor key_keep;        // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
+  int64_t score_block_rows = 0;  // query rows per block when attention forms the scores; 0: all at once
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -76,9 +78,12 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx);
   // q, k, v: [B, H, S, D] -> [B, H, S, D] with the scores formed here, for families with
-  // score terms: softmax(q.k * scale + term + mask) v + output term.
+  // score terms: softmax(q.k * scale + term + mask) v + output term, in blocks of query rows.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx);
+  // The same for query rows [begin, end): -> [B, H, end - begin, D].
+  torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const AttentionContext& ctx, int64_t begin, int64_t end);
 
   int64_t heads_, head_dim_, layer_;
   double dropout_;

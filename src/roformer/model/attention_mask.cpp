@@ -28,6 +28,14 @@ torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t e
   return table.gather(1, offset.view({1, C * S}).expand({table.size(0), C * S})).view({table.size(0), C, S});
 }
 
+int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes) {
+  if (row_bytes * double(S) <= whole_limit_bytes) return S;
+  const double per_block = std::max(1.0, whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit / row_bytes);
+  int64_t rows = std::min<int64_t>(S, static_cast<int64_t>(per_block));
+  if (rows >= 16) rows -= rows % 16;  // whole query tiles for the attention kernels
+  return rows;
+}
+
 AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
                              torch::ScalarType dtype, const torch::Device& device, bool always,
                              double whole_limit_bytes)
@@ -45,18 +53,16 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   const double batch = pad_.defined() && square_ ? double(pad_.size(0)) : 1.0;
   const double heads = bias_.defined() ? double(bias_.size(0)) : 1.0;
   const double row_bytes = batch * heads * double(S) * double(c10::elementSize(dtype));
-  if (!square_ || row_bytes * double(S) <= whole_limit_bytes) {
-    whole_ = rows(0, S);
-    return;
-  }
-  const double per_block = std::max(1.0, whole_limit_bytes / kBlocksPerWholeLimit / row_bytes);
-  block_rows_ = std::min<int64_t>(S, static_cast<int64_t>(per_block));
-  if (block_rows_ >= 16) block_rows_ -= block_rows_ % 16;  // whole query tiles for the attention kernels
+  block_rows_ = square_ ? query_block_rows(row_bytes, S, whole_limit_bytes) : S;
+  if (block_rows_ == S) whole_ = rows(0, S);
 }
 
 torch::Tensor AttentionMask::rows(int64_t begin, int64_t end) const {
   TORCH_CHECK(defined_, "AttentionMask::rows on an undefined mask");
+  TORCH_CHECK(0 <= begin && begin < end && end <= S_, "AttentionMask::rows: rows [", begin, ", ", end, ") outside [0, ",
+              S_, ")");
   const int64_t C = end - begin;
+  if (whole_.defined()) return square_ ? whole_.narrow(2, begin, C) : whole_;
   torch::Tensor mask;
   if (bias_.defined()) {
     mask = toeplitz_rows(bias_, begin, end).unsqueeze(0);  // [1, H, C, S]

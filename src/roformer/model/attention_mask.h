@@ -21,6 +21,11 @@ namespace roformer::model {
 // out[h, r, j] = table[h, j - (begin + r) + S - 1].
 torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
 
+// Query rows per block for a [.., S, S] tensor of `row_bytes` per query row: S while the whole
+// tensor fits `whole_limit_bytes`, else blocks of at most a quarter of it (whole 16-row tiles
+// when a block holds 16 rows or more). Shared by the mask and by attention that forms its scores.
+int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes);
+
 class AttentionMask {
  public:
   // A whole mask up to this size is built once per pass; larger ones are built in row blocks.
@@ -39,7 +44,8 @@ class AttentionMask {
   bool defined() const { return defined_; }
   // Query rows per block: S when the whole mask is kept.
   int64_t block_rows() const { return block_rows_; }
-  // The additive mask for query rows [begin, end): [1|B, 1|H, end - begin (or 1), S].
+  // The additive mask for query rows [begin, end): [1|B, 1|H, end - begin (or 1), S]; a view of
+  // the whole mask while that is kept, else built now.
   torch::Tensor rows(int64_t begin, int64_t end) const;
   // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
   torch::Tensor whole() const { return whole_.defined() ? whole_ : rows(0, S_); }

@@ -129,6 +129,28 @@ EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c) : config_(c) {
   cls = register_module("cls", LmHead(c));
 }
 
+AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, const torch::Tensor& positions,
+                                                     torch::ScalarType stream_dtype) const {
+  const int64_t S = in.input_ids.size(1);
+  const torch::Device device = in.input_ids.device();
+  AttentionContext ctx;
+  ctx.positions = positions;
+  ctx.causal = config_.objective == config::Objective::causal_lm;
+  ctx.key_keep = in.attention_mask;
+  // In the dtype the scores have; families with score terms form their scores themselves, so
+  // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
+  const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
+  ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
+                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device,
+                           position->has_score_terms(), attention_whole_limit_bytes);
+  if (position->has_score_terms()) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
+    const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
+    const double row_bytes = double(in.input_ids.size(0)) * double(config_.num_heads) * double(S) * score_bytes;
+    ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes);
+  }
+  return ctx;
+}
+
 torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
@@ -143,16 +165,7 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   x = to_stream_dtype(torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training()));
   if (!embeddings_project.is_empty()) x = dense(embeddings_project, x);  // [B, S, H]
 
-  AttentionContext ctx;
-  ctx.positions = positions;
-  ctx.causal = config_.objective == config::Objective::causal_lm;
-  ctx.key_keep = in.attention_mask;
-  // In the dtype the scores have; families with score terms form their scores themselves, so
-  // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
-  const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
-  ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
-                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type(), device,
-                           position->has_score_terms(), attention_mask_limit_bytes);
+  const AttentionContext ctx = attention_context(in, positions, x.scalar_type());
   for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
   if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
   return x;

@@ -92,6 +92,10 @@ class EncoderModelImpl : public torch::nn::Module {
 
   // Final hidden states [B, S, H].
   torch::Tensor forward(const EncoderInput& input);
+  // What every layer's attention gets for `input` (positions [S]; the residual stream's dtype):
+  // the mask, whole or in query blocks, and the score block of families that form their scores.
+  AttentionContext attention_context(const EncoderInput& input, const torch::Tensor& positions,
+                                     torch::ScalarType stream_dtype) const;
   // Vocabulary logits for hidden states [..., H] -> [..., V] (the tied LM head).
   torch::Tensor logits(const torch::Tensor& hidden);
   // Cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal LM:
@@ -109,9 +113,10 @@ class EncoderModelImpl : public torch::nn::Module {
   const config::ModelConfig& config() const { return config_; }
   PositionEncodingImpl& position_encoding() { return *position; }
 
-  // Size up to which the attention mask is built whole once per pass; past it attention takes
-  // the queries in row blocks (attention_mask.h). Tests lower it to exercise the blocks.
-  double attention_mask_limit_bytes = AttentionMask::kWholeMaskBytes;
+  // Size up to which the attention mask, and the scores of families that form them, are built
+  // whole; past it attention takes the queries in row blocks (attention_mask.h). Tests lower it
+  // to exercise the blocks.
+  double attention_whole_limit_bytes = AttentionMask::kWholeMaskBytes;
 
   Embeddings embeddings{nullptr};
   torch::nn::Linear embeddings_project{nullptr};  // [H, E], only if E != H

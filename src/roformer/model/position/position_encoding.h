@@ -3,7 +3,7 @@
 //   embed:       absolute families add to the token embeddings      x: [B, S, E]
 //   rotate:      RoPE/xPos rotate queries/keys (optionally values)   q, k, v: [B, H, S, D]
 //   relative_bias: additive per-head score bias by key - query offset -> [H, 2S - 1]
-//   score_term:  a term computed from q and k, per layer (Shaw, Transformer-XL, DeBERTa)
+//   score_term:  a term computed from q and k, per layer and query rows (Shaw, Transformer-XL, DeBERTa)
 //   output_term: a term from the attention weights (Shaw's relative values)
 // Families with score terms make attention form the scores itself; the others keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
@@ -37,15 +37,19 @@ class PositionEncodingImpl : public torch::nn::Module {
   // offset alone; attention_mask.h turns it into query rows); others an undefined tensor.
   virtual torch::Tensor relative_bias(int64_t S, const torch::Device& device) { return {}; }
 
-  // Content-position score term for layer `layer`, added to the scaled scores q.k * score_scale:
-  // q, k [B, H, S, D] (after rotate) -> [B, H, S, S]. Only called when has_score_terms().
+  // Content-position score term for layer `layer` and query rows [begin, end), added to the
+  // scaled scores q.k * score_scale: q, k [B, H, S, D] (after rotate) -> [B, H, end - begin, S].
+  // Attention asks for all rows at once, or for blocks of them at long lengths. Only called
+  // when has_score_terms().
   virtual bool has_score_terms() const { return false; }
   virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                   int64_t layer) {
+                                   int64_t layer, int64_t begin, int64_t end) {
     return {};
   }
-  // Term added to the attention output from the weights p [B, H, S, S] -> [B, H, S, D], or undefined.
-  virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer) {
+  // Term added to the attention output of query rows [begin, begin + C) from their weights
+  // p [B, H, C, S] -> [B, H, C, D], or undefined.
+  virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
+                                    int64_t begin) {
     return {};
   }
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.

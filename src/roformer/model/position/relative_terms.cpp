@@ -1,21 +1,28 @@
 // Shaw, Transformer-XL and DeBERTa score terms (see relative_terms.h). Tables indexed by
-// relative distance are looked up by gathering from q (or k) times the table: [B, H, S, R]
-// then [B, H, S, S], never a [S, S, D] tensor of per-pair embeddings.
+// relative distance are looked up by gathering from q (or k) times the table: [B, H, C, R]
+// then [B, H, C, S] for C query rows, never a [S, S, D] tensor of per-pair embeddings.
 #include "roformer/model/position/relative_terms.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
+#include "roformer/model/attention_mask.h"
+
 namespace roformer::model {
 namespace {
 
-// out[.., i, j] = positions[.., i] - positions[.., j]  (query minus key): [S, S] or [B, S, S]
-torch::Tensor query_minus_key(const torch::Tensor& positions) {
-  return positions.unsqueeze(-1) - positions.unsqueeze(-2);
+// out[.., r, j] = positions[.., begin + r] - positions[.., j] (query minus key) for query rows
+// [begin, end): [C, S] or [B, C, S]
+torch::Tensor query_minus_key(const torch::Tensor& positions, int64_t begin, int64_t end) {
+  return positions.narrow(-1, begin, end - begin).unsqueeze(-1) - positions.unsqueeze(-2);
 }
 
-// An index [S, S] or [B, S, S] viewed as [B, H, S, S] to gather from / scatter into `like`.
+bool all_rows(const torch::Tensor& positions, int64_t begin, int64_t end) {
+  return begin == 0 && end == positions.size(-1);
+}
+
+// An index [R, C] or [B, R, C] viewed as [B, H, R, C] to gather from / scatter into `like`.
 torch::Tensor per_head(const torch::Tensor& index, const torch::Tensor& like) {
   const torch::Tensor i = index.dim() == 2 ? index.unsqueeze(0).unsqueeze(0) : index.unsqueeze(1);
   return i.expand({like.size(0), like.size(1), index.size(-2), index.size(-1)});
@@ -50,26 +57,39 @@ ShawImpl::ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t
   }
 }
 
-torch::Tensor ShawImpl::table_index(const torch::Tensor& positions) {
+torch::Tensor ShawImpl::table_index(const torch::Tensor& positions, int64_t begin, int64_t end) {
   const int64_t k = config_.max_distance;
-  return cached(index_, positions, torch::kLong, [&] { return (-query_minus_key(positions)).clamp(-k, k) + k; });
+  auto build = [&] {  // key minus query, clipped: one allocation (at long lengths each block builds one)
+    return (positions.unsqueeze(-2) - positions.narrow(-1, begin, end - begin).unsqueeze(-1)).clamp_(-k, k).add_(k);
+  };
+  if (all_rows(positions, begin, end)) return cached(index_, positions, torch::kLong, build);
+  if (positions.dim() == 2) return build();
+  // A block of rows: kept until the next block, so the value term reuses the score term's.
+  if (block_index_.defined() && block_ == std::array<int64_t, 3>{positions.size(0), begin, end} &&
+      block_index_.device() == positions.device())
+    return block_index_;
+  block_index_ = build();
+  block_ = {positions.size(0), begin, end};
+  return block_index_;
 }
 
 torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                   int64_t layer_index) {
-  const torch::Tensor& w = tables(layer_index)->relative_key->weight;             // [2k+1, D]
-  const torch::Tensor by_distance = torch::matmul(q, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, S, 2k+1]
-  return by_distance.gather(-1, per_head(table_index(positions), q)) * score_scale(q.size(-1));
+                                   int64_t layer_index, int64_t begin, int64_t end) {
+  const torch::Tensor& w = tables(layer_index)->relative_key->weight;  // [2k+1, D]
+  const torch::Tensor rows = q.narrow(2, begin, end - begin);
+  const torch::Tensor by_distance = torch::matmul(rows, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, C, 2k+1]
+  return by_distance.gather(-1, per_head(table_index(positions, begin, end), rows)) * score_scale(q.size(-1));
 }
 
-torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer_index) {
+torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer_index,
+                                    int64_t begin) {
   if (!config_.values) return {};
   const torch::Tensor& w = tables(layer_index)->relative_value->weight;  // [2k+1, D]
   // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r
-  const torch::Tensor index = per_head(table_index(positions), probs);
+  const torch::Tensor index = per_head(table_index(positions, begin, begin + probs.size(2)), probs);
   const torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), probs.size(2), w.size(0)}, probs.options())
                                     .scatter_add(-1, index, probs);
-  return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, S, D]
+  return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
 }
 
 // ---- Transformer-XL (Dai et al. 2019) ----
@@ -94,7 +114,8 @@ TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t
 //   p_s.sin((m-n)w) + p_c.cos((m-n)w) = [p_s sin(mw) + p_c cos(mw)].cos(nw) + [p_c sin(mw) - p_s cos(mw)].sin(nw)
 // so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
 torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& positions, int64_t layer_index) {
+                                            const torch::Tensor& positions, int64_t layer_index, int64_t begin,
+                                            int64_t end) {
   const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), half = hidden_ / 2;
   const torch::Tensor angles = cached(angles_, positions, torch::kFloat64, [&] {
@@ -105,14 +126,17 @@ torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch:
   });
   // [S, hidden] -> [1, 1, S, hidden]; [B, S, hidden] -> [B, 1, S, hidden]
   const torch::Tensor trig = (angles.dim() == 2 ? angles.unsqueeze(0) : angles).unsqueeze(1).to(q.scalar_type());
-  const torch::Tensor sin_m = trig.narrow(-1, 0, half), cos_m = trig.narrow(-1, half, half);
+  const torch::Tensor trig_m = trig.narrow(-2, begin, end - begin);  // the query rows: [.., 1, C, hidden]
+  const torch::Tensor sin_m = trig_m.narrow(-1, 0, half), cos_m = trig_m.narrow(-1, half, half);
   const torch::Tensor w_kr = l->r_net->weight.view({H, D, hidden_});  // [H, D, hidden]
   const torch::Tensor p =
-      per_head_matmul(q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}), w_kr);  // [B, H, S, hidden]
+      per_head_matmul(q.narrow(2, begin, end - begin) + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}),
+                      w_kr);  // [B, H, C, hidden]
   const torch::Tensor p_s = p.narrow(-1, 0, half), p_c = p.narrow(-1, half, half);
   const torch::Tensor query_side = torch::cat({p_s * sin_m + p_c * cos_m, p_c * sin_m - p_s * cos_m}, -1);
-  const torch::Tensor key_side = torch::cat({cos_m, sin_m}, -1);                   // [.., 1, S, hidden]
-  const torch::Tensor bd = torch::matmul(query_side, key_side.transpose(-2, -1));  // [B, H, S, S]
+  const torch::Tensor key_side =
+      torch::cat({trig.narrow(-1, half, half), trig.narrow(-1, 0, half)}, -1);     // [cos_n, sin_n]
+  const torch::Tensor bd = torch::matmul(query_side, key_side.transpose(-2, -1));  // [B, H, C, S]
   const torch::Tensor c =
       torch::matmul(k, l->r_w_bias.to(k.scalar_type()).view({1, H, D, 1}));  // u . k_j: [B, H, S, 1]
   return (bd + c.transpose(-2, -1)) * score_scale(D);
@@ -145,27 +169,43 @@ DebertaImpl::DebertaImpl(const config::DebertaConfig& config, int64_t num_layers
   }
 }
 
+// delta(i, j) = clip(bucket(i - j) + k, 0, 2k - 1). With positions 0..S-1 it depends on the
+// offset alone: bucketed once per length over the 2S - 1 offsets, then gathered by row.
+std::pair<torch::Tensor, torch::Tensor> DebertaImpl::table_index(const torch::Tensor& positions, int64_t begin,
+                                                                 int64_t end) {
+  const int64_t span = config_.position_buckets;
+  auto delta_of = [&](const torch::Tensor& i_minus_j) {
+    return (deberta_bucket(i_minus_j, span, config_.max_relative_positions) + span).clamp(0, 2 * span - 1);
+  };
+  if (positions.dim() == 2) {
+    const torch::Tensor d = query_minus_key(positions, begin, end);  // [B, C, S]
+    return {delta_of(d), delta_of(-d)};
+  }
+  const int64_t S = positions.size(0);
+  // Column S - 1 + o holds delta(i, j) for key - query j - i = o; flipped, delta(j, i).
+  const torch::Tensor by_offset = cached(deltas_, positions, torch::kLong, [&] {
+    return delta_of(-torch::arange(1 - S, S, torch::dtype(torch::kLong).device(positions.device()))).unsqueeze(0);
+  });
+  return {toeplitz_rows(by_offset, begin, end)[0], toeplitz_rows(by_offset.flip(-1), begin, end)[0]};
+}
+
 // c2p(i, j) = q_i . K^r_{delta(i,j)} and p2c(i, j) = k_j . Q^r_{delta(j,i)} (the paper's Eq. 4;
-// Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead), delta(i, j) =
-// clip(bucket(i - j) + k, 0, 2k - 1). The same index matrix serves both: p2c gathers rows j of
-// K Q_r^T at delta(j, i) and is transposed.
+// Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers rows j of K Q_r^T at
+// delta(j, i), [B, H, S, C], and is transposed.
 torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                      int64_t layer_index) {
+                                      int64_t layer_index, int64_t begin, int64_t end) {
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
-  const torch::Tensor index = per_head(cached(index_, positions, torch::kLong,
-                                              [&] {
-                                                const torch::Tensor b = deberta_bucket(query_minus_key(positions), span,
-                                                                                       config_.max_relative_positions);
-                                                return (b + span).clamp(0, 2 * span - 1);
-                                              }),
-                                       q);
-  const torch::Tensor& P = rel_embeddings->weight;  // [2k, hidden]
+  const auto [c2p_index, p2c_index] = table_index(positions, begin, end);  // [.., C, S] each
+  const torch::Tensor& P = rel_embeddings->weight;                         // [2k, hidden]
   auto heads_of = [&](const torch::nn::Linear& proj) {
     return at::linear(P, proj->weight, proj->bias).view({2 * span, H, D}).permute({1, 2, 0});  // [H, D, 2k]
   };
-  const torch::Tensor c2p = per_head_matmul(q, heads_of(l->pos_key_proj)).gather(-1, index);
-  const torch::Tensor p2c = per_head_matmul(k, heads_of(l->pos_query_proj)).gather(-1, index).transpose(-2, -1);
+  const torch::Tensor rows = q.narrow(2, begin, end - begin);
+  const torch::Tensor c2p = per_head_matmul(rows, heads_of(l->pos_key_proj)).gather(-1, per_head(c2p_index, rows));
+  const torch::Tensor p2c = per_head_matmul(k, heads_of(l->pos_query_proj))
+                                .gather(-1, per_head(p2c_index.transpose(-2, -1), k))
+                                .transpose(-2, -1);
   return (c2p + p2c) * score_scale(D);
 }
 

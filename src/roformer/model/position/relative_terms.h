@@ -5,13 +5,17 @@
 //                  z_i = sum_j p_ij (v_j + a^V_ij), a_ij = w_clip(j - i, k), tables shared by heads;
 //   transformer_xl (Dai et al. 2019, Eq. for A^rel): (q_i + u).k_j + (q_i + v).W_kr R_{i-j}, R sinusoidal;
 //   deberta        (He et al. 2021, Eq. 4): (q_i.k_j + q_i.K^r_d(i,j) + k_j.Q^r_d(j,i)) / sqrt(3d).
-// Distances come from the position values (not their indices), so any positions work.
+// Distances come from the position values (not their indices), so any positions work. Terms come
+// for a range of query rows (all of them, or one block at long lengths): tables indexed by
+// distance are gathered for those rows only, so no S x S table is kept past the whole-attention size.
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "roformer/model/position/position_encoding.h"
@@ -33,19 +37,23 @@ class ShawImpl : public PositionEncodingImpl {
   ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim);
   bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                           int64_t layer) override;
-  torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer) override;
+                           int64_t layer, int64_t begin, int64_t end) override;
+  torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
+                            int64_t begin) override;
 
   torch::nn::ModuleList layer{nullptr};  // ShawTables: one per layer, or one shared
 
  private:
   const ShawTables& tables(int64_t layer_index) const { return tables_[config_.per_layer ? layer_index : 0]; }
-  // Relative-distance row of w for every (query, key): clip(j - i, -k, k) + k, [S, S] or [B, S, S].
-  torch::Tensor table_index(const torch::Tensor& positions);
+  // Relative-distance row of w for query rows [begin, end) and every key: clip(j - i, -k, k) + k,
+  // [C, S] or [B, C, S] (the whole [S, S] one cached per length).
+  torch::Tensor table_index(const torch::Tensor& positions, int64_t begin, int64_t end);
 
   config::ShawConfig config_;
   std::vector<ShawTables> tables_;  // the modules in `layer`
   TableCache index_;
+  torch::Tensor block_index_;       // the last block's rows of the index
+  std::array<int64_t, 3> block_{};  // its (S, begin, end)
 };
 
 // Transformer-XL's per-layer position parameters (Hugging Face TransfoXL names).
@@ -63,7 +71,7 @@ class TransformerXlImpl : public PositionEncodingImpl {
   TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads);
   bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                           int64_t layer) override;
+                           int64_t layer, int64_t begin, int64_t end) override;
 
   torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
 
@@ -91,16 +99,20 @@ class DebertaImpl : public PositionEncodingImpl {
   DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden);
   bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                           int64_t layer) override;
+                           int64_t layer, int64_t begin, int64_t end) override;
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
   torch::nn::ModuleList layer{nullptr};          // DebertaLayer per encoder layer
 
  private:
+  // Rows of P for query rows i in [begin, end) and every key j: delta(i, j) for c2p and
+  // delta(j, i) for p2c, both [C, S] or [B, C, S].
+  std::pair<torch::Tensor, torch::Tensor> table_index(const torch::Tensor& positions, int64_t begin, int64_t end);
+
   config::DebertaConfig config_;
   std::vector<DebertaLayer> layers_;  // the modules in `layer`
-  TableCache index_;                  // int64 [S, S]: row of P for delta(i, j)
+  TableCache deltas_;                 // int64 [2S - 1]: delta by offset key - query, for positions 0..S-1
 };
 
 }  // namespace roformer::model

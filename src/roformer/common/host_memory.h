@@ -9,7 +9,9 @@
 namespace roformer {
 
 // Keeps freed blocks of up to 32 MiB (glibc's largest mmap threshold) in the heap and the heap
-// from shrinking, so steps reuse warm pages. Leaves glibc's defaults when the environment
+// from shrinking, so steps reuse warm pages, and has LibTorch put blocks of 2 MiB or more on
+// transparent huge pages (THP_MEM_ALLOC_ENABLE=1 unless set), so larger ones fault in 2 MiB at
+// a time. Leaves glibc's defaults when the environment
 // already tunes malloc (MALLOC_*_ variables, GLIBC_TUNABLES) or ROFORMER_HOST_MALLOC=default;
 // any other value than 'tuned' or 'default' is a UserError.
 // Applies the settings on the first call; every call returns a one-line description of them.

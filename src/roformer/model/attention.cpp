@@ -5,12 +5,25 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "roformer/model/linear_attention.h"
 
 namespace roformer::model {
+namespace {
+
+// rows(begin, end) for query blocks of `block` rows concatenated along the query axis of
+// [B, H, C, D] outputs; one call with all S rows when a block holds them all.
+torch::Tensor in_query_blocks(int64_t S, int64_t block, const std::function<torch::Tensor(int64_t, int64_t)>& rows) {
+  if (block >= S) return rows(0, S);
+  std::vector<torch::Tensor> parts;  // memory grows with S, not S^2
+  for (int64_t begin = 0; begin < S; begin += block) parts.push_back(rows(begin, std::min(S, begin + block)));
+  return torch::cat(parts, 2);
+}
+
+}  // namespace
 
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
@@ -101,29 +114,19 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx) {
   const int64_t S = q.size(2);
-  const int64_t block = ctx.score_block_rows > 0 ? std::min(S, ctx.score_block_rows) : S;
-  if (block == S) return attend_rows_with_terms(q, k, v, ctx, 0, S);
-  // Scores for one block of queries at a time: memory grows with S, not S^2.
-  std::vector<torch::Tensor> parts;
-  for (int64_t begin = 0; begin < S; begin += block)
-    parts.push_back(attend_rows_with_terms(q, k, v, ctx, begin, std::min(S, begin + block)));
-  return torch::cat(parts, 2);
+  return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S,
+                         [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
 }
 
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const AttentionContext& ctx) {
   const double p = is_training() ? dropout_ : 0.0;
   if (!ctx.mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, p, ctx.causal);
-  const int64_t S = q.size(2), block = ctx.mask.block_rows();
-  if (block >= S) return at::scaled_dot_product_attention(q, k, v, ctx.mask.whole().to(q.scalar_type()), p);
-  // Queries in blocks, each with its own rows of the mask: memory grows with S, not S^2.
-  std::vector<torch::Tensor> parts;
-  for (int64_t begin = 0; begin < S; begin += block) {
-    const int64_t end = std::min(S, begin + block);
-    parts.push_back(at::scaled_dot_product_attention(q.narrow(2, begin, end - begin), k, v,
-                                                     ctx.mask.rows(begin, end).to(q.scalar_type()), p));
-  }
-  return torch::cat(parts, 2);
+  // Queries in blocks at long lengths, each with its own rows of the mask.
+  return in_query_blocks(q.size(2), ctx.mask.block_rows(), [&](int64_t begin, int64_t end) {
+    return at::scaled_dot_product_attention(q.narrow(2, begin, end - begin), k, v,
+                                            ctx.mask.rows(begin, end).to(q.scalar_type()), p);
+  });
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {

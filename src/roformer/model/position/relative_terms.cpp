@@ -18,10 +18,6 @@ torch::Tensor query_minus_key(const torch::Tensor& positions, int64_t begin, int
   return positions.narrow(-1, begin, end - begin).unsqueeze(-1) - positions.unsqueeze(-2);
 }
 
-bool all_rows(const torch::Tensor& positions, int64_t begin, int64_t end) {
-  return begin == 0 && end == positions.size(-1);
-}
-
 // An index [R, C] or [B, R, C] viewed as [B, H, R, C] to gather from / scatter into `like`.
 torch::Tensor per_head(const torch::Tensor& index, const torch::Tensor& like) {
   const torch::Tensor i = index.dim() == 2 ? index.unsqueeze(0).unsqueeze(0) : index.unsqueeze(1);
@@ -62,15 +58,9 @@ torch::Tensor ShawImpl::table_index(const torch::Tensor& positions, int64_t begi
   auto build = [&] {  // key minus query, clipped: one allocation (at long lengths each block builds one)
     return (positions.unsqueeze(-2) - positions.narrow(-1, begin, end - begin).unsqueeze(-1)).clamp_(-k, k).add_(k);
   };
-  if (all_rows(positions, begin, end)) return cached(index_, positions, torch::kLong, build);
   if (positions.dim() == 2) return build();
-  // A block of rows: kept until the next block, so the value term reuses the score term's.
-  if (block_index_.defined() && block_ == std::array<int64_t, 3>{positions.size(0), begin, end} &&
-      block_index_.device() == positions.device())
-    return block_index_;
-  block_index_ = build();
-  block_ = {positions.size(0), begin, end};
-  return block_index_;
+  // Per length, or per block of rows at long lengths (the value term reuses the score term's).
+  return index_.get(positions.device(), positions.size(0), torch::kLong, build, begin, end);
 }
 
 torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

@@ -14,7 +14,6 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
-#include <array>
 #include <utility>
 #include <vector>
 
@@ -51,9 +50,7 @@ class ShawImpl : public PositionEncodingImpl {
 
   config::ShawConfig config_;
   std::vector<ShawTables> tables_;  // the modules in `layer`
-  TableCache index_;
-  torch::Tensor block_index_;       // the last block's rows of the index
-  std::array<int64_t, 3> block_{};  // its (S, begin, end)
+  TableCache index_;                // the index of the current rows
 };
 
 // Transformer-XL's per-layer position parameters (Hugging Face TransfoXL names).

@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 command -v clang-format >/dev/null || { echo "format.sh: clang-format is missing; run scripts/setup.sh" >&2; exit 2; }
-mapfile -t files < <(git ls-files 'src/*.cpp' 'src/*.h' 'src/*.cu' 'tests/*.cpp' 'tests/*.h')
+mapfile -t files < <(git ls-files 'src/*.cpp' 'src/*.h' 'src/*.cu' 'src/*.cuh' 'tests/*.cpp' 'tests/*.h' 'tests/*.cu')
 if [ "${1:-}" = --check ]; then
   bad=()
   for f in "${files[@]}"; do clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f"); done

@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "roformer/ops/rope_cuda.cu"
+#include "roformer/ops/rope_cuda_kernels.cuh"
 
 using namespace roformer::ops;
 using T = __nv_bfloat16;
@@ -21,11 +22,18 @@ constexpr int VEC = 8;
 
 namespace {
 
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(err));
+    std::exit(1);
+  }
+}
+
 struct Shape {
   int64_t B, S, H, D;
 };
 
-using Launch = bool (*)(const RopeLaunch&, cudaStream_t);
+using Launch = bool (*)(const RopeLaunch&, const cuda_elem::StreamLauncher&);
 
 struct Buffers {
   std::vector<void*> q, k;
@@ -153,7 +161,7 @@ int main() {
       std::vector<uint16_t> out(n);
       cudaMemcpy(dq, host.data(), bytes, cudaMemcpyHostToDevice);
       cudaMemcpy(dk, host.data(), bytes, cudaMemcpyHostToDevice);
-      launch(describe(sh, dq, dk, dpos, dinv, il, use_table ? dtable : nullptr), nullptr);
+      launch(describe(sh, dq, dk, dpos, dinv, il, use_table ? dtable : nullptr), cuda_elem::StreamLauncher{nullptr});
       check(cudaDeviceSynchronize(), "variant");
       cudaMemcpy(out.data(), dq, bytes, cudaMemcpyDeviceToHost);
       return out;
@@ -169,11 +177,12 @@ int main() {
         const double s = median_seconds(
             [&] {
               const int i = it++ % 3;
-              launch(describe(sh, buf.q[i], buf.k[i], dpos, dinv, il, v.table ? dtable : nullptr), nullptr);
+              launch(describe(sh, buf.q[i], buf.k[i], dpos, dinv, il, v.table ? dtable : nullptr),
+                     cuda_elem::StreamLauncher{nullptr});
             },
             50);
-        const bool same = output_of(launch, il, v.table) ==
-                          (v.table ? (il ? ref_il_t : ref_half_t) : (il ? ref_il : ref_half));
+        const bool same =
+            output_of(launch, il, v.table) == (v.table ? (il ? ref_il_t : ref_half_t) : (il ? ref_il : ref_half));
         std::printf(" %.0f%s |", traffic / s / 1e9, same ? "" : " (BITS DIFFER)");
       }
     }

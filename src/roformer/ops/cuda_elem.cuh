@@ -1,14 +1,47 @@
-// What the CUDA kernel files share (rope_cuda.cu, bias_gelu_cuda.cu, add_layer_norm_cuda.cu):
-// the accumulation type of a storage type (float for half and bfloat16), the loads and stores
-// between them, and the host-side dtype visitor that picks a kernel's instantiation.
+// What the CUDA kernel headers share (rope_cuda_kernels.cuh, bias_gelu_cuda_kernels.cuh,
+// add_layer_norm_cuda_kernels.cuh): the accumulation type of a storage type (float for half and
+// bfloat16), the loads and stores between them, dynamic shared memory, the host-side dtype
+// visitor that picks a kernel's instantiation, and StreamLauncher, the `<<<...>>>` launch the
+// headers' launch plans call. Compiled by a host compiler (tests), the headers get the CUDA
+// built-ins from cuda_host_emulator.h and launch through its HostLauncher instead.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
+
 #include "roformer/ops/kernel_dtype.h"
 
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#else
+#include "roformer/ops/cuda_host_emulator.h"
+#endif
+
 namespace roformer::ops::cuda_elem {
+
+// The launch's dynamic shared memory (`extern __shared__`), at least 16-byte aligned.
+#if defined(__CUDACC__)
+__device__ __forceinline__ unsigned char* dynamic_shared_memory() {
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  return dynamic_smem;
+}
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...): what the launch plans call on a GPU.
+struct StreamLauncher {
+  cudaStream_t stream;
+  template <typename... Params, typename... Args>
+  void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, size_t shared_bytes,
+                  const Args&... args) const {
+    kernel<<<grid, block, shared_bytes, stream>>>(args...);
+  }
+};
+#else
+inline unsigned char* dynamic_shared_memory() {
+  return cuda_host::dynamic_shared_memory();
+}
+#endif
 
 template <typename T>
 struct Acc {

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "model_compare.h"
@@ -127,16 +128,22 @@ TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
   // BERT-base at its training length: 12 heads x 512^2 in bf16 (6 MiB) stays whole.
   const AttentionMask bert(torch::zeros({12, 2 * 512 - 1}), {}, false, 512, torch::kBFloat16, kCpu, false);
   EXPECT_EQ(bert.block_rows(), 512);
-  // ALiBi/T5 at 32k: 24 GiB whole in bf16. Blocks hold at most a quarter of the whole-mask limit
-  // (and at least half of that, so the blocks are not needlessly thin), in whole 16-row tiles.
+  // ALiBi/T5 at 32k: 24 GiB whole in bf16. On the CPU blocks hold at most kCpuBlockBytes (and at
+  // least half of that, so the blocks are not needlessly thin), in whole 16-row tiles.
   constexpr int64_t S = 32768;
   const AttentionMask m(torch::zeros({12, 2 * S - 1}), {}, false, S, torch::kBFloat16, kCpu, false);
   const int64_t n = m.block_rows();
   EXPECT_LT(n, S);
   EXPECT_EQ(n % 16, 0);
-  const double block_bytes = 12.0 * double(n) * S * 2;
-  EXPECT_LE(block_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit);
-  EXPECT_GE(block_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit / 2);
+  const double row_bytes = 12.0 * S * 2, block_bytes = double(n) * row_bytes;
+  EXPECT_LE(block_bytes, AttentionMask::kCpuBlockBytes);
+  EXPECT_GE(block_bytes, AttentionMask::kCpuBlockBytes / 2);
+  // On a GPU they hold at most a quarter of the whole-mask limit (the rule alone; nothing is
+  // allocated). A small whole limit (as tests set) caps the CPU's blocks below kCpuBlockBytes.
+  const double gpu_rows = double(query_block_rows(row_bytes, S, AttentionMask::kWholeMaskBytes, torch::kCUDA));
+  EXPECT_LE(gpu_rows * row_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit);
+  EXPECT_GE(gpu_rows * row_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit / 2);
+  EXPECT_EQ(query_block_rows(row_bytes, S, 64 * row_bytes, kCpu), 16);
   const torch::Tensor last = m.rows(S - n, S);
   EXPECT_EQ(last.sizes(), (std::vector<int64_t>{1, 12, n, S}));
   EXPECT_EQ(last[0][0][n - 1][S - 1].item<float>(), 0.0f);  // the last query sees itself
@@ -178,15 +185,22 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
         const AttentionContext ctx = m->attention_context(in, torch::arange(S), torch::kFloat64);
         EXPECT_EQ(m->position_encoding().has_score_terms() ? ctx.score_block_rows : ctx.mask.block_rows(),
                   expect_block);
+        torch::Tensor hidden;  // without autograd the blocks are written into one output
+        {
+          torch::NoGradGuard no_grad;
+          hidden = m->forward(in);
+        }
         torch::Tensor loss = m->loss(in, targets);
         loss.backward();
         roformer::testing::LossAndGrads out{loss.item<double>(), {}};
         for (const auto& item : m->named_parameters()) out.grads[item.key()] = item.value().grad();
-        return out;
+        return std::make_pair(out, hidden);
       };
       // Rows of B x H x S doubles (1280 bytes, mask or scores; the whole is 40 rows): a limit of
       // 4 x 9 rows gives blocks of 9 rows, four full blocks and one of 4.
       const double row_bytes = double(B * c.num_heads * S * 8);
-      roformer::testing::expect_same_loss_and_grads(run(4 * 9 * row_bytes, 9), run(kNoLimit, S), 1e-12);
+      const auto blocks = run(4 * 9 * row_bytes, 9), whole = run(kNoLimit, S);
+      roformer::testing::expect_same_loss_and_grads(blocks.first, whole.first, 1e-12);
+      EXPECT_LE((blocks.second - whole.second).abs().max().item<double>(), 1e-12);
     }
 }

@@ -14,13 +14,27 @@
 namespace roformer::model {
 namespace {
 
-// rows(begin, end) for query blocks of `block` rows concatenated along the query axis of
-// [B, H, C, D] outputs; one call with all S rows when a block holds them all.
+// rows(begin, end) for query blocks of `block` rows joined along the query axis of [B, H, C, D]
+// outputs; one call with all S rows when a block holds them all. Without autograd each block
+// is copied into one output allocated up front (BSHD in memory, what the caller's transpose
+// wants) and freed before the next: a block result kept alive until a final cat would sit
+// among the next block's large temporaries, and the heap would then grow with S^2.
 torch::Tensor in_query_blocks(int64_t S, int64_t block, const std::function<torch::Tensor(int64_t, int64_t)>& rows) {
   if (block >= S) return rows(0, S);
-  std::vector<torch::Tensor> parts;  // memory grows with S, not S^2
-  for (int64_t begin = 0; begin < S; begin += block) parts.push_back(rows(begin, std::min(S, begin + block)));
-  return torch::cat(parts, 2);
+  if (torch::GradMode::is_enabled()) {
+    std::vector<torch::Tensor> parts;
+    for (int64_t begin = 0; begin < S; begin += block) parts.push_back(rows(begin, std::min(S, begin + block)));
+    return torch::cat(parts, 2);
+  }
+  torch::Tensor out;  // [B, H, S, D], a view of [B, S, H, D] memory
+  for (int64_t begin = 0; begin < S; begin += block) {
+    const int64_t end = std::min(S, begin + block);
+    const torch::Tensor part = rows(begin, end);
+    if (!out.defined())
+      out = torch::empty({part.size(0), S, part.size(1), part.size(3)}, part.options()).transpose(1, 2);
+    out.narrow(2, begin, end - begin).copy_(part);
+  }
+  return out;
 }
 
 }  // namespace

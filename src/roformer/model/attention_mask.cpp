@@ -28,9 +28,11 @@ torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t e
   return table.gather(1, offset.view({1, C * S}).expand({table.size(0), C * S})).view({table.size(0), C, S});
 }
 
-int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes) {
+int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device) {
   if (row_bytes * double(S) <= whole_limit_bytes) return S;
-  const double per_block = std::max(1.0, whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit / row_bytes);
+  double block_bytes = whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit;
+  if (device.is_cpu()) block_bytes = std::min(block_bytes, AttentionMask::kCpuBlockBytes);
+  const double per_block = std::max(1.0, block_bytes / row_bytes);
   int64_t rows = std::min<int64_t>(S, static_cast<int64_t>(per_block));
   if (rows >= 16) rows -= rows % 16;  // whole query tiles for the attention kernels
   return rows;
@@ -53,7 +55,7 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   const double batch = pad_.defined() && square_ ? double(pad_.size(0)) : 1.0;
   const double heads = bias_.defined() ? double(bias_.size(0)) : 1.0;
   const double row_bytes = batch * heads * double(S) * double(c10::elementSize(dtype));
-  block_rows_ = square_ ? query_block_rows(row_bytes, S, whole_limit_bytes) : S;
+  block_rows_ = square_ ? query_block_rows(row_bytes, S, whole_limit_bytes, device) : S;
   if (block_rows_ == S) whole_ = rows(0, S);
 }
 

@@ -146,7 +146,7 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   if (position->has_score_terms()) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
     const double row_bytes = double(in.input_ids.size(0)) * double(config_.num_heads) * double(S) * score_bytes;
-    ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes);
+    ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes, device);
   }
   return ctx;
 }

@@ -350,7 +350,7 @@ AddLayerNormLaunch norm_launch(NormRun& r, torch::ScalarType dtype) {
   return p;
 }
 
-// rows_per_block: rows of each backward warp (0: add_layer_norm_cuda_rows_per_block's choice,
+// rows_per_block: rows of each backward warp (0: add_layer_norm_backward_rows_per_warp's choice,
 // which gives one row per warp up to 1024 rows).
 void check_add_layer_norm(int64_t rows, int64_t cols, int64_t rows_per_block = 0) {
   for (torch::ScalarType dtype : kDTypes) {
@@ -370,7 +370,7 @@ void check_add_layer_norm(int64_t rows, int64_t cols, int64_t rows_per_block = 0
     pc.weight_grad = sums[0].data_ptr(), pc.bias_grad = sums[1].data_ptr();
     add_layer_norm_backward_cpu(pc);
     pg.mean = cpu.mean.data_ptr(), pg.rstd = cpu.rstd.data_ptr();  // the same statistics for both
-    pg.rows_per_block = rows_per_block > 0 ? rows_per_block : add_layer_norm_cuda_rows_per_block(rows);
+    pg.rows_per_block = rows_per_block > 0 ? rows_per_block : add_layer_norm_backward_rows_per_warp(rows);
     torch::Tensor partial = torch::full({2, add_layer_norm_blocks(pg), cols}, std::nan(""), acc);
     pg.weight_grad_partial = partial[0].data_ptr(), pg.bias_grad_partial = partial[1].data_ptr();
     add_layer_norm_launch(pg, launcher, /*backward=*/true);
@@ -387,8 +387,8 @@ TEST(CudaKernelsOnHost, AddLayerNormMatchesTheCpuKernel) {
     check_add_layer_norm(3, cols);
   check_add_layer_norm(2, 1500);     // K = 0: rows re-read
   check_add_layer_norm(10, 100, 3);  // three rows per backward warp (as past 2048 rows), the last warp short
-  EXPECT_EQ(add_layer_norm_cuda_rows_per_block(1024), 1);
-  EXPECT_EQ(add_layer_norm_cuda_rows_per_block(3000), 3);
+  EXPECT_EQ(add_layer_norm_backward_rows_per_warp(1024), 1);
+  EXPECT_EQ(add_layer_norm_backward_rows_per_warp(3000), 3);
 }
 
 // ---- bias + GELU ---------------------------------------------------------------------------

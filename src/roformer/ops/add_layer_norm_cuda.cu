@@ -23,7 +23,7 @@ void launch(const AddLayerNormLaunch& p, void* stream, bool backward) {
 }  // namespace
 
 int64_t add_layer_norm_cuda_rows_per_block(int64_t rows) {
-  return std::max<int64_t>(1, (rows + kMaxBackwardWarps - 1) / kMaxBackwardWarps);
+  return add_layer_norm_backward_rows_per_warp(rows);
 }
 
 void add_layer_norm_forward_cuda(const AddLayerNormLaunch& launch_desc, void* stream) {

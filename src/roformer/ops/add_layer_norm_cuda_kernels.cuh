@@ -27,6 +27,11 @@ constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 4;
 constexpr int64_t kMaxBackwardWarps = 1024;  // partial rows of the weight and bias gradients
 
+// Rows of each backward warp for a row count (add_layer_norm_cuda_rows_per_block).
+inline int64_t add_layer_norm_backward_rows_per_warp(int64_t rows) {
+  return std::max<int64_t>(1, (rows + kMaxBackwardWarps - 1) / kMaxBackwardWarps);
+}
+
 template <typename acc_t>
 __device__ __forceinline__ acc_t warp_sum(acc_t v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

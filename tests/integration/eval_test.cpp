@@ -63,7 +63,10 @@ TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   for (const json& r : j["results"]) {  // the cost of each length: wall time, and device memory (none on the CPU)
     EXPECT_GT(r["seconds"].get<double>(), 0.0);
     EXPECT_EQ(r["peak_mem_gib"].get<double>(), 0.0);
+    EXPECT_EQ(r["attention"], "sdpa-flash");  // the attention kernel that ran (LibTorch's CPU flash kernel)
   }
+  // Training says the same for its first step.
+  EXPECT_NE(read_file(t.run + "/train.log").find("attention kernel: sdpa-flash"), std::string::npos);
   const std::string csv = read_file(t.dir.file("eval_out") + "/eval.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib");
@@ -210,5 +213,7 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
     EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9);
     const double at4x = j["results"][1]["loss"].get<double>();
     EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+    // xPos rotates q and k and leaves the scores to SDPA; the others form their scores.
+    EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "sdpa-flash" : "explicit-scores");
   }
 }

@@ -113,6 +113,11 @@ TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
   const auto fp32 = eval("fp32"), bf16 = eval("bf16");
   EXPECT_EQ(fp32["precision"], "fp32");
   EXPECT_EQ(bf16["precision"], "bf16");
+  // The fixture trains with train.deterministic, which leaves SDPA only its math kernel; bf16
+  // evaluation (no mask: RoPE, MLM) runs flash attention or cuDNN's.
+  EXPECT_NE(read_file(run + "/train.log").find("attention kernel: sdpa-math"), std::string::npos);
+  for (const auto& r : bf16["results"])
+    EXPECT_TRUE(r["attention"] == "sdpa-flash" || r["attention"] == "sdpa-cudnn") << r.dump();
   for (size_t i = 0; i < 2; ++i) {
     const double a = fp32["results"][i]["ppl"].get<double>(), b = bf16["results"][i]["ppl"].get<double>();
     EXPECT_NEAR(b, a, 0.01 * a) << "length " << fp32["results"][i]["length"];

@@ -16,6 +16,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/data/batches.h"
 #include "roformer/io/checkpoint.h"
+#include "roformer/model/attention_kernel.h"
 #include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/memory_estimate.h"
@@ -80,12 +81,17 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                                     static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
     model::reset_peak_memory(device);
     const auto start = std::chrono::steady_clock::now();
-    lr.result = evaluate(model, windows, device, 8, 0, bf16);  // ends with a host read: the device is done
+    {
+      model::AttentionKernelProbe probe;
+      lr.result = evaluate(model, windows, device, 8, 0, bf16);  // ends with a host read: the device is done
+      lr.attention = probe.summary();
+    }
     lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     lr.peak_mem_gib = model::peak_memory_gib(device);
     log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
               " tokens in ", lr.seconds, " s",
-              device.is_cuda() ? ", peak " + std::to_string(lr.peak_mem_gib) + " GiB" : "");
+              device.is_cuda() ? ", peak " + std::to_string(lr.peak_mem_gib) + " GiB" : "", ", attention ",
+              lr.attention);
     report.lengths.push_back(lr);
   }
   return report;
@@ -115,6 +121,7 @@ std::string report_json(const ExtrapolationReport& r) {
                 {"tokens", l.result.tokens},
                 {"seconds", l.seconds},
                 {"peak_mem_gib", l.peak_mem_gib},
+                {"attention", l.attention},
                 {"loss_by_position", by_pos}});
     }
     j["results"].push_back(e);
@@ -143,7 +150,7 @@ std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
   os << r.position << " (scaling " << r.scaling << "), " << r.protocol << " protocol, split " << r.split
      << ", trained at length " << r.train_length << ", " << r.precision << "\n";
-  os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB\n";
+  os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB  attention\n";
   for (const auto& l : r.lengths) {
     os << std::setw(8) << l.length;
     if (!l.applicable) {
@@ -153,7 +160,7 @@ std::string report_table(const ExtrapolationReport& r) {
     os << std::fixed << std::setprecision(4) << std::setw(10) << l.result.loss() << std::setprecision(2)
        << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11) << l.result.accuracy()
        << std::setw(10) << l.result.tokens << std::setprecision(2) << std::setw(10) << l.seconds << std::setw(10)
-       << l.peak_mem_gib << "\n";
+       << l.peak_mem_gib << "  " << l.attention << "\n";
   }
   return os.str();
 }

@@ -20,6 +20,7 @@ struct LengthResult {
   EvalResult result;
   double seconds = 0;       // wall time of this length's evaluation
   double peak_mem_gib = 0;  // peak device memory during it (CUDA; 0 on the CPU)
+  std::string attention;    // the attention kernel(s) it ran: "sdpa-flash", ... (model/attention_kernel.h)
 };
 
 struct ExtrapolationReport {

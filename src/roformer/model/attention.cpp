@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
 
 namespace roformer::model {
@@ -35,6 +37,17 @@ torch::Tensor in_query_blocks(int64_t S, int64_t block, const std::function<torc
     out.narrow(2, begin, end - begin).copy_(part);
   }
   return out;
+}
+
+// SDPA, and its backend for an active kernel probe.
+torch::Tensor sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                   const std::optional<torch::Tensor>& mask, double dropout, bool causal) {
+  if (auto* probe = AttentionKernelProbe::active()) probe->record(sdpa_kernel_for(q, k, v, mask, dropout, causal));
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout, causal);
+}
+
+void record_kernel(const char* kernel) {
+  if (auto* probe = AttentionKernelProbe::active()) probe->record(kernel);
 }
 
 }  // namespace
@@ -87,6 +100,7 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
   // Features, prefix sums and the normaliser in fp32 (fp64 stays fp64): cumulative sums in bf16
   // lose the small late terms.
   auto up = [](const torch::Tensor& t) { return t.scalar_type() == torch::kFloat64 ? t : t.to(torch::kFloat32); };
+  record_kernel(attention_kernel::kLinear);
   torch::Tensor phi_q, phi_k;
   if (linear_.feature_map == config::FeatureMap::favor) {
     maybe_redraw_features();
@@ -128,6 +142,7 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx) {
   const int64_t S = q.size(2);
+  record_kernel(attention_kernel::kExplicitScores);
   return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S,
                          [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
 }
@@ -135,11 +150,10 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const AttentionContext& ctx) {
   const double p = is_training() ? dropout_ : 0.0;
-  if (!ctx.mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, p, ctx.causal);
+  if (!ctx.mask.defined()) return sdpa(q, k, v, std::nullopt, p, ctx.causal);
   // Queries in blocks at long lengths, each with its own rows of the mask.
   return in_query_blocks(q.size(2), ctx.mask.block_rows(), [&](int64_t begin, int64_t end) {
-    return at::scaled_dot_product_attention(q.narrow(2, begin, end - begin), k, v,
-                                            ctx.mask.rows(begin, end).to(q.scalar_type()), p);
+    return sdpa(q.narrow(2, begin, end - begin), k, v, ctx.mask.rows(begin, end).to(q.scalar_type()), p, false);
   });
 }
 

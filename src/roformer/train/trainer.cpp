@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "roformer/common/build_info.h"
@@ -27,6 +28,7 @@
 #include "roformer/dist/reducer.h"
 #include "roformer/eval/evaluate.h"
 #include "roformer/io/checkpoint.h"
+#include "roformer/model/attention_kernel.h"
 #include "roformer/model/device.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/memory_estimate.h"
@@ -383,7 +385,10 @@ TrainResult Trainer::run() {
   while (state_.step < t_.steps) {
     const double lr = learning_rate(t_, state_.step);
     profiler.before_step(state_.step);
+    std::optional<model::AttentionKernelProbe> probe;  // the first step says which attention kernel runs
+    if (state_.step == first_step_) probe.emplace();
     const StepResult sr = step(batches.next(), lr);
+    if (probe) log::info("attention kernel: ", probe->summary());
     profiler.after_step(state_.step);
     watch_->record(sr, state_.step);
     ++state_.step;

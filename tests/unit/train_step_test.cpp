@@ -1,13 +1,14 @@
 // Training-step components: LR schedule at its boundaries, weight decay only on matrices,
 // clipping to the global norm, accumulation of k micro-batches equal to one k-times larger
 // batch (double precision), the non-finite guard leaving parameters untouched, and a tiny model
-// overfitting a tiny batch (the loop learns at all).
+// overfitting a tiny batch (the loop learns at all); the logged step line's rounding and ETA.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 
 #include "roformer/train/lr_schedule.h"
+#include "roformer/train/metrics.h"
 #include "roformer/train/step.h"
 
 using namespace roformer;
@@ -157,4 +158,21 @@ TEST(TrainStep, TinyModelOverfitsATinyBatch) {
   }
   EXPECT_GT(first, 2.0);
   EXPECT_LT(last, 0.05) << "first " << first;
+}
+
+TEST(StepRecord, LineRoundsItsValuesAndGivesTheRemainingTime) {
+  train::StepRecord r;
+  r.step = 50;
+  r.steps = 200;
+  r.tokens = 50 * 2048;  // 2048 tokens a step
+  r.loss = 2.345678;
+  r.lr = 1.0 / 3000;
+  r.grad_norm = 0.98765;
+  r.tokens_per_s = 2048;  // one step a second: 150 s to go
+  r.tflops = 0.123;
+  EXPECT_EQ(r.line(), "step 50/200 | loss 2.3457 | lr 0.000333 | grad 0.988 | 2048 tok/s | 0.12 TFLOP/s | ETA 2m30s");
+  r.lr = 2.5e-5;
+  r.step = r.steps;
+  r.tokens = 200 * 2048;
+  EXPECT_EQ(r.line(), "step 200/200 | loss 2.3457 | lr 2.5e-05 | grad 0.988 | 2048 tok/s | 0.12 TFLOP/s");
 }

@@ -2,10 +2,12 @@
 #include "roformer/train/metrics.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
 
 namespace roformer::train {
@@ -46,10 +48,15 @@ json StepRecord::to_json() const {
 
 std::string StepRecord::line() const {
   auto rounded = [](double v, double scale) { return shortest_double(std::round(v * scale) / scale); };
+  char lr_text[32];
+  std::snprintf(lr_text, sizeof lr_text, "%.3g", lr);  // 3.33e-04, not 0.0003333333333333333
   std::string s = "step " + std::to_string(step) + "/" + std::to_string(steps) + " | loss " + rounded(loss, 1e4) +
-                  " | lr " + shortest_double(lr) + " | grad " + rounded(grad_norm, 1e3) + " | " +
+                  " | lr " + lr_text + " | grad " + rounded(grad_norm, 1e3) + " | " +
                   std::to_string(static_cast<int64_t>(tokens_per_s)) + " tok/s | " + rounded(tflops, 100) + " TFLOP/s";
   if (mfu >= 0) s += " | MFU " + rounded(mfu * 100, 10) + "%";
+  // The rest of the run at this window's rate (every step trains the same number of tokens).
+  if (step > 0 && steps > step && tokens_per_s > 0)
+    s += " | ETA " + Progress::format_duration(double(steps - step) * (double(tokens) / double(step)) / tokens_per_s);
   return s;
 }
 

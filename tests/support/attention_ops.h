@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "roformer/model/attention_kernel.h"
+
 namespace roformer::testing {
 
 // The ATen ops run on this thread while it lives (forward ops; autograd's backward may run on
@@ -49,8 +51,8 @@ class AtenOpObserver {
 // The ATen ops that implement SDPA, by the probe's kernel name on the CPU or on CUDA.
 inline std::map<std::string, std::string> sdpa_implementation_ops(bool cuda) {
   return {{"sdpa-math", "aten::_scaled_dot_product_attention_math"},
-          {"sdpa-flash", cuda ? "aten::_scaled_dot_product_flash_attention"
-                              : "aten::_scaled_dot_product_flash_attention_for_cpu"},
+          {"sdpa-flash",
+           cuda ? "aten::_scaled_dot_product_flash_attention" : "aten::_scaled_dot_product_flash_attention_for_cpu"},
           {"sdpa-efficient", "aten::_scaled_dot_product_efficient_attention"},
           {"sdpa-cudnn", "aten::_scaled_dot_product_cudnn_attention"},
           {"sdpa-overrideable", "aten::_scaled_dot_product_fused_attention_overrideable"}};
@@ -71,6 +73,20 @@ inline std::set<std::string> expected_sdpa_ops(const std::vector<std::string>& k
   for (const std::string& k : kernels)
     if (table.count(k)) out.insert(table.at(k));
   return out;
+}
+
+struct ObservedAttention {
+  std::vector<std::string> kernels;  // what the probe reported
+  std::set<std::string> sdpa_ops;    // the SDPA implementation ops that ran
+};
+
+// Runs `work` under a kernel probe and an op observer.
+template <typename Work>
+ObservedAttention observe_attention(bool cuda, Work&& work) {
+  model::AttentionKernelProbe probe;
+  AtenOpObserver observer;
+  work();
+  return {probe.kernels(), observed_sdpa_ops(observer.ops(), cuda)};
 }
 
 }  // namespace roformer::testing

@@ -34,10 +34,8 @@ config::ModelConfig small(PositionKind kind) {
   return c;
 }
 
-struct Observed {
-  std::vector<std::string> kernels;
-  std::set<std::string> sdpa_ops;
-};
+using roformer::testing::expected_sdpa_ops;
+using Observed = roformer::testing::ObservedAttention;
 
 // One bf16-autocast MLM loss and backward of a [4, 128] batch on the GPU (the last row padded
 // after 100 tokens when `pad`), dropout on as in training.
@@ -57,19 +55,15 @@ Observed run_on_gpu(PositionKind kind, bool pad) {
   const torch::Tensor targets =
       torch::where(torch::rand({4, 128}) < 0.15, in.input_ids, torch::full({4, 128}, -100L)).cuda();
   in.input_ids = in.input_ids.cuda();
-  Observed out;
-  AttentionKernelProbe probe;
-  roformer::testing::AtenOpObserver observer;
-  torch::Tensor loss;
-  {
-    AutocastGuard autocast(true);
-    loss = m->loss(in, targets);
-  }
-  loss.backward();
-  torch::cuda::synchronize();
-  out.kernels = probe.kernels();
-  out.sdpa_ops = roformer::testing::observed_sdpa_ops(observer.ops(), /*cuda=*/true);
-  return out;
+  return roformer::testing::observe_attention(/*cuda=*/true, [&] {
+    torch::Tensor loss;
+    {
+      AutocastGuard autocast(true);
+      loss = m->loss(in, targets);
+    }
+    loss.backward();
+    torch::cuda::synchronize();
+  });
 }
 
 bool one_of(const std::vector<std::string>& kernels, const std::set<std::string>& allowed) {
@@ -82,12 +76,12 @@ TEST(AttentionKernelCuda, Bf16AttentionRunsTheFusedSdpaKernels) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   const Observed plain = run_on_gpu(PositionKind::rope, false);
   EXPECT_TRUE(one_of(plain.kernels, {"sdpa-flash", "sdpa-cudnn"})) << ::testing::PrintToString(plain.kernels);
-  EXPECT_EQ(plain.sdpa_ops, roformer::testing::expected_sdpa_ops(plain.kernels, true));
+  EXPECT_EQ(plain.sdpa_ops, expected_sdpa_ops(plain.kernels, true));
   for (PositionKind kind : {PositionKind::rope, PositionKind::alibi, PositionKind::t5_bias}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     const Observed masked = run_on_gpu(kind, true);
     EXPECT_TRUE(one_of(masked.kernels, {"sdpa-efficient", "sdpa-cudnn"})) << ::testing::PrintToString(masked.kernels);
-    EXPECT_EQ(masked.sdpa_ops, roformer::testing::expected_sdpa_ops(masked.kernels, true));
+    EXPECT_EQ(masked.sdpa_ops, expected_sdpa_ops(masked.kernels, true));
   }
 }
 

@@ -35,10 +35,8 @@ config::ModelConfig tiny(PositionKind kind) {
   return c;
 }
 
-struct Observed {
-  std::vector<std::string> kernels;  // the probe's
-  std::set<std::string> sdpa_ops;    // the SDPA implementation ops that ran
-};
+using roformer::testing::expected_sdpa_ops;
+using Observed = roformer::testing::ObservedAttention;
 
 // One MLM loss of a [2, 24] batch, the second row padded after 17 tokens when `pad`: in training
 // (dropout as configured, then backward) or as evaluation runs it (eval mode, no autograd).
@@ -54,18 +52,14 @@ Observed run(const config::ModelConfig& c, torch::Dtype dtype, bool pad, bool tr
     in.attention_mask[1].narrow(0, 17, 7).zero_();
   }
   const torch::Tensor targets = torch::where(torch::rand({2, 24}) < 0.3, in.input_ids, torch::full({2, 24}, -100L));
-  Observed out;
-  AttentionKernelProbe probe;
-  roformer::testing::AtenOpObserver observer;
-  if (train) {
-    m->loss(in, targets).backward();
-  } else {
-    torch::NoGradGuard no_grad;
-    m->loss(in, targets);
-  }
-  out.kernels = probe.kernels();
-  out.sdpa_ops = roformer::testing::observed_sdpa_ops(observer.ops(), /*cuda=*/false);
-  return out;
+  return roformer::testing::observe_attention(/*cuda=*/false, [&] {
+    if (train) {
+      m->loss(in, targets).backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      m->loss(in, targets);
+    }
+  });
 }
 
 }  // namespace
@@ -111,7 +105,7 @@ TEST(AttentionKernel, SdpaFamiliesRunTheFlashKernelOnTheCpu) {
           const Observed o = run(tiny(kind), dtype, pad, train);
           const bool learned_mask = kind == PositionKind::t5_bias && train;
           EXPECT_EQ(o.kernels, std::vector<std::string>{learned_mask ? "sdpa-math" : "sdpa-flash"});
-          EXPECT_EQ(o.sdpa_ops, roformer::testing::expected_sdpa_ops(o.kernels, false));
+          EXPECT_EQ(o.sdpa_ops, expected_sdpa_ops(o.kernels, false));
         }
 }
 
@@ -125,7 +119,7 @@ TEST(AttentionKernel, AttentionDropoutInTrainingTakesTheMathKernelOnTheCpu) {
   EXPECT_EQ(training.sdpa_ops, std::set<std::string>{"aten::_scaled_dot_product_attention_math"});
   const Observed evaluating = run(c, torch::kFloat32, false, /*train=*/false);
   EXPECT_EQ(evaluating.kernels, std::vector<std::string>{"sdpa-flash"});
-  EXPECT_EQ(evaluating.sdpa_ops, roformer::testing::expected_sdpa_ops(evaluating.kernels, false));
+  EXPECT_EQ(evaluating.sdpa_ops, expected_sdpa_ops(evaluating.kernels, false));
 }
 
 TEST(AttentionKernel, TheProbeFollowsTheSdpaSwitches) {

@@ -75,6 +75,12 @@ cmake_policy(PUSH)
 cmake_policy(SET CMP0104 OLD)
 find_package(Torch REQUIRED)
 cmake_policy(POP)
+# nvcc's system include directories as "-isystem PATH" (nvcc takes both forms) instead of CMake's
+# "-isystem=PATH", which ccache does not rewrite relative to CCACHE_BASEDIR: with it every CUDA
+# object missed the cache in a new clone.
+if(CMAKE_CUDA_COMPILER_LOADED)
+  set(CMAKE_INCLUDE_SYSTEM_FLAG_CUDA "-isystem ")
+endif()
 message(STATUS "roformer: LibTorch ${Torch_VERSION} at ${ROFORMER_TORCH_ROOT} (CUDA in LibTorch: ${_torch_has_cuda})")
 message(STATUS "roformer: CUDA kernels: ${ROFORMER_WITH_CUDA} (archs ${ROFORMER_CUDA_ARCHS})")
 

@@ -23,7 +23,8 @@ command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found; run scripts
 out="build/fuzz"
 mkdir -p "$out/obj" "$out/corpus/$target" "$out/crashes"
 cxx="clang++"
-command -v ccache >/dev/null && cxx="ccache clang++"
+# ccache shared by clones in other folders (CI builds a fresh one), as cmake/ccache.cmake sets it.
+command -v ccache >/dev/null && cxx="env CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 ccache clang++"
 flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
        -fno-sanitize-recover=undefined -Isrc $(pkg-config --cflags spdlog yaml-cpp zlib))
 sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roformer/common/files.cpp

@@ -3,12 +3,13 @@
 // Skips (with a message) when data/prepared/linux-docs-byte is missing.
 #include <benchmark/benchmark.h>
 
+#include "roformer/common/build_info.h"
 #include "roformer/common/files.h"
 #include "roformer/data/batches.h"
 
 namespace {
 
-const std::string kDataset = std::string(ROFORMER_SOURCE_DIR) + "/data/prepared/linux-docs-byte";
+const std::string kDataset = roformer::build_info().source_dir + "/data/prepared/linux-docs-byte";
 
 void batches(benchmark::State& state, roformer::config::Objective objective, roformer::config::DataSampling sampling) {
   if (!roformer::path_exists(kDataset + "/meta.json")) {

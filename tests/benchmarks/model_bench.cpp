@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "roformer/common/build_info.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/model/encoder.h"
 
@@ -29,7 +30,7 @@ void reset_peak_rss() {
 
 void fwd_bwd(benchmark::State& state, const std::string& family) {
   const auto loaded =
-      roformer::config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/" + family + ".yaml");
+      roformer::config::load_config(roformer::build_info().source_dir + "/configs/quickstart/" + family + ".yaml");
   const auto& cfg = loaded.config;
   roformer::model::EncoderModel model = roformer::model::build_model(cfg.model, 1);
   model->train();
@@ -51,7 +52,7 @@ void fwd_bwd(benchmark::State& state, const std::string& family) {
 // One causal RoPE sequence of state.range(0) tokens through the quickstart model, softmax or
 // linear (elu1) attention.
 void attention_length(benchmark::State& state, const std::string& attention) {
-  auto loaded = roformer::config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/rope.yaml",
+  auto loaded = roformer::config::load_config(roformer::build_info().source_dir + "/configs/quickstart/rope.yaml",
                                               {"model.attention=" + attention});
   roformer::model::EncoderModel model = roformer::model::build_model(loaded.config.model, 1);
   model->train();

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "roformer/common/build_info.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/model/encoder.h"
 #include "roformer/train/step.h"
@@ -13,7 +14,7 @@ using namespace roformer;
 namespace {
 
 model::EncoderModel quickstart_model() {
-  const auto loaded = config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/rope.yaml");
+  const auto loaded = config::load_config(roformer::build_info().source_dir + "/configs/quickstart/rope.yaml");
   model::EncoderModel m = model::build_model(loaded.config.model, 1);
   for (auto& p : m->parameters()) p.mutable_grad() = torch::randn_like(p) * 1e-3;
   return m;

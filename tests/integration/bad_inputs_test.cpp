@@ -63,7 +63,7 @@ Case parse_case(const std::string& path) {
 
 std::vector<std::string> case_files() {
   std::vector<std::string> out;
-  const std::string dir = std::string(ROFORMER_SOURCE_DIR) + "/tests/bad_inputs";
+  const std::string dir = source_dir() + "/tests/bad_inputs";
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;

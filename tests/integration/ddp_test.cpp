@@ -42,7 +42,7 @@ struct WorkerRun {
 WorkerRun worker(int nproc, const std::string& args, const std::string& env = "") {
   const auto t0 = Clock::now();
   WorkerRun run;
-  run.r = run_command(env + " " + launch(nproc) + "'" + DDP_WORKER + "' " + args);
+  run.r = run_command(env + " " + launch(nproc) + "'" + ddp_worker_binary() + "' " + args);
   run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   run.res = results(run.r.output);
   return run;
@@ -130,9 +130,9 @@ TEST(DataParallel, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const std::string env =
       "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) + " DDP_TIMEOUT_S=10 ";
   const auto t0 = Clock::now();
-  const auto r = run_command("(RANK=0 " + env + "'" + DDP_WORKER + "' kill > '" + dir.file("r0") +
-                             "' 2>&1; echo $? > '" + dir.file("rc0") + "') & RANK=1 " + env + "'" + DDP_WORKER +
-                             "' kill > '" + dir.file("r1") + "' 2>&1; wait");
+  const auto r = run_command("(RANK=0 " + env + "'" + ddp_worker_binary() + "' kill > '" + dir.file("r0") +
+                             "' 2>&1; echo $? > '" + dir.file("rc0") + "') & RANK=1 " + env + "'" +
+                             ddp_worker_binary() + "' kill > '" + dir.file("r1") + "' 2>&1; wait");
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_NE(std::stoi(read_file(dir.file("rc0"))), 0) << read_file(dir.file("r0"));
   EXPECT_NE(read_file(dir.file("r0")).find("error:"), std::string::npos) << read_file(dir.file("r0"));
@@ -142,7 +142,7 @@ TEST(DataParallel, KilledRankMakesTheOthersFailWithinTheTimeout) {
 TEST(DataParallel, MissingRankIsARendezvousTimeout) {
   const auto t0 = Clock::now();
   const auto r = run_command("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
-                             " DDP_TIMEOUT_S=2 '" + DDP_WORKER + "' equivalence sgd 0 0");
+                             " DDP_TIMEOUT_S=2 '" + ddp_worker_binary() + "' equivalence sgd 0 0");
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 2) << r.output;  // the environment's fault (a peer never came), not ours
   EXPECT_NE(r.output.find("rendezvous at MASTER_ADDR:MASTER_PORT=127.0.0.1:"), std::string::npos) << r.output;

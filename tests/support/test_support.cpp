@@ -224,11 +224,4 @@ std::string write_triplet_task(const TempDir& dir, const std::string& encoder) {
   return dir.file("task.yaml");
 }
 
-std::string roformer_binary() {
-  return ROFORMER_BINARY;
-}
-std::string source_dir() {
-  return ROFORMER_SOURCE_DIR;
-}
-
 }  // namespace roformer::testing

@@ -79,8 +79,10 @@ std::string user_error(F f) {
   return "";
 }
 
-// Absolute path of the built `roformer` binary and of the source tree (set by CMake).
+// Absolute paths of the built `roformer` binary, of the source tree and of the data-parallel
+// test's worker (tests/CMakeLists.txt generates them into test_paths.cpp).
 std::string roformer_binary();
 std::string source_dir();
+std::string ddp_worker_binary();
 
 }  // namespace roformer::testing

@@ -38,7 +38,7 @@ void expect_contains(const std::string& text, const std::string& fragment) {
 TEST(Config, EveryShippedConfigParses) {
   namespace fs = std::filesystem;
   int count = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(std::string(ROFORMER_SOURCE_DIR) + "/configs")) {
+  for (const auto& entry : fs::recursive_directory_iterator(roformer::testing::source_dir() + "/configs")) {
     if (entry.path().extension() != ".yaml") continue;
     // Sweep files (configs/ablation) have their own schema, checked by the sweep tests.
     if (entry.path().parent_path().filename() == "ablation") continue;
@@ -50,7 +50,7 @@ TEST(Config, EveryShippedConfigParses) {
 }
 
 TEST(Config, QuickstartFamiliesResolveAsNamed) {
-  const std::string dir = std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/";
+  const std::string dir = roformer::testing::source_dir() + "/configs/quickstart/";
   for (const std::string kind : {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none"}) {
     const LoadedConfig c = load_config(dir + kind + ".yaml");
     EXPECT_EQ(position_kind_names().name(c.config.model.position.kind), kind);
@@ -194,7 +194,7 @@ TEST(Config, ResolutionFillsDerivedDefaults) {
 }
 
 TEST(Config, ResolvedDumpRoundTrips) {
-  const LoadedConfig a = load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/t5_bias.yaml",
+  const LoadedConfig a = load_config(roformer::testing::source_dir() + "/configs/quickstart/t5_bias.yaml",
                                      {"train.lr=0.1", "eval.lengths=[100, 200]", "name=with \"quotes\""});
   const std::string text = dump_yaml(a.config);
   TempDir dir;
@@ -214,7 +214,7 @@ TEST(Config, DefaultsAreValid) {
 TEST(Config, EveryShippedSweepFileLoads) {
   namespace fs = std::filesystem;
   int count = 0;
-  for (const auto& entry : fs::directory_iterator(std::string(ROFORMER_SOURCE_DIR) + "/configs/ablation")) {
+  for (const auto& entry : fs::directory_iterator(roformer::testing::source_dir() + "/configs/ablation")) {
     if (entry.path().extension() != ".yaml") continue;
     SCOPED_TRACE(entry.path().string());
     const sweep::SweepSpec spec = sweep::load_sweep(entry.path().string());  // validates every variant's config

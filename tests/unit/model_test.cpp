@@ -7,6 +7,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/model/encoder.h"
+#include "test_support.h"
 
 using namespace roformer;
 using namespace roformer::model;
@@ -244,7 +245,7 @@ TEST(Model, QuickstartConfigsRunForwardAndBackward) {
   for (const std::string kind :
        {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none", "shaw", "transformer_xl", "deberta", "xpos"}) {
     SCOPED_TRACE(kind);
-    const auto loaded = config::load_config(std::string(ROFORMER_SOURCE_DIR) + "/configs/quickstart/" + kind + ".yaml");
+    const auto loaded = config::load_config(roformer::testing::source_dir() + "/configs/quickstart/" + kind + ".yaml");
     EncoderModel m = build_model(loaded.config.model, 1);
     m->train();
     const torch::Tensor ids = torch::randint(0, loaded.config.model.vocab_size, {2, 64}, torch::kLong);

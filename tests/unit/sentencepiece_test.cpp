@@ -53,7 +53,7 @@ TEST(SentencePiece, TheTokenizerServiceEncodesAsTheLibraryDoes) {
   roformer::testing::write_file(dir.file("train.txt"), corpus);
   data::SentencePieceTokenizer::train(dir.file("train.txt"), dir.file("spm"), 300, "bpe");
   const data::SentencePieceTokenizer local(dir.file("spm.model"));
-  std::string tool = ROFORMER_BINARY;
+  std::string tool = roformer::testing::roformer_binary();
   tool = tool.substr(0, tool.find_last_of('/')) + "/roformer-prepare-data";
   const data::ProcessTokenizer remote(tool, dir.file("spm.model"));
   EXPECT_EQ(remote.name(), "sentencepiece");

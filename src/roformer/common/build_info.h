@@ -15,6 +15,7 @@ struct BuildInfo {
   std::string cuda_toolkit;  // nvcc version the kernels were compiled with
   bool nccl = false;
   std::string torch_build_version;  // the LibTorch version CMake found
+  std::string source_dir;           // the checkout it was built from (scripts, configs, .venv)
 };
 
 const BuildInfo& build_info();

@@ -351,8 +351,8 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
   write_file_atomic(out + "/report.md", md.str());
   log::info("wrote ", out, "/report.md and report.json");
   // Plots: matplotlib through the project venv, when present.
-  const std::string py = std::string(ROFORMER_SOURCE_DIR) + "/.venv/bin/python";
-  const std::string script = std::string(ROFORMER_SOURCE_DIR) + "/scripts/plot_report.py";
+  const std::string py = build_info().source_dir + "/.venv/bin/python";
+  const std::string script = build_info().source_dir + "/scripts/plot_report.py";
   if (path_exists(py) && path_exists(script)) {
     const std::string cmd = "'" + py + "' '" + script + "' '" + out + "/report.json' '" + out + "'";
     if (std::system(cmd.c_str()) != 0) log::warn("plotting failed: ", cmd);

@@ -9,7 +9,9 @@
 #include <limits>
 
 #ifdef ROFORMER_WITH_CUDA
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -115,6 +117,7 @@ class CudaGraphStep : public GraphedStep {
     std::vector<MicroBatch> micro;
     for (const auto& s : micro_) micro.push_back({s.ids, s.targets, s.index, s.gold});
     optimizer_.zero_grad();
+    if (options_.uncapturable) (void)count_.item<double>();  // a host sync: legal eagerly, not in a capture
     return device_step(model_, optimizer_, micro, count_, options_.grad_clip, options_.autocast);
   }
 
@@ -124,27 +127,65 @@ class CudaGraphStep : public GraphedStep {
     c10::cuda::CUDAEvent ready;
     ready.record(main);
     ready.block(side_);
+    auto join = [&] {
+      c10::cuda::CUDAEvent done;
+      done.record(side_);
+      done.block(main);
+    };
     StepResult r;
-    {
+    try {
       const c10::cuda::CUDAStreamGuard on_side(side_);
       r = f();
+    } catch (...) {
+      join();
+      throw;
     }
-    c10::cuda::CUDAEvent done;
-    done.record(side_);
-    done.block(main);
+    join();
     return r;
   }
 
   void capture() {
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
+    const at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
     on_side_stream([&] {
       optimizer_.zero_grad();  // the graph's backward allocates the gradients from its own pool
-      graph_->capture_begin();
-      outputs_ = body();
-      graph_->capture_end();
+      try {
+        graph_->capture_begin(pool);
+        outputs_ = body();
+        graph_->capture_end();
+      } catch (...) {
+        abandon_capture(pool);
+        throw;
+      }
       return outputs_;
     });
     log::info("CUDA graph captured after ", options_.warmup_steps, " eager steps: the whole step replays as one graph");
+  }
+
+  // After a failed capture: ends the stream's capture (an uncapturable call leaves it open and
+  // invalidated, and an open global-mode capture forbids cudaMalloc in every thread, so the
+  // eager steps that follow would fail too) and hands the graph's memory pools back, which
+  // CUDAGraph's reset() does only after a successful capture_end. Each piece may already be
+  // undone, depending on where the capture failed; none of this throws.
+  void abandon_capture(at::cuda::MempoolId_t pool) noexcept {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(side_.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      (void)cudaStreamEndCapture(side_.stream(), &partial);  // invalidated: an error and no graph
+      if (partial != nullptr) (void)cudaGraphDestroy(partial);
+    }
+    (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
+    const c10::DeviceIndex index = device_.index();
+    try {
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(index, pool);
+      c10::cuda::CUDACachingAllocator::releasePool(index, pool);
+    } catch (const std::exception&) {  // capture_begin failed first, or capture_end already ended it
+    }
+    try {
+      at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
+      at::getHostAllocator(at::kCUDA)->release_pool(pool);
+    } catch (const std::exception&) {
+    }
   }
 
   // A step that does not fit the graph: the eager path, with the same inputs.

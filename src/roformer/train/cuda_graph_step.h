@@ -20,8 +20,9 @@ struct GraphStepOptions {
   int64_t grad_accum = 1;
   double grad_clip = 1.0;
   bool autocast = true;
-  int64_t capacity = 0;      // scored positions per micro-batch the graph holds (padded)
-  int64_t warmup_steps = 3;  // eager steps on the side stream before the capture
+  int64_t capacity = 0;       // scored positions per micro-batch the graph holds (padded)
+  int64_t warmup_steps = 3;   // eager steps on the side stream before the capture
+  bool uncapturable = false;  // fault injection: the step reads a device value on the host, which a capture refuses
 };
 
 class GraphedStep {

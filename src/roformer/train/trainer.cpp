@@ -71,7 +71,7 @@ void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::Ev
 // run), else nullptr (eager steps); a requested graph that cannot be used is logged with why.
 std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::EncoderModel& model,
                                               FusedAdamW& optimizer, const torch::Device& device, bool autocast,
-                                              bool distributed) {
+                                              bool distributed, bool uncapturable) {
   const config::TrainConfig& t = cfg.train;
   const bool asked = t.cuda_graphs == config::CudaGraphs::on;
   if (t.cuda_graphs == config::CudaGraphs::off || (!asked && !device.is_cuda())) return nullptr;
@@ -88,6 +88,7 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
     o.grad_accum = t.grad_accum;
     o.grad_clip = t.grad_clip;
     o.autocast = autocast;
+    o.uncapturable = uncapturable;
     o.capacity = scored_capacity(t.batch_size / t.grad_accum * cfg.data.seq_len,
                                  cfg.model.objective == config::Objective::mlm, cfg.data.mask_prob);
     step = make_graphed_step(model, optimizer, device, o, &why);
@@ -370,7 +371,8 @@ TrainResult Trainer::run() {
   install_stop_handlers();
   if (state_.step == 0) evaluate(0);
   model_->train();
-  graphed_ = graphed_step_for(cfg_, model_, *optimizer_, device_, autocast_, group_ != nullptr);
+  graphed_ = graphed_step_for(cfg_, model_, *optimizer_, device_, autocast_, group_ != nullptr,
+                              opts_.faults.uncapturable_step);
   watch_ = std::make_unique<NonFiniteWatch>(device_);
   data::Prefetcher<data::Batch> batches([&](int64_t s) { return batcher_->batch(s); }, state_.step, t_.steps);
   elapsed_before_ = state_.elapsed_s;
@@ -433,6 +435,7 @@ FaultInjection FaultInjection::from_environment() {
   f.nan_step = step_from("ROFORMER_FAULT_NAN_STEP");
   f.kill_in_checkpoint_step = step_from("ROFORMER_FAULT_KILL_IN_CHECKPOINT");
   f.skip_rng_restore = std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE") != nullptr;
+  f.uncapturable_step = std::getenv("ROFORMER_FAULT_UNCAPTURABLE_STEP") != nullptr;
   return f;
 }
 

@@ -18,6 +18,7 @@ struct FaultInjection {
   int64_t nan_step = -1;                 // ROFORMER_FAULT_NAN_STEP: that step's loss is NaN
   int64_t kill_in_checkpoint_step = -1;  // ROFORMER_FAULT_KILL_IN_CHECKPOINT: SIGKILL half-way through that save
   bool skip_rng_restore = false;         // ROFORMER_FAULT_SKIP_RNG_RESTORE: resume without the RNG state
+  bool uncapturable_step = false;        // ROFORMER_FAULT_UNCAPTURABLE_STEP: the CUDA-graph capture fails
   static FaultInjection from_environment();
 };
 

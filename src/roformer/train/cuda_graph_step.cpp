@@ -31,6 +31,13 @@ int64_t scored_capacity(int64_t positions, bool mlm, double mask_prob) {
 #ifdef ROFORMER_WITH_CUDA
 namespace {
 
+// An exception's first line (LibTorch's CUDA errors add hints and a backtrace below it).
+std::string first_line(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  const std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  return text.substr(0, text.find('\n'));
+}
+
 // The static inputs of one micro-batch.
 struct StaticMicro {
   torch::Tensor ids, targets;  // int64 [rows, L]
@@ -61,8 +68,8 @@ class CudaGraphStep : public GraphedStep {
     if (!graph_) {
       try {
         capture();
-      } catch (const c10::Error& e) {  // something in the step cannot be captured: say what, go on eagerly
-        log::warn("CUDA graph capture failed, the run continues with eager steps: ", e.what_without_backtrace());
+      } catch (const std::exception& e) {  // something in the step cannot be captured: say what, go on eagerly
+        log::warn("CUDA graph capture failed, the run continues with eager steps: ", first_line(e));
         graph_.reset();
         failed_ = true;
         return eager_step(batch, poison);

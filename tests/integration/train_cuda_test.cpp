@@ -29,6 +29,17 @@ struct CudaFixture {
   }
 };
 
+// The two runs logged the same steps, with losses within 1e-3 relative of each other.
+void expect_same_loss_curve(const std::string& run_a, const std::string& run_b) {
+  const auto a = metric_records(run_a, "train"), b = metric_records(run_b, "train");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
+        << "step " << a[i]["step"];
+  }
+}
+
 }  // namespace
 
 class TrainCuda : public ::testing::TestWithParam<std::string> {
@@ -89,11 +100,7 @@ TEST_P(TrainCuda, GraphedStepsFollowTheEagerLossCurve) {
   r = f.train(graphed, GetParam(), "--set train.cuda_graphs=on");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
-  const auto a = metric_records(eager, "train"), b = metric_records(graphed, "train");
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
-        << "step " << a[i]["step"];
+  expect_same_loss_curve(eager, graphed);
 }
 
 // A step that cannot be captured (fault injection: the step reads a device value on the host)
@@ -109,11 +116,7 @@ TEST_P(TrainCuda, FailedCaptureFallsBackToEagerStepsOnTheEagerCurve) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("CUDA graph capture failed"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
-  const auto a = metric_records(eager, "train"), b = metric_records(fallback, "train");
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
-        << "step " << a[i]["step"];
+  expect_same_loss_curve(eager, fallback);
 }
 
 // Evaluation under bf16 autocast (eval.precision auto on CUDA) stays within 1 % perplexity of
@@ -162,11 +165,7 @@ TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     r = f.train(gpu, "fp32", family + " --set train.cuda_graphs=off");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const auto a = metric_records(cpu, "train"), b = metric_records(gpu, "train");
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-3 * a[i]["loss"].get<double>())
-          << "step " << a[i]["step"];
+    expect_same_loss_curve(cpu, gpu);
     r = f.train(bf16, "bf16", family + " --set train.cuda_graphs=on");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;

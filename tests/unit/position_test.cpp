@@ -1,6 +1,7 @@
 // Position families other than RoPE against independently computed values: T5 buckets and
 // ALiBi slopes (tables from the definitions, source noted), the sinusoidal formula, the learned
-// table's limit, and the bias shapes the encoder relies on.
+// table's limit, and the bias shapes the encoder relies on. Also the table cache: one table,
+// or one per key once a CUDA graph may read them.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/relative_bias.h"
+#include "roformer/model/position/table_cache.h"
 
 using namespace roformer;
 using namespace roformer::model;
@@ -97,4 +99,61 @@ TEST(Learned, AddsTheTableAndRefusesPositionsPastItsEnd) {
     EXPECT_NE(std::string(e.what()).find("8 rows"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("sequence length 9"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+// Builds a distinct table per call and counts the calls.
+struct CountingBuild {
+  int calls = 0;
+  torch::Tensor operator()() { return torch::full({4}, static_cast<double>(++calls), torch::kFloat64); }
+};
+
+// Sets TableCache::keep_every_table for one test and restores it after.
+struct KeepTables {
+  explicit KeepTables(bool keep) : before(TableCache::keeps_every_table()) { TableCache::keep_every_table(keep); }
+  ~KeepTables() { TableCache::keep_every_table(before); }
+  bool before;
+};
+
+}  // namespace
+
+TEST(TableCache, HoldsOneTableSoLongEvaluationStaysBounded) {
+  const KeepTables single(false);
+  TableCache cache;
+  CountingBuild build;
+  auto get = [&](int64_t length, torch::ScalarType dtype) {
+    return cache.get(torch::kCPU, length, dtype, [&] { return build(); });
+  };
+  const torch::Tensor a = get(8, torch::kFloat);
+  EXPECT_EQ(get(8, torch::kFloat).data_ptr(), a.data_ptr());  // a hit: the same storage
+  EXPECT_EQ(build.calls, 1);
+  get(8, torch::kBFloat16);  // another dtype replaces it
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(a.use_count(), 1) << "the replaced table must be released";
+  EXPECT_NE(get(8, torch::kFloat).data_ptr(), a.data_ptr());
+  EXPECT_EQ(build.calls, 3);
+  get(16, torch::kFloat);  // another length
+  cache.get(
+      torch::kCPU, 16, torch::kFloat, [&] { return build(); }, 0, 4);  // a block of rows
+  EXPECT_EQ(build.calls, 5);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+// After a capture the graph reads the tables it was captured with: an fp32 validation pass
+// after bf16 training must not free the bf16 table, and training's next eager step finds it.
+TEST(TableCache, KeepsEveryTableOnceACudaGraphMayReadThem) {
+  const KeepTables keep(true);
+  TableCache cache;
+  CountingBuild build;
+  auto get = [&](torch::ScalarType dtype) { return cache.get(torch::kCPU, 8, dtype, [&] { return build(); }); };
+  const torch::Tensor training = get(torch::kBFloat16);
+  const void* address = training.data_ptr();
+  const torch::Tensor validation = get(torch::kFloat);
+  EXPECT_GT(training.use_count(), 1) << "the cache must still hold the table the graph reads";
+  EXPECT_EQ(get(torch::kBFloat16).data_ptr(), address);
+  EXPECT_EQ(get(torch::kFloat).data_ptr(), validation.data_ptr());
+  EXPECT_EQ(build.calls, 2);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(get(torch::kBFloat16)[0].item<double>(), 1.0);  // the first table's values
 }

@@ -18,6 +18,7 @@
 #endif
 
 #include "roformer/common/log.h"
+#include "roformer/model/position/table_cache.h"
 
 namespace roformer::train {
 
@@ -152,6 +153,7 @@ class CudaGraphStep : public GraphedStep {
   }
 
   void capture() {
+    model::TableCache::keep_every_table(true);  // the graph will read the position tables by address
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
     const at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
     on_side_stream([&] {

@@ -4,10 +4,13 @@
 // on an asynchronous error or a deadline it calls ncclCommAbort, which releases the GPU, and
 // the next wait() throws naming the operation. NCCL itself has no timeout: without the
 // watchdog a dead peer is a hang. Unique id exchange and init go through the c10d store
-// (non-blocking init, so init is bounded by the timeout too).
+// (non-blocking init, so init is bounded by the timeout too). A collective the nonblocking
+// communicator answers with ncclInProgress is polled until it is on the stream before its
+// completion event is recorded (poll_in_progress.h).
 #include "roformer/dist/communicator.h"
 
 #include "roformer/common/errors.h"
+#include "roformer/dist/poll_in_progress.h"
 
 #if defined(ROFORMER_HAVE_NCCL) && defined(ROFORMER_WITH_CUDA)
 #include <ATen/ATen.h>
@@ -101,23 +104,16 @@ class NcclCommunicator : public Communicator {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
-    const auto deadline = Clock::now() + timeout;
-    while (r == ncclInProgress || r == ncclSuccess) {
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      if (state == ncclSuccess) break;
-      if (state != ncclInProgress) {
-        r = state;
-        break;
-      }
-      if (Clock::now() > deadline) {
-        ncclCommAbort(comm_);
-        throw std::runtime_error("NCCL init timed out after " + std::to_string(timeout.count()) + " ms on rank " +
-                                 std::to_string(rank) + " (a peer never joined?)");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (r != ncclSuccess && r != ncclInProgress)
+    if (r == ncclSuccess || r == ncclInProgress) r = async_state();  // init goes on in the background
+    r = poll_in_progress(
+        r, ncclInProgress, [&] { return async_state(); }, Clock::now() + timeout,
+        [&]() -> ncclResult_t {
+          ncclCommAbort(comm_);
+          throw std::runtime_error("NCCL init timed out after " + std::to_string(timeout.count()) + " ms on rank " +
+                                   std::to_string(rank) + " (a peer never joined?)");
+        },
+        std::chrono::milliseconds(1));
+    if (r != ncclSuccess)
       throw std::runtime_error(std::string("NCCL init failed on rank ") + std::to_string(rank) + ": " +
                                ncclGetErrorString(r));
     watchdog_ = std::thread([this] { watch(); });
@@ -193,9 +189,15 @@ class NcclCommunicator : public Communicator {
                "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream_.stream(), ready, 0), "cudaStreamWaitEvent");
     cudaEventDestroy(ready);
-    const ncclResult_t r = launch(stream_.stream());
-    if (r != ncclSuccess && r != ncclInProgress)
-      throw std::runtime_error("NCCL " + what + " failed: " + ncclGetErrorString(r));
+    // In progress: accepted but maybe not yet on the stream; the completion event must follow it.
+    const ncclResult_t r = poll_in_progress(
+        launch(stream_.stream()), ncclInProgress, [&] { return async_state(); }, op->start + timeout_,
+        [&]() -> ncclResult_t {
+          abort_locked("operation #" + std::to_string(op->seq) + " (" + what + ") was not enqueued within " +
+                       std::to_string(timeout_.count()) + " ms (a peer died or stalled)");
+          throw std::runtime_error(error_);
+        });
+    if (r != ncclSuccess) throw std::runtime_error("NCCL " + what + " failed: " + ncclGetErrorString(r));
     check_cuda(cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaEventRecord(op->done, stream_.stream()), "cudaEventRecord");
     pending_.push_back(op);
@@ -218,18 +220,27 @@ class NcclCommunicator : public Communicator {
       ncclCommGetAsyncError(comm_, &async);
       const auto& op = *pending_.front();
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - op.start);
-      if ((async != ncclSuccess && async != ncclInProgress) || waited > timeout_) {
-        error_ = "NCCL watchdog on rank " + std::to_string(rank_) + ": operation #" + std::to_string(op.seq) + " (" +
-                 op.what + ") " +
-                 (async != ncclSuccess && async != ncclInProgress
-                      ? std::string("failed: ") + ncclGetErrorString(async)
-                      : "timed out after " + std::to_string(waited.count()) + " ms (a peer died or stalled)") +
-                 "; communicator aborted";
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
-        wake_.notify_all();
-      }
+      if ((async != ncclSuccess && async != ncclInProgress) || waited > timeout_)
+        abort_locked("operation #" + std::to_string(op.seq) + " (" + op.what + ") " +
+                     (async != ncclSuccess && async != ncclInProgress
+                          ? std::string("failed: ") + ncclGetErrorString(async)
+                          : "timed out after " + std::to_string(waited.count()) + " ms (a peer died or stalled)"));
     }
+  }
+
+  // The communicator's asynchronous state: init or an enqueue in progress, success, or an error.
+  ncclResult_t async_state() {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    return r == ncclSuccess ? state : r;
+  }
+
+  // Records why, aborts the communicator (releasing the GPU) and wakes every waiter; mutex_ held.
+  void abort_locked(const std::string& why) {
+    error_ = "NCCL watchdog on rank " + std::to_string(rank_) + ": " + why + "; communicator aborted";
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    wake_.notify_all();
   }
 
   int rank_, size_, device_;

@@ -18,6 +18,13 @@ TEST(Strings, TrimAndJoin) {
   EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
 }
 
+TEST(Strings, FirstLineStopsAtTheFirstNewline) {
+  EXPECT_EQ(first_line("CUDA error: not permitted\nSearch for ...\nException raised from"),
+            "CUDA error: not permitted");
+  EXPECT_EQ(first_line("one line"), "one line");
+  EXPECT_EQ(first_line(""), "");
+}
+
 TEST(Strings, EditDistanceMatchesHandComputed) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(edit_distance("", "abc"), 3u);

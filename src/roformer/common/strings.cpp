@@ -30,6 +30,10 @@ std::string trim(const std::string& text) {
   return text.substr(b, e - b + 1);
 }
 
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {

@@ -9,6 +9,8 @@ namespace roformer {
 std::vector<std::string> split(const std::string& text, char sep);
 std::string trim(const std::string& text);
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// Text up to its first newline (an exception message without LibTorch's hints and backtrace).
+std::string first_line(const std::string& text);
 
 // Levenshtein edit distance between two strings.
 size_t edit_distance(const std::string& a, const std::string& b);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/strings.h"
 #include "roformer/dist/master_probe.h"
 
 namespace roformer::dist {
@@ -48,8 +49,8 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
     // The environment, not our code: peers that never came, a port in use. One line, exit 2.
     const std::string what = e.what();
     throw UserError("rendezvous at MASTER_ADDR:MASTER_PORT=" + where + " failed on rank " + std::to_string(env.rank) +
-                    " (waited up to " + std::to_string(options.timeout.count() / 1000) + " s, dist.timeout_s): " +
-                    what.substr(0, what.find('\n')) + "; are all " + std::to_string(env.world_size) +
+                    " (waited up to " + std::to_string(options.timeout.count() / 1000) +
+                    " s, dist.timeout_s): " + first_line(what) + "; are all " + std::to_string(env.world_size) +
                     " ranks started with the same MASTER_ADDR/MASTER_PORT, and is the port free on rank 0's host?");
   }
   store_->setTimeout(options.timeout);

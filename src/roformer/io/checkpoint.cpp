@@ -17,18 +17,12 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
+#include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/io/safetensors.h"
 
 namespace roformer::io {
-namespace {
-
-// The first line of an exception message (c10 errors append pages of backtrace).
-std::string first_line(const std::string& what) {
-  return what.substr(0, what.find('\n'));
-}
-
-}  // namespace
+namespace {}  // namespace
 namespace {
 
 using nlohmann::json;

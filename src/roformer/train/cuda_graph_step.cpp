@@ -18,6 +18,7 @@
 #endif
 
 #include "roformer/common/log.h"
+#include "roformer/common/strings.h"
 #include "roformer/model/position/table_cache.h"
 
 namespace roformer::train {
@@ -31,13 +32,6 @@ int64_t scored_capacity(int64_t positions, bool mlm, double mask_prob) {
 
 #ifdef ROFORMER_WITH_CUDA
 namespace {
-
-// An exception's first line (LibTorch's CUDA errors add hints and a backtrace below it).
-std::string first_line(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  const std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
-  return text.substr(0, text.find('\n'));
-}
 
 // The static inputs of one micro-batch.
 struct StaticMicro {
@@ -70,7 +64,7 @@ class CudaGraphStep : public GraphedStep {
       try {
         capture();
       } catch (const std::exception& e) {  // something in the step cannot be captured: say what, go on eagerly
-        log::warn("CUDA graph capture failed, the run continues with eager steps: ", first_line(e));
+        log::warn("CUDA graph capture failed, the run continues with eager steps: ", first_line(e.what()));
         graph_.reset();
         failed_ = true;
         return eager_step(batch, poison);

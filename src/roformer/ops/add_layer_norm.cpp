@@ -22,10 +22,6 @@ namespace {
 
 constexpr const char* kOp = "roformer::add_layer_norm";
 
-at::ScalarType acc_dtype(const at::Tensor& x) {
-  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 // Checks shapes, dtypes and devices; returns the launch with sizes, dtype and eps filled.
 AddLayerNormLaunch describe(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
                             const at::Tensor& bias, double eps) {
@@ -57,7 +53,8 @@ Forward forward_impl(const at::Tensor& x_in, const at::Tensor& residual_in, cons
                      const at::Tensor& bias, double eps) {
   AddLayerNormLaunch p = describe(x_in, residual_in, weight, bias, eps);
   const at::Tensor x = x_in.contiguous(), r = residual_in.contiguous();
-  const at::Tensor w = weight.to(acc_dtype(x)).contiguous(), b = bias.to(acc_dtype(x)).contiguous();
+  const at::Tensor w = weight.to(accumulate_dtype(x.scalar_type())).contiguous(),
+                   b = bias.to(accumulate_dtype(x.scalar_type())).contiguous();
   Forward f{at::empty_like(x, at::MemoryFormat::Contiguous), at::empty({p.rows}, w.options()),
             at::empty({p.rows}, w.options())};
   if (p.rows == 0) return f;
@@ -91,7 +88,7 @@ Backward backward_impl(const at::Tensor& grad, const at::Tensor& x_in, const at:
   AddLayerNormLaunch p = describe(x_in, residual_in, weight, bias, eps);
   const at::Tensor x = x_in.contiguous(), r = residual_in.contiguous();
   const at::Tensor g = grad.to(x.scalar_type()).contiguous();
-  const at::Tensor w = weight.to(acc_dtype(x)).contiguous();
+  const at::Tensor w = weight.to(accumulate_dtype(x.scalar_type())).contiguous();
   Backward out{at::empty_like(x, at::MemoryFormat::Contiguous), {}, {}};
   if (p.rows == 0) return {out.grad_in, at::zeros_like(weight), at::zeros_like(bias)};
   p.x = x.data_ptr();

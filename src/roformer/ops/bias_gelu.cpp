@@ -17,10 +17,6 @@
 namespace roformer::ops {
 namespace {
 
-at::ScalarType acc_dtype(const at::Tensor& x) {
-  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 // Checks shapes and devices; returns the launch with rows, cols, dtype, kind and bias filled.
 BiasGeluLaunch describe(const at::Tensor& x, const at::Tensor& bias_acc, bool tanh) {
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "roformer::bias_gelu: x must have a non-empty last dimension, got ",
@@ -39,7 +35,7 @@ BiasGeluLaunch describe(const at::Tensor& x, const at::Tensor& bias_acc, bool ta
 
 at::Tensor forward_impl(const at::Tensor& x_in, const at::Tensor& bias, bool tanh) {
   const at::Tensor x = x_in.contiguous();
-  const at::Tensor b = bias.to(acc_dtype(x)).contiguous();
+  const at::Tensor b = bias.to(accumulate_dtype(x.scalar_type())).contiguous();
   at::Tensor out = at::empty_like(x);
   BiasGeluLaunch p = describe(x, b, tanh);
   if (p.rows == 0) return out;
@@ -63,7 +59,7 @@ std::pair<at::Tensor, at::Tensor> backward_impl(const at::Tensor& grad_in, const
                                                 const at::Tensor& bias, bool tanh) {
   const at::Tensor x = x_in.contiguous();
   const at::Tensor g = grad_in.to(x.scalar_type()).contiguous();
-  const at::Tensor b = bias.to(acc_dtype(x)).contiguous();
+  const at::Tensor b = bias.to(accumulate_dtype(x.scalar_type())).contiguous();
   at::Tensor grad_x = at::empty_like(x);
   BiasGeluLaunch p = describe(x, b, tanh);
   if (p.rows == 0) return {grad_x, at::zeros_like(bias)};
@@ -72,14 +68,14 @@ std::pair<at::Tensor, at::Tensor> backward_impl(const at::Tensor& grad_in, const
   p.grad = g.data_ptr();
   p.out = grad_x.data_ptr();
   if (x.is_cpu()) {
-    grad_b = at::empty({p.cols}, x.options().dtype(acc_dtype(x)));
+    grad_b = at::empty({p.cols}, x.options().dtype(accumulate_dtype(x.scalar_type())));
     p.bias_grad = grad_b.data_ptr();
     bias_gelu_backward_cpu(p);
 #ifdef ROFORMER_WITH_CUDA
   } else if (x.is_cuda()) {
     const c10::cuda::CUDAGuard guard(x.device());
     bias_gelu_backward_cuda(p, c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
-    grad_b = grad_x.reshape({-1, p.cols}).sum(0, /*keepdim=*/false, acc_dtype(x));
+    grad_b = grad_x.reshape({-1, p.cols}).sum(0, /*keepdim=*/false, accumulate_dtype(x.scalar_type()));
 #endif
   } else {
     TORCH_CHECK(false, "roformer::bias_gelu: no kernel for device ", x.device());

@@ -1,4 +1,5 @@
-// LibTorch dtype -> KernelDType for the ops' argument checks (rope.cpp, bias_gelu.cpp).
+// LibTorch dtype -> KernelDType for the ops' argument checks (rope.cpp, bias_gelu.cpp,
+// add_layer_norm.cpp), and the dtype those ops accumulate in.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -22,6 +23,11 @@ inline KernelDType to_kernel_dtype(c10::ScalarType t, const char* op) {
     default:
       TORCH_CHECK(false, op, ": unsupported dtype ", t, "; use float32, float64, float16 or bfloat16");
   }
+}
+
+// The dtype a kernel accumulates `t` in: double for double, float for every other dtype.
+inline c10::ScalarType accumulate_dtype(c10::ScalarType t) {
+  return t == c10::kDouble ? c10::kDouble : c10::kFloat;
 }
 
 }  // namespace roformer::ops

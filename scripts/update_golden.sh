@@ -4,6 +4,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-cmake --build --preset release --target test_golden roformer >/dev/null
-ROFORMER_UPDATE_GOLDEN=1 build/release/tests/test_golden --gtest_brief=1 | grep -i "wrote" || true
+cmake --build --preset release --target test_integration roformer >/dev/null
+ROFORMER_UPDATE_GOLDEN=1 build/release/tests/test_integration --gtest_filter="Golden.*" --gtest_brief=1 | grep -i "wrote" || true
 git --no-pager diff --stat -- tests/golden/

@@ -25,6 +25,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace bad_inputs_test {
+
 using namespace roformer::testing;
 
 namespace {
@@ -227,3 +229,5 @@ TEST(BadInputSuite, HasAtLeastOneHundredTenCases) {
 TEST(BadInputSuite, EveryCaseExpectsAUserErrorExit) {
   for (const std::string& f : case_files()) EXPECT_EQ(parse_case(f).exit, 2) << f;
 }
+
+}  // namespace bad_inputs_test

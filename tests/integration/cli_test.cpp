@@ -4,6 +4,8 @@
 
 #include "test_support.h"
 
+namespace cli_test {
+
 using namespace roformer::testing;
 
 namespace {
@@ -80,3 +82,5 @@ TEST(Cli, ConfigSchemaListsKeys) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("model.position.kind"), std::string::npos);
 }
+
+}  // namespace cli_test

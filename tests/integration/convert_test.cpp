@@ -10,6 +10,8 @@
 #include "roformer/model/encoder.h"
 #include "test_support.h"
 
+namespace convert_test {
+
 using namespace roformer;
 using namespace roformer::testing;
 
@@ -140,3 +142,5 @@ TEST(Forward, WritesLogitsAndHiddenStatesAndRefusesBadInputs) {
   bad("[[1, 2]]", "--attention-mask '" + dir.file("mask.json") + "'", "--attention-mask has shape [1, 3]");
   bad("[[1, 2]]", "--token-type-ids '" + dir.file("ids.json") + "'", "the model has no token types");
 }
+
+}  // namespace convert_test

@@ -15,6 +15,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace ddp_test {
+
 using namespace roformer::testing;
 using Clock = std::chrono::steady_clock;
 
@@ -268,3 +270,5 @@ TEST(DataParallel, SignalToOneRankStopsEveryRankAfterTheSameStepWithACheckpoint)
   EXPECT_EQ(stopped_at(log0), stopped_at(log1));
   EXPECT_TRUE(roformer::path_exists(run + "/checkpoints/step_" + stopped_at(log0) + "/meta.json"));
 }
+
+}  // namespace ddp_test

@@ -12,6 +12,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace eval_test {
+
 using namespace roformer::testing;
 using nlohmann::json;
 
@@ -217,3 +219,5 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
     EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "sdpa-flash" : "explicit-scores");
   }
 }
+
+}  // namespace eval_test

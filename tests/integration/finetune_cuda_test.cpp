@@ -9,6 +9,8 @@
 
 #include "test_support.h"
 
+namespace finetune_cuda_test {
+
 using namespace roformer::testing;
 using nlohmann::json;
 
@@ -57,3 +59,5 @@ TEST(FinetuneCuda, Fp32FollowsTheCpuAndBf16ResumesExactly) {
                                    resumed + "/checkpoints/step_24/model.safetensors"),
             "");
 }
+
+}  // namespace finetune_cuda_test

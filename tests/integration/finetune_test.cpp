@@ -15,6 +15,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace finetune_test {
+
 using namespace roformer::testing;
 using nlohmann::json;
 
@@ -170,3 +172,5 @@ TEST(Finetune, SentencePieceCheckpointsTokeniseThroughTheToolAndRefuseTheByteTok
   EXPECT_NE(r.output.find("tokenised with sentencepiece"), std::string::npos) << r.output;
   EXPECT_FALSE(roformer::path_exists(dir.file("ft-byte")));
 }
+
+}  // namespace finetune_test

@@ -13,6 +13,8 @@
 
 #include "test_support.h"
 
+namespace golden_test {
+
 using namespace roformer::testing;
 
 namespace {
@@ -67,3 +69,5 @@ TEST(Golden, TwentyCpuStepsReproduceTheCommittedLossCurve) {
     expect_close(got[i][3], want[i][3], 1e-5, where + " grad norm");
   }
 }
+
+}  // namespace golden_test

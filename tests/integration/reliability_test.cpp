@@ -11,6 +11,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace reliability_test {
+
 using namespace roformer::testing;
 
 namespace {
@@ -143,3 +145,5 @@ TEST(Reliability, DiskFullMidRunStopsWithThePreviousCheckpointIntact) {
   EXPECT_NE(done.output.find("step_20 at step 20"), std::string::npos) << done.output;
   EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 40), checkpoint_weights(run, 40)), "");
 }
+
+}  // namespace reliability_test

@@ -13,6 +13,8 @@
 
 #include "test_support.h"
 
+namespace train_cuda_test {
+
 using namespace roformer::testing;
 
 namespace {
@@ -202,3 +204,5 @@ TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
     EXPECT_LT(gpu["peak_mem_gib"].get<double>(), peak_limit_gib);
   }
 }
+
+}  // namespace train_cuda_test

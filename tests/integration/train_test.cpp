@@ -16,6 +16,8 @@
 #include "roformer/common/files.h"
 #include "test_support.h"
 
+namespace train_test {
+
 using namespace roformer::testing;
 using nlohmann::json;
 
@@ -231,3 +233,5 @@ TEST(Train, StepsReuseHostMemoryInsteadOfFaultingItInAgain) {
   EXPECT_LT(tuned, 2000) << "page faults per step with the tuned allocator";
   EXPECT_GT(unmapping, 3 * tuned) << "unmapping every large block should fault more (the control)";
 }
+
+}  // namespace train_test

@@ -12,6 +12,8 @@
 #include "roformer/model/encoder.h"
 #include "roformer/ops/add_layer_norm.h"
 
+namespace add_layer_norm_cuda_test {
+
 using namespace roformer;
 
 namespace {
@@ -84,3 +86,5 @@ TEST(AddLayerNormCuda, FusedModelStepMatchesTheReferenceKernel) {
       roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
   roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-5);
 }
+
+}  // namespace add_layer_norm_cuda_test

@@ -15,6 +15,8 @@
 #include "roformer/model/encoder.h"
 #include "roformer/ops/add_layer_norm.h"
 
+namespace add_layer_norm_test {
+
 using namespace roformer;
 
 namespace {
@@ -216,3 +218,5 @@ TEST(AddLayerNorm, InferenceWithTheFusedKernelMatchesTheReferenceKernel) {
   const torch::Tensor a = fused->forward(in), b = reference->forward(in);
   EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5)) << (a - b).abs().max();
 }
+
+}  // namespace add_layer_norm_test

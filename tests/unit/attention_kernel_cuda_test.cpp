@@ -14,6 +14,8 @@
 #include "roformer/model/encoder.h"
 #include "roformer/train/device_setup.h"
 
+namespace attention_kernel_cuda_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using config::PositionKind;
@@ -96,3 +98,5 @@ TEST(AttentionKernelCuda, DeterministicSwitchesLeaveOnlyTheMathKernel) {
     EXPECT_EQ(o.sdpa_ops, std::set<std::string>{"aten::_scaled_dot_product_attention_math"});
   }
 }
+
+}  // namespace attention_kernel_cuda_test

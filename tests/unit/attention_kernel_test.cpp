@@ -14,6 +14,8 @@
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 
+namespace attention_kernel_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using config::PositionKind;
@@ -149,3 +151,5 @@ TEST(AttentionKernel, ScoreTermAndLinearPathsRunNoSdpa) {
   EXPECT_EQ(o.kernels, std::vector<std::string>{attention_kernel::kLinear});
   EXPECT_TRUE(o.sdpa_ops.empty());
 }
+
+}  // namespace attention_kernel_test

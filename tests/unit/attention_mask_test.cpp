@@ -17,6 +17,8 @@
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/relative_bias.h"
 
+namespace attention_mask_test {
+
 using namespace roformer;
 using namespace roformer::model;
 
@@ -204,3 +206,5 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
       EXPECT_LE((blocks.second - whole.second).abs().max().item<double>(), 1e-12);
     }
 }
+
+}  // namespace attention_mask_test

@@ -8,6 +8,8 @@
 #include "roformer/model/encoder.h"
 #include "roformer/ops/bias_gelu.h"
 
+namespace bias_gelu_cuda_test {
+
 using namespace roformer;
 
 namespace {
@@ -59,3 +61,5 @@ TEST(BiasGeluCuda, FusedModelStepMatchesTheReferenceKernel) {
       roformer::testing::model_loss_and_grads(c, torch::kFloat32, torch::kCUDA);
   roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-5);
 }
+
+}  // namespace bias_gelu_cuda_test

@@ -14,6 +14,8 @@
 #include "roformer/ops/bias_gelu.h"
 #include "roformer/ops/bias_gelu_math.h"
 
+namespace bias_gelu_test {
+
 using namespace roformer;
 
 namespace {
@@ -172,3 +174,5 @@ TEST(BiasGelu, ModelWithTheFusedKernelMatchesTheReferenceKernel) {
     }
   }
 }
+
+}  // namespace bias_gelu_test

@@ -10,6 +10,8 @@
 #include "roformer/sweep/sweep.h"
 #include "test_support.h"
 
+namespace config_test {
+
 using namespace roformer;
 using namespace roformer::config;
 using roformer::testing::TempDir;
@@ -223,3 +225,5 @@ TEST(Config, EveryShippedSweepFileLoads) {
   }
   EXPECT_GE(count, 2);
 }
+
+}  // namespace config_test

@@ -24,6 +24,8 @@
 #include "roformer/ops/rope_cuda_kernels.cuh"
 #include "roformer/ops/rope_kernels.h"
 
+namespace cuda_kernels_on_host_test {
+
 using namespace roformer::ops;
 
 namespace {
@@ -457,3 +459,5 @@ TEST(CudaKernelsOnHost, TheEmulatorReportsWhatTheGpuWouldRefuseOrLeaveUndefined)
 }
 
 }  // namespace
+
+}  // namespace cuda_kernels_on_host_test

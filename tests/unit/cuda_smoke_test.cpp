@@ -4,6 +4,9 @@
 
 #ifdef ROFORMER_WITH_CUDA
 #include "roformer/ops/cuda_selftest.h"
+
+namespace cuda_smoke_test {
+
 #endif
 
 TEST(CudaSmoke, KernelRunsOnTheGpu) {
@@ -14,3 +17,5 @@ TEST(CudaSmoke, KernelRunsOnTheGpu) {
   EXPECT_EQ(roformer::ops::cuda_selftest(1 << 20), 0.0);
 #endif
 }
+
+}  // namespace cuda_smoke_test

@@ -19,6 +19,8 @@
 #include "roformer/data/tokenizer.h"
 #include "test_support.h"
 
+namespace data_test {
+
 using namespace roformer;
 using namespace roformer::data;
 using roformer::testing::run_command;
@@ -357,3 +359,5 @@ TEST(Files, LastPathComponentIgnoresTrailingSlashes) {
   EXPECT_EQ(last_path_component("///"), "");
   EXPECT_EQ(last_path_component("x/.."), "..");
 }
+
+}  // namespace data_test

@@ -16,6 +16,8 @@
 #include "roformer/dist/reducer.h"
 #include "roformer/train/device_setup.h"
 
+namespace dist_test {
+
 using roformer::UserError;
 using namespace roformer::dist;
 using roformer::data::DistributedSampler;
@@ -308,3 +310,5 @@ TEST(PollInProgress, PollsUntilTheStateLeavesInProgressAndStopsAtTheDeadline) {
   EXPECT_EQ(r, 7);
   EXPECT_GE(steady_clock::now() - start, milliseconds(30));
 }
+
+}  // namespace dist_test

@@ -13,6 +13,8 @@
 #include "roformer/finetune/triplets.h"
 #include "test_support.h"
 
+namespace finetune_data_test {
+
 using namespace roformer;
 using namespace roformer::finetune;
 using roformer::testing::TempDir;
@@ -154,3 +156,5 @@ TEST(Triplets, ReadsCailStyleJsonLinesAndRefusesBadOnes) {
             std::string::npos);
   EXPECT_NE(bad("\n").find("no triplets"), std::string::npos);
 }
+
+}  // namespace finetune_data_test

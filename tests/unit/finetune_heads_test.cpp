@@ -13,6 +13,8 @@
 #include "roformer/finetune/heads.h"
 #include "roformer/finetune/pair_encoding.h"
 
+namespace finetune_heads_test {
+
 using namespace roformer;
 using namespace roformer::finetune;
 
@@ -95,3 +97,5 @@ TEST(FinetuneInputs, PairEncodingWithLongestFirstTruncation) {
   EXPECT_EQ(single.token_types, (std::vector<int64_t>(5, 0)));
   EXPECT_THROW(encode_pair(bytes, "a", "b", 4), UserError);  // no room for one token of each
 }
+
+}  // namespace finetune_heads_test

@@ -18,6 +18,8 @@
 #include "roformer/finetune/task_model.h"
 #include "test_support.h"
 
+namespace finetune_task_test {
+
 using namespace roformer;
 using namespace roformer::finetune;
 using roformer::testing::TempDir;
@@ -224,3 +226,5 @@ TEST(FinetuneTask, SplitsAreReadTokenisedAndTruncatedAsTheTaskSays) {
   EXPECT_NE(user_error([&] { load_split(f, split_path(f, "train", true), kBytes); }).find("no triplets"),
             std::string::npos);
 }
+
+}  // namespace finetune_task_test

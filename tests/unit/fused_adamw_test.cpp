@@ -13,6 +13,8 @@
 #include "roformer/train/mfu.h"
 #include "roformer/train/step.h"
 
+namespace fused_adamw_test {
+
 using namespace roformer;
 
 namespace {
@@ -172,3 +174,5 @@ TEST(CudaGraphStep, CapacityCoversTheScoredPositionsAndTheCpuIsRefused) {
   EXPECT_EQ(train::make_graphed_step(m, *opt, torch::kCPU, {}, &why), nullptr);
   EXPECT_EQ(why, "training runs on the CPU");
 }
+
+}  // namespace fused_adamw_test

@@ -18,6 +18,8 @@
 #include "roformer/model/memory_estimate.h"
 #include "test_support.h"
 
+namespace input_hardening_test {
+
 using namespace roformer;
 using roformer::testing::TempDir;
 using roformer::testing::user_error;
@@ -183,3 +185,5 @@ TEST(CliOptions, EvalFlagsBecomeRuntimeOverrides) {
   EXPECT_EQ(cli::eval_overrides(a),
             (std::vector<std::string>{"eval.batch_size=2", "eval.lengths=64,128", "eval.stride=0"}));
 }
+
+}  // namespace input_hardening_test

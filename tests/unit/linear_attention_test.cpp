@@ -17,6 +17,8 @@
 #include "roformer/model/linear_attention.h"
 #include "roformer/model/position/position_encoding.h"
 
+namespace linear_attention_test {
+
 using namespace roformer;
 using namespace roformer::model;
 
@@ -287,3 +289,5 @@ TEST(LinearAttention, ModelsTrainAStepWithEitherMapAndFavorRedraws) {
     }
   }
 }
+
+}  // namespace linear_attention_test

@@ -6,6 +6,8 @@
 #include "roformer/common/log.h"
 #include "test_support.h"
 
+namespace log_test {
+
 using namespace roformer;
 
 TEST(Log, ParsesLevelsAndRejectsUnknownNames) {
@@ -42,3 +44,5 @@ TEST(Log, RankPrefixAppearsOnConsoleForMultiProcessRuns) {
   const std::string single = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(single.find("[rank"), std::string::npos) << single;
 }
+
+}  // namespace log_test

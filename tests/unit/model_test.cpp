@@ -9,6 +9,8 @@
 #include "roformer/model/encoder.h"
 #include "test_support.h"
 
+namespace model_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using config::PositionKind;
@@ -333,3 +335,5 @@ TEST(Model, Bf16HiddenStatesStayBf16AndFollowTheDoubleModel) {
     EXPECT_LT(h.to(torch::kFloat64).mean(-1).abs().max().item<double>(), 0.02);
   }
 }
+
+}  // namespace model_test

@@ -12,6 +12,8 @@
 #include "roformer/dist/communicator.h"
 #include "roformer/dist/reducer.h"
 
+namespace nccl_test {
+
 using namespace roformer::dist;
 
 namespace {
@@ -92,3 +94,5 @@ TEST(Nccl, PeerThatNeverJoinsFailsInitWithinTheTimeout) {
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
 }
+
+}  // namespace nccl_test

@@ -9,6 +9,8 @@
 #include "roformer/common/errors.h"
 #include "roformer/eval/passkey.h"
 
+namespace passkey_test {
+
 using namespace roformer;
 
 namespace {
@@ -69,3 +71,5 @@ TEST(Passkey, EvaluatorCountsTrialsAndRefusesMlm) {
   model::EncoderModel mlm = model::build_model(c, 1);
   EXPECT_THROW(eval::passkey_accuracy(mlm, {128}, {0.5}, 1, 5, torch::kCPU), UserError);
 }
+
+}  // namespace passkey_test

@@ -13,6 +13,8 @@
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/table_cache.h"
 
+namespace position_test {
+
 using namespace roformer;
 using namespace roformer::model;
 
@@ -157,3 +159,5 @@ TEST(TableCache, KeepsEveryTableOnceACudaGraphMayReadThem) {
   EXPECT_EQ(cache.size(), 2u);
   EXPECT_EQ(get(torch::kBFloat16)[0].item<double>(), 1.0);  // the first table's values
 }
+
+}  // namespace position_test

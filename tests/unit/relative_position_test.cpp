@@ -18,6 +18,8 @@
 #include "roformer/model/position/relative_terms.h"
 #include "roformer/model/position/xpos.h"
 
+namespace relative_position_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using config::PositionKind;
@@ -337,3 +339,5 @@ TEST(RelativePosition, LinearAttentionRefusesScoreTermFamiliesWithTheReason) {
     }
   }
 }
+
+}  // namespace relative_position_test

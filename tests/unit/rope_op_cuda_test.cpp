@@ -6,6 +6,8 @@
 #include "roformer/model/position/rope_frequencies.h"
 #include "roformer/ops/rope.h"
 
+namespace rope_op_cuda_test {
+
 using namespace roformer;
 
 namespace {
@@ -148,3 +150,5 @@ TEST(RopeOpCuda, CosSinTableMatchesComputingOnTheGpu) {
         EXPECT_TRUE(torch::equal(identity[1].slice(1, 150, 200).cpu(), tabled[1].slice(1, 150, 200).cpu()));
       }
 }
+
+}  // namespace rope_op_cuda_test

@@ -14,6 +14,8 @@
 #include "roformer/ops/rope.h"
 #include "roformer/ops/rope_math.h"
 
+namespace rope_op_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using ops::RopeLayout;
@@ -411,3 +413,5 @@ TEST(RopeOp, OutputsAreBshdInMemoryWhateverTheLayout) {
   EXPECT_TRUE(same.is_contiguous());
   EXPECT_TRUE(torch::equal(out.transpose(1, 2), same));  // one rotation, two layouts
 }
+
+}  // namespace rope_op_test

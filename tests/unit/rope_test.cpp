@@ -12,6 +12,8 @@
 #include "roformer/model/position/rope_frequencies.h"
 #include "roformer/model/position/rope_reference.h"
 
+namespace rope_test {
+
 using namespace roformer;
 using namespace roformer::model;
 using config::RopePairing;
@@ -281,3 +283,5 @@ TEST(Rope, ModuleCosSinTableEqualsComputingAcrossLengths) {
       }
     }
 }
+
+}  // namespace rope_test

@@ -10,6 +10,8 @@
 #include "roformer/io/safetensors.h"
 #include "test_support.h"
 
+namespace safetensors_test {
+
 using namespace roformer::io;
 using roformer::testing::TempDir;
 using roformer::testing::write_file;
@@ -122,3 +124,5 @@ TEST(Safetensors, TruncatedFilesOnDiskAndMissingFilesAreNamed) {
   EXPECT_THROW(read_safetensors(dir.file("missing.safetensors")), roformer::UserError);
   EXPECT_THROW(read_safetensors(dir.path()), roformer::UserError);  // a directory
 }
+
+}  // namespace safetensors_test

@@ -12,6 +12,8 @@
 #include "roformer/data/tokenizer_process.h"
 #include "test_support.h"
 
+namespace sentencepiece_test {
+
 using namespace roformer;
 
 TEST(SentencePiece, TrainsEncodesAndRoundTrips) {
@@ -67,3 +69,5 @@ TEST(SentencePiece, TheTokenizerServiceEncodesAsTheLibraryDoes) {
   roformer::testing::write_file(dir.file("broken.model"), "not a model");
   EXPECT_THROW(data::ProcessTokenizer(tool, dir.file("broken.model")), roformer::UserError);
 }
+
+}  // namespace sentencepiece_test

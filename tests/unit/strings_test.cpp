@@ -5,6 +5,8 @@
 
 #include "roformer/common/strings.h"
 
+namespace strings_test {
+
 using namespace roformer;
 
 TEST(Strings, SplitKeepsEmptyParts) {
@@ -49,3 +51,5 @@ TEST(Strings, ShortestDoubleRoundTripsExactly) {
   EXPECT_EQ(shortest_double(10000.0), "10000.0");
   EXPECT_EQ(shortest_double(1e-12), "1e-12");
 }
+
+}  // namespace strings_test

@@ -11,6 +11,8 @@
 #include "roformer/train/metrics.h"
 #include "roformer/train/step.h"
 
+namespace train_step_test {
+
 using namespace roformer;
 
 namespace {
@@ -176,3 +178,5 @@ TEST(StepRecord, LineRoundsItsValuesAndGivesTheRemainingTime) {
   r.tokens = 200 * 2048;
   EXPECT_EQ(r.line(), "step 200/200 | loss 2.3457 | lr 2.5e-05 | grad 0.988 | 2048 tok/s | 0.12 TFLOP/s");
 }
+
+}  // namespace train_step_test

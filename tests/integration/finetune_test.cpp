@@ -81,6 +81,35 @@ TEST(Finetune, ResumeEqualsAnUninterruptedRun) {
   EXPECT_EQ(read_file(full + "/dev_predictions.jsonl"), read_file(resumed + "/dev_predictions.jsonl"));
 }
 
+// Stopped in the middle of an epoch (the step-4 checkpoint of an 8-step epoch) and resumed: the
+// epoch's mean training loss in results.json covers all its steps, as in the uninterrupted run
+// (it averaged only the resumed steps). Resuming with another encoder type is refused.
+TEST(Finetune, MidEpochResumeKeepsTheEpochTrainLossAndTheTask) {
+  TempDir dir, other;
+  const std::string task = write_triplet_task(dir, "cross");
+  const std::string extra = " --set train.checkpoint_every=4 --set train.keep_checkpoints=100";
+  const std::string full = dir.file("full"), resumed = dir.file("resumed");
+  auto r = run_command(bin() + " finetune '" + pretrained() + "' '" + task + "' --run-dir '" + full + "'" + extra);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(run_command("mkdir -p '" + resumed + "/checkpoints' && cp -r '" + full + "/checkpoints/step_4' '" +
+                        resumed + "/checkpoints/' && cp '" + full + "/metrics.jsonl' '" + resumed + "/'")
+                .exit_code,
+            0);
+  const std::string bi_task = write_triplet_task(other, "bi");
+  r = run_command(bin() + " finetune '" + pretrained() + "' '" + bi_task + "' --run-dir '" + resumed +
+                  "' --resume auto" + extra);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("finetune.triplet_encoder = cross but this run has bi"), std::string::npos) << r.output;
+  r = run_command(bin() + " finetune '" + pretrained() + "' '" + task + "' --run-dir '" + resumed + "' --resume auto" +
+                  extra);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + resumed + "/checkpoints/step_4"), std::string::npos) << r.output;
+  const json a = results(full), b = results(resumed);
+  ASSERT_EQ(a["dev"].size(), 3u);
+  ASSERT_EQ(b["dev"].size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_EQ(a["dev"][e]["train_loss"], b["dev"][e]["train_loss"]) << "epoch " << e + 1;
+}
+
 TEST(Finetune, GlueSst2RunsToPredictionsAndConvertsToSequenceClassification) {
   TempDir dir;
   roformer::make_directories(dir.file("sst"));

@@ -146,4 +146,55 @@ TEST(Reliability, DiskFullMidRunStopsWithThePreviousCheckpointIntact) {
   EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 40), checkpoint_weights(run, 40)), "");
 }
 
+// The optimizer state (trainer.pt) is the larger file and written second: a file-size limit
+// between the two sizes fails it alone. LibTorch's own writer aborted the process there (its
+// destructor rethrew the failed write); now it is a clear error with the previous checkpoint intact.
+TEST(Reliability, DiskFullAtTheOptimizerStateStopsWithThePreviousCheckpointIntact) {
+  Fixture f;
+  const std::string steps = "--set train.steps=20 --set train.checkpoint_every=10 ";
+  const std::string straight = f.dir.file("straight"), run = f.dir.file("run");
+  ASSERT_EQ(run_command(f.train(straight, steps)).exit_code, 0);
+  const size_t weights = read_file(straight + "/checkpoints/step_10/model.safetensors").size();
+  const size_t optimizer = read_file(straight + "/checkpoints/step_10/trainer.pt").size();
+  ASSERT_LT(weights + 64 * 1024, optimizer);
+  ASSERT_EQ(run_command("ROFORMER_FAULT_KILL_IN_CHECKPOINT=20 " + f.train(run, steps)).exit_code, 137);
+  const std::string step10 = read_file(run + "/checkpoints/step_10/trainer.pt");
+  const size_t blocks = (weights + optimizer) / 2 / 512;  // sh's ulimit -f counts 512-byte blocks
+  const auto full = run_command("sh -c \"ulimit -f " + std::to_string(blocks) + "; exec " +
+                                f.train(run, steps + "--resume auto") + "\" 2>&1");
+  EXPECT_EQ(full.exit_code, 2) << full.output;
+  EXPECT_NE(full.output.find("trainer.pt' failed: File too large"), std::string::npos) << full.output;
+  EXPECT_NE(full.output.find("training stopped at step 20; the previous checkpoint"), std::string::npos) << full.output;
+  EXPECT_TRUE(read_file(run + "/checkpoints/step_10/trainer.pt") == step10) << "step_10 was rewritten";
+  EXPECT_FALSE(roformer::path_exists(run + "/checkpoints/step_20"));
+  EXPECT_EQ(checkpoint_listing(run).find(".tmp-step_"), std::string::npos);  // the failed save cleaned up
+  expect_only_complete_checkpoints(run);
+}
+
+// One process at a time per run directory: while a run trains, a second `train` on its
+// directory (resuming it, or a fresh run with another seed) stops with exit 2 before writing,
+// and the first run's metrics stay one run's, in order.
+TEST(Reliability, ASecondRunOnABusyRunDirectoryStopsAndChangesNothing) {
+  Fixture f;
+  const std::string run = f.dir.file("run");
+  const auto r = run_command(
+      f.train(run, "--set train.steps=100000 --set train.checkpoint_every=100000") + " > '" + f.dir.file("first.log") +
+      "' 2>&1 & first=$!; "
+      "for i in $(seq 600); do grep -q '\"type\":\"train\"' '" +
+      run +
+      "/metrics.jsonl' 2>/dev/null && break; "
+      "sleep 0.1; done; " +
+      f.train(run, "--resume auto") + "; echo \"resume exit $?\"; " + f.train(run, "--set train.seed=7") +
+      "; echo \"fresh exit $?\"; kill -TERM $first; wait $first; "
+      "echo \"first exit $?\"");
+  EXPECT_NE(r.output.find("resume exit 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fresh exit 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is in use by another roformer process"), std::string::npos) << r.output;
+  const auto records = metric_records(run, "train");
+  ASSERT_FALSE(records.empty()) << read_file(f.dir.file("first.log"));
+  for (size_t i = 1; i < records.size(); ++i)
+    EXPECT_LT(records[i - 1]["step"].get<int64_t>(), records[i]["step"].get<int64_t>()) << "record " << i;
+  EXPECT_EQ(run_command("grep -c 'resumed from' '" + run + "/train.log'").output, "0\n");
+}
+
 }  // namespace reliability_test

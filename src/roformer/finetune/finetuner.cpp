@@ -17,11 +17,13 @@
 #include <random>
 
 #include "roformer/common/build_info.h"
+#include "roformer/common/checked_math.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
 #include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
+#include "roformer/config/config_loader.h"
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/dataset_meta.h"
 #include "roformer/data/tokenizer_process.h"
@@ -103,6 +105,20 @@ std::string metric_line(const std::map<std::string, double>& m) {
   return s;
 }
 
+// A resumed fine-tuning run trains the same head on the same task: the keys that decide them
+// (besides model.*, which check_same_architecture compares) must match the checkpoint's.
+void check_same_task(const config::Config& saved, const config::Config& now, const std::string& dir) {
+  const auto a = config::flatten(saved), b = config::flatten(now);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const std::string& key = a[i].first;
+    if (key != "finetune.task" && key != "finetune.glue_task" && key != "finetune.triplet_encoder") continue;
+    if (a[i].second != b[i].second)
+      throw UserError("the checkpoint " + dir + " was fine-tuned with " + key + " = " + a[i].second +
+                      " but this run has " + b[i].second + "; --resume continues the same task, so use " + key + "=" +
+                      a[i].second + " or a new --run-dir");
+  }
+}
+
 class Finetuner {
  public:
   Finetuner(const config::LoadedConfig& loaded, const FinetuneOptions& o)
@@ -132,6 +148,7 @@ class Finetuner {
   const dist::DistEnv& env_;
   const bool rank0_;
   FinetuneResult result_;
+  train::RunDirectoryLock run_lock_;  // rank 0, for the life of the run
   TaskSpec spec_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   int64_t pad_id_ = 0, steps_per_epoch_ = 0;
@@ -188,11 +205,16 @@ void Finetuner::check_inputs() {
   if (steps_per_epoch_ == 0)
     throw UserError("the training split has " + std::to_string(n) + " examples, fewer than one global batch of " +
                     std::to_string(t.batch_size) + " over " + std::to_string(world) + " ranks; lower train.batch_size");
-  cfg_.train.steps = steps_per_epoch_ * f_.epochs;
+  cfg_.train.steps =
+      checked_mul(steps_per_epoch_, f_.epochs, "the fine-tuning steps (steps per epoch x finetune.epochs)");
   cfg_.train.warmup_steps = static_cast<int64_t>(std::llround(f_.warmup_ratio * static_cast<double>(cfg_.train.steps)));
+  if (rank0_) run_lock_ = train::lock_existing_run_directory(result_.run_dir);  // rank 0 writes it
   train::check_run_directory(result_.run_dir, opts_.resume);
   resume_dir_ = train::resume_target(result_.run_dir, opts_.resume);
-  if (!resume_dir_.empty()) io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
+  if (resume_dir_.empty()) return;
+  const config::Config saved = io::checkpoint_config(resume_dir_);
+  io::check_same_architecture(saved, cfg_, resume_dir_);
+  check_same_task(saved, cfg_, resume_dir_);
 }
 
 void Finetuner::setup_device() {
@@ -246,6 +268,7 @@ void Finetuner::restore() {
 void Finetuner::open_run_dir() {
   git_rev_ = build_info().git_revision;
   if (!rank0_) return;
+  train::lock_run_directory_for_writing(result_.run_dir, run_lock_);
   train::check_writable(result_.run_dir);
   log::add_file(result_.run_dir + "/train.log");
   const std::string yaml = config::dump_yaml(cfg_);
@@ -366,6 +389,8 @@ void Finetuner::evaluate_epoch(int64_t epoch, double train_loss) {
 
 void Finetuner::checkpoint() {
   state_.tokens_seen = state_.step * cfg_.train.batch_size;  // examples seen
+  state_.epoch_loss_sum = epoch_loss_.item<double>();
+  state_.epoch_steps = epoch_steps_;
   if (rank0_)
     io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, cfg_.train.keep_checkpoints);
   if (group_) group_->store_barrier("checkpoint");
@@ -443,7 +468,9 @@ FinetuneResult Finetuner::run() {
   train::install_stop_handlers();
   model_->train();
   watch_ = std::make_unique<train::NonFiniteWatch>(device_);
-  epoch_loss_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  // The epoch in progress when the checkpoint was saved (nothing on a fresh run).
+  epoch_loss_ = torch::full({}, state_.epoch_loss_sum, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  epoch_steps_ = state_.epoch_steps;
   if (rank0_ && Progress::stderr_is_terminal() && state_.step < steps)
     progress_ = std::make_unique<Progress>("finetune", static_cast<double>(steps), "steps");
   int64_t reported_bad = 0;

@@ -3,13 +3,17 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -121,6 +125,36 @@ void discard(const std::string& dir) {
   std::filesystem::remove_all(renamed ? p : hidden, removed);
 }
 
+// Writes the archive to `path` through our own writer. LibTorch's stream writer rethrows a failed
+// write from its destructor, which aborts the process (SIGABRT on a full disk at trainer.pt):
+// here a failed write is remembered and the rest of the archive discarded, so the writer never
+// sees an error, and the failure is then a UserError naming the file.
+void write_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw UserError("cannot create '" + path + "': " + std::strerror(errno) + " (disk full or not writable?)");
+  int err = 0;
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    const char* p = static_cast<const char*>(data);
+    size_t left = n;
+    while (err == 0 && left > 0) {
+      const ssize_t wrote = ::write(fd, p, left);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        err = wrote < 0 ? errno : EIO;
+        break;
+      }
+      p += wrote;
+      left -= static_cast<size_t>(wrote);
+    }
+    return n;
+  });
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0)
+    throw UserError("writing '" + path + "' failed: " + std::strerror(err) + " (disk full or not writable?)");
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
@@ -155,7 +189,9 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     archive.write("step", torch::tensor(state.step));
     archive.write("tokens_seen", torch::tensor(state.tokens_seen));
     archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
-    archive.save_to(tmp + "/trainer.pt");
+    archive.write("epoch_loss_sum", torch::tensor(state.epoch_loss_sum, torch::kFloat64));
+    archive.write("epoch_steps", torch::tensor(state.epoch_steps));
+    write_archive(archive, tmp + "/trainer.pt");
     write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
     const json meta = {{"step", state.step},
                        {"tokens_seen", state.tokens_seen},
@@ -257,13 +293,18 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
     s.step = read("step").item<int64_t>();
     s.tokens_seen = read("tokens_seen").item<int64_t>();
     s.elapsed_s = read("elapsed_s").item<double>();
+    // Absent in checkpoints written before the epoch's running loss was kept. A fresh tensor per
+    // read: the archive reads into the given tensor's storage and dtype.
+    torch::Tensor loss_sum, steps;
+    if (archive.try_read("epoch_loss_sum", loss_sum)) s.epoch_loss_sum = loss_sum.item<double>();
+    if (archive.try_read("epoch_steps", steps)) s.epoch_steps = steps.item<int64_t>();
     rng = read("rng_cpu");
   } catch (const std::exception& e) {
     throw UserError(dir + "/trainer.pt does not fit this model (saved by another architecture or run?): " +
                     first_line(e.what()) + "; resume from the checkpoint's own run");
   }
-  if (s.step < 0 || s.tokens_seen < 0)
-    throw UserError(dir + "/trainer.pt holds a negative step or token count (corrupted?)");
+  if (s.step < 0 || s.tokens_seen < 0 || s.epoch_steps < 0 || !std::isfinite(s.epoch_loss_sum))
+    throw UserError(dir + "/trainer.pt holds a negative step or token count or a non-finite loss (corrupted?)");
   if (!restore_rng) return s;
   set_generator_state(at::detail::getDefaultCPUGenerator(), rng);
   const torch::Device device = model.parameters().front().device();

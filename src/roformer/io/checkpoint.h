@@ -36,6 +36,9 @@ struct TrainerState {
   int64_t step = 0;  // optimizer steps completed
   int64_t tokens_seen = 0;
   double elapsed_s = 0;  // training time before this session
+  // Fine-tuning: the epoch in progress, so its mean training loss survives a resume mid-epoch.
+  double epoch_loss_sum = 0;
+  int64_t epoch_steps = 0;
 };
 
 // `kill_at_step` (fault injection for the kill tests): SIGKILL this process half-way through

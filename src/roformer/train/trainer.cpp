@@ -130,6 +130,7 @@ class Trainer {
   const dist::DistEnv& env_;
   const bool rank0_;
   TrainResult result_;
+  RunDirectoryLock run_lock_;  // rank 0, for the life of the run
   int64_t local_batch_ = 0;
   data::DatasetMeta meta_;
   std::string resume_dir_;
@@ -174,6 +175,7 @@ void Trainer::check_inputs() {
                     " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
                     "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
   const std::string& run_dir = result_.run_dir;
+  if (rank0_) run_lock_ = lock_existing_run_directory(run_dir);  // rank 0 writes it
   check_run_directory(run_dir, opts_.resume);
   resume_dir_ = resume_target(run_dir, opts_.resume);
   if (resume_dir_.empty()) return;
@@ -257,6 +259,7 @@ void Trainer::open_run_dir() {
   git_rev_ = build_info().git_revision;
   const std::string& run_dir = result_.run_dir;
   if (rank0_) {
+    lock_run_directory_for_writing(run_dir, run_lock_);
     check_writable(run_dir);
     log::add_file(run_dir + "/train.log");
     write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev_ + "\n" + config::dump_yaml(cfg_));

@@ -192,6 +192,20 @@ TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {
   EXPECT_NE(report.find("| rope | 2.0000 ± 1.4142 |"), std::string::npos) << report;  // valid loss 1 and 3
   EXPECT_NE(report.find("| rope | 15.00 ± 7.07 | 40.00 ± 14.14 |"), std::string::npos) << report;
   EXPECT_NE(report.find("| rope | 1.00 | 2.67 |"), std::string::npos) << report;  // 40 / 15
+  // What kill -9 leaves, a last line cut short, is skipped with a warning: the same report.
+  const std::string report_only = "'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" +
+                                  dir.file("out") + "' --report-only";
+  const std::string metrics1 = dir.file("out/runs/rope-seed1/metrics.jsonl");
+  write_file(metrics1, read_file(metrics1) + "{\"type\":\"train\",\"st");
+  auto again = run_command(report_only);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("metrics.jsonl:3: last line is incomplete"), std::string::npos) << again.output;
+  EXPECT_EQ(read_file(dir.file("out/report.md")), report);
+  // A stray file in eval/ that is not an evaluation result is named, with exit 2 (it was exit 1).
+  write_file(dir.file("out/runs/rope-seed2/eval/stray.json"), "not json");
+  again = run_command(report_only);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("eval/stray.json' is not an evaluation result"), std::string::npos) << again.output;
 }
 
 // The relative families of issue 20 through the CLI: a tiny causal model trains (the loss

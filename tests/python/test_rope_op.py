@@ -76,6 +76,33 @@ def main(lib):
     if (x - want).abs().max().item() > 1e-12:
         failures += 1
         print("FAIL in-place")
+    # In place is refused, as PyTorch's own in-place ops refuse, on a leaf that requires grad and
+    # on an expand()ed tensor (its elements share memory); the leaf is left as it was.
+    leaf = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
+    before = leaf.detach().clone()
+    expanded = torch.randn(1, 1, 4, 8, dtype=torch.float64).expand(1, 2, 4, 8)
+    for what, t in (("leaf that requires grad", leaf), ("expanded tensor", expanded)):
+        checks += 1
+        try:
+            torch.ops.roformer.rope_([t], torch.arange(4), inv, 1.0, 1.0, True, 8, False, False)
+            failures += 1
+            print(f"FAIL in-place on an {what} did not raise")
+        except RuntimeError as e:
+            if "rope_" not in str(e) and "memory location" not in str(e):
+                failures += 1
+                print(f"FAIL in-place on an {what}: unexpected error {e}")
+    checks += 1
+    if not torch.equal(leaf.detach(), before):
+        failures += 1
+        print("FAIL the refused leaf was changed")
+    # Under no_grad the same leaf may be rotated in place, and its version counter moves.
+    with torch.no_grad():
+        version = leaf._version
+        torch.ops.roformer.rope_([leaf], torch.arange(4), inv, 1.0, 1.0, True, 8, False, False)
+    checks += 1
+    if leaf._version == version or (leaf.detach() - plain_rope(before, torch.arange(4), inv, True, 8)).abs().max() > 1e-12:
+        failures += 1
+        print("FAIL in-place under no_grad")
     # Autograd through the registered Autograd kernel, by finite differences.
     q = torch.randn(1, 2, 3, 8, dtype=torch.float64, requires_grad=True)
     ok = torch.autograd.gradcheck(lambda t: op([t], torch.arange(3), inv, 1.0, 1.0, False, 8, False, False)[0], (q,))

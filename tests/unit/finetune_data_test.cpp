@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "roformer/common/errors.h"
 #include "roformer/finetune/glue_tsv.h"
@@ -114,6 +115,12 @@ TEST(GlueTsv, MalformedInputNamesFileLineAndFix) {
             std::string::npos);
   EXPECT_NE(read("stsb", "sentence1\tsentence2\tscore\na\tb\tfive\n").find(f + ":2: score 'five'"), std::string::npos);
   EXPECT_NE(read("stsb", "sentence1\tsentence2\tscore\na\tb\tnan\n").find("not a finite number"), std::string::npos);
+  EXPECT_NE(read("stsb", "sentence1\tsentence2\tscore\na\tb\t1e999\n").find("not a finite number"), std::string::npos);
+  EXPECT_NE(read("stsb", "sentence1\tsentence2\tscore\na\tb\t1e300\n").find(f + ":2: score '1e300' is beyond +-1e9"),
+            std::string::npos);
+  // A subnormal score (strtod reports ERANGE) is a finite number and reads as itself.
+  write_file(f, "sentence1\tsentence2\tscore\na\tb\t1e-320\n");
+  EXPECT_EQ(read_glue_tsv(f, glue_task("stsb")).examples[0].score, std::strtod("1e-320", nullptr));
   EXPECT_NE(read("sst2", "sentence\tlabel\n\n").find(f + ": no examples"), std::string::npos);  // empty split
   EXPECT_NE(read("cola", "gj04\t1\tonly three\n").find(f + ":1: 3 tab-separated fields where the task has 4"),
             std::string::npos);

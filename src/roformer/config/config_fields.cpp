@@ -45,7 +45,8 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
           "training length L the scaling is relative to; 0 = data.seq_len");
   v.field("beta_fast", beta_fast, above(0.0), "YaRN: dims with more rotations than this keep theta");
   v.field("beta_slow", beta_slow, above(0.0), "YaRN: dims with fewer rotations are interpolated");
-  v.field("attention_factor", attention_factor, at_least(0.0), "YaRN logit temperature factor; 0 = 0.1*ln(s)+1");
+  v.field("attention_factor", attention_factor, between(0.0, 10.0),
+          "YaRN logit temperature factor; 0 = 0.1*ln(s)+1 (1.69 at s = 1000; logits scale by its square)");
 }
 
 void RopeConfig::visit(FieldVisitor& v) {
@@ -73,15 +74,16 @@ void T5BiasConfig::visit(FieldVisitor& v) {
 }
 
 void ShawConfig::visit(FieldVisitor& v) {
-  v.field("max_distance", max_distance, at_least(int64_t{1}), "clip distance k: 2k+1 relative embeddings (Shaw: 16)");
+  v.field("max_distance", max_distance, between(int64_t{1}, int64_t{1} << 20),
+          "clip distance k: 2k+1 relative embeddings (Shaw: 16)");
   v.field("per_layer", per_layer, "one relative table per layer (the paper); false: shared by all layers");
   v.field("values", values, "also add the relative value term a^V_ij to the attention output");
 }
 
 void DebertaConfig::visit(FieldVisitor& v) {
-  v.field("position_buckets", position_buckets, at_least(int64_t{2}),
+  v.field("position_buckets", position_buckets, between(int64_t{2}, int64_t{1} << 20),
           "k: 2k relative embeddings, distances clipped to (-k, k) after bucketing");
-  v.field("max_relative_positions", max_relative_positions, at_least(int64_t{0}),
+  v.field("max_relative_positions", max_relative_positions, between(int64_t{0}, int64_t{1} << 40),
           "log buckets beyond k/2 reach the outermost bucket at this distance (DeBERTa-v2); 0: linear clip at k");
 }
 
@@ -253,7 +255,7 @@ void FinetuneConfig::visit(FieldVisitor& v) {
            "the GLUE task (its columns, labels and metrics)");
   v.field("data_dir", data_dir, "task data: train.tsv and dev.tsv (GLUE) or train.jsonl and dev.jsonl (triplets)");
   v.field("max_length", max_length, at_least(int64_t{4}), "tokens per model input, [CLS] and [SEP] included");
-  v.field("epochs", epochs, at_least(int64_t{1}), "passes over the training split");
+  v.field("epochs", epochs, between(int64_t{1}, int64_t{1000000}), "passes over the training split");
   v.field("warmup_ratio", warmup_ratio, between(0.0, 1.0), "linear warm-up over this fraction of the steps");
   v.field("eval_batch_size", eval_batch_size, at_least(int64_t{1}), "inputs per evaluation forward pass");
   v.field("classifier_dropout", classifier_dropout, between(0.0, 0.9), "dropout of the classification head");

@@ -92,7 +92,14 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
   if (m.format_version != 1) bad(path, "unsupported format_version " + std::to_string(m.format_version));
   m.tokenizer = need_string(j, "tokenizer", path);
   if (m.tokenizer != "byte" && m.tokenizer != "sentencepiece") bad(path, "unknown tokenizer '" + m.tokenizer + "'");
-  if (j.contains("tokenizer_model")) m.tokenizer_model = need_string(j, "tokenizer_model", path);
+  if (j.contains("tokenizer_model")) {
+    m.tokenizer_model = need_string(j, "tokenizer_model", path);
+    const std::string& f = m.tokenizer_model;
+    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos)
+      bad(path, "tokenizer_model '" + f +
+                    "' must be a file name inside the dataset directory (as prepare-data "
+                    "writes it: spm.model)");
+  }
   m.vocab_size = need_int(j, "vocab_size", path);
   m.token_bytes = static_cast<int>(need_int(j, "token_bytes", path));
   if (m.token_bytes != 2 && m.token_bytes != 4) bad(path, "token_bytes must be 2 or 4");

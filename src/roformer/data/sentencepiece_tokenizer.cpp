@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 
 namespace roformer::data {
 
@@ -32,7 +33,10 @@ void SentencePieceTokenizer::train(const std::string& train_file, const std::str
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
-  const auto status = sp_->Load(model_file);
+  // Read through read_text_file (a regular file of bounded size): SentencePiece's own Load would
+  // block on a FIFO and read /dev/zero without end.
+  const std::string bytes = read_text_file(model_file, kMaxSentencePieceModelBytes);
+  const auto status = sp_->LoadFromSerializedProto(bytes);
   if (!status.ok()) throw UserError("cannot load SentencePiece model '" + model_file + "': " + status.ToString());
 }
 

@@ -3,6 +3,7 @@
 // symbols, so this never links into roformer_core.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "roformer/data/tokenizer.h"
@@ -12,6 +13,9 @@ class SentencePieceProcessor;
 }
 
 namespace roformer::data {
+
+// A model file larger than this is refused (ours are a few hundred KiB; 1M pieces fit in 64 MiB).
+constexpr size_t kMaxSentencePieceModelBytes = size_t{64} << 20;
 
 class SentencePieceTokenizer : public Tokenizer {
  public:

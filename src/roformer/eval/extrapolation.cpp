@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -87,6 +88,14 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
       lr.attention = probe.summary();
     }
     lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // A non-finite loss or perplexity is never reported as a result (xPos with a tiny
+    // scale_base, say, overflows past some length): the run stops and says what to check.
+    if (!std::isfinite(lr.result.loss()) || !std::isfinite(lr.result.perplexity()))
+      throw UserError("evaluating '" + dir + "' at length " + std::to_string(L) + " gave loss " +
+                      std::to_string(lr.result.loss()) + ", perplexity " + std::to_string(lr.result.perplexity()) +
+                      ": not a result. The model overflows at this length (position " + report.position + ", scaling " +
+                      report.scaling + "): check model.position.* and the --set overrides " +
+                      "(e.g. xpos.scale_base, rope.scaling.*), shorter --lengths, or the checkpoint's weights");
     lr.peak_mem_gib = model::peak_memory_gib(device);
     log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
               " tokens in ", lr.seconds, " s",

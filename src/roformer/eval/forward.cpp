@@ -10,15 +10,32 @@
 #include "roformer/common/files.h"
 #include "roformer/eval/extrapolation.h"
 #include "roformer/io/safetensors.h"
+#include "roformer/model/memory_estimate.h"
 
 namespace roformer::eval {
 namespace {
 
+// What an entry that is not an id looks like in an error: itself when it is a number or a short
+// string, else its JSON type (dumping a nested value could be megabytes, or recurse without end).
+std::string describe_entry(const nlohmann::json& v) {
+  if (v.is_number() || v.is_boolean() || v.is_null() || (v.is_string() && v.get_ref<const std::string&>().size() < 40))
+    return v.dump();
+  return std::string("a JSON ") + v.type_name();
+}
+
 // A rectangular [B, S] int64 matrix from a JSON file, each value in [lo, hi].
 torch::Tensor read_matrix(const std::string& path, const std::string& what, int64_t lo, int64_t hi) {
   nlohmann::json j;
+  // A list of lists is two levels deep: anything deeper is refused while parsing, before a
+  // value 100,000 levels deep can be built (or printed).
+  const auto at_most_two_levels = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > 2)
+      throw UserError(what + " file '" + path + "' nests lists deeper than [[id, ...], ...]; " +
+                      "give one list of token ids per sequence");
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(read_text_file(path));
+    j = nlohmann::json::parse(read_text_file(path), at_most_two_levels);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(what + " file '" + path + "' is not valid JSON: " + e.what());
   }
@@ -36,8 +53,9 @@ torch::Tensor read_matrix(const std::string& path, const std::string& what, int6
     for (int64_t k = 0; k < s; ++k) {
       const auto& v = row[static_cast<size_t>(k)];
       if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-        throw UserError(what + " file '" + path + "': entry [" + std::to_string(i) + "][" + std::to_string(k) + "] = " +
-                        v.dump() + " is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        throw UserError(what + " file '" + path + "': entry [" + std::to_string(i) + "][" + std::to_string(k) +
+                        "] = " + describe_entry(v) + " is not an integer in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "]");
       a[i][k] = v.get<int64_t>();
     }
   }
@@ -61,6 +79,12 @@ ForwardSummary run_forward(const ForwardRequest& req) {
     in.attention_mask = read_matrix(req.attention_mask, "--attention-mask", 0, 1);
     same_shape(in.attention_mask, "--attention-mask");
   }
+  model::check_fits_device(
+      model::estimate_memory(m, in.input_ids.size(0), in.input_ids.size(1), /*training=*/false, /*bf16=*/false),
+      loaded.device,
+      "running this forward pass on " + std::to_string(in.input_ids.size(0)) + " sequences of " +
+          std::to_string(in.input_ids.size(1)) + " tokens",
+      "--input-ids (fewer or shorter sequences per call: split the file)");
   if (!req.token_type_ids.empty()) {
     if (m.type_vocab_size == 0)
       throw UserError("--token-type-ids given but the model has no token types (model.type_vocab_size = 0)");

@@ -60,12 +60,18 @@ int64_t parse_label(const std::string& value, const GlueTask& task, const std::s
   return it - task.labels.begin();
 }
 
+constexpr double kMaxScore = 1e9;
+
+// A regression target. strtod's ERANGE on underflow (1e-320) is a number all the same; beyond
+// +-1e9 the squared error overflows float32 in the loss (STS-B's scores lie in [0, 5]).
 double parse_score(const std::string& value, const std::string& at) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v))
+  if (value.empty() || *end != '\0' || !std::isfinite(v) || (errno != 0 && std::fabs(v) > 1.0))
     throw UserError(at + ": score '" + value + "' is not a finite number; fix or remove the row");
+  if (std::fabs(v) > kMaxScore)
+    throw UserError(at + ": score '" + value + "' is beyond +-1e9 (STS-B scores lie in [0, 5]); fix or remove the row");
   return v;
 }
 

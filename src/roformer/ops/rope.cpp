@@ -5,6 +5,7 @@
 #include "roformer/ops/rope.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -216,14 +217,43 @@ std::vector<at::Tensor> rope_entry(at::TensorList xs, const at::Tensor& position
                      1.0);
 }
 
+// What PyTorch's own in-place ops refuse: a tensor that autograd tracks (rope_ has no backward;
+// a leaf that requires grad would be changed under autograd) and one whose elements share
+// memory (an expand()ed tensor: each write would rotate some values twice).
+void check_writable_in_place(at::TensorList xs) {
+  for (const auto& x : xs) {
+    TORCH_CHECK(!(x.requires_grad() && at::GradMode::is_enabled()),
+                "roformer::rope_: in-place rotation is for inference and has no backward; a tensor that requires "
+                "grad (a leaf or not) must use roformer::rope, or run under torch.no_grad()");
+    at::assert_no_internal_overlap(x);
+  }
+}
+
 void rope_inplace_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
                         double position_scale, double magnitude, bool interleaved, int64_t rotary_dim, bool bshd,
                         bool offsets, const std::optional<at::Tensor>& cos_sin) {
+  check_writable_in_place(xs);
   const RopeSpec spec = spec_from(inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets,
                                   cos_sin.value_or(at::Tensor()));
   const std::vector<at::Tensor> v = xs.vec();
   const Prepared prepared = prepare(v, v, positions, spec, 1.0);
   run(prepared, v[0].device());
+}
+
+// rope_ seen by autograd: refuses tracked tensors (the device kernels below would not know
+// grad mode was on), then runs the device kernel.
+void rope_inplace_autograd_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
+                                 double position_scale, double magnitude, bool interleaved, int64_t rotary_dim,
+                                 bool bshd, bool offsets, const std::optional<at::Tensor>& cos_sin) {
+  check_writable_in_place(xs);
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    rope_inplace_entry(xs, positions, inv_freq, position_scale, magnitude, interleaved, rotary_dim, bshd, offsets,
+                       cos_sin);
+  }
+  // As every in-place op does (ADInplaceOrView was skipped): a graph that saved one of these
+  // tensors then refuses a backward through its stale value instead of using it.
+  for (const auto& x : xs) x.unsafeGetTensorImpl()->bump_version();
 }
 
 std::vector<at::Tensor> rope_autograd_entry(at::TensorList xs, const at::Tensor& positions, const at::Tensor& inv_freq,
@@ -249,9 +279,7 @@ std::vector<torch::Tensor> rope(const std::vector<torch::Tensor>& xs, const torc
 }
 
 void rope_(const std::vector<torch::Tensor>& xs, const torch::Tensor& positions, const RopeSpec& spec) {
-  for (const auto& x : xs)
-    TORCH_CHECK(!(x.requires_grad() && at::GradMode::is_enabled()),
-                "roformer::rope_: in-place rotation is for inference; use rope() for tensors that require grad");
+  check_writable_in_place(xs);
   const Prepared prepared = prepare(xs, xs, positions, spec, 1.0);
   run(prepared, xs[0].device());
 }
@@ -295,4 +323,5 @@ TORCH_LIBRARY_IMPL(roformer, CUDA, m) {
 
 TORCH_LIBRARY_IMPL(roformer, Autograd, m) {
   m.impl("rope", &roformer::ops::rope_autograd_entry);
+  m.impl("rope_", &roformer::ops::rope_inplace_autograd_entry);
 }

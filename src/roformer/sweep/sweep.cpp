@@ -4,10 +4,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -58,9 +60,34 @@ std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n,
     for (const auto& kv : v)
       if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set")
         throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key + " (name, set)");
-    out.push_back({v["name"].Scalar(), string_list(file, v["set"], key + ".set")});
+    const std::string name = v["name"].Scalar();
+    // It names a directory or file.
+    check_path_component(name, where(file, v["name"]) + ": " + (key == "variants" ? "variant" : key) + " name");
+    for (const auto& earlier : out)
+      if (earlier.name == name)
+        throw UserError(where(file, v["name"]) + ": two " + key + " entries are named '" + name +
+                        "' (each names its own runs and results); rename one");
+    out.push_back({name, string_list(file, v["set"], key + ".set")});
   }
   return out;
+}
+
+// The integer at `n`, in [lo, hi], or a UserError naming its line (never yaml-cpp's conversion error).
+int64_t int_at(const std::string& file, const YAML::Node& n, const std::string& what, int64_t lo, int64_t hi) {
+  const std::string text = n.IsScalar() ? n.Scalar() : std::string();
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (!n.IsScalar() || text.empty() || ec != std::errc() || end != text.data() + text.size() || value < lo ||
+      value > hi)
+    throw UserError(where(file, n) + ": " + what + " must be an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "], got " + (n.IsScalar() ? "'" + text + "'" : std::string("a list or map")));
+  return value;
+}
+
+// The list at `n` (absent: empty), or a UserError naming its line.
+YAML::Node list_at(const std::string& file, const YAML::Node& n, const std::string& what) {
+  if (n && !n.IsSequence()) throw UserError(where(file, n) + ": " + what + " must be a list");
+  return n;
 }
 
 double mean(const std::vector<double>& v) {
@@ -114,15 +141,8 @@ std::vector<std::string> eval_overrides(const SweepSpec& s, const std::string& p
 
 }  // namespace
 
-SweepSpec load_sweep(const std::string& path) {
-  if (!path_exists(path)) throw UserError("sweep file '" + path + "' does not exist");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::ParserException& e) {
-    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": YAML syntax error: " + e.msg);
-  }
+// Every entry of the sweep file checked, and every point's config validated, before any run.
+static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
   if (!root.IsMap()) throw UserError(path + ": a sweep file is a mapping (name, config, variants, seeds, eval)");
   static const std::vector<std::string> known{"name", "config", "set", "seeds", "variants", "eval"};
   for (const auto& kv : root) {
@@ -139,15 +159,18 @@ SweepSpec load_sweep(const std::string& path) {
   if (!path_exists(s.config))
     throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
   s.overrides = string_list(path, root["set"], "set");
-  if (root["seeds"]) {
-    if (!root["seeds"].IsSequence()) throw UserError(where(path, root["seeds"]) + ": seeds must be a list of integers");
-    for (const auto& x : root["seeds"]) s.seeds.push_back(x.as<int64_t>());
+  for (const auto& x : list_at(path, root["seeds"], "seeds")) {
+    const int64_t seed = int_at(path, x, "a seed", 0, std::numeric_limits<int64_t>::max());
+    if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
+      throw UserError(where(path, x) + ": seed " + std::to_string(seed) + " is listed twice (each seed is one run)");
+    s.seeds.push_back(seed);
   }
   if (s.seeds.empty()) s.seeds.push_back(1234);
   s.variants = variants(path, root["variants"], "variants");
   if (s.variants.empty()) throw UserError(path + ": 'variants' must list at least one {name, set}");
-  for (const auto& v : s.variants) check_path_component(v.name, path + ": variant name");
   const YAML::Node e = root["eval"];
+  if (e && !e.IsMap())
+    throw UserError(where(path, e) + ": eval must be a mapping (lengths, protocols, split, max_tokens, scaling)");
   if (e) {
     for (const auto& kv : e) {
       const std::string k = kv.first.Scalar();
@@ -155,12 +178,12 @@ SweepSpec load_sweep(const std::string& path) {
         throw UserError(where(path, kv.first) + ": unknown key 'eval." + k +
                         "' (lengths, protocols, split, max_tokens, scaling)");
     }
-    if (e["lengths"])
-      for (const auto& x : e["lengths"]) s.lengths.push_back(x.as<int64_t>());
-    if (e["protocols"])
-      for (const auto& x : e["protocols"]) s.protocols.push_back(x.Scalar());
+    for (const auto& x : list_at(path, e["lengths"], "eval.lengths"))
+      s.lengths.push_back(int_at(path, x, "an eval length", 2, int64_t{1} << 30));
+    for (const auto& x : list_at(path, e["protocols"], "eval.protocols")) s.protocols.push_back(x.Scalar());
     if (e["split"]) s.split = e["split"].Scalar();
-    if (e["max_tokens"]) s.max_tokens = e["max_tokens"].as<int64_t>();
+    if (e["max_tokens"])
+      s.max_tokens = int_at(path, e["max_tokens"], "eval.max_tokens", 0, std::numeric_limits<int64_t>::max());
     s.scaling = variants(path, e["scaling"], "eval.scaling");
   }
   const auto& protocols = config::eval_protocol_names();
@@ -174,6 +197,24 @@ SweepSpec load_sweep(const std::string& path) {
   for (const auto& v : s.variants) point_config(s, v, s.seeds.front());
   if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
   return s;
+}
+
+SweepSpec load_sweep(const std::string& path) {
+  if (!path_exists(path)) throw UserError("sweep file '" + path + "' does not exist");
+  const std::string text = read_text_file(path);  // a regular file of bounded size (not a FIFO or device)
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": YAML syntax error: " + e.msg);
+  }
+  try {
+    return parse_sweep(path, root);
+  } catch (const YAML::Exception& e) {  // a shape the checks did not foresee: still the file's fault
+    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
+                    e.msg);
+  }
 }
 
 int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_override) {
@@ -226,6 +267,49 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
   return 0;
 }
 
+namespace {
+
+// A run's train and validation losses into run["train"] / run["valid"]. A last line cut short
+// (what kill -9 leaves mid-write) is skipped; any other bad line is a UserError naming it.
+void read_metrics(const std::string& path, json& run) {
+  std::istringstream in(read_text_file(path));
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    json r;
+    try {
+      r = json::parse(line);
+      if (!r.is_object() || !r.contains("type") || !r.contains("step") || !r.contains("loss")) continue;
+      if (r["type"] == "train") run["train"].push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>()});
+      if (r["type"] == "eval") run["valid"].push_back({r.at("step").get<int64_t>(), r.at("loss").get<double>()});
+    } catch (const json::exception& e) {
+      if (in.peek() == std::char_traits<char>::eof()) {
+        log::warn(path, ":", number, ": last line is incomplete (the run was killed mid-write); skipped");
+        break;
+      }
+      throw UserError(path + ":" + std::to_string(number) + ": not a metrics record (" + e.what() +
+                      "); restore the file or delete the run to retrain it");
+    }
+  }
+}
+
+// One evaluation result (eval/PROTOCOL[-SCALING].json), checked to have the fields the report reads.
+json read_eval_file(const std::string& path) {
+  try {
+    json j = json::parse(read_text_file(path));
+    for (const auto& r : j.at("results")) {
+      (void)r.at("length").get<int64_t>();
+      if (r.at("applicable").get<bool>()) (void)r.at("ppl").get<double>();
+    }
+    return j;
+  } catch (const json::exception& e) {
+    throw UserError("'" + path + "' is not an evaluation result (" + e.what() +
+                    "); move it out of the run's eval/ folder, or delete it to evaluate again");
+  }
+}
+
+}  // namespace
+
 void write_sweep_report(const SweepSpec& spec, const std::string& out) {
   json report = {{"name", spec.name},
                  {"sweep_file", spec.file},
@@ -249,18 +333,11 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       objective = objective.empty() || objective == obj ? obj : "mixed";
       json run = {
           {"seed", seed}, {"dir", dir}, {"train", json::array()}, {"valid", json::array()}, {"eval", json::object()}};
-      std::istringstream in(read_text_file(dir + "/metrics.jsonl"));
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        const json r = json::parse(line);
-        if (r["type"] == "train") run["train"].push_back({r["step"], r["loss"]});
-        if (r["type"] == "eval") run["valid"].push_back({r["step"], r["loss"]});
-      }
+      read_metrics(dir + "/metrics.jsonl", run);
       if (is_directory(dir + "/eval"))
         for (const auto& f : std::filesystem::directory_iterator(dir + "/eval"))
           if (f.path().extension() == ".json")
-            run["eval"][f.path().stem().string()] = json::parse(read_text_file(f.path().string()));
+            run["eval"][f.path().stem().string()] = read_eval_file(f.path().string());
       jv["runs"].push_back(run);
     }
     report["variants"].push_back(jv);

@@ -94,8 +94,7 @@ RunDirectoryLock lock_existing_run_directory(const std::string& run_dir) {
     none.was_empty_ = true;
     return none;
   }
-  check_is_a_run(run_dir);
-  return RunDirectoryLock::acquire(run_dir, /*create=*/false);
+  return RunDirectoryLock::acquire(run_dir, /*create=*/false);  // creates nothing; check_run_directory judges
 }
 
 void lock_run_directory_for_writing(const std::string& run_dir, RunDirectoryLock& lock) {

@@ -42,9 +42,9 @@ void check_writable(const std::string& dir);
 // directory locked where it exists (lock_existing_run_directory), so what it sees stays true.
 void check_run_directory(const std::string& run_dir, const std::string& resume);
 
-// Before the inputs are checked, creating nothing: refuses a directory with files that are not a
-// run, and locks an existing run that has its lock file (every run leaves one); else an empty
-// lock that remembers whether the directory was empty.
+// Before the inputs are checked, creating nothing: locks an existing directory that has its lock
+// file (every run leaves one); else an empty lock that remembers whether the directory was
+// empty. check_run_directory then decides whether the directory may be used.
 RunDirectoryLock lock_existing_run_directory(const std::string& run_dir);
 
 // When the run first writes: creates `run_dir` and takes its lock unless `lock` holds it

@@ -95,5 +95,9 @@ BENCHMARK_CAPTURE(fwd_bwd, shaw, std::string("shaw"))->Unit(benchmark::kMillisec
 BENCHMARK_CAPTURE(fwd_bwd, transformer_xl, std::string("transformer_xl"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(fwd_bwd, deberta, std::string("deberta"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_CAPTURE(fwd_bwd, xpos, std::string("xpos"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, fire, std::string("fire"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, kerple, std::string("kerple"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, sandwich, std::string("sandwich"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(fwd_bwd, cope, std::string("cope"))->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 BENCHMARK_MAIN();

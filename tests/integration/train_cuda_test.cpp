@@ -151,15 +151,18 @@ TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
   }
 }
 
-// The relative families whose scores attention forms itself (Shaw, Transformer-XL, DeBERTa)
-// and xPos: on CUDA in fp32 (TF32 off, dropout off) the loss curve follows the CPU's, and under
-// bf16 autocast with CUDA graphs on the step is captured and the loss stays finite.
+// The relative families whose scores attention forms itself (Shaw, Transformer-XL, DeBERTa,
+// FIRE, CoPE), xPos, KERPLE and Sandwich: on CUDA in fp32 (TF32 off, dropout off) the loss curve follows the CPU's, and
+// under bf16 autocast with CUDA graphs on the step is captured and the loss stays finite.
 TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   CudaFixture f;
-  for (const std::string kind : {"shaw", "transformer_xl", "deberta", "xpos"}) {
+  // The 2022-2024 families too (issue 36): KERPLE's in-place clamp and FIRE's MLP inside the
+  // captured graph, CoPE's gates from bf16 scores (causal: CoPE's only objective).
+  for (const std::string kind : {"shaw", "transformer_xl", "deberta", "xpos", "fire", "kerple", "sandwich", "cope"}) {
     SCOPED_TRACE(kind);
     const std::string family = "--set model.position.kind=" + kind +
+                               (kind == "cope" ? " --set model.objective=causal_lm" : "") +
                                " --set model.hidden_dropout=0 --set model.attention_dropout=0 --set train.tf32=false";
     const std::string cpu = f.dir.file(kind + "-cpu"), gpu = f.dir.file(kind + "-gpu"),
                       bf16 = f.dir.file(kind + "-bf16");

@@ -97,15 +97,16 @@ TEST(AttentionKernel, ProbeRecordsOnItsOwnThreadAndInnerProbesHideOuterOnes) {
 TEST(AttentionKernel, SdpaFamiliesRunTheFlashKernelOnTheCpu) {
   // No mask (RoPE, MLM), a padding mask, and a float bias mask (ALiBi, T5) in fp32 and fp64, in
   // training and in evaluation. The exception is LibTorch's rule, not ours: its CPU flash kernel
-  // gives no gradient to the mask, so T5's learned bias trains through the math kernel.
-  for (PositionKind kind : {PositionKind::rope, PositionKind::alibi, PositionKind::t5_bias})
+  // gives no gradient to the mask, so learned biases (T5, KERPLE) train through the math kernel.
+  for (PositionKind kind :
+       {PositionKind::rope, PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich})
     for (bool pad : {false, true})
       for (torch::Dtype dtype : {torch::kFloat32, torch::kFloat64})
         for (bool train : {true, false}) {
           SCOPED_TRACE(config::position_kind_names().name(kind) + (pad ? " padded " : " ") + c10::toString(dtype) +
                        (train ? " training" : " evaluating"));
           const Observed o = run(tiny(kind), dtype, pad, train);
-          const bool learned_mask = kind == PositionKind::t5_bias && train;
+          const bool learned_mask = (kind == PositionKind::t5_bias || kind == PositionKind::kerple) && train;
           EXPECT_EQ(o.kernels, std::vector<std::string>{learned_mask ? "sdpa-math" : "sdpa-flash"});
           EXPECT_EQ(o.sdpa_ops, expected_sdpa_ops(o.kernels, false));
         }
@@ -136,10 +137,13 @@ TEST(AttentionKernel, TheProbeFollowsTheSdpaSwitches) {
 }
 
 TEST(AttentionKernel, ScoreTermAndLinearPathsRunNoSdpa) {
-  for (PositionKind kind : {PositionKind::shaw, PositionKind::transformer_xl, PositionKind::deberta}) {
+  for (PositionKind kind : {PositionKind::shaw, PositionKind::transformer_xl, PositionKind::deberta, PositionKind::fire,
+                            PositionKind::cope}) {
     config::ModelConfig c = tiny(kind);
     c.position.deberta.position_buckets = 8;
     c.position.deberta.max_relative_positions = 16;
+    c.position.cope.max_positions = 8;
+    if (kind == PositionKind::cope) c.objective = config::Objective::causal_lm;
     const Observed o = run(c, torch::kFloat32, true);
     EXPECT_EQ(o.kernels, std::vector<std::string>{attention_kernel::kExplicitScores})
         << config::position_kind_names().name(kind);

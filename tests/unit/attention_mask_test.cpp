@@ -154,9 +154,11 @@ TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
 TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
   constexpr int64_t B = 2, S = 40;
   using config::PositionKind;
-  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::shaw,
-                            PositionKind::transformer_xl, PositionKind::deberta})
+  for (PositionKind kind :
+       {PositionKind::alibi, PositionKind::t5_bias, PositionKind::shaw, PositionKind::transformer_xl,
+        PositionKind::deberta, PositionKind::kerple, PositionKind::sandwich, PositionKind::fire, PositionKind::cope})
     for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
+      if (kind == PositionKind::cope && objective == config::Objective::mlm) continue;  // causal only
       SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
       config::ModelConfig c;
       c.objective = objective;
@@ -173,6 +175,8 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
       c.position.shaw.max_distance = 6;  // 40 tokens reach past the clip and the exact buckets
       c.position.deberta.position_buckets = 8;
       c.position.deberta.max_relative_positions = 24;
+      c.position.fire.l_init = 8;
+      c.position.cope.max_positions = 12;
       auto run = [&](double limit, int64_t expect_block) {
         EncoderModel m = build_model(c, 5);
         m->to(torch::kFloat64);
@@ -198,9 +202,11 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
         for (const auto& item : m->named_parameters()) out.grads[item.key()] = item.value().grad();
         return std::make_pair(out, hidden);
       };
-      // Rows of B x H x S doubles (1280 bytes, mask or scores; the whole is 40 rows): a limit of
-      // 4 x 9 rows gives blocks of 9 rows, four full blocks and one of 4.
-      const double row_bytes = double(B * c.num_heads * S * 8);
+      // Rows of B x H x S doubles (1280 bytes, mask or scores; the whole is 40 rows), plus what
+      // a score term holds per pair: a limit of 4 x 9 rows gives blocks of 9 rows, four full
+      // blocks and one of 4.
+      const double term_bytes = build_model(c, 5)->position_encoding().score_term_bytes_per_pair(B, c.num_heads, 8);
+      const double row_bytes = (double(B * c.num_heads * 8) + term_bytes) * S;
       const auto blocks = run(4 * 9 * row_bytes, 9), whole = run(kNoLimit, S);
       roformer::testing::expect_same_loss_and_grads(blocks.first, whole.first, 1e-12);
       EXPECT_LE((blocks.second - whole.second).abs().max().item<double>(), 1e-12);

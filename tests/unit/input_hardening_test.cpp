@@ -98,11 +98,18 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.norm = config::NormPlacement::pre;
   m.embedding_size = 16;
   check(m);
+  m.position.cope.max_positions = 10;
   for (auto kind : {config::PositionKind::shaw, config::PositionKind::transformer_xl, config::PositionKind::deberta,
-                    config::PositionKind::xpos}) {
+                    config::PositionKind::xpos, config::PositionKind::fire, config::PositionKind::kerple,
+                    config::PositionKind::sandwich, config::PositionKind::cope}) {
     m.position.kind = kind;
     check(m);
   }
+  m.position.kind = config::PositionKind::fire;
+  m.position.fire.shared_layers = false;
+  m.objective = config::Objective::causal_lm;  // one side
+  check(m);
+  m.objective = config::Objective::mlm;
   m.position.kind = config::PositionKind::shaw;
   m.position.shaw.per_layer = false;
   m.position.shaw.values = false;

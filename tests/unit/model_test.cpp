@@ -17,10 +17,16 @@ using config::PositionKind;
 
 namespace {
 
-const std::vector<PositionKind> kFamilies{PositionKind::rope,    PositionKind::sinusoidal,     PositionKind::learned,
-                                          PositionKind::t5_bias, PositionKind::alibi,          PositionKind::none,
-                                          PositionKind::shaw,    PositionKind::transformer_xl, PositionKind::deberta,
-                                          PositionKind::xpos};
+const std::vector<PositionKind> kFamilies{
+    PositionKind::rope,     PositionKind::sinusoidal, PositionKind::learned, PositionKind::t5_bias,
+    PositionKind::alibi,    PositionKind::none,       PositionKind::shaw,    PositionKind::transformer_xl,
+    PositionKind::deberta,  PositionKind::xpos,       PositionKind::fire,    PositionKind::kerple,
+    PositionKind::sandwich, PositionKind::cope};
+
+// CoPE is defined for causal attention only (config validation refuses it with MLM).
+bool defined_for(PositionKind kind, config::Objective objective) {
+  return kind != PositionKind::cope || objective == config::Objective::causal_lm;
+}
 
 std::string name(PositionKind k) {
   return config::position_kind_names().name(k);
@@ -45,6 +51,11 @@ config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   c.position.deberta.position_buckets = 4;
   c.position.deberta.max_relative_positions = 8;
   c.position.xpos.scale_base = 4;  // a strong decay, so a wrong sign or scale shows
+  c.position.fire.mlp_width = 4;
+  c.position.fire.l_init = 3;  // below the inputs' lengths: the per-query normaliser is exercised
+  c.position.fire.shared_layers = false;
+  c.position.sandwich.dim = c.head_dim();
+  c.position.cope.max_positions = 5;  // counts clamp within the 9-10 token inputs
   c.position.rope.rotary_dim = c.head_dim();
   c.position.rope.scaling.original_max_positions = 16;
   return c;
@@ -54,6 +65,10 @@ EncoderModel build_double(const config::ModelConfig& c, uint64_t seed = 7) {
   EncoderModel m = build_model(c, seed);
   m->to(torch::kFloat64);
   m->eval();
+  if (c.position.kind == PositionKind::cope) {  // its zero-initialised tables would hide the term
+    torch::NoGradGuard no_grad;
+    for (auto& item : m->position->named_parameters()) item.value().normal_(0.0, 0.5);
+  }
   return m;
 }
 
@@ -85,6 +100,7 @@ TEST(Model, CausalAttentionLeaksNothingFromTheFuture) {
 
 TEST(Model, PaddingDoesNotInfluenceRealTokens) {
   for (PositionKind kind : kFamilies) {
+    if (!defined_for(kind, config::Objective::mlm)) continue;
     SCOPED_TRACE(name(kind));
     EncoderModel m = build_double(tiny(kind, config::Objective::mlm));
     torch::NoGradGuard no_grad;
@@ -105,6 +121,7 @@ TEST(Model, PaddingDoesNotInfluenceRealTokens) {
 TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
   for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
     for (PositionKind kind : kFamilies) {
+      if (!defined_for(kind, objective)) continue;
       SCOPED_TRACE(name(kind) + (objective == config::Objective::mlm ? " mlm" : " causal"));
       config::ModelConfig c = tiny(kind, objective);
       EncoderModel m = build_double(c, 11);
@@ -167,6 +184,10 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       if (kind == PositionKind::transformer_xl) expect += L * (H * H + 2 * H);                       // W_kr, u, v
       if (kind == PositionKind::deberta)
         expect += 2 * c.position.deberta.position_buckets * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
+      const int64_t W = c.position.fire.mlp_width, NH = c.num_heads;
+      if (kind == PositionKind::fire) expect += L * (2 + 2 * (W + W + W * NH + NH));    // c, L_mult; 2 sides (MLM)
+      if (kind == PositionKind::kerple) expect += 2 * NH;                               // r1, r2
+      if (kind == PositionKind::cope) expect += L * D * c.position.cope.max_positions;  // e per layer
       EncoderModel m = build_model(c, 1);
       EXPECT_EQ(count_parameters(*m), expect);
     }
@@ -244,8 +265,8 @@ TEST(Model, SqrtDEmbeddingScaleMultipliesTokensBeforeThePositionTable) {
 }
 
 TEST(Model, QuickstartConfigsRunForwardAndBackward) {
-  for (const std::string kind :
-       {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none", "shaw", "transformer_xl", "deberta", "xpos"}) {
+  for (const std::string kind : {"rope", "sinusoidal", "learned", "t5_bias", "alibi", "none", "shaw", "transformer_xl",
+                                 "deberta", "xpos", "fire", "kerple", "sandwich", "cope"}) {
     SCOPED_TRACE(kind);
     const auto loaded = config::load_config(roformer::testing::source_dir() + "/configs/quickstart/" + kind + ".yaml");
     EncoderModel m = build_model(loaded.config.model, 1);

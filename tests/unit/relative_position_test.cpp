@@ -12,6 +12,7 @@
 #include <cmath>
 #include <set>
 
+#include "attention_reference.h"
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/model/attention.h"
@@ -24,10 +25,9 @@ using namespace roformer;
 using namespace roformer::model;
 using config::PositionKind;
 
-namespace {
+using namespace attention_reference;
 
-const auto kDouble = torch::TensorOptions().dtype(torch::kFloat64);
-constexpr int64_t kHidden = 16, kHeads = 2, kD = 8, kS = 7;
+namespace {
 
 config::ModelConfig small(PositionKind kind) {
   config::ModelConfig c;
@@ -42,71 +42,6 @@ config::ModelConfig small(PositionKind kind) {
   c.position.xpos.scale_base = 3;
   c.position.rope.rotary_dim = kD;
   return c;
-}
-
-// The module under test for layer 1 (so per-layer parameters are picked by index), in double
-// with every parameter random (zero-initialised biases would hide terms).
-struct Fixture {
-  std::shared_ptr<PositionEncodingImpl> position;
-  Attention attn{nullptr};
-  torch::Tensor x, q, k, v;  // x [1, S, hidden]; q, k, v [H, S, D] as the module projects them
-  explicit Fixture(const config::ModelConfig& c) {
-    torch::manual_seed(21);
-    position = make_position_encoding(c);
-    attn = Attention(c, position, /*layer=*/1);
-    attn->to(torch::kFloat64);
-    position->to(torch::kFloat64);
-    attn->eval();
-    torch::NoGradGuard no_grad;
-    for (auto& p : position->parameters()) p.normal_(0.0, 0.5);
-    x = torch::randn({1, kS, kHidden}, kDouble);
-    auto proj = [&](const torch::nn::Linear& l) {
-      return torch::nn::functional::linear(x, l->weight, l->bias).view({kS, kHeads, kD}).transpose(0, 1);
-    };
-    q = proj(attn->self->query);
-    k = proj(attn->self->key);
-    v = proj(attn->self->value);
-  }
-  // The module's output, forming the scores for `block` query rows at a time (0: all at once).
-  torch::Tensor run(bool causal, int64_t block = 0) {
-    AttentionContext ctx;
-    ctx.positions = torch::arange(kS, torch::kLong);
-    ctx.causal = causal;
-    ctx.score_block_rows = block;
-    torch::NoGradGuard no_grad;
-    return attn->attend(x, ctx);
-  }
-  // The output equals `want` with all queries at once and in blocks of 3 rows (3 + 3 + 1).
-  void expect_output(bool causal, const torch::Tensor& want) {
-    for (int64_t block : {int64_t{0}, int64_t{3}}) {
-      const torch::Tensor got = run(causal, block);
-      EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
-          << "causal " << causal << " block " << block << " " << (got - want).abs().max();
-    }
-  }
-  // Softmax over the allowed keys of scores[h][i][j], then sum_j a_ij value(h, i, j) -> [1, S, hidden].
-  template <typename Score, typename Value>
-  torch::Tensor expected(bool causal, Score score, Value value) {
-    torch::Tensor ctx = torch::zeros({kS, kHeads, kD}, kDouble);
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t i = 0; i < kS; ++i) {
-        std::vector<double> e;
-        double top = -1e300;
-        for (int64_t j = 0; j <= (causal ? i : kS - 1); ++j) {
-          e.push_back(score(h, i, j));
-          top = std::max(top, e.back());
-        }
-        double z = 0;
-        for (double& s : e) z += (s = std::exp(s - top));
-        for (int64_t j = 0; j < static_cast<int64_t>(e.size()); ++j) ctx[i][h] += e[j] / z * value(h, i, j);
-      }
-    return torch::nn::functional::linear(ctx.reshape({1, kS, kHidden}), attn->output->dense->weight,
-                                         attn->output->dense->bias);
-  }
-};
-
-double dotd(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a * b).sum().item<double>();
 }
 
 }  // namespace
@@ -247,7 +182,7 @@ TEST(RelativePosition, ScoreTermsDependOnlyOnPositionDifferences) {
       torch::Tensor q = f.q.unsqueeze(0).clone(), k = f.k.unsqueeze(0).clone(), v = f.v.unsqueeze(0).clone();
       f.position->rotate(q, k, v, p);
       torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * f.position->score_scale(kD);
-      if (f.position->has_score_terms()) s = s + f.position->score_term(q, k, p, 1, 0, kS);
+      if (f.position->has_score_terms()) s = s + f.position->score_term(q, k, {}, p, 1, 0, kS);
       return s;
     };
     const torch::Tensor base = scores(pos);
@@ -279,16 +214,16 @@ TEST(RelativePosition, TermsOfQueryRowsEqualThoseRowsOfTheWholeTerm) {
     const torch::Tensor q = f.q.unsqueeze(0), k = f.k.unsqueeze(0);
     const torch::Tensor probs = torch::softmax(torch::randn({1, kHeads, kS, kS}, kDouble), -1);
     const torch::Tensor shared = torch::arange(kS, torch::kLong);
-    EXPECT_TRUE(torch::allclose(f.position->score_term(q, k, shared, 1, 0, kS),
-                                f.position->score_term(q, k, shared.unsqueeze(0), 1, 0, kS), 1e-12, 1e-12));
+    EXPECT_TRUE(torch::allclose(f.position->score_term(q, k, {}, shared, 1, 0, kS),
+                                f.position->score_term(q, k, {}, shared.unsqueeze(0), 1, 0, kS), 1e-12, 1e-12));
     for (const torch::Tensor& pos : {shared, torch::tensor({{0, 1, 3, 4, 8, 9, 13}}, torch::kLong)}) {
-      const torch::Tensor whole = f.position->score_term(q, k, pos, 1, 0, kS);
+      const torch::Tensor whole = f.position->score_term(q, k, {}, pos, 1, 0, kS);
       const torch::Tensor whole_out = f.position->output_term(probs, pos, 1, 0);
       ASSERT_EQ(whole_out.defined(), kind == PositionKind::shaw);
       for (int64_t begin = 0; begin < kS; ++begin)
         for (int64_t end = begin + 1; end <= kS; ++end) {
           const int64_t C = end - begin;
-          const torch::Tensor rows = f.position->score_term(q, k, pos, 1, begin, end);
+          const torch::Tensor rows = f.position->score_term(q, k, {}, pos, 1, begin, end);
           ASSERT_TRUE(torch::allclose(rows, whole.narrow(2, begin, C), 1e-12, 1e-12))
               << "positions " << pos.dim() << "-D, rows " << begin << ".." << end;
           if (!whole_out.defined()) continue;

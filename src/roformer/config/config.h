@@ -12,7 +12,23 @@
 
 namespace roformer::config {
 
-enum class PositionKind { rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, deberta, xpos };
+enum class PositionKind {
+  rope,
+  sinusoidal,
+  learned,
+  t5_bias,
+  alibi,
+  none,
+  shaw,
+  transformer_xl,
+  deberta,
+  xpos,
+  fire,
+  kerple,
+  sandwich,
+  cope
+};
+enum class KerpleVariant { log, power };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
 enum class RopeKernel { fused, reference };
 enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
@@ -80,6 +96,42 @@ struct XposConfig {
   void visit(FieldVisitor& v);
 };
 
+// FIRE (Li et al., ICLR 2024): b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(c x + 1),
+// f an MLP 1 -> mlp_width -> heads (ReLU), c and L = |L_multiplier * l_init| learned. Bidirectional
+// attention: a second MLP for keys after the query, normalised by the farthest such key.
+struct FireConfig {
+  int64_t mlp_width = 32;     // the paper's hidden width
+  bool shared_layers = true;  // one FIRE for every layer (as T5's bias); false: one per layer
+  int64_t l_init = 0;         // L's initial value (the paper: 512); 0 resolves to data.seq_len
+  double init_c = 0.1;        // c's initial value
+  void visit(FieldVisitor& v);
+};
+
+// KERPLE (Chi et al., NeurIPS 2022): per-head r1, r2 > 0 (clamped to >= 0.01 each pass, the
+// power exponent also to <= 2, as the authors' code does), shared by the layers:
+// log: -r1 log(1 + r2 |i - j|); power: -r1 |i - j|^r2.
+struct KerpleConfig {
+  KerpleVariant variant = KerpleVariant::log;
+  void visit(FieldVisitor& v);
+};
+
+// Sandwich (Chi et al., ACL 2023), parameter-free:
+// b_h(i, j) = [sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2] / (8 h / H), h = 1..H.
+struct SandwichConfig {
+  int64_t dim = 0;  // d' (even); 0 resolves to the head dimension (NeMo's choice)
+  // dim 0 means the head dimension: the one place that rule is applied.
+  int64_t resolved_dim(int64_t head_dim) const { return dim > 0 ? dim : head_dim; }
+  void visit(FieldVisitor& v);
+};
+
+// CoPE (Golovneva et al. 2024): contextual positions p_ij = sum_{t=j..i} sigmoid(score_it),
+// clamped to max_positions - 1; adds q_i . e[p_ij] (e interpolated between integer positions,
+// one zero-initialised table [head_dim, max_positions] per layer). Causal attention only.
+struct CopeConfig {
+  int64_t max_positions = 0;  // npos; 0 resolves to data.seq_len
+  void visit(FieldVisitor& v);
+};
+
 // Linear attention (Katharopoulos et al. 2020; RoFormer section 3.3, Eq. 19 for RoPE):
 // softmax(q.k) is replaced by phi(q).phi(k) with a positive feature map, so attention costs
 // O(S) in the sequence length. Both maps have head_dim features, so RoPE rotates them with the
@@ -98,6 +150,10 @@ struct PositionConfig {
   ShawConfig shaw;
   DebertaConfig deberta;
   XposConfig xpos;
+  FireConfig fire;
+  KerpleConfig kerple;
+  SandwichConfig sandwich;
+  CopeConfig cope;
   void visit(FieldVisitor& v);
 };
 

@@ -14,7 +14,11 @@ const EnumNames<PositionKind>& position_kind_names() {
                                               {PositionKind::shaw, "shaw"},
                                               {PositionKind::transformer_xl, "transformer_xl"},
                                               {PositionKind::deberta, "deberta"},
-                                              {PositionKind::xpos, "xpos"}}};
+                                              {PositionKind::xpos, "xpos"},
+                                              {PositionKind::fire, "fire"},
+                                              {PositionKind::kerple, "kerple"},
+                                              {PositionKind::sandwich, "sandwich"},
+                                              {PositionKind::cope, "cope"}}};
   return names;
 }
 
@@ -92,6 +96,29 @@ void XposConfig::visit(FieldVisitor& v) {
   v.field("gamma", gamma, above(0.0), "zeta_i = (2i/d + gamma) / (1 + gamma) (xPos: 0.4)");
 }
 
+void FireConfig::visit(FieldVisitor& v) {
+  v.field("mlp_width", mlp_width, between(int64_t{1}, int64_t{4096}), "hidden width of the MLP f (FIRE: 32)");
+  v.field("shared_layers", shared_layers, "one FIRE for all layers (default); false: one per layer");
+  v.field("l_init", l_init, between(int64_t{0}, int64_t{1} << 40),
+          "initial L of the normaliser psi(max(L, i)) (FIRE: 512); 0 = data.seq_len");
+  v.field("init_c", init_c, between(1e-6, 1e6), "initial c of psi(x) = log(c x + 1) (FIRE: 0.1)");
+}
+
+void KerpleConfig::visit(FieldVisitor& v) {
+  static const EnumNames<KerpleVariant> variants{{{KerpleVariant::log, "log"}, {KerpleVariant::power, "power"}}};
+  enum_field(v, "variant", variant, variants, "log: -r1 log(1 + r2 |i-j|); power: -r1 |i-j|^r2");
+}
+
+void SandwichConfig::visit(FieldVisitor& v) {
+  v.field("dim", dim, between(int64_t{0}, int64_t{4096}),
+          "d' of the sinusoidal inner product (even); 0 = the head dimension");
+}
+
+void CopeConfig::visit(FieldVisitor& v) {
+  v.field("max_positions", max_positions, between(int64_t{0}, int64_t{1} << 20),
+          "contextual positions 0..N-1 (counts clamp at N-1); 0 = data.seq_len");
+}
+
 void LinearAttentionConfig::visit(FieldVisitor& v) {
   static const EnumNames<FeatureMap> maps{{{FeatureMap::elu1, "elu1"}, {FeatureMap::favor, "favor"}}};
   enum_field(v, "feature_map", feature_map, maps,
@@ -103,7 +130,7 @@ void LinearAttentionConfig::visit(FieldVisitor& v) {
 void PositionConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, position_kind_names(),
              "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, "
-             "deberta, xpos");
+             "deberta, xpos, fire, kerple, sandwich, cope");
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
   v.section(
@@ -116,6 +143,14 @@ void PositionConfig::visit(FieldVisitor& v) {
       "deberta", [this](FieldVisitor& s) { deberta.visit(s); }, "DeBERTa disentangled relative attention");
   v.section(
       "xpos", [this](FieldVisitor& s) { xpos.visit(s); }, "xPos decay on top of model.position.rope");
+  v.section(
+      "fire", [this](FieldVisitor& s) { fire.visit(s); }, "FIRE functional relative bias (Li et al. 2024)");
+  v.section(
+      "kerple", [this](FieldVisitor& s) { kerple.visit(s); }, "KERPLE kernelized relative bias (Chi et al. 2022)");
+  v.section(
+      "sandwich", [this](FieldVisitor& s) { sandwich.visit(s); }, "Sandwich parameter-free bias (Chi et al. 2023)");
+  v.section(
+      "cope", [this](FieldVisitor& s) { cope.visit(s); }, "CoPE contextual positions (Golovneva et al. 2024)");
 }
 
 void ModelConfig::visit(FieldVisitor& v) {

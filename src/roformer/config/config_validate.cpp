@@ -84,6 +84,14 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "model.position.deberta.max_relative_positions", "model.position.deberta.position_buckets",
              "log buckets start at position_buckets/2 and must end beyond position_buckets; raise "
              "max_relative_positions or set it to 0 for a linear clip");
+  if (p.kind == PositionKind::sandwich && p.sandwich.resolved_dim(head_dim) % 2 != 0)
+    invalid(o, "model.position.sandwich.dim",
+            "d' (0 means the head dimension, " + std::to_string(head_dim) +
+                ") must be even: the sinusoids come in d'/2 frequencies");
+  if (p.kind == PositionKind::cope && m.objective != Objective::causal_lm)
+    conflict(o, "model.position.kind", "model.objective",
+             "CoPE counts the keys between a key and its query, which the authors define for causal attention "
+             "only; use objective causal_lm, or another family for MLM");
   if (c.data.mask_token_frac + c.data.random_token_frac > 1.0 + 1e-12)
     conflict(o, "data.mask_token_frac", "data.random_token_frac", "their sum must be at most 1");
   if (c.train.batch_size % c.train.grad_accum != 0)
@@ -98,6 +106,10 @@ void resolve(Config& c) {
   RopeConfig& rope = c.model.position.rope;
   rope.rotary_dim = rope.resolved_rotary_dim(c.model.head_dim());
   if (rope.scaling.original_max_positions == 0) rope.scaling.original_max_positions = c.data.seq_len;
+  PositionConfig& p = c.model.position;
+  if (p.fire.l_init == 0) p.fire.l_init = c.data.seq_len;
+  p.sandwich.dim = p.sandwich.resolved_dim(c.model.head_dim());
+  if (p.cope.max_positions == 0) p.cope.max_positions = c.data.seq_len;
 }
 
 }  // namespace roformer::config

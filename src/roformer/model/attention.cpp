@@ -121,7 +121,6 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   const int64_t S = q.size(2), C = end - begin;
   const torch::Tensor rows = q.narrow(2, begin, C);
   torch::Tensor scores = at::matmul(rows, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, C, S]
-  scores = scores + position_->score_term(q, k, ctx.positions, layer_, begin, end).to(scores.scalar_type());
   if (ctx.mask.defined()) {
     scores = scores + ctx.mask.rows(begin, end).to(scores.scalar_type());  // the encoder's: causal + padding
   } else if (ctx.causal) {                                                 // a caller without the encoder's mask
@@ -129,6 +128,8 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
     const torch::Tensor future = torch::arange(S, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
+  // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
+  scores = scores + position_->score_term(q, k, scores, ctx.positions, layer_, begin, end).to(scores.scalar_type());
   // Softmax in fp32 at least (half-precision scores lose the small weights), then back.
   const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor probs =

@@ -145,7 +145,10 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
                            position->has_score_terms(), attention_whole_limit_bytes);
   if (position->has_score_terms()) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
-    const double row_bytes = double(in.input_ids.size(0)) * double(config_.num_heads) * double(S) * score_bytes;
+    const int64_t B = in.input_ids.size(0);
+    const double pair_bytes = double(B) * double(config_.num_heads) * score_bytes +
+                              position->score_term_bytes_per_pair(B, config_.num_heads, score_bytes);
+    const double row_bytes = pair_bytes * double(S);
     ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes, device);
   }
   return ctx;
@@ -215,6 +218,7 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {
       p.normal_(0.0, config.init_std);
     }
   }
+  model->position->reset_parameters();  // families whose papers initialise otherwise
   // Scaled embeddings start at unit size after the sqrt(E) factor (fairseq's initialisation).
   if (config.embed_scale == config::EmbedScale::sqrt_d)
     model->embeddings->word_embeddings->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(config.embed_dim())));

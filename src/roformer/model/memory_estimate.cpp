@@ -58,6 +58,13 @@ double count_parameters(const config::ModelConfig& m) {
   if (m.position.kind == config::PositionKind::transformer_xl) n += L * (H * H + 2 * H);  // W_kr, u, v
   if (m.position.kind == config::PositionKind::deberta)
     n += double(2 * m.position.deberta.position_buckets) * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
+  const config::PositionConfig& pc = m.position;
+  if (pc.kind == config::PositionKind::fire) {  // per FIRE: c, L_multiplier, and per side 1 -> W -> heads
+    const double W = double(pc.fire.mlp_width), sides = m.objective == config::Objective::mlm ? 2 : 1;
+    n += (pc.fire.shared_layers ? 1 : L) * (2 + sides * (2 * W + W * double(m.num_heads) + double(m.num_heads)));
+  }
+  if (pc.kind == config::PositionKind::kerple) n += 2 * double(m.num_heads);              // r1, r2
+  if (pc.kind == config::PositionKind::cope) n += L * D * double(pc.cope.max_positions);  // e per layer
   return n;
 }
 

@@ -3,7 +3,8 @@
 //   embed:       absolute families add to the token embeddings      x: [B, S, E]
 //   rotate:      RoPE/xPos rotate queries/keys (optionally values)   q, k, v: [B, H, S, D]
 //   relative_bias: additive per-head score bias by key - query offset -> [H, 2S - 1]
-//   score_term:  a term computed from q and k, per layer and query rows (Shaw, Transformer-XL, DeBERTa)
+//   score_term:  a term added to the scores, per layer and query rows: from q and k (Shaw,
+//                Transformer-XL, DeBERTa), the scores themselves (CoPE) or the positions (FIRE)
 //   output_term: a term from the attention weights (Shaw's relative values)
 // Families with score terms make attention form the scores itself; the others keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
@@ -37,15 +38,19 @@ class PositionEncodingImpl : public torch::nn::Module {
   // offset alone; attention_mask.h turns it into query rows); others an undefined tensor.
   virtual torch::Tensor relative_bias(int64_t S, const torch::Device& device) { return {}; }
 
-  // Content-position score term for layer `layer` and query rows [begin, end), added to the
-  // scaled scores q.k * score_scale: q, k [B, H, S, D] (after rotate) -> [B, H, end - begin, S].
+  // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
+  // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
+  // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin.
   // Attention asks for all rows at once, or for blocks of them at long lengths. Only called
   // when has_score_terms().
   virtual bool has_score_terms() const { return false; }
-  virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                   int64_t layer, int64_t begin, int64_t end) {
+  virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
+                                   const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) {
     return {};
   }
+  // Bytes the score term holds per (query, key) pair beyond the scores themselves, for a batch
+  // of `batch` and `heads` heads with `elem` bytes per element: sizes the blocks of query rows.
+  virtual double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const { return 0; }
   // Term added to the attention output of query rows [begin, begin + C) from their weights
   // p [B, H, C, S] -> [B, H, C, D], or undefined.
   virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
@@ -57,6 +62,10 @@ class PositionEncodingImpl : public torch::nn::Module {
 
   // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
   virtual int64_t max_length() const { return 0; }
+
+  // Initialises the family's parameters after build_model's generic N(0, init_std) draw, for
+  // families whose papers start elsewhere (FIRE's c and L, KERPLE's r1 and r2, CoPE's zeros).
+  virtual void reset_parameters() {}
 };
 
 // Builds the family selected by model.position.kind.

@@ -1,5 +1,8 @@
 // make_position_encoding: the only place that maps model.position.kind to a class.
 #include "roformer/model/position/absolute.h"
+#include "roformer/model/position/cope.h"
+#include "roformer/model/position/fire.h"
+#include "roformer/model/position/kernel_bias.h"
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/relative_terms.h"
 #include "roformer/model/position/rope.h"
@@ -30,6 +33,15 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
       return std::make_shared<DebertaImpl>(m.position.deberta, m.num_layers, m.hidden_size);
     case PositionKind::xpos:
       return std::make_shared<XposImpl>(m.position.rope, m.position.xpos, m.head_dim());
+    case PositionKind::fire:
+      return std::make_shared<FireImpl>(m.position.fire, m.num_layers, m.num_heads,
+                                        m.objective == config::Objective::mlm);
+    case PositionKind::kerple:
+      return std::make_shared<KerpleImpl>(m.position.kerple, m.num_heads);
+    case PositionKind::sandwich:
+      return std::make_shared<SandwichImpl>(m.position.sandwich.resolved_dim(m.head_dim()), m.num_heads);
+    case PositionKind::cope:
+      return std::make_shared<CopeImpl>(m.position.cope, m.num_layers, m.head_dim());
   }
   return std::make_shared<NoPositionImpl>();
 }

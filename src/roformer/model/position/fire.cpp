@@ -1,0 +1,93 @@
+// FIRE's functional relative bias (see fire.h).
+#include "roformer/model/position/fire.h"
+
+#include <torch/torch.h>
+
+namespace roformer::model {
+namespace {
+
+// psi(x) = log(|c x| + 1)
+torch::Tensor psi(const torch::Tensor& x, const torch::Tensor& c) {
+  return torch::log1p((c * x).abs());
+}
+
+}  // namespace
+
+FireMlpImpl::FireMlpImpl(int64_t width, int64_t num_heads) {
+  hidden = register_module("hidden", torch::nn::Linear(1, width));
+  out = register_module("out", torch::nn::Linear(width, num_heads));
+}
+
+torch::Tensor FireMlpImpl::forward(const torch::Tensor& x) {
+  const auto dt = x.scalar_type();
+  const torch::Tensor h = torch::relu(at::linear(x.unsqueeze(-1), hidden->weight.to(dt), hidden->bias.to(dt)));
+  return at::linear(h, out->weight.to(dt), out->bias.to(dt));
+}
+
+FireFunctionImpl::FireFunctionImpl(const config::FireConfig& config, int64_t num_heads, bool bidirectional) {
+  c = register_parameter("c", torch::tensor(config.init_c, torch::kFloat));
+  L_multiplier = register_parameter("L_multiplier", torch::tensor(1.0, torch::kFloat));
+  past = register_module("past", FireMlp(config.mlp_width, num_heads));
+  if (bidirectional) future = register_module("future", FireMlp(config.mlp_width, num_heads));
+}
+
+std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positions, const torch::Tensor& c,
+                                                    const torch::Tensor& threshold, int64_t begin, int64_t end,
+                                                    bool bidirectional) {
+  const torch::Tensor pos = positions.to(c.scalar_type());
+  const torch::Tensor query = pos.narrow(-1, begin, end - begin).unsqueeze(-1);  // [.., C, 1]
+  const torch::Tensor distance = psi(query - pos.unsqueeze(-2), c);              // [.., C, S]
+  const torch::Tensor past = distance / (psi(torch::maximum(query, threshold), c) + FireImpl::kEps);
+  if (!bidirectional) return {past, {}};
+  const torch::Tensor last = pos.narrow(-1, pos.size(-1) - 1, 1).unsqueeze(-1);  // [.., 1, 1]
+  const torch::Tensor future = distance / (psi(torch::maximum(last - query, threshold), c) + FireImpl::kEps);
+  return {past, future};
+}
+
+FireImpl::FireImpl(const config::FireConfig& config, int64_t num_layers, int64_t num_heads, bool bidirectional)
+    : config_(config), num_heads_(num_heads), bidirectional_(bidirectional) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < (config.shared_layers ? 1 : num_layers); ++i) {
+    functions_.emplace_back(config, num_heads, bidirectional);
+    layer->push_back(functions_.back());
+  }
+}
+
+void FireImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (FireFunction& f : functions_) {
+    f->c.fill_(config_.init_c);
+    f->L_multiplier.fill_(1.0);
+    for (FireMlp mlp : {f->past, f->future}) {
+      if (!mlp) continue;
+      mlp->hidden->reset_parameters();  // PyTorch's Linear initialisation, as the authors' code
+      mlp->out->reset_parameters();
+    }
+  }
+}
+
+torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& /*scores*/,
+                                   const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end) {
+  FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
+  const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor c = f->c.to(dt);
+  const torch::Tensor threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs();
+  const auto [past_x, future_x] = fire_inputs(positions, c, threshold, begin, end, bidirectional_);
+  torch::Tensor bias = f->past->forward(past_x);  // [.., C, S, H]
+  if (bidirectional_) {
+    const torch::Tensor key_after_query =
+        (positions.unsqueeze(-2) > positions.narrow(-1, begin, end - begin).unsqueeze(-1)).unsqueeze(-1);  // [..,C,S,1]
+    bias = torch::where(key_after_query, f->future->forward(future_x), bias);
+  }
+  // [C, S, H] -> [1, H, C, S], or [B, C, S, H] -> [B, H, C, S]
+  return positions.dim() == 1 ? bias.permute({2, 0, 1}).unsqueeze(0) : bias.permute({0, 3, 1, 2});
+}
+
+double FireImpl::score_term_bytes_per_pair(int64_t /*batch*/, int64_t heads, double /*elem*/) const {
+  // Per pair, shared by the batch: the distance and the input (2), the hidden layer before and
+  // after its ReLU (2 x width), the output and its permuted copy (2 x heads); per side, in fp32.
+  const double per_side = 2.0 + 2.0 * double(config_.mlp_width) + 2.0 * double(heads);
+  return 4.0 * per_side * (bidirectional_ ? 2.0 : 1.0);
+}
+
+}  // namespace roformer::model

@@ -99,7 +99,7 @@ CLI::App* declare_sweep(CLI::App& app, SweepArgs& a) {
   return cmd;
 }
 
-std::pair<CLI::App*, CLI::App*> declare_config(CLI::App& app, ConfigCheckArgs& a) {
+ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
   CLI::App* cmd = app.add_subcommand("config", "Validate, resolve and document configs");
   cmd->require_subcommand(1);
   CLI::App* check = cmd->add_subcommand("check",
@@ -109,7 +109,15 @@ std::pair<CLI::App*, CLI::App*> declare_config(CLI::App& app, ConfigCheckArgs& a
   check->add_option("--set", a.overrides, "override a key: --set model.num_layers=4 (repeatable)")
       ->allow_extra_args(false);
   CLI::App* schema = cmd->add_subcommand("schema", "List every config key: type, default, meaning");
-  return {check, schema};
+  CLI::App* rope =
+      cmd->add_subcommand("rope",
+                          "Print, as JSON, the RoPE frequencies FILE's model uses on a pass of --length "
+                          "tokens (scaling, p-RoPE): inverse frequency per pair, position scale, magnitude");
+  rope->add_option("file", a.file, "YAML config file (or a checkpoint's config.yaml)")->required()->check(non_empty());
+  rope->add_option("--set", a.overrides, "override a key (repeatable)")->allow_extra_args(false);
+  rope->add_option("--length", a.length, "tokens in the pass (dynamic NTK and LongRoPE depend on it); 0 = data.seq_len")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  return {check, schema, rope};
 }
 
 std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {

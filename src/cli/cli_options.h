@@ -38,6 +38,7 @@ struct SweepArgs {
 struct ConfigCheckArgs {
   std::string file;
   std::vector<std::string> overrides;
+  int64_t length = 0;  // `config rope`: the pass length (0: the training length)
 };
 
 struct ConvertArgs {
@@ -54,7 +55,11 @@ CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a);
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a);
 CLI::App* declare_sweep(CLI::App& app, SweepArgs& a);
 // `config check` and `config schema` under `config`; returns {check, schema}.
-std::pair<CLI::App*, CLI::App*> declare_config(CLI::App& app, ConfigCheckArgs& a);
+// `config check`, `config schema` and `config rope`.
+struct ConfigCommands {
+  CLI::App *check, *schema, *rope;
+};
+ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a);
 // `convert hf-to-native` and `convert native-to-hf`; returns them in that order.
 std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a);
 CLI::App* declare_forward(CLI::App& app, ForwardArgs& a);

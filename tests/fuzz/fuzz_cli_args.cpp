@@ -46,7 +46,7 @@ void parse_and_check(std::vector<std::string> args) {
   for (auto& a : args) argv.push_back(a.data());
   app.parse(static_cast<int>(argv.size()), argv.data());
   if (train_cmd->parsed()) check_overrides(train.overrides);
-  if (config_cmds.first->parsed()) check_overrides(check.overrides);
+  if (config_cmds.check->parsed() || config_cmds.rope->parsed()) check_overrides(check.overrides);
   if (forward_cmd->parsed()) check_overrides(forward.overrides);
   if (eval_cmd->parsed()) {
     cli::parse_depths(eval.depths);

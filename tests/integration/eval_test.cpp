@@ -58,6 +58,21 @@ std::vector<double> train_losses(const std::string& run) {
   return losses;
 }
 
+// The run's training loss fell, `eval` at 1x reproduces its last validation loss and 4x gives a
+// finite loss; returns the evaluation (1x, 4x).
+json expect_trains_and_evaluates_at_4x(const Trained& t) {
+  const std::vector<double> losses = train_losses(t.run);
+  EXPECT_GE(losses.size(), 2u);
+  if (losses.size() >= 2) {
+    EXPECT_LT(losses.back(), losses.front() - 0.3);
+  }
+  const json j = t.eval("--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8");
+  EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9);
+  const double at4x = j["results"][1]["loss"].get<double>();
+  EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+  return j;
+}
+
 }  // namespace
 
 TEST(Eval, AtTheTrainingLengthEqualsTheTrainersValidationLoss) {
@@ -228,13 +243,7 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
     Trained t("causal_lm", "--set model.position.kind=" + kind + " --set model.position.shaw.max_distance=4" +
                                " --set model.position.deberta.position_buckets=8" +
                                " --set model.position.deberta.max_relative_positions=32");
-    const std::vector<double> losses = train_losses(t.run);
-    ASSERT_GE(losses.size(), 2u);
-    EXPECT_LT(losses.back(), losses.front() - 0.3);
-    const json j = t.eval("--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8");
-    EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9);
-    const double at4x = j["results"][1]["loss"].get<double>();
-    EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+    const json j = expect_trains_and_evaluates_at_4x(t);
     // xPos rotates q and k and leaves the scores to SDPA; the others form their scores.
     EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "sdpa-flash" : "explicit-scores");
   }
@@ -247,15 +256,37 @@ TEST(Eval, FrontierFamiliesTrainAndEvaluatePastTheTrainingLength) {
   for (const std::string kind : {"fire", "kerple", "sandwich", "cope"}) {
     SCOPED_TRACE(kind);
     Trained t("causal_lm", "--set model.position.kind=" + kind);
-    const std::vector<double> losses = train_losses(t.run);
-    ASSERT_GE(losses.size(), 2u);
-    EXPECT_LT(losses.back(), losses.front() - 0.3);
-    const json j = t.eval("--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8");
-    EXPECT_NEAR(j["results"][0]["loss"].get<double>(), last_valid_loss(t.run), 1e-9);
-    const double at4x = j["results"][1]["loss"].get<double>();
-    EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+    const json j = expect_trains_and_evaluates_at_4x(t);
     const bool bias = kind == "kerple" || kind == "sandwich";
     EXPECT_EQ(j["results"][1]["attention"], bias ? "sdpa-flash" : "explicit-scores");
+  }
+}
+
+// Issue 37's evaluation-time methods on a plain RoPE checkpoint (no retraining; the keys are not
+// architecture): ReRoPE and Leaky ReRoPE with a window covering the training length and log-n
+// past it leave the 1x loss as trained, while Llama 3's static rule changes it; at 4x every
+// method gives a finite loss different from plain RoPE's.
+TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
+  Trained t("causal_lm", "--set model.position.kind=rope");
+  const std::string lengths = "--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8";
+  const json plain = t.eval(lengths);
+  const std::vector<std::pair<std::string, bool>> methods{
+      {"--set model.position.rope.rerope.window=32", true},
+      {"--set model.position.rope.rerope.window=32 --set model.position.rope.rerope.leak=16", true},
+      {"--set model.attention_scale=logn_past_training", true},
+      {"--set model.position.rope.scaling.kind=llama3 --set model.position.rope.scaling.factor=4", false}};
+  for (const auto& [method, same_at_1x] : methods) {
+    SCOPED_TRACE(method);
+    const json j = t.eval(lengths + " " + method);
+    const double at1x = j["results"][0]["loss"].get<double>(), plain1x = plain["results"][0]["loss"].get<double>();
+    if (same_at_1x) {
+      EXPECT_NEAR(at1x, plain1x, 1e-5);
+    } else {
+      EXPECT_GT(std::abs(at1x - plain1x), 1e-6);
+    }
+    const double at4x = j["results"][1]["loss"].get<double>();
+    EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
+    EXPECT_GT(std::abs(at4x - plain["results"][1]["loss"].get<double>()), 1e-6);
   }
 }
 

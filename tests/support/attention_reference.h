@@ -21,6 +21,18 @@ namespace attention_reference {
 inline const auto kDouble = torch::TensorOptions().dtype(torch::kFloat64);
 constexpr int64_t kHidden = 16, kHeads = 2, kD = 8, kS = 7;
 
+// The fixture's model size (hidden 16, 2 heads of 8, 2 layers, no dropout) for `kind`.
+inline roformer::config::ModelConfig small_model(roformer::config::PositionKind kind, bool causal) {
+  roformer::config::ModelConfig c;
+  c.objective = causal ? roformer::config::Objective::causal_lm : roformer::config::Objective::mlm;
+  c.hidden_size = kHidden;
+  c.num_heads = kHeads;
+  c.num_layers = 2;
+  c.attention_dropout = 0;
+  c.position.kind = kind;
+  return c;
+}
+
 inline double dotd(const torch::Tensor& a, const torch::Tensor& b) {
   return (a * b).sum().item<double>();
 }
@@ -54,8 +66,8 @@ struct Fixture {
     ctx.causal = causal;
     ctx.score_block_rows = block;
     torch::NoGradGuard no_grad;
-    ctx.mask = roformer::model::AttentionMask(position->relative_bias(kS, torch::kCPU), {}, causal, kS,
-                                              torch::kFloat64, torch::kCPU, position->has_score_terms());
+    ctx.mask = roformer::model::AttentionMask(position->relative_bias(kS, torch::kCPU), {}, causal, kS, torch::kFloat64,
+                                              torch::kCPU, position->has_score_terms());
     return attn->attend(x, ctx);
   }
   // The output equals `want` with all queries at once and in blocks of 3 rows (3 + 3 + 1).

@@ -181,9 +181,10 @@ TEST(Config, OverridesAreTypedAndValidatedLikeFileValues) {
   expect_contains(err("model.position.kind=foo"), "choose one of");
   expect_contains(err("model.num_layers"), "expected key.path=value");
   expect_contains(err("base=other.yaml"), "'base' can only be set in a config file");
-  const LoadedConfig ok = load_config(
-      dir.file("c.yaml"),
-      {"eval.lengths=64,128", "model.position.rope.scaling.kind=yarn", "model.position.rope.scaling.factor=4"});
+  const LoadedConfig ok =
+      load_config(dir.file("c.yaml"), {"eval.lengths=64,128", "model.position.rope.scaling.kind=yarn",
+                                       "model.position.rope.scaling.factor=4", "model.position.rope.base=500000"});
+  EXPECT_DOUBLE_EQ(ok.config.model.position.rope.base, 500000.0);  // a nested key named base is a plain key
   EXPECT_EQ(ok.config.eval.lengths, (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(ok.config.model.position.rope.scaling.kind, RopeScalingKind::yarn);
   EXPECT_DOUBLE_EQ(ok.config.model.position.rope.scaling.factor, 4.0);

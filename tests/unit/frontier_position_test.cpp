@@ -28,13 +28,7 @@ using config::PositionKind;
 namespace {
 
 config::ModelConfig small(PositionKind kind, bool causal) {
-  config::ModelConfig c;
-  c.objective = causal ? config::Objective::causal_lm : config::Objective::mlm;
-  c.hidden_size = kHidden;
-  c.num_heads = kHeads;
-  c.num_layers = 2;
-  c.attention_dropout = 0;
-  c.position.kind = kind;
+  config::ModelConfig c = small_model(kind, causal);
   c.position.fire.mlp_width = 5;
   c.position.fire.l_init = 3;  // below the 7-token inputs, so the per-query normaliser matters
   c.position.fire.shared_layers = false;
@@ -146,7 +140,8 @@ TEST(FrontierPosition, SandwichEqualsItsFormulaInDouble) {
   const int64_t dim = 6;
   auto sandwich = [&](int64_t h, int64_t i, int64_t j, int64_t k_first) {
     double sum = 0;
-    for (int64_t k = k_first; k < k_first + dim / 2; ++k) sum += std::cos(double(i - j) / std::pow(10000.0, 2.0 * k / dim));
+    for (int64_t k = k_first; k < k_first + dim / 2; ++k)
+      sum += std::cos(double(i - j) / std::pow(10000.0, 2.0 * k / dim));
     return (sum - dim / 2.0) / (8.0 * double(h + 1) / double(kHeads));
   };
   for (bool causal : {false, true}) {
@@ -265,7 +260,8 @@ TEST(FrontierPosition, CopeEqualsTheAuthorsAlgorithmInDouble) {
   const int64_t npos = e.size(1);
   auto z = [&](int64_t h, int64_t i, double p) {
     const double lo = std::floor(p), w = p - lo;
-    const double at_lo = dotd(f.q[h][i], e.select(1, int64_t(lo))), at_hi = dotd(f.q[h][i], e.select(1, int64_t(std::ceil(p))));
+    const double at_lo = dotd(f.q[h][i], e.select(1, int64_t(lo))),
+                 at_hi = dotd(f.q[h][i], e.select(1, int64_t(std::ceil(p))));
     return at_hi * w + at_lo * (1 - w);
   };
   auto cope = [&](int64_t h, int64_t i, int64_t j, bool mutate) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/model/encoder.h"
@@ -61,6 +63,35 @@ config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   return c;
 }
 
+// Every family, and the RoPE variants that change how attention scores (ReRoPE, Leaky ReRoPE,
+// log-n): the suites below run them all.
+struct Case {
+  std::string name;
+  PositionKind kind;
+  std::function<void(config::ModelConfig&)> tweak;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (PositionKind kind : kFamilies) out.push_back({name(kind), kind, nullptr});
+  out.push_back({"rope+rerope", PositionKind::rope, [](config::ModelConfig& c) { c.position.rope.rerope.window = 3; }});
+  out.push_back({"rope+leaky_rerope", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.position.rope.rerope.window = 3;
+                   c.position.rope.rerope.leak = 4;
+                 }});
+  out.push_back({"rope+logn", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.attention_scale = config::AttentionScale::logn;
+                   c.attention_scale_length = 3;  // inside the inputs: the factor is not 1 everywhere
+                 }});
+  return out;
+}
+
+config::ModelConfig tiny(const Case& kase, config::Objective objective) {
+  config::ModelConfig c = tiny(kase.kind, objective);
+  if (kase.tweak) kase.tweak(c);
+  return c;
+}
+
 EncoderModel build_double(const config::ModelConfig& c, uint64_t seed = 7) {
   EncoderModel m = build_model(c, seed);
   m->to(torch::kFloat64);
@@ -75,9 +106,9 @@ EncoderModel build_double(const config::ModelConfig& c, uint64_t seed = 7) {
 }  // namespace
 
 TEST(Model, CausalAttentionLeaksNothingFromTheFuture) {
-  for (PositionKind kind : kFamilies) {
-    SCOPED_TRACE(name(kind));
-    EncoderModel m = build_double(tiny(kind, config::Objective::causal_lm));
+  for (const Case& kase : all_cases()) {
+    SCOPED_TRACE(kase.name);
+    EncoderModel m = build_double(tiny(kase, config::Objective::causal_lm));
     torch::NoGradGuard no_grad;
     const torch::Tensor ids = torch::randint(0, 11, {2, 10}, torch::kLong);
     const torch::Tensor out = m->forward({ids});
@@ -99,10 +130,10 @@ TEST(Model, CausalAttentionLeaksNothingFromTheFuture) {
 }
 
 TEST(Model, PaddingDoesNotInfluenceRealTokens) {
-  for (PositionKind kind : kFamilies) {
-    if (!defined_for(kind, config::Objective::mlm)) continue;
-    SCOPED_TRACE(name(kind));
-    EncoderModel m = build_double(tiny(kind, config::Objective::mlm));
+  for (const Case& kase : all_cases()) {
+    if (!defined_for(kase.kind, config::Objective::mlm)) continue;
+    SCOPED_TRACE(kase.name);
+    EncoderModel m = build_double(tiny(kase, config::Objective::mlm));
     torch::NoGradGuard no_grad;
     const torch::Tensor ids = torch::randint(0, 11, {2, 9}, torch::kLong);
     torch::Tensor mask = torch::ones({2, 9}, torch::kLong);
@@ -120,10 +151,10 @@ TEST(Model, PaddingDoesNotInfluenceRealTokens) {
 
 TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
   for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
-    for (PositionKind kind : kFamilies) {
-      if (!defined_for(kind, objective)) continue;
-      SCOPED_TRACE(name(kind) + (objective == config::Objective::mlm ? " mlm" : " causal"));
-      config::ModelConfig c = tiny(kind, objective);
+    for (const Case& kase : all_cases()) {
+      if (!defined_for(kase.kind, objective)) continue;
+      SCOPED_TRACE(kase.name + (objective == config::Objective::mlm ? " mlm" : " causal"));
+      config::ModelConfig c = tiny(kase, objective);
       EncoderModel m = build_double(c, 11);
       torch::manual_seed(3);
       const torch::Tensor ids = torch::randint(0, 11, {2, 6}, torch::kLong);

@@ -30,12 +30,7 @@ using namespace attention_reference;
 namespace {
 
 config::ModelConfig small(PositionKind kind) {
-  config::ModelConfig c;
-  c.hidden_size = kHidden;
-  c.num_heads = kHeads;
-  c.num_layers = 2;
-  c.attention_dropout = 0;
-  c.position.kind = kind;
+  config::ModelConfig c = small_model(kind, /*causal=*/false);
   c.position.shaw.max_distance = 2;  // inputs of 7 tokens reach past the clip
   c.position.deberta.position_buckets = 4;
   c.position.deberta.max_relative_positions = 6;

@@ -31,7 +31,7 @@ enum class PositionKind {
 enum class KerpleVariant { log, power };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
 enum class RopeKernel { fused, reference };
-enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn };
+enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn, llama3, longrope };
 enum class Activation { gelu, gelu_tanh, relu };
 enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), LibTorch's ops, or per device
 using ActivationKernel = KernelChoice;
@@ -39,6 +39,7 @@ using NormKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
+enum class AttentionScale { none, logn, logn_past_training };
 enum class FeatureMap { elu1, favor };
 enum class Objective { mlm, causal_lm };
 
@@ -48,7 +49,23 @@ struct RopeScalingConfig {
   int64_t original_max_positions = 0;  // training length L; 0 resolves to data.seq_len
   double beta_fast = 32.0;             // YaRN ramp: rotations above this count are kept
   double beta_slow = 1.0;              // YaRN ramp: rotations below this count are interpolated
-  double attention_factor = 0.0;       // YaRN logit temperature; 0 means 0.1 ln(s) + 1
+  double attention_factor = 0.0;       // YaRN/LongRoPE logit temperature; 0 means the method's default
+  bool truncate = true;                // YaRN: floor/ceil the ramp's ends (Hugging Face's default)
+  double mscale = 0.0;                 // YaRN: with mscale_all_dim, the default attention factor is
+  double mscale_all_dim = 0.0;         //   m(s, mscale) / m(s, mscale_all_dim) (DeepSeek); 0 = unset
+  double low_freq_factor = 1.0;        // Llama 3: wavelengths above L / low_freq_factor are interpolated
+  double high_freq_factor = 4.0;       // Llama 3: wavelengths below L / high_freq_factor are kept
+  std::vector<double> short_factor;    // LongRoPE: per-pair divisors up to the original length
+  std::vector<double> long_factor;     // LongRoPE: per-pair divisors past it
+  void visit(FieldVisitor& v);
+};
+
+// ReRoPE / Leaky ReRoPE (Su 2023, kexue.fm/archives/9708): the relative position i - j is kept
+// inside the window and capped at `window` past it (leaky: w + (i - j - w) / leak), on both
+// sides with bidirectional attention. An evaluation-time choice: any RoPE checkpoint takes it.
+struct RerRopeConfig {
+  int64_t window = 0;  // w; 0 = off
+  double leak = 0.0;   // k of Leaky ReRoPE (slope 1/k past w); 0 = ReRoPE (constant past w)
   void visit(FieldVisitor& v);
 };
 
@@ -56,12 +73,16 @@ struct RopeConfig {
   RopePairing pairing = RopePairing::interleaved;
   double base = 10000.0;
   int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
+  // p-RoPE (Barbero et al. 2025): only the highest floor(p rotary_dim / 2) frequencies rotate;
+  // the other pairs get frequency 0 (unrotated). 1 = RoPE, 0 = no rotation.
+  double frequency_fraction = 1.0;
   bool rotate_value = false;
   RopeKernel impl = RopeKernel::fused;
   bool cos_sin_table = true;  // fused op: (cos, sin) read from a cached table, not computed per pair
   // rotary_dim 0 means the whole head: the one place that rule is applied.
   int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   RopeScalingConfig scaling;
+  RerRopeConfig rerope;
   void visit(FieldVisitor& v);
 };
 
@@ -183,6 +204,11 @@ struct ModelConfig {
   // size; none: BERT/RoFormer (N(0, init_std), unscaled).
   EmbedScale embed_scale = EmbedScale::none;
   AttentionKind attention = AttentionKind::softmax;
+  // log-n scaling of the queries, q_i * max(1, log(i + 1) / log(L)) (Su's entropy-invariant
+  // form): logn in training and evaluation; logn_past_training in evaluation only (Qwen's
+  // use_logn_attn). L = attention_scale_length, 0 resolving to data.seq_len.
+  AttentionScale attention_scale = AttentionScale::none;
+  int64_t attention_scale_length = 0;
   LinearAttentionConfig linear_attention;
   PositionConfig position;
   void visit(FieldVisitor& v);

@@ -28,6 +28,11 @@ class YamlDumper : public FieldVisitor {
     for (int64_t x : v) out_ << x;
     out_ << YAML::EndSeq;
   }
+  void field(const char* key, std::vector<double>& v, Range<double>, const char*) override {
+    out_ << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (double x : v) out_ << shortest_double(x);
+    out_ << YAML::EndSeq;
+  }
   void choice(const char* key, std::string& name, const std::vector<std::string>&, const char*) override {
     out_ << YAML::Key << key << YAML::Value << name;
   }
@@ -61,6 +66,11 @@ class Flattener : public FieldVisitor {
     std::vector<std::string> parts;
     for (int64_t x : v) parts.push_back(std::to_string(x));
     add(key, "[" + join(parts, ", ") + "]", "int list", help);
+  }
+  void field(const char* key, std::vector<double>& v, Range<double>, const char* help) override {
+    std::vector<std::string> parts;
+    for (double x : v) parts.push_back(shortest_double(x));
+    add(key, "[" + join(parts, ", ") + "]", "float list", help);
   }
   void choice(const char* key, std::string& name, const std::vector<std::string>& allowed, const char* help) override {
     add(key, name, join(allowed, "|"), help);

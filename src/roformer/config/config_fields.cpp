@@ -27,7 +27,9 @@ const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
                                                  {RopeScalingKind::linear, "linear"},
                                                  {RopeScalingKind::ntk, "ntk"},
                                                  {RopeScalingKind::dynamic_ntk, "dynamic_ntk"},
-                                                 {RopeScalingKind::yarn, "yarn"}}};
+                                                 {RopeScalingKind::yarn, "yarn"},
+                                                 {RopeScalingKind::llama3, "llama3"},
+                                                 {RopeScalingKind::longrope, "longrope"}}};
   return names;
 }
 
@@ -43,14 +45,35 @@ const EnumNames<Objective>& objective_names() {
 
 void RopeScalingConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, rope_scaling_kind_names(),
-             "context extension: none, linear (position interpolation), ntk, dynamic_ntk, yarn");
+             "context extension: none, linear (position interpolation), ntk, dynamic_ntk, yarn, llama3, longrope");
   v.field("factor", factor, at_least(1.0), "scale s = target length / training length");
   v.field("original_max_positions", original_max_positions, at_least(int64_t{0}),
           "training length L the scaling is relative to; 0 = data.seq_len");
   v.field("beta_fast", beta_fast, above(0.0), "YaRN: dims with more rotations than this keep theta");
   v.field("beta_slow", beta_slow, above(0.0), "YaRN: dims with fewer rotations are interpolated");
   v.field("attention_factor", attention_factor, between(0.0, 10.0),
-          "YaRN logit temperature factor; 0 = 0.1*ln(s)+1 (1.69 at s = 1000; logits scale by its square)");
+          "YaRN/LongRoPE factor on cos and sin (logits scale by its square); 0 = YaRN's 0.1*ln(s)+1, "
+          "LongRoPE's sqrt(1 + ln(s)/ln(L))");
+  v.field("truncate", truncate, "YaRN: round the ramp's ends to whole pairs (Hugging Face's default true)");
+  v.field("mscale", mscale, between(0.0, 1e3),
+          "YaRN: with mscale_all_dim, default attention factor (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1); "
+          "0 = unset");
+  v.field("mscale_all_dim", mscale_all_dim, between(0.0, 1e3), "YaRN: see mscale; 0 = unset");
+  v.field("low_freq_factor", low_freq_factor, above(0.0),
+          "Llama 3: wavelengths longer than L / low_freq_factor are divided by factor (Llama 3.1: 1)");
+  v.field("high_freq_factor", high_freq_factor, above(0.0),
+          "Llama 3: wavelengths shorter than L / high_freq_factor are kept; between, a smooth blend (Llama 3.1: 4)");
+  v.field("short_factor", short_factor, between(1e-3, 1e6),
+          "LongRoPE: per-pair frequency divisors (rotary_dim/2 of them) for passes up to L");
+  v.field("long_factor", long_factor, between(1e-3, 1e6),
+          "LongRoPE: per-pair frequency divisors (rotary_dim/2 of them) for passes longer than L");
+}
+
+void RerRopeConfig::visit(FieldVisitor& v) {
+  v.field("window", window, between(int64_t{0}, int64_t{1} << 40),
+          "ReRoPE window w: relative positions past w count as w (evaluation-time choice); 0 = off");
+  v.field("leak", leak, between(0.0, 1e6),
+          "Leaky ReRoPE: past w the relative position grows by 1/leak per token (Su: 16); 0 = constant (ReRoPE)");
 }
 
 void RopeConfig::visit(FieldVisitor& v) {
@@ -62,6 +85,9 @@ void RopeConfig::visit(FieldVisitor& v) {
   v.field("base", base, above(1.0), "theta_i = base^(-2i/d)");
   v.field("rotary_dim", rotary_dim, at_least(int64_t{0}),
           "features per head that rotate (even); the rest pass through; 0 = head_dim");
+  v.field("frequency_fraction", frequency_fraction, between(0.0, 1.0),
+          "p-RoPE: only the highest floor(p * rotary_dim / 2) frequencies rotate, the other pairs stay unrotated "
+          "(1 = RoPE, 0 = none)");
   v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
   enum_field(v, "impl", impl, impls,
              "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
@@ -70,6 +96,8 @@ void RopeConfig::visit(FieldVisitor& v) {
           "per pair and token (same values; false computes them in the kernel)");
   v.section(
       "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
+  v.section(
+      "rerope", [this](FieldVisitor& s) { rerope.visit(s); }, "ReRoPE / Leaky ReRoPE relative-position window");
 }
 
 void T5BiasConfig::visit(FieldVisitor& v) {
@@ -190,6 +218,14 @@ void ModelConfig::visit(FieldVisitor& v) {
       {{AttentionKind::softmax, "softmax"}, {AttentionKind::linear, "linear"}}};
   enum_field(v, "attention", attention, attentions,
              "softmax, or linear (kernelised, O(S); RoPE as in RoFormer Eq. 19; no score-bias families)");
+  static const EnumNames<AttentionScale> attention_scales{{{AttentionScale::none, "none"},
+                                                           {AttentionScale::logn, "logn"},
+                                                           {AttentionScale::logn_past_training, "logn_past_training"}}};
+  enum_field(v, "attention_scale", attention_scale, attention_scales,
+             "queries times max(1, log(i+1)/log(L)): none, logn (training and evaluation, Su), logn_past_training "
+             "(evaluation only, Qwen's use_logn_attn)");
+  v.field("attention_scale_length", attention_scale_length, between(int64_t{0}, int64_t{1} << 40),
+          "L of the log-n scale; 0 = data.seq_len");
   v.section(
       "linear_attention", [this](FieldVisitor& s) { linear_attention.visit(s); }, "model.attention=linear settings");
   v.section(

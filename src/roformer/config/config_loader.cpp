@@ -80,16 +80,26 @@ class YamlApplier : public FieldVisitor {
     known_.push_back(key);
     YAML::Node n = child(key);
     if (!n) return;
-    expect_scalar(n, key, "a number");
-    double v = 0;
-    try {
-      v = n.as<double>();
-    } catch (const YAML::Exception&) {
-      fail(n, key, "expected a number, got " + scalar_text(n));
+    value = to_double(n, key, range);
+    record(key, n);
+  }
+
+  void field(const char* key, std::vector<double>& value, Range<double> range, const char*) override {
+    known_.push_back(key);
+    YAML::Node n = child(key);
+    if (!n) return;
+    std::vector<double> out;
+    if (n.IsSequence()) {
+      for (const auto& item : n) out.push_back(to_double(item, key, range));
+    } else if (n.IsScalar()) {  // "1.0,1.5,2.0" is accepted too (convenient with --set)
+      for (const std::string& part : split(n.Scalar(), ',')) {
+        YAML::Node item(trim(part));
+        out.push_back(to_double(item, key, range, &n));
+      }
+    } else {
+      fail(n, key, "expected a list of numbers, got " + scalar_text(n));
     }
-    if (!std::isfinite(v)) fail(n, key, "must be a finite number, got " + scalar_text(n));
-    if (!in_range(v, range)) fail(n, key, "= " + n.Scalar() + " is out of range: must be " + range_text(range));
-    value = v;
+    value = out;  // [] is the unset list (how an unset one is dumped)
     record(key, n);
   }
 
@@ -209,6 +219,22 @@ class YamlApplier : public FieldVisitor {
     return v;
   }
 
+  double to_double(const YAML::Node& n, const char* key, const Range<double>& range,
+                   const YAML::Node* where = nullptr) const {
+    const YAML::Node& at = where ? *where : n;
+    if (n.IsNull()) fail(at, key, "has no value; expected a number");
+    if (!n.IsScalar()) fail(at, key, "expected a number, got " + scalar_text(n));
+    double v = 0;
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(at, key, "expected a number, got " + scalar_text(n));
+    }
+    if (!std::isfinite(v)) fail(at, key, "must be a finite number, got " + scalar_text(n));
+    if (!in_range(v, range)) fail(at, key, "= " + n.Scalar() + " is out of range: must be " + range_text(range));
+    return v;
+  }
+
   void expect_scalar(const YAML::Node& n, const char* key, const std::string& what) const {
     if (n.IsNull()) fail(n, key, "has no value; expected " + what);
     if (!n.IsScalar()) fail(n, key, "expected " + what + ", got " + scalar_text(n));
@@ -325,9 +351,11 @@ YAML::Node override_node(const std::string& spec) {
   }
   if (text.empty()) throw UserError("--set " + spec + ": the value is empty");
   const std::vector<std::string> parts = split(key, '.');
+  // The top-level `base` (a config's parent file) only; model.position.rope.base is a number.
+  if (parts.size() == 1 && parts[0] == "base")
+    throw UserError("--set " + spec + ": 'base' can only be set in a config file");
   for (const std::string& part : parts) {
     if (part.empty()) throw UserError("--set " + spec + ": empty component in key '" + key + "'");
-    if (part == "base") throw UserError("--set " + spec + ": 'base' can only be set in a config file");
   }
   // Innermost first. (Assigning one YAML::Node to another copies the value into the first
   // node's storage instead of rebinding, so each level is a fresh node.)

@@ -1,6 +1,7 @@
 // Cross-field validation (constraints no single field can check) and resolution of derived
 // defaults. Errors name every key involved and where each got its value.
 #include <string>
+#include <utility>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
@@ -58,7 +59,36 @@ void validate(const Config& c, const Origins& o) {
     if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
       conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
                "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
+    if (p.rope.rerope.window > 0 && p.kind == PositionKind::xpos)
+      conflict(o, "model.position.rope.rerope.window", "model.position.kind",
+               "ReRoPE caps RoPE's relative position; xPos's decay is not defined for it; use kind rope");
+    if (p.rope.rerope.window > 0 && p.rope.rotate_value)
+      conflict(o, "model.position.rope.rerope.window", "model.position.rope.rotate_value",
+               "ReRoPE's relative position exists only between a query and a key; a rotated value has none");
+    if (s.kind == RopeScalingKind::llama3 && s.high_freq_factor <= s.low_freq_factor)
+      conflict(o, "model.position.rope.scaling.high_freq_factor", "model.position.rope.scaling.low_freq_factor",
+               "Llama 3 blends between the two wavelengths L/high and L/low, so high_freq_factor must exceed "
+               "low_freq_factor (Llama 3.1: 4 and 1)");
+    if (s.kind == RopeScalingKind::longrope) {
+      const auto pairs = static_cast<size_t>(p.rope.resolved_rotary_dim(head_dim) / 2);
+      for (const auto& [key, list] :
+           {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}})
+        if (list->size() != pairs)
+          invalid(o, std::string("model.position.rope.scaling.") + key,
+                  "LongRoPE needs one factor per rotated pair: " + std::to_string(pairs) + " (rotary_dim / 2), got " +
+                      std::to_string(list->size()));
+    }
   }
+  if (m.attention == AttentionKind::linear && (p.kind == PositionKind::rope || p.kind == PositionKind::xpos) &&
+      p.rope.rerope.window > 0)
+    conflict(o, "model.attention", "model.position.rope.rerope.window",
+             "ReRoPE picks a relative position per (query, key) pair, which linear attention never forms");
+  if (m.attention_scale != AttentionScale::none && m.attention_scale_length == 1)
+    invalid(o, "model.attention_scale_length",
+            "log-n divides by log(L), which is 0 at L = 1; use the training length (0 = data.seq_len)");
+  if (m.attention == AttentionKind::linear && m.attention_scale != AttentionScale::none)
+    conflict(o, "model.attention", "model.attention_scale",
+             "log-n scaling sharpens the softmax over a growing context; linear attention has no softmax");
   if (m.attention == AttentionKind::linear && !works_with_linear_attention(p.kind))
     conflict(o, "model.attention", "model.position.kind",
              "linear attention never forms the score matrix, so a score term (" + position_kind_names().name(p.kind) +
@@ -110,6 +140,7 @@ void resolve(Config& c) {
   if (p.fire.l_init == 0) p.fire.l_init = c.data.seq_len;
   p.sandwich.dim = p.sandwich.resolved_dim(c.model.head_dim());
   if (p.cope.max_positions == 0) p.cope.max_positions = c.data.seq_len;
+  if (c.model.attention_scale_length == 0) c.model.attention_scale_length = c.data.seq_len;
 }
 
 }  // namespace roformer::config

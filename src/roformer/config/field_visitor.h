@@ -46,6 +46,7 @@ class FieldVisitor {
   virtual void field(const char* key, bool& value, const char* help) = 0;
   virtual void field(const char* key, std::string& value, const char* help) = 0;
   virtual void field(const char* key, std::vector<int64_t>& value, Range<int64_t> range, const char* help) = 0;
+  virtual void field(const char* key, std::vector<double>& value, Range<double> range, const char* help) = 0;
   // An enumeration, carried as its name; `allowed` lists every legal name.
   virtual void choice(const char* key, std::string& name, const std::vector<std::string>& allowed,
                       const char* help) = 0;

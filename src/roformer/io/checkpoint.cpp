@@ -67,9 +67,10 @@ namespace {
 // (implementation, evaluation-time scaling) may change between save and load.
 bool is_architecture_key(const std::string& key) {
   if (key.rfind("model.", 0) != 0) return false;
-  for (const char* skip : {"model.hidden_dropout", "model.attention_dropout", "model.init_std",
-                           "model.activation_kernel", "model.norm_kernel", "model.position.rope.impl",
-                           "model.position.rope.cos_sin_table", "model.position.rope.scaling."})
+  for (const char* skip :
+       {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
+        "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
+        "model.position.rope.scaling.", "model.position.rope.rerope.", "model.attention_scale"})
     if (key.rfind(skip, 0) == 0) return false;
   return true;
 }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -51,6 +52,11 @@ void record_kernel(const char* kernel) {
 }
 
 }  // namespace
+
+torch::Tensor logn_scale(const torch::Tensor& positions, int64_t length) {
+  const torch::Tensor p = positions.to(torch::kFloat64);
+  return (torch::log1p(p) / std::log(static_cast<double>(length))).clamp_min(1.0);
+}
 
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
@@ -118,9 +124,8 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
 torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const AttentionContext& ctx, int64_t begin,
                                                     int64_t end) {
-  const int64_t S = q.size(2), C = end - begin;
-  const torch::Tensor rows = q.narrow(2, begin, C);
-  torch::Tensor scores = at::matmul(rows, k.transpose(-2, -1)) * position_->score_scale(head_dim_);  // [B, H, C, S]
+  const int64_t S = q.size(2);
+  torch::Tensor scores = position_->content_scores(q, k, ctx.positions, begin, end);  // [B, H, C, S]
   if (ctx.mask.defined()) {
     scores = scores + ctx.mask.rows(begin, end).to(scores.scalar_type());  // the encoder's: causal + padding
   } else if (ctx.causal) {                                                 // a caller without the encoder's mask
@@ -129,15 +134,16 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
-  scores = scores + position_->score_term(q, k, scores, ctx.positions, layer_, begin, end).to(scores.scalar_type());
+  const torch::Tensor score_term = position_->score_term(q, k, scores, ctx.positions, layer_, begin, end);
+  if (score_term.defined()) scores = scores + score_term.to(scores.scalar_type());
   // Softmax in fp32 at least (half-precision scores lose the small weights), then back.
   const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor probs =
       torch::dropout(torch::softmax(scores.to(acc), -1), is_training() ? dropout_ : 0.0, is_training())
           .to(v.scalar_type());
   torch::Tensor out = at::matmul(probs, v);  // [B, H, C, D]
-  const torch::Tensor term = position_->output_term(probs, ctx.positions, layer_, begin);
-  return term.defined() ? out + term.to(out.scalar_type()) : out;
+  const torch::Tensor output_term = position_->output_term(probs, ctx.positions, layer_, begin);
+  return output_term.defined() ? out + output_term.to(out.scalar_type()) : out;
 }
 
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -172,6 +178,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
   if (kind_ == config::AttentionKind::linear)
     return dense(output->dense, attend_linear(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   position_->rotate(q, k, v, ctx.positions);
+  if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (position_->has_score_terms())
     return dense(output->dense, attend_with_terms(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   return dense(output->dense, attend_sdpa(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));

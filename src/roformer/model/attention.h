@@ -52,7 +52,12 @@ struct AttentionContext {
   bool causal = false;           // used only when `mask` is undefined (fast SDPA path); always by linear attention
   torch::Tensor key_keep;        // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
   int64_t score_block_rows = 0;  // query rows per block when attention forms the scores; 0: all at once
+  torch::Tensor query_scale;     // log-n factor per query, [1|B, 1, S, 1], or undefined
 };
+
+// log-n's factor on the query at each position p: max(1, log(p + 1) / log(length)), float64, the
+// shape of `positions` (1 for every position inside the length).
+torch::Tensor logn_scale(const torch::Tensor& positions, int64_t length);
 
 class AttentionImpl : public torch::nn::Module {
  public:

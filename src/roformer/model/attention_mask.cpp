@@ -30,9 +30,10 @@ torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t e
 
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device) {
   if (row_bytes * double(S) <= whole_limit_bytes) return S;
-  double block_bytes = whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit;
-  if (device.is_cpu()) block_bytes = std::min(block_bytes, AttentionMask::kCpuBlockBytes);
-  const double per_block = std::max(1.0, block_bytes / row_bytes);
+  double per_block = std::max(1.0, whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit / row_bytes);
+  // The CPU cap never cuts a block below one 16-row tile: with rows of several MiB (FIRE's and
+  // CoPE's terms at 16k+ tokens) 2-3 row blocks left the GEMMs with M = 2 (CoPE at 32k: > 8 min).
+  if (device.is_cpu()) per_block = std::min(per_block, std::max(16.0, AttentionMask::kCpuBlockBytes / row_bytes));
   int64_t rows = std::min<int64_t>(S, static_cast<int64_t>(per_block));
   if (rows >= 16) rows -= rows % 16;  // whole query tiles for the attention kernels
   return rows;

@@ -22,9 +22,9 @@ namespace roformer::model {
 torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
 
 // Query rows per block for a [.., S, S] tensor of `row_bytes` per query row on `device`: S while
-// the whole tensor fits `whole_limit_bytes`, else blocks of at most a quarter of it, and at most
-// AttentionMask::kCpuBlockBytes on the CPU (whole 16-row tiles when a block holds 16 rows or
-// more). Shared by the mask and by attention that forms its scores.
+// the whole tensor fits `whole_limit_bytes`, else blocks of at most a quarter of it, and on the
+// CPU at most AttentionMask::kCpuBlockBytes or one 16-row tile, whichever is more (whole 16-row
+// tiles when a block holds 16 rows or more). Shared by the mask and by attention that forms its scores.
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device);
 
 class AttentionMask {

@@ -151,6 +151,12 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
     const double row_bytes = pair_bytes * double(S);
     ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes, device);
   }
+  using config::AttentionScale;
+  if (config_.attention_scale == AttentionScale::logn ||
+      (config_.attention_scale == AttentionScale::logn_past_training && !is_training())) {
+    const torch::Tensor scale = logn_scale(positions, config_.attention_scale_length);  // [S] or [B, S]
+    ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
+  }
   return ctx;
 }
 

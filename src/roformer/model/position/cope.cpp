@@ -41,9 +41,9 @@ torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   const torch::Tensor rows = q.narrow(2, begin, end - begin).to(pos.scalar_type());
   const torch::Tensor at_integers = torch::matmul(rows, layers_[layer_index]->pos_emb.to(pos.scalar_type()));
   const torch::Tensor floor = pos.floor();
-  const torch::Tensor w = pos - floor;  // the gradient reaches the gates through w
-  const torch::Tensor low = at_integers.gather(-1, floor.to(torch::kLong));         // q . e[floor p]
-  const torch::Tensor high = at_integers.gather(-1, pos.ceil().to(torch::kLong));   // q . e[ceil p]
+  const torch::Tensor w = pos - floor;                                       // the gradient reaches the gates through w
+  const torch::Tensor low = at_integers.gather(-1, floor.to(torch::kLong));  // q . e[floor p]
+  const torch::Tensor high = at_integers.gather(-1, pos.ceil().to(torch::kLong));  // q . e[ceil p]
   return high * w + low * (1 - w);
 }
 

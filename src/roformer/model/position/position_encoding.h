@@ -3,6 +3,8 @@
 //   embed:       absolute families add to the token embeddings      x: [B, S, E]
 //   rotate:      RoPE/xPos rotate queries/keys (optionally values)   q, k, v: [B, H, S, D]
 //   relative_bias: additive per-head score bias by key - query offset -> [H, 2S - 1]
+//   content_scores: the scaled q.k scores of query rows when attention forms them (a family
+//                that picks a relative position per pair, ReRoPE, forms them itself)
 //   score_term:  a term added to the scores, per layer and query rows: from q and k (Shaw,
 //                Transformer-XL, DeBERTa), the scores themselves (CoPE) or the positions (FIRE)
 //   output_term: a term from the attention weights (Shaw's relative values)
@@ -38,11 +40,15 @@ class PositionEncodingImpl : public torch::nn::Module {
   // offset alone; attention_mask.h turns it into query rows); others an undefined tensor.
   virtual torch::Tensor relative_bias(int64_t S, const torch::Device& device) { return {}; }
 
+  // The scaled content scores of query rows [begin, end) when attention forms the scores:
+  // q [B, H, S, D] (after rotate), k [B, H, S, D] -> [B, H, C, S]; q_rows . k * score_scale here.
+  virtual torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                       int64_t begin, int64_t end);
   // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
   // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin.
   // Attention asks for all rows at once, or for blocks of them at long lengths. Only called
-  // when has_score_terms().
+  // when has_score_terms(); undefined when the family has nothing to add.
   virtual bool has_score_terms() const { return false; }
   virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                                    const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) {

@@ -1,19 +1,30 @@
-// make_position_encoding: the only place that maps model.position.kind to a class.
+// make_position_encoding: the only place that maps model.position.kind to a class; and the
+// seam's default content scores.
+#include <ATen/ops/matmul.h>
+
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/cope.h"
 #include "roformer/model/position/fire.h"
 #include "roformer/model/position/kernel_bias.h"
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/relative_terms.h"
+#include "roformer/model/position/rerope.h"
 #include "roformer/model/position/rope.h"
 #include "roformer/model/position/xpos.h"
 
 namespace roformer::model {
 
+torch::Tensor PositionEncodingImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
+                                                   const torch::Tensor& /*positions*/, int64_t begin, int64_t end) {
+  return at::matmul(q.narrow(2, begin, end - begin), k.transpose(-2, -1)) * score_scale(q.size(-1));
+}
+
 std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::ModelConfig& m) {
   using config::PositionKind;
   switch (m.position.kind) {
     case PositionKind::rope:
+      if (m.position.rope.rerope.window > 0)
+        return std::make_shared<RerRopeImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
       return std::make_shared<RopeImpl>(m.position.rope, m.head_dim());
     case PositionKind::sinusoidal:
       return std::make_shared<SinusoidalPositionImpl>(m.embed_dim());

@@ -10,14 +10,18 @@ namespace roformer::model {
 RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
     : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)) {}
 
-void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
-  // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
-  const int64_t length = positions.size(-1);
-  if (freqs_length_ != length) {  // host math once per length; the device copy is cached below
+const RopeFrequencies& RopeImpl::frequencies(int64_t length) {
+  if (freqs_length_ != length) {
     freqs_ = rope_frequencies(config_, rotary_dim_, length);
     freqs_length_ = length;
   }
-  const RopeFrequencies& freqs = freqs_;
+  return freqs_;
+}
+
+void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
+  // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
+  const int64_t length = positions.size(-1);
+  const RopeFrequencies& freqs = frequencies(length);  // host math once per length; device copies cached below
   if (config_.impl == config::RopeKernel::fused) {
     ops::RopeSpec spec;
     spec.inv_freq = inv_freq_.get(q.device(), length, torch::kFloat64, [&] {

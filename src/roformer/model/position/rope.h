@@ -16,6 +16,11 @@ class RopeImpl : public PositionEncodingImpl {
 
   const config::RopeConfig& config() const { return config_; }
 
+ protected:
+  // The frequencies of a pass of `length` tokens (host math once per length: dynamic NTK and
+  // LongRoPE depend on it).
+  const RopeFrequencies& frequencies(int64_t length);
+
  private:
   config::RopeConfig config_;
   int64_t rotary_dim_;

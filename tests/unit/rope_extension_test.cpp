@@ -129,7 +129,8 @@ TEST(RopeExtension, PRopeKeepsTheHighestFrequencies) {
     c.frequency_fraction = p;
     const RopeFrequencies f = rope_frequencies(c, d, 0);
     const auto kept = static_cast<int64_t>(std::floor(p * d / 2));
-    for (int64_t i = 0; i < d / 2; ++i) EXPECT_EQ(f.inv_freq[i], i < kept ? theta(10000.0, i, d) : 0.0) << p << " " << i;
+    for (int64_t i = 0; i < d / 2; ++i)
+      EXPECT_EQ(f.inv_freq[i], i < kept ? theta(10000.0, i, d) : 0.0) << p << " " << i;
   }
 }
 

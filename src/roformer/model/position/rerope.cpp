@@ -33,8 +33,8 @@ torch::Tensor RerRopeImpl::content_scores(const torch::Tensor& q, const torch::T
   const bool leaky = leak_ > 0;
   const torch::Tensor keys = rotated(k, leaky ? pos / leak_ : torch::zeros_like(pos), S);  // at 0: the magnitude
   auto far = [&](double side) {  // side +1: keys before the query; -1: after it
-    const torch::Tensor at = leaky ? row_pos / leak_ + side * window_ * (1.0 - 1.0 / leak_)
-                                   : torch::full_like(row_pos, side * window_);
+    const torch::Tensor at =
+        leaky ? row_pos / leak_ + side * window_ * (1.0 - 1.0 / leak_) : torch::full_like(row_pos, side * window_);
     return dot(rotated(rows, at, S), keys);
   };
   const torch::Tensor distance = (row_pos.unsqueeze(-1) - pos.unsqueeze(-2));  // i - j: [.., C, S]

@@ -9,10 +9,15 @@ that cannot be captured is timed from plain launches and marked '*'. Fused colum
 composite's half pairing; "table" columns pass the cached (cos, sin) table the model passes
 (model.position.rope.cos_sin_table), the others compute a sincos per pair; one more column gives
 RoFormer's interleaved pairing (the model's default). Prints a markdown table.
+--json FILE also writes the numbers (GB/s per column) for scripts/gpu_check.sh; --dry-run runs one
+toy shape on the CPU with wall-clock timing (no graphs, no compile), so that path is exercised here.
 Usage: .venv/bin/python scripts/bench_rope_gpu.py [--lib build/release/src/libroformer_core.so] [--no-compile]
+       [--json FILE] [--dry-run]
 """
 import argparse
+import json
 import statistics
+import time
 
 import torch
 
@@ -36,6 +41,15 @@ def timed(fn, sets, launches=20, samples=15):
     def loop():
         for i in range(launches):
             fn(*sets[i % len(sets)])
+
+    if sets[0][0].device.type == "cpu":  # --dry-run: wall clock
+        loop()
+        times = []
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            loop()
+            times.append((time.perf_counter() - t0) / launches)
+        return statistics.median(times), False
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -68,13 +82,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", default="build/release/src/libroformer_core.so")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--json", help="also write the GB/s figures to this file")
+    p.add_argument("--dry-run", action="store_true", help="one toy shape on the CPU (no GPU needed)")
     a = p.parse_args()
     torch.ops.load_library(a.lib)
     rope, rope_ = torch.ops.roformer.rope, torch.ops.roformer.rope_
-    compiled = None if a.no_compile else torch.compile(composite)
-    dev = "cuda"
+    compiled = None if a.no_compile or a.dry_run else torch.compile(composite)
+    dev = "cpu" if a.dry_run else "cuda"
     rows = []
-    cases = [(s, torch.bfloat16) for s in SHAPES] + [(SHAPES[0], torch.float32)]
+    shapes = [(1, 64, 2, 16)] if a.dry_run else SHAPES
+    cases = [(s, torch.bfloat16) for s in shapes] + [(shapes[0], torch.float32)]
     for (B, S, H, D), dtype in cases:
         sets = [(torch.randn(B, S, H, D, device=dev, dtype=dtype), torch.randn(B, S, H, D, device=dev, dtype=dtype))
                 for _ in range(3)]
@@ -138,8 +155,15 @@ def main():
         r["compiled_fb"] = gb(comp_c_fb, gsets, 2) if compiled else ("-", float("nan"))
         rows.append(r)
         del sets, gsets
-        torch.cuda.empty_cache()
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; GB/s (median per launch)")
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    if a.json:
+        keys = ("copy", "fused", "fused_t", "fused_il", "composite", "compiled", "fused_fb", "fused_t_fb",
+                "composite_fb", "compiled_fb")
+        nums = lambda r: {k: (None if r[k][0] == "-" else r[k][1]) for k in keys}
+        json.dump([{"shape": r["shape"], "dtype": r["dtype"], **nums(r)} for r in rows], open(a.json, "w"))
+    device = torch.cuda.get_device_name() if dev == "cuda" else "CPU (dry run)"
+    print(f"{device}, torch {torch.__version__}; GB/s (median per launch)")
     print("| shape | dtype | copy | fused fwd | % copy | table fwd | % copy | fused fwd, interleaved | composite "
           "| compiled | fused fwd+bwd | % copy | table fwd+bwd | % copy | composite fwd+bwd | compiled fwd+bwd |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

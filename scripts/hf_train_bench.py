@@ -1,4 +1,4 @@
-"""The PyTorch side of scripts/bench_vs_pytorch.sh (CPU) and scripts/bench_gpu.sh (CUDA): trains
+"""The PyTorch side of scripts/bench_vs_pytorch.sh (CPU) and scripts/gpu_check.sh (CUDA): trains
 Hugging Face transformers' RoFormerForMaskedLM on the same prepared dataset, model size, batch,
 masking rate, optimizer and thread count as `roformer train`, and prints tokens/s (and, on
 CUDA, peak memory) as one JSON line.

@@ -38,7 +38,8 @@ TEST(BiasGeluCuda, MatchesTheCpuKernelForEveryDtypeAndForm) {
     for (bool tanh_form : {false, true})
       for (auto shape : {std::vector<int64_t>{3, 45, 37}, std::vector<int64_t>{64, 3072}, std::vector<int64_t>{1, 1}}) {
         const torch::Tensor x = (torch::randn(shape) * 3).to(dtype), up = torch::randn(shape).to(dtype);
-        const torch::Tensor bias = torch::randn({shape.back()});
+        // A double model has double parameters; otherwise they stay fp32 (autocast's master weights).
+        const torch::Tensor bias = torch::randn({shape.back()}).to(dtype == torch::kFloat64 ? dtype : torch::kFloat32);
         const Result cpu = run(x.to(torch::kFloat64), bias.to(torch::kFloat64), up.to(torch::kFloat64), tanh_form);
         const Result gpu = run(x.cuda(), bias.cuda(), up.cuda(), tanh_form);
         ASSERT_EQ(gpu.y.scalar_type(), dtype);

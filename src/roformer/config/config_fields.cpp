@@ -203,8 +203,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "the CPU; reference on CUDA, where cuBLASLt adds the bias inside the GEMM and fusing saves no traffic)");
   enum_field(v, "norm_kernel", norm_kernel, kernels,
              "residual add + LayerNorm in post-LN layers: fused (one custom CPU/CUDA op that never stores the sum), "
-             "reference (add, then LibTorch's layer_norm), auto (fused on the CPU; reference on CUDA until a GPU run "
-             "measures the fused kernel)");
+             "reference (add, then LibTorch's layer_norm), auto = fused (on CUDA 1.04-1.05x end to end for BERT-base, "
+             "H200, data/results/gpu/)");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

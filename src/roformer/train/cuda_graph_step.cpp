@@ -10,6 +10,7 @@
 
 #ifdef ROFORMER_WITH_CUDA
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAEvent.h>
@@ -167,9 +168,11 @@ class CudaGraphStep : public GraphedStep {
 
   // After a failed capture: ends the stream's capture (an uncapturable call leaves it open and
   // invalidated, and an open global-mode capture forbids cudaMalloc in every thread, so the
-  // eager steps that follow would fail too) and hands the graph's memory pools back, which
-  // CUDAGraph's reset() does only after a successful capture_end. Each piece may already be
-  // undone, depending on where the capture failed; none of this throws.
+  // eager steps that follow would fail too), hands the graph's memory pools back, which
+  // CUDAGraph's reset() does only after a successful capture_end, and takes the default CUDA
+  // generator out of capture mode (capture_end's epilogue never ran: the next eager dropout
+  // would fail with "Offset increment outside graph capture", seen on an H200 2026-11-26).
+  // Each piece may already be undone, depending on where the capture failed; none of this throws.
   void abandon_capture(at::cuda::MempoolId_t pool) noexcept {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(side_.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
@@ -188,6 +191,21 @@ class CudaGraphStep : public GraphedStep {
       at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
       at::getHostAllocator(at::kCUDA)->release_pool(pool);
     } catch (const std::exception&) {
+    }
+    end_generator_capture();
+  }
+
+  // The default generator's state stays "capturing" after an abandoned capture; swapping in a
+  // clone (same seed and offset; a clone never copies the capture flag) lets eager steps draw
+  // again, from where the eager run would. The abandoned graph keeps the old state until reset.
+  void end_generator_capture() noexcept {
+    try {
+      at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator(device_.index());
+      const std::lock_guard<std::mutex> lock(generator.mutex());
+      const at::Generator fresh = generator.clone();
+      generator.get<at::CUDAGeneratorImpl>()->graphsafe_set_state(fresh.getIntrusivePtr());
+    } catch (const std::exception& e) {
+      log::warn("CUDA graph: could not reset the CUDA generator after the failed capture: ", first_line(e.what()));
     }
   }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# ctest script.gpu_check_dry_run: runs scripts/gpu_check.sh --dry-run (every stage on the CPU at
+# toy sizes, on a byte dataset prepared here from the README) and checks that its table has every
+# row a GPU run prints, none of them failed, and that the markdown file it was asked for exists.
+# Usage: tests/scripts/gpu_check_dry_run.sh PROJECT_ROOT ROFORMER_BINARY
+set -euo pipefail
+root="$1" bin="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+for s in train valid test; do cat "$root/README.md" "$root/README.md" > "$work/$s.txt"; done
+"$bin" prepare-data --input "$work/train.txt" "$work/valid.txt" "$work/test.txt" --tokenizer byte --out "$work/data" > /dev/null
+"$root/scripts/gpu_check.sh" --dry-run --data "$work/data" --out "$work/table.md" --logs "$work/logs" > "$work/stdout.txt" 2>&1 ||
+  { echo "gpu_check.sh --dry-run failed:"; tail -40 "$work/stdout.txt"; exit 1; }
+missing=0
+while IFS= read -r want; do
+  grep -qF -- "$want" "$work/table.md" || { echo "missing row: $want"; missing=1; }
+done <<'ROWS'
+| env | roformer | roformer
+| env | GPU | none (dry run
+| env | torch / CUDA / NCCL |
+| tests | ctest -L gpu |
+| train | bert-base roformer |
+| train | bert-base PyTorch peer
+| train | bert-base HF RoFormer eager |
+| train | small roformer |
+| train | small PyTorch peer
+| train | small HF RoFormer eager |
+| train | bert-base deterministic=true |
+| kernels | RoPE op 1x64x2x16 bfloat16 |
+| kernels | RoPE op 1x64x2x16 float32 |
+| kernels | add + LayerNorm cpu/2048x128/Float/fwd |
+| kernels | add + LayerNorm cpu/2048x128/Float/fwd+bwd |
+| kernels | bert-base model.norm_kernel=fused |
+| kernels | bert-base model.activation_kernel=fused |
+| kernels | bert-base train.cuda_graphs=off |
+| eval | rope (64x2) at 128 |
+| eval | rope (64x2) at 512 |
+| eval | alibi (64x2) at 128 |
+| eval | alibi (64x2) at 512 |
+ROWS
+if grep -E '\| (FAILED|LOSS MISMATCH)' "$work/table.md"; then missing=1; fi
+[ $missing = 0 ] || { cat "$work/table.md"; exit 1; }
+echo "gpu_check --dry-run: every row present, none failed ($(grep -c '^| [a-z]' "$work/table.md") rows)"

@@ -84,6 +84,26 @@ TEST(Train, ResumeIsBitwiseIdenticalAndTheNegativeControlDiverges) {
   EXPECT_NE(weight_difference(straight, control, 40), "");
 }
 
+// Randomized positions (train.positions: random) are part of the batch's counter-based draws:
+// a stopped and resumed run ends bitwise equal to the uninterrupted one, and the positions do
+// reach the model (the contiguous run's curve differs).
+TEST(Train, RandomPositionsResumeBitwiseAndChangeTheRun) {
+  Fixture f;
+  const std::string random = "--set train.positions=random --set train.random_positions_max=200 ";
+  const std::string straight = f.dir.file("straight"), resumed = f.dir.file("resumed"), plain = f.dir.file("plain");
+  auto r = f.train(straight, random);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("training positions: per sequence"), std::string::npos) << r.output;
+  ASSERT_EQ(f.train(resumed, random + "--set train.checkpoint_every=20").exit_code, 0);
+  ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_40'").exit_code, 0);
+  r = f.train(resumed, random + "--resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(weight_difference(straight, resumed, 40), "");
+  EXPECT_EQ(trajectory(straight), trajectory(resumed));
+  ASSERT_EQ(f.train(plain).exit_code, 0);
+  EXPECT_NE(trajectory(straight), trajectory(plain));
+}
+
 TEST(Train, KilledRunsResumeToTheSameResult) {
   Fixture f;
   const std::string straight = f.dir.file("straight"), killed = f.dir.file("killed");

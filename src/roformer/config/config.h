@@ -235,6 +235,10 @@ enum class Precision { auto_, fp32, bf16 };
 enum class NonFinitePolicy { stop, skip };
 enum class CudaGraphs { auto_, on, off };
 
+// Training positions: 0..S-1, or per sequence S sorted distinct draws from [0, max) (Ruoss et
+// al. 2023, randomized positional encodings); evaluation always uses 0..S-1.
+enum class PositionSampling { contiguous, random };
+
 struct TrainConfig {
   int64_t steps = 1000;
   int64_t batch_size = 32;  // global batch: sequences per optimizer step over all ranks and micro-batches
@@ -264,6 +268,8 @@ struct TrainConfig {
   double peak_tflops = 0;                      // MFU denominator; 0 = from the GPU's name (none on the CPU)
   int64_t profile_steps = 0;                   // steps recorded by the profiler; 0 = off
   int64_t profile_start = 10;                  // first profiled step (past warm-up and graph capture)
+  PositionSampling positions = PositionSampling::contiguous;
+  int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
   void visit(FieldVisitor& v);
 };
 

@@ -287,6 +287,13 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("profile_steps", profile_steps, at_least(int64_t{0}),
           "record this many steps with the Kineto profiler (run_dir/profile_trace.json, profile_summary.txt); 0 = off");
   v.field("profile_start", profile_start, at_least(int64_t{0}), "first profiled step");
+  static const EnumNames<PositionSampling> position_samplings{
+      {{PositionSampling::contiguous, "contiguous"}, {PositionSampling::random, "random"}}};
+  enum_field(v, "positions", positions, position_samplings,
+             "training positions: contiguous (0..S-1) or random (per sequence, S sorted distinct positions from "
+             "[0, random_positions_max); Ruoss et al. 2023); evaluation is always contiguous");
+  v.field("random_positions_max", random_positions_max, at_least(int64_t{0}),
+          "positions: random draws below this; 0 = the longest of eval.lengths, at least 2 x data.seq_len");
 }
 
 void DistConfig::visit(FieldVisitor& v) {

@@ -1,5 +1,6 @@
 // Cross-field validation (constraints no single field can check) and resolution of derived
 // defaults. Errors name every key involved and where each got its value.
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -28,6 +29,42 @@ std::string where(const Origins& origins, const std::string& key) {
 bool works_with_linear_attention(PositionKind kind) {
   return kind == PositionKind::rope || kind == PositionKind::sinusoidal || kind == PositionKind::learned ||
          kind == PositionKind::none;
+}
+
+// train.random_positions_max after resolution: as set, or the longest evaluation length, at
+// least twice the training length (so random draws reach past it).
+int64_t resolved_random_positions_max(const Config& c) {
+  if (c.train.random_positions_max > 0) return c.train.random_positions_max;
+  int64_t longest = 2 * c.data.seq_len;
+  for (int64_t length : c.eval.lengths) longest = std::max(longest, length);
+  return longest;
+}
+
+// Randomized positions reach a family through explicit [B, S] positions; the offset-bias
+// families form one bias row for 0..S-1 and CoPE counts positions from the context.
+void validate_random_positions(const Config& c, const Origins& o) {
+  if (c.train.positions != PositionSampling::random) return;
+  const PositionKind kind = c.model.position.kind;
+  const auto refuse = [&](const std::string& why) {
+    conflict(o, "train.positions", "model.position.kind",
+             why +
+                 "; randomized positions need a family that reads each token's position (rope, xpos, sinusoidal, "
+                 "learned, shaw, transformer_xl, deberta, fire), or train.positions contiguous");
+  };
+  if (kind == PositionKind::t5_bias || kind == PositionKind::alibi || kind == PositionKind::kerple ||
+      kind == PositionKind::sandwich)
+    refuse("this family's bias is one row of offsets for positions 0..S-1 per pass");
+  if (kind == PositionKind::cope) refuse("CoPE counts its positions from the context, not from token indices");
+  if (kind == PositionKind::none) refuse("kind none has no positions to randomise");
+  const int64_t max = resolved_random_positions_max(c);
+  if (max < c.data.seq_len)
+    conflict(o, "train.random_positions_max", "data.seq_len",
+             std::to_string(max) + " is below the sequence length " + std::to_string(c.data.seq_len) +
+                 ": each sequence draws that many distinct positions below it");
+  if (kind == PositionKind::learned && c.model.position.max_positions < max)
+    conflict(o, "train.random_positions_max", "model.position.max_positions",
+             "positions are drawn below " + std::to_string(max) + " but the learned table has " +
+                 std::to_string(c.model.position.max_positions) + " rows; raise max_positions or lower the maximum");
 }
 
 }  // namespace
@@ -130,6 +167,7 @@ void validate(const Config& c, const Origins& o) {
                  std::to_string(c.train.grad_accum) + " micro-batches");
   if (c.dist.first_bucket_mb > c.dist.bucket_mb)
     conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
+  validate_random_positions(c, o);
 }
 
 void resolve(Config& c) {
@@ -141,6 +179,7 @@ void resolve(Config& c) {
   p.sandwich.dim = p.sandwich.resolved_dim(c.model.head_dim());
   if (p.cope.max_positions == 0) p.cope.max_positions = c.data.seq_len;
   if (c.model.attention_scale_length == 0) c.model.attention_scale_length = c.data.seq_len;
+  c.train.random_positions_max = resolved_random_positions_max(c);
 }
 
 }  // namespace roformer::config

@@ -7,6 +7,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/data/counter_rng.h"
+#include "roformer/data/random_positions.h"
 
 namespace roformer::data {
 namespace {
@@ -120,6 +121,11 @@ Batch TrainBatcher::batch(int64_t step) const {
       }
       row[p] = id;
     }
+  }
+  if (positions_max_ > 0) {
+    std::vector<int64_t> rows(static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = global_row(i);
+    out.positions = random_positions(rows, L, positions_max_, seed_, step);
   }
   if (out.scored == 0) {  // a batch must score something; force the first regular token
     for (int64_t k = 0; k < b * L; ++k)

@@ -23,6 +23,7 @@ namespace roformer::data {
 struct Batch {
   torch::Tensor input_ids;  // int64 [b, L]
   torch::Tensor targets;    // int64 [b, L], -100 = not scored
+  torch::Tensor positions;  // int64 [b, L] (train.positions random) or undefined: 0..L-1
   int64_t scored = 0;       // number of targets != -100
 };
 
@@ -46,6 +47,8 @@ class TrainBatcher {
                MaskingRule rule);
   Batch batch(int64_t step) const;
   std::vector<int64_t> offsets(int64_t step) const;  // this rank's sequence starts
+  // From now on every batch carries random sorted positions below `max` (data/random_positions.h).
+  void randomize_positions(int64_t max) { positions_max_ = max; }
   int64_t global_batch() const { return local_batch_ * world_; }
 
  private:
@@ -59,6 +62,7 @@ class TrainBatcher {
   config::DataSampling sampling_;
   MaskingRule rule_;
   int64_t need_;                                 // tokens per sequence (L, or L+1 for causal LM)
+  int64_t positions_max_ = 0;                    // > 0: random positions below it
   std::unique_ptr<DistributedSampler> sampler_;  // packed sampling: chunks of L tokens
 };
 

@@ -163,8 +163,9 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
 torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
-  const torch::Tensor positions = torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
-  torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                         // [B, S, E]
+  const torch::Tensor positions =
+      in.positions.defined() ? in.positions : torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
+  torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                                     // [B, S, E]
   if (config_.embed_scale == config::EmbedScale::sqrt_d) x = x * std::sqrt(static_cast<double>(config_.embed_dim()));
   if (!embeddings->token_type_embeddings.is_empty()) {
     const torch::Tensor types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros_like(in.input_ids);

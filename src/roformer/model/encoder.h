@@ -84,6 +84,7 @@ struct EncoderInput {
   torch::Tensor input_ids;       // int64 [B, S]
   torch::Tensor attention_mask;  // int64/bool [B, S] or undefined
   torch::Tensor token_type_ids;  // int64 [B, S] or undefined (zeros when the model has types)
+  torch::Tensor positions;       // int64 [B, S] (randomized training positions) or undefined: 0..S-1
 };
 
 class EncoderModelImpl : public torch::nn::Module {

@@ -101,7 +101,9 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
     micro.push_back({to_device_async(batch.input_ids.narrow(0, m * rows, rows), device),
                      to_device_async(targets_cpu, device),
                      to_device_async(scored_cpu, device),
-                     {}});
+                     {},
+                     batch.positions.defined() ? to_device_async(batch.positions.narrow(0, m * rows, rows), device)
+                                               : torch::Tensor()});
   }
   const torch::Tensor count = torch::full({}, poison ? std::numeric_limits<double>::quiet_NaN() : scored,
                                           torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
@@ -119,7 +121,7 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
     torch::Tensor loss;
     {
       AutocastGuard guard(autocast);
-      loss = model->loss({mb.ids}, mb.targets, /*sum=*/true, mb.scored_index, mb.gold) / scored;
+      loss = model->loss({mb.ids, {}, {}, mb.positions}, mb.targets, /*sum=*/true, mb.scored_index, mb.gold) / scored;
     }
     r.loss.add_(loss.detach().to(torch::kFloat64));
     if (!dp) {

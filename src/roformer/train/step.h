@@ -75,6 +75,7 @@ class NonFiniteWatch {
 // fixed capacity with gold -100 (a CUDA graph's static buffers); ids/targets are [b, L].
 struct MicroBatch {
   torch::Tensor ids, targets, scored_index, gold;
+  torch::Tensor positions;  // [rows, L] or undefined (0..L-1)
 };
 
 // The device part of a step, which a CUDA graph captures whole: forward/backward over the

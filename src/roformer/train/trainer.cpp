@@ -80,6 +80,8 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
   const config::ModelConfig& m = cfg.model;
   if (distributed) {
     why = "data parallel: the gradient reducer's collectives run outside a graph";
+  } else if (t.positions == config::PositionSampling::random) {
+    why = "train.positions=random: the graph's static input buffers hold no positions";
   } else if (m.attention == config::AttentionKind::linear &&
              m.linear_attention.feature_map == config::FeatureMap::favor && m.linear_attention.redraw_interval > 0) {
     why = "FAVOR+ redraws its random features on a host schedule (set model.linear_attention.redraw_interval=0)";
@@ -219,6 +221,11 @@ void Trainer::build() {
   batcher_ =
       std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
                                            env_.rank, world, static_cast<uint64_t>(t_.seed), cfg_.data.sampling, rule);
+  if (t_.positions == config::PositionSampling::random) {
+    batcher_->randomize_positions(t_.random_positions_max);
+    log::info("training positions: per sequence ", cfg_.data.seq_len, " sorted distinct draws from [0, ",
+              t_.random_positions_max, "); evaluation uses 0..S-1");
+  }
   valid_ = std::make_unique<data::EvalWindows>(valid_store, cfg_.model.objective, cfg_.data.seq_len,
                                                config::EvalProtocol::chunks, 0,
                                                t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,

@@ -121,6 +121,24 @@ TEST_P(TrainCuda, FailedCaptureFallsBackToEagerStepsOnTheEagerCurve) {
   expect_same_loss_curve(eager, fallback);
 }
 
+// Randomized positions (train.positions: random) on CUDA: the explicit [B, S] positions reach the
+// fused RoPE op past its cached table, the step runs eagerly (graphs hold no positions), and the
+// fp32 loss curve follows the CPU's (dropout and TF32 off).
+TEST(TrainCudaFamilies, RandomPositionsFollowTheCpuCurve) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  CudaFixture f;
+  const std::string sets =
+      "--set train.positions=random --set train.random_positions_max=300 "
+      "--set model.hidden_dropout=0 --set model.attention_dropout=0 --set train.tf32=false";
+  const std::string cpu = f.dir.file("cpu"), gpu = f.dir.file("gpu");
+  auto r = run_command("'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + cpu + "' " + sets);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = f.train(gpu, "fp32", sets);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.positions=random"), std::string::npos) << r.output;  // why the graph is off
+  expect_same_loss_curve(cpu, gpu);
+}
+
 // Evaluation under bf16 autocast (eval.precision auto on CUDA) stays within 1 % perplexity of
 // fp32 on the same checkpoint, and the report says which precision ran.
 TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets (clang, ASan + UBSan) over the torch-free parsers:
-#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: config | safetensors | dataset_meta | hf_config | cli_args | task_data | all
+#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: config | safetensors | dataset_meta | hf_config | cli_args | task_data |
+#                                        id_matrix | sweep_file | all
 # The shared parser objects compile once (ROFORMER_JOBS at a time), then the targets run
 # ROFORMER_JOBS at a time (default: the CPUs), each for SECONDS on one core: `all` takes about
-# 6 x SECONDS / jobs, not 6 x SECONDS. Seeds come from tests/fuzz/TARGET/; the growing corpus
+# 8 x SECONDS / jobs, not 8 x SECONDS. Seeds come from tests/fuzz/TARGET/; the growing corpus
 # lives in build/fuzz/corpus/TARGET and crashes in build/fuzz/crashes/ (add each as a regression
 # test, then a seed). Exit status is non-zero when a target crashes. SECONDS defaults to
 # $ROFORMER_FUZZ_SECONDS or 60.
@@ -13,8 +14,8 @@ cd "$root"
 target="${1:-}"
 seconds="${2:-${ROFORMER_FUZZ_SECONDS:-60}}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
-all_targets=(config safetensors dataset_meta hf_config cli_args task_data)
-usage() { echo "usage: scripts/fuzz.sh config|safetensors|dataset_meta|hf_config|cli_args|task_data|all [SECONDS]" >&2; exit 2; }
+all_targets=(config safetensors dataset_meta hf_config cli_args task_data id_matrix sweep_file)
+usage() { echo "usage: scripts/fuzz.sh config|safetensors|dataset_meta|hf_config|cli_args|task_data|id_matrix|sweep_file|all [SECONDS]" >&2; exit 2; }
 [ -n "$target" ] || usage
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: ROFORMER_JOBS must be a positive whole number, got '$jobs'" >&2; exit 2; }
@@ -39,7 +40,8 @@ sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roforme
          src/roformer/config/config_validate.cpp src/roformer/config/config_dump.cpp
          src/roformer/data/dataset_meta.cpp src/roformer/data/token_store.cpp
          src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/cli/cli_options.cpp
-         src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp)
+         src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp src/roformer/eval/id_matrix.cpp
+         src/roformer/sweep/sweep_file.cpp)
 
 # for_each_parallel FUNC ITEM...: FUNC ITEM for every item, at most $jobs at a time; non-zero if
 # any of them failed (all still run).

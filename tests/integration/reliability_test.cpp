@@ -171,6 +171,32 @@ TEST(Reliability, DiskFullAtTheOptimizerStateStopsWithThePreviousCheckpointIntac
   expect_only_complete_checkpoints(run);
 }
 
+// A full disk at each file of a checkpoint in turn (fault injection: the write fails with
+// ENOSPC's message at the save of step 20): exit 2 naming the file, the previous checkpoint
+// (step_10) bitwise as an uninterrupted run wrote it, no step_20 and no temporary left; with
+// space again the run resumes and ends where the uninterrupted one does.
+TEST(Reliability, DiskFullAtEveryFileOfACheckpointKeepsThePreviousOne) {
+  Fixture f;
+  const std::string steps = "--set train.steps=20 --set train.checkpoint_every=10 ";
+  const std::string straight = f.dir.file("straight");
+  ASSERT_EQ(run_command(f.train(straight, steps)).exit_code, 0);
+  for (const std::string file : {"model.safetensors", "trainer.pt", "config.yaml", "meta.json"}) {
+    SCOPED_TRACE(file);
+    const std::string run = f.dir.file("full-" + file);
+    const auto full = run_command("ROFORMER_FAULT_FULL_DISK_AT=20:" + file + " " + f.train(run, steps) + " 2>&1");
+    EXPECT_EQ(full.exit_code, 2) << full.output;
+    EXPECT_NE(full.output.find(file + "' failed: No space left on device"), std::string::npos) << full.output;
+    EXPECT_NE(full.output.find("step_10 is intact"), std::string::npos) << full.output;
+    EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 10), checkpoint_weights(run, 10)), "");
+    EXPECT_FALSE(roformer::path_exists(run + "/checkpoints/step_20"));
+    EXPECT_EQ(checkpoint_listing(run).find(".tmp-step_"), std::string::npos);
+    expect_only_complete_checkpoints(run);
+    const auto done = run_command(f.train(run, steps + "--resume auto"));
+    ASSERT_EQ(done.exit_code, 0) << done.output;
+    EXPECT_EQ(safetensors_difference(checkpoint_weights(straight, 20), checkpoint_weights(run, 20)), "");
+  }
+}
+
 // One process at a time per run directory: while a run trains, a second `train` on its
 // directory (resuming it, or a fresh run with another seed) stops with exit 2 before writing,
 // and the first run's metrics stay one run's, in order.

@@ -160,7 +160,7 @@ void write_archive(torch::serialize::OutputArchive& archive, const std::string& 
 
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
-                     int64_t keep_last, int64_t kill_at_step) {
+                     int64_t keep_last, const CheckpointFaults& faults) {
   const std::string root = run_dir + "/checkpoints";
   make_directories(root);
   const std::string final_dir = root + "/step_" + std::to_string(state.step);
@@ -170,12 +170,17 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
   for (const auto& entry : std::filesystem::directory_iterator(root, ec))
     if (entry.path().filename().string().rfind(".tmp-", 0) == 0) std::filesystem::remove_all(entry.path(), ec);
   make_directories(tmp);
-  const bool kill_here = kill_at_step == state.step;  // fault injection: die half-way through this save
+  const bool kill_here = faults.kill_at_step == state.step;     // fault injection: die half-way through this save
+  const auto inject_full_disk = [&](const std::string& file) {  // fault injection: this write fails
+    if (faults.fail_at_step == state.step && faults.fail_file == file)
+      throw UserError("writing '" + tmp + "/" + file + "' failed: " + std::strerror(ENOSPC) + " (disk full?)");
+  };
   try {
     std::vector<std::pair<std::string, torch::Tensor>> weights;
     for (const auto& p : model.named_parameters())
       weights.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
     for (const auto& b : model.named_buffers()) weights.emplace_back(b.key(), b.value().detach());
+    inject_full_disk("model.safetensors");
     io::write_safetensors(tmp + "/model.safetensors", weights,
                           {{"format", "pt"},
                            {"step", std::to_string(state.step)},
@@ -192,13 +197,16 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
     archive.write("epoch_loss_sum", torch::tensor(state.epoch_loss_sum, torch::kFloat64));
     archive.write("epoch_steps", torch::tensor(state.epoch_steps));
+    inject_full_disk("trainer.pt");
     write_archive(archive, tmp + "/trainer.pt");
+    inject_full_disk("config.yaml");
     write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
     const json meta = {{"step", state.step},
                        {"tokens_seen", state.tokens_seen},
                        {"elapsed_s", state.elapsed_s},
                        {"git_revision", git_revision},
                        {"complete", true}};
+    inject_full_disk("meta.json");
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
     if (path_exists(final_dir)) discard(final_dir);  // re-saving the same step
     std::filesystem::rename(tmp, final_dir);

@@ -41,11 +41,18 @@ struct TrainerState {
   int64_t epoch_steps = 0;
 };
 
-// `kill_at_step` (fault injection for the kill tests): SIGKILL this process half-way through
-// writing the checkpoint of that step.
+// Fault injection for the reliability tests: at the save of step `kill_at_step`, SIGKILL this
+// process half-way through; at the save of step `fail_at_step`, writing the file `fail_file`
+// fails as a full disk does (the same UserError the writers raise on ENOSPC).
+struct CheckpointFaults {
+  int64_t kill_at_step = -1;
+  int64_t fail_at_step = -1;
+  std::string fail_file;  // model.safetensors, trainer.pt, config.yaml or meta.json
+};
+
 void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
-                     int64_t keep_last, int64_t kill_at_step = -1);
+                     int64_t keep_last, const CheckpointFaults& faults = {});
 
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);

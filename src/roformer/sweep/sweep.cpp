@@ -1,5 +1,6 @@
 // Sweep orchestration and report aggregation (see sweep.h).
 #include "roformer/sweep/sweep.h"
+#include "roformer/sweep/sweep_file.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -33,63 +34,6 @@ using eval::report_json;
 using eval::report_table;
 using nlohmann::json;
 
-std::string where(const std::string& file, const YAML::Node& n) {
-  const YAML::Mark m = n.Mark();
-  return file + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-}
-
-std::vector<std::string> string_list(const std::string& file, const YAML::Node& n, const std::string& key) {
-  std::vector<std::string> out;
-  if (!n) return out;
-  if (!n.IsSequence()) throw UserError(where(file, n) + ": " + key + " must be a list of \"key=value\" strings");
-  for (const auto& item : n) {
-    if (!item.IsScalar() || item.Scalar().find('=') == std::string::npos)
-      throw UserError(where(file, item) + ": " + key + " entries must look like key.path=value");
-    out.push_back(item.Scalar());
-  }
-  return out;
-}
-
-std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n, const std::string& key) {
-  std::vector<SweepVariant> out;
-  if (!n) return out;
-  if (!n.IsSequence()) throw UserError(where(file, n) + ": " + key + " must be a list of {name, set}");
-  for (const auto& v : n) {
-    if (!v.IsMap() || !v["name"] || !v["name"].IsScalar())
-      throw UserError(where(file, v) + ": each " + key + " entry needs a name");
-    for (const auto& kv : v)
-      if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set")
-        throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key + " (name, set)");
-    const std::string name = v["name"].Scalar();
-    // It names a directory or file.
-    check_path_component(name, where(file, v["name"]) + ": " + (key == "variants" ? "variant" : key) + " name");
-    for (const auto& earlier : out)
-      if (earlier.name == name)
-        throw UserError(where(file, v["name"]) + ": two " + key + " entries are named '" + name +
-                        "' (each names its own runs and results); rename one");
-    out.push_back({name, string_list(file, v["set"], key + ".set")});
-  }
-  return out;
-}
-
-// The integer at `n`, in [lo, hi], or a UserError naming its line (never yaml-cpp's conversion error).
-int64_t int_at(const std::string& file, const YAML::Node& n, const std::string& what, int64_t lo, int64_t hi) {
-  const std::string text = n.IsScalar() ? n.Scalar() : std::string();
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (!n.IsScalar() || text.empty() || ec != std::errc() || end != text.data() + text.size() || value < lo ||
-      value > hi)
-    throw UserError(where(file, n) + ": " + what + " must be an integer in [" + std::to_string(lo) + ", " +
-                    std::to_string(hi) + "], got " + (n.IsScalar() ? "'" + text + "'" : std::string("a list or map")));
-  return value;
-}
-
-// The list at `n` (absent: empty), or a UserError naming its line.
-YAML::Node list_at(const std::string& file, const YAML::Node& n, const std::string& what) {
-  if (n && !n.IsSequence()) throw UserError(where(file, n) + ": " + what + " must be a list");
-  return n;
-}
-
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -116,18 +60,6 @@ std::string mean_std(const std::vector<double>& v, int precision = 2) {
   return v.size() > 1 ? fmt(mean(v), precision) + " ± " + fmt(stdev(v), precision) : fmt(mean(v), precision);
 }
 
-std::string run_name(const SweepVariant& v, int64_t seed) {
-  return v.name + "-seed" + std::to_string(seed);
-}
-
-config::LoadedConfig point_config(const SweepSpec& s, const SweepVariant& v, int64_t seed) {
-  std::vector<std::string> o = s.overrides;
-  o.insert(o.end(), v.overrides.begin(), v.overrides.end());
-  o.push_back("train.seed=" + std::to_string(seed));
-  o.push_back("name=" + s.name + "-" + run_name(v, seed));
-  return config::load_config(s.config, o);
-}
-
 std::vector<std::string> eval_overrides(const SweepSpec& s, const std::string& protocol) {
   std::vector<std::string> o;
   std::string lengths;
@@ -140,82 +72,6 @@ std::vector<std::string> eval_overrides(const SweepSpec& s, const std::string& p
 }
 
 }  // namespace
-
-// Every entry of the sweep file checked, and every point's config validated, before any run.
-static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
-  if (!root.IsMap()) throw UserError(path + ": a sweep file is a mapping (name, config, variants, seeds, eval)");
-  static const std::vector<std::string> known{"name", "config", "set", "seeds", "variants", "eval"};
-  for (const auto& kv : root) {
-    if (std::find(known.begin(), known.end(), kv.first.Scalar()) == known.end())
-      throw UserError(where(path, kv.first) + ": unknown key '" + kv.first.Scalar() +
-                      "' (valid: name, config, set, seeds, variants, eval)");
-  }
-  SweepSpec s;
-  s.file = path;
-  s.name = root["name"] ? root["name"].Scalar() : std::filesystem::path(path).stem().string();
-  check_path_component(s.name, path + ": sweep name");
-  if (!root["config"]) throw UserError(path + ": 'config' (the base config file) is required");
-  s.config = (std::filesystem::path(path).parent_path() / root["config"].Scalar()).string();
-  if (!path_exists(s.config))
-    throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
-  s.overrides = string_list(path, root["set"], "set");
-  for (const auto& x : list_at(path, root["seeds"], "seeds")) {
-    const int64_t seed = int_at(path, x, "a seed", 0, std::numeric_limits<int64_t>::max());
-    if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
-      throw UserError(where(path, x) + ": seed " + std::to_string(seed) + " is listed twice (each seed is one run)");
-    s.seeds.push_back(seed);
-  }
-  if (s.seeds.empty()) s.seeds.push_back(1234);
-  s.variants = variants(path, root["variants"], "variants");
-  if (s.variants.empty()) throw UserError(path + ": 'variants' must list at least one {name, set}");
-  const YAML::Node e = root["eval"];
-  if (e && !e.IsMap())
-    throw UserError(where(path, e) + ": eval must be a mapping (lengths, protocols, split, max_tokens, scaling)");
-  if (e) {
-    for (const auto& kv : e) {
-      const std::string k = kv.first.Scalar();
-      if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling")
-        throw UserError(where(path, kv.first) + ": unknown key 'eval." + k +
-                        "' (lengths, protocols, split, max_tokens, scaling)");
-    }
-    for (const auto& x : list_at(path, e["lengths"], "eval.lengths"))
-      s.lengths.push_back(int_at(path, x, "an eval length", 2, int64_t{1} << 30));
-    for (const auto& x : list_at(path, e["protocols"], "eval.protocols")) s.protocols.push_back(x.Scalar());
-    if (e["split"]) s.split = e["split"].Scalar();
-    if (e["max_tokens"])
-      s.max_tokens = int_at(path, e["max_tokens"], "eval.max_tokens", 0, std::numeric_limits<int64_t>::max());
-    s.scaling = variants(path, e["scaling"], "eval.scaling");
-  }
-  const auto& protocols = config::eval_protocol_names();
-  if (s.protocols.empty()) s.protocols = {protocols.name(config::EvalProtocol::chunks)};
-  for (const auto& p : s.protocols) {
-    const auto allowed = protocols.names();
-    if (std::find(allowed.begin(), allowed.end(), p) == allowed.end())
-      throw UserError(path + ": eval.protocols entries must be one of " + join(allowed, ", ") + ", got '" + p + "'");
-  }
-  // Validate every point's config now, so a typo fails before hours of training.
-  for (const auto& v : s.variants) point_config(s, v, s.seeds.front());
-  if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
-  return s;
-}
-
-SweepSpec load_sweep(const std::string& path) {
-  if (!path_exists(path)) throw UserError("sweep file '" + path + "' does not exist");
-  const std::string text = read_text_file(path);  // a regular file of bounded size (not a FIFO or device)
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": YAML syntax error: " + e.msg);
-  }
-  try {
-    return parse_sweep(path, root);
-  } catch (const YAML::Exception& e) {  // a shape the checks did not foresee: still the file's fault
-    throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
-                    e.msg);
-  }
-}
 
 int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_override) {
   SweepSpec spec = spec_in;

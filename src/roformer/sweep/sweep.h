@@ -8,29 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "roformer/sweep/sweep_file.h"
+
 namespace roformer::sweep {
-
-struct SweepVariant {
-  std::string name;
-  std::vector<std::string> overrides;  // "key.path=value"
-};
-
-struct SweepSpec {
-  std::string file;
-  std::string name;
-  std::string config;                  // base config path (resolved against the sweep file)
-  std::vector<std::string> overrides;  // applied to every point
-  std::vector<int64_t> seeds;
-  std::vector<SweepVariant> variants;
-  std::vector<int64_t> lengths;
-  std::vector<std::string> protocols;  // chunks | sliding
-  std::string split = "valid";
-  int64_t max_tokens = 0;             // 0: the config's eval.max_tokens
-  std::vector<SweepVariant> scaling;  // evaluated for rope variants, chunks protocol
-};
-
-// Parses and validates a sweep file; throws UserError naming file:line:col and the key.
-SweepSpec load_sweep(const std::string& path);
 
 // Runs (or resumes) the sweep into out_dir; seeds_override > 0 uses that many seeds
 // (base seed, base+1, ...). Returns 0, or the first failing point's exit code.

@@ -348,8 +348,9 @@ void Trainer::checkpoint() {
   state_.elapsed_s = elapsed_before_ + seconds_since(session_start_);
   if (rank0_) {
     try {
-      io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, t_.keep_checkpoints,
-                          opts_.faults.kill_in_checkpoint_step);
+      io::save_checkpoint(
+          result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, t_.keep_checkpoints,
+          {opts_.faults.kill_in_checkpoint_step, opts_.faults.fail_checkpoint_step, opts_.faults.fail_checkpoint_file});
     } catch (const UserError& e) {
       const auto previous = io::latest_checkpoint(result_.run_dir);
       throw UserError(
@@ -444,6 +445,19 @@ FaultInjection FaultInjection::from_environment() {
   };
   f.nan_step = step_from("ROFORMER_FAULT_NAN_STEP");
   f.kill_in_checkpoint_step = step_from("ROFORMER_FAULT_KILL_IN_CHECKPOINT");
+  if (const char* v = std::getenv("ROFORMER_FAULT_FULL_DISK_AT"); v && *v) {  // STEP:FILE
+    const std::string spec = v;
+    const size_t colon = spec.find(':');
+    try {
+      f.fail_checkpoint_step = std::stoll(spec.substr(0, colon));
+    } catch (const std::exception&) {
+      f.fail_checkpoint_step = -1;  // refused below
+    }
+    if (colon == std::string::npos || f.fail_checkpoint_step < 0)
+      throw UserError("ROFORMER_FAULT_FULL_DISK_AT='" + spec +
+                      "' is not STEP:FILE; unset it (it is for fault-injection tests)");
+    f.fail_checkpoint_file = spec.substr(colon + 1);
+  }
   f.skip_rng_restore = std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE") != nullptr;
   f.uncapturable_step = std::getenv("ROFORMER_FAULT_UNCAPTURABLE_STEP") != nullptr;
   return f;

@@ -17,6 +17,8 @@ namespace roformer::train {
 struct FaultInjection {
   int64_t nan_step = -1;                 // ROFORMER_FAULT_NAN_STEP: that step's loss is NaN
   int64_t kill_in_checkpoint_step = -1;  // ROFORMER_FAULT_KILL_IN_CHECKPOINT: SIGKILL half-way through that save
+  int64_t fail_checkpoint_step = -1;     // ROFORMER_FAULT_FULL_DISK_AT=STEP:FILE: that file of that save
+  std::string fail_checkpoint_file;      //   fails as on a full disk
   bool skip_rng_restore = false;         // ROFORMER_FAULT_SKIP_RNG_RESTORE: resume without the RNG state
   bool uncapturable_step = false;        // ROFORMER_FAULT_UNCAPTURABLE_STEP: the CUDA-graph capture fails
   static FaultInjection from_environment();

@@ -42,6 +42,10 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
                   "auto: continue from the newest complete checkpoint of the run directory "
                   "(or start fresh if none); or a checkpoint directory")
       ->check(non_empty());
+  cmd->add_option("--init-from", a.init_from,
+                  "start a new run from this checkpoint's weights (fresh optimizer, schedule and step count; "
+                  "same as --set train.init_from=DIR); not with --resume")
+      ->check(non_empty());
   return cmd;
 }
 

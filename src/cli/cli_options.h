@@ -11,7 +11,7 @@
 namespace roformer::cli {
 
 struct TrainArgs {
-  std::string file, run_dir, resume;
+  std::string file, run_dir, resume, init_from;
   std::vector<std::string> overrides;
 };
 

@@ -1,9 +1,10 @@
-// `roformer train CONFIG [--set k=v ...] [--run-dir DIR] [--resume auto|PATH]`. Under a
+// `roformer train CONFIG [--set k=v ...] [--run-dir DIR] [--resume auto|PATH] [--init-from DIR]`. Under a
 // launcher (scripts/launch.sh, torchrun --no-python, srun) the rank comes from the environment.
 #include <algorithm>
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "roformer/common/errors.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/dist/dist_env.h"
@@ -15,7 +16,15 @@ void add_train_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<TrainArgs>();
   CLI::App* cmd = declare_train(app, *o);
   cmd->callback([o, &exit_code] {
-    const config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
+    if (!o->init_from.empty() && !o->resume.empty())
+      throw UserError(
+          "--init-from starts a new run from another run's weights and --resume continues this run; "
+          "give one of them");
+    config::LoadedConfig loaded = config::load_config(o->file, o->overrides);
+    if (!o->init_from.empty()) {
+      loaded.config.train.init_from = o->init_from;
+      loaded.origins["train.init_from"] = "--init-from";
+    }
     train::TrainOptions opts;
     opts.env = dist::read_dist_env();
     // Ranks other than 0 report warnings and errors only (rank 0 speaks for the run).

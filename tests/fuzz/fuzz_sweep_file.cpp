@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   char dir[] = "/tmp/roformer-fuzz-sweep-XXXXXX";
   if (::mkdtemp(dir) == nullptr) std::abort();
   std::ofstream(std::string(dir) + "/base.yaml") << "name: base\nmodel:\n  hidden_size: 32\n  num_heads: 2\n"
-                                                  << "data:\n  path: data\n  seq_len: 16\n";
+                                                 << "data:\n  path: data\n  seq_len: 16\n";
   sweep_path = std::string(dir) + "/sweep.yaml";
   return 0;
 }

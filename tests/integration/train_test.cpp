@@ -104,6 +104,43 @@ TEST(Train, RandomPositionsResumeBitwiseAndChangeTheRun) {
   EXPECT_NE(trajectory(straight), trajectory(plain));
 }
 
+// train.init_from: a new run starts from another run's weights (its step-0 evaluation is the
+// source's last one), with a fresh step count and optimizer, at a longer length with RoPE
+// position interpolation; resuming such a run continues from its own checkpoints bitwise.
+TEST(Train, InitFromStartsANewRunFromACheckpointsWeights) {
+  Fixture f;
+  const std::string source = f.dir.file("source"), extended = f.dir.file("extended"), resumed = f.dir.file("resumed");
+  ASSERT_EQ(f.train(source).exit_code, 0);
+  const std::string init = "--init-from '" + source + "/checkpoints/step_40' ";
+  auto r = f.train(extended, init + "--set train.steps=10 --set train.eval_every=5 --set train.lr=1e-3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("initialised from"), std::string::npos) << r.output;
+  const auto first = records(extended, "init");
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["source_step"].get<int64_t>(), 40);
+  EXPECT_EQ(records(extended, "train").front()["step"].get<int64_t>(), 5);  // a fresh count
+  EXPECT_NEAR(records(extended, "eval").front()["loss"].get<double>(),
+              records(source, "eval").back()["loss"].get<double>(), 1e-9);
+  EXPECT_NE(read_file(extended + "/config.yaml").find("init_from: "), std::string::npos);
+  // Twice the length with position interpolation: it trains (the length is not architecture).
+  r = f.train(f.dir.file("longer"), init +
+                                        "--set train.steps=5 --set data.seq_len=64 "
+                                        "--set model.position.rope.scaling.kind=linear "
+                                        "--set model.position.rope.scaling.factor=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Resuming an initialised run takes its own checkpoint, not the source's weights.
+  const std::string set = "--set train.init_from='" + source + "/checkpoints/step_40' --set train.steps=10 ";
+  ASSERT_EQ(
+      f.train(resumed, set + "--set train.eval_every=5 --set train.lr=1e-3 --set train.checkpoint_every=5").exit_code,
+      0);
+  ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_10'").exit_code, 0);
+  r = f.train(resumed,
+              set + "--set train.eval_every=5 --set train.lr=1e-3 --set train.checkpoint_every=5 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming it instead"), std::string::npos) << r.output;
+  EXPECT_EQ(weight_difference(extended, resumed, 10), "");
+}
+
 TEST(Train, KilledRunsResumeToTheSameResult) {
   Fixture f;
   const std::string straight = f.dir.file("straight"), killed = f.dir.file("killed");

@@ -268,6 +268,7 @@ struct TrainConfig {
   double peak_tflops = 0;                      // MFU denominator; 0 = from the GPU's name (none on the CPU)
   int64_t profile_steps = 0;                   // steps recorded by the profiler; 0 = off
   int64_t profile_start = 10;                  // first profiled step (past warm-up and graph capture)
+  std::string init_from;  // a checkpoint (or run) whose weights start this run; fresh optimizer and step count
   PositionSampling positions = PositionSampling::contiguous;
   int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
   void visit(FieldVisitor& v);

@@ -287,6 +287,10 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("profile_steps", profile_steps, at_least(int64_t{0}),
           "record this many steps with the Kineto profiler (run_dir/profile_trace.json, profile_summary.txt); 0 = off");
   v.field("profile_start", profile_start, at_least(int64_t{0}), "first profiled step");
+  v.field("init_from", init_from,
+          "start from this checkpoint's weights (RUN/checkpoints/step_N, or a run: its newest) with a fresh "
+          "optimizer, schedule and step count; the architecture must match, the length, RoPE scaling, lr and data "
+          "may change (--init-from); a resumed run continues from its own checkpoints");
   static const EnumNames<PositionSampling> position_samplings{
       {{PositionSampling::contiguous, "contiguous"}, {PositionSampling::random, "random"}}};
   enum_field(v, "positions", positions, position_samplings,

@@ -70,9 +70,25 @@ bool is_architecture_key(const std::string& key) {
   for (const char* skip :
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
         "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
-        "model.position.rope.scaling.", "model.position.rope.rerope.", "model.attention_scale"})
+        "model.position.rope.scaling.", "model.position.rope.rerope.", "model.attention_scale",
+        "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;
   return true;
+}
+
+// A position family's own settings describe the trained function only when that family is in use
+// (they are resolved from the length, e.g. cope.max_positions, whichever family trains).
+bool belongs_to_unused_family(const std::string& key, config::PositionKind kind) {
+  using K = config::PositionKind;
+  static const std::vector<std::pair<std::string, std::vector<K>>> owners{
+      {"model.position.rope.", {K::rope, K::xpos}}, {"model.position.xpos.", {K::xpos}},
+      {"model.position.t5_bias.", {K::t5_bias}},    {"model.position.shaw.", {K::shaw}},
+      {"model.position.deberta.", {K::deberta}},    {"model.position.fire.", {K::fire}},
+      {"model.position.kerple.", {K::kerple}},      {"model.position.sandwich.", {K::sandwich}},
+      {"model.position.cope.", {K::cope}},          {"model.position.max_positions", {K::learned}}};
+  for (const auto& [prefix, users] : owners)
+    if (key.rfind(prefix, 0) == 0) return std::find(users.begin(), users.end(), kind) == users.end();
+  return false;
 }
 
 }  // namespace
@@ -238,14 +254,20 @@ config::Config checkpoint_config(const std::string& dir) {
   return loaded.config;
 }
 
-void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where) {
+std::optional<ArchitectureDifference> first_architecture_difference(const config::Config& saved,
+                                                                    const config::Config& current) {
   const auto a = config::flatten(saved), b = config::flatten(current);
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (!is_architecture_key(a[i].first)) continue;
-    if (a[i].second != b[i].second)
-      throw UserError("the checkpoint " + where + " has " + a[i].first + " = " + a[i].second + " but the config has " +
-                      b[i].second + "; use the checkpoint's architecture or start a new run directory");
-  }
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (is_architecture_key(a[i].first) && !belongs_to_unused_family(a[i].first, saved.model.position.kind) &&
+        a[i].second != b[i].second)
+      return ArchitectureDifference{a[i].first, a[i].second, b[i].second};
+  return std::nullopt;
+}
+
+void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where) {
+  if (const auto d = first_architecture_difference(saved, current))
+    throw UserError("the checkpoint " + where + " has " + d->key + " = " + d->saved + " but the config has " +
+                    d->current + "; use the checkpoint's architecture or start a new run directory");
 }
 
 void load_model_weights(const std::string& dir, torch::nn::Module& model) {

@@ -57,6 +57,14 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);
 
+// The first architecture key (model.*, less dropout, init and RoPE's runtime choices) whose
+// value differs between a saved config and the current one.
+struct ArchitectureDifference {
+  std::string key, saved, current;
+};
+std::optional<ArchitectureDifference> first_architecture_difference(const config::Config& saved,
+                                                                    const config::Config& current);
+
 // Throws UserError naming the first architecture key whose value differs.
 void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where);
 

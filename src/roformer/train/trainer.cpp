@@ -34,6 +34,7 @@
 #include "roformer/model/memory_estimate.h"
 #include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/device_setup.h"
+#include "roformer/train/init_from.h"
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/metrics.h"
 #include "roformer/train/mfu.h"
@@ -136,6 +137,7 @@ class Trainer {
   int64_t local_batch_ = 0;
   data::DatasetMeta meta_;
   std::string resume_dir_;
+  InitSource init_;  // train.init_from on a fresh start: the checkpoint whose weights begin the run
   torch::Device device_{torch::kCPU};
   bool autocast_ = false;
   std::unique_ptr<dist::ProcessGroup> group_;
@@ -180,8 +182,14 @@ void Trainer::check_inputs() {
   if (rank0_) run_lock_ = lock_existing_run_directory(run_dir);  // rank 0 writes it
   check_run_directory(run_dir, opts_.resume);
   resume_dir_ = resume_target(run_dir, opts_.resume);
-  if (resume_dir_.empty()) return;
-  io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
+  if (!resume_dir_.empty()) {
+    io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
+    if (!t_.init_from.empty()) log::info("train.init_from (", t_.init_from, ") started this run; resuming it instead");
+    return;
+  }
+  if (t_.init_from.empty()) return;
+  init_ = resolve_init_source(t_.init_from);
+  check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
 }
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.
@@ -248,12 +256,17 @@ void Trainer::restore() {
   if (!resume_dir_.empty()) {
     state_ = io::load_checkpoint(resume_dir_, *model_, *optimizer_, !opts_.faults.skip_rng_restore);
     log::info("resumed from ", resume_dir_, " at step ", state_.step);
+  } else if (!init_.dir.empty()) {
+    io::load_model_weights(init_.dir, *model_);
+    log::info("initialised from ", init_.dir, " (step ", init_.step,
+              " of its run): its weights, a fresh optimizer, schedule and step count");
   }
   if (!group_) return;
   // Same model and config everywhere (checked before any gradient collective), then rank 0's weights.
-  group_->check_same_fingerprint("model and config",
-                                 dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size),
-                                                                   "resume " + resume_dir_, config::dump_yaml(cfg_)}));
+  group_->check_same_fingerprint(
+      "model and config",
+      dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size), "resume " + resume_dir_,
+                                        "init " + init_.dir, config::dump_yaml(cfg_)}));
   dist::broadcast_module(*comm_, *model_);
   reducer_ = make_reducer(*model_, *comm_, cfg_.dist);
   dp_ = {reducer_.get(), comm_};
@@ -272,6 +285,8 @@ void Trainer::open_run_dir() {
     write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev_ + "\n" + config::dump_yaml(cfg_));
     log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg_));
     metrics_ = MetricsWriter(run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
+    if (!init_.dir.empty())
+      metrics_.write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
   }
 }
 

@@ -1,0 +1,42 @@
+// train.init_from: where the weights come from and whether they fit (see the header).
+#include "roformer/train/init_from.h"
+
+#include <nlohmann/json.hpp>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/io/checkpoint.h"
+
+namespace roformer::train {
+
+InitSource resolve_init_source(const std::string& path) {
+  if (!path_exists(path))
+    throw UserError("train.init_from: '" + path +
+                    "' does not exist; point it at a checkpoint (RUN/checkpoints/step_N)");
+  if (io::is_complete_checkpoint(path)) {  // meta.json is valid JSON with "complete": true
+    const auto meta = nlohmann::json::parse(read_text_file(path + "/meta.json"));
+    const auto step = meta.find("step");
+    return {path, step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0};
+  }
+  if (const auto latest = io::latest_checkpoint(path)) return {latest->dir, latest->step};
+  throw UserError("train.init_from: '" + path +
+                  "' is neither a complete checkpoint (RUN/checkpoints/step_N, with model.safetensors and "
+                  "meta.json) nor a run directory that has one");
+}
+
+void check_init_compatible(const config::Config& saved, const config::Config& current, const InitSource& source) {
+  const auto d = io::first_architecture_difference(saved, current);
+  if (!d) return;
+  if (d->key == "model.position.max_positions" && current.model.position.kind == config::PositionKind::learned)
+    throw UserError("train.init_from: the learned position table of " + source.dir + " has " + d->saved +
+                    " rows and this run asks for " + d->current + "; a learned table cannot grow (rows past " +
+                    d->saved +
+                    " were never trained, and no rule for them is defined here): keep "
+                    "model.position.max_positions=" +
+                    d->saved + " and data.seq_len within it, or extend a RoPE model");
+  throw UserError("train.init_from: " + source.dir + " has " + d->key + " = " + d->saved + " but this run has " +
+                  d->current + "; the weights only fit the same architecture (set " + d->key + "=" + d->saved +
+                  "; the length, RoPE scaling, learning rate and data may differ)");
+}
+
+}  // namespace roformer::train

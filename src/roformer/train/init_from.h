@@ -1,0 +1,27 @@
+// train.init_from (roformer train --init-from DIR): a new run that starts from another run's
+// weights, with a fresh optimizer, schedule and step count (torchtitan's initial load, Hugging
+// Face's from_pretrained), the way context extension by fine-tuning starts (PI, YaRN). The
+// architecture must match; the length, RoPE scaling, learning rate and data may change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "roformer/config/config.h"
+
+namespace roformer::train {
+
+struct InitSource {
+  std::string dir;   // the checkpoint directory whose weights are loaded
+  int64_t step = 0;  // its step in the run that wrote it
+};
+
+// `path` as a complete checkpoint (RUN/checkpoints/step_N), or a run directory's newest one;
+// UserError naming train.init_from otherwise.
+InitSource resolve_init_source(const std::string& path);
+
+// UserError naming the first architecture key that differs between the checkpoint's config and
+// this run's, with the fix; a learned position table that would have to grow gets its reason.
+void check_init_compatible(const config::Config& saved, const config::Config& current, const InitSource& source);
+
+}  // namespace roformer::train

@@ -113,6 +113,7 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
   check->add_option("--set", a.overrides, "override a key: --set model.num_layers=4 (repeatable)")
       ->allow_extra_args(false);
   CLI::App* schema = cmd->add_subcommand("schema", "List every config key: type, default, meaning");
+  schema->add_flag("--markdown", a.markdown, "markdown tables, one per section (the reference in docs/configs.md)");
   CLI::App* rope =
       cmd->add_subcommand("rope",
                           "Print, as JSON, the RoPE frequencies FILE's model uses on a pass of --length "

@@ -38,7 +38,8 @@ struct SweepArgs {
 struct ConfigCheckArgs {
   std::string file;
   std::vector<std::string> overrides;
-  int64_t length = 0;  // `config rope`: the pass length (0: the training length)
+  int64_t length = 0;     // `config rope`: the pass length (0: the training length)
+  bool markdown = false;  // `config schema --markdown`
 };
 
 struct ConvertArgs {

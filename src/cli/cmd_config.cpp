@@ -25,8 +25,8 @@ void add_config_command(CLI::App& app, int& exit_code) {
     exit_code = 0;
   });
 
-  schema->callback([&exit_code] {
-    std::cout << config::schema_text();
+  schema->callback([opts, &exit_code] {
+    std::cout << (opts->markdown ? config::schema_markdown() : config::schema_text());
     exit_code = 0;
   });
 

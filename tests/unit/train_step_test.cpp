@@ -10,6 +10,7 @@
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/metrics.h"
 #include "roformer/train/step.h"
+#include "roformer/train/tensorboard_writer.h"
 
 namespace train_step_test {
 
@@ -177,6 +178,24 @@ TEST(StepRecord, LineRoundsItsValuesAndGivesTheRemainingTime) {
   r.step = r.steps;
   r.tokens = 200 * 2048;
   EXPECT_EQ(r.line(), "step 200/200 | loss 2.3457 | lr 2.5e-05 | grad 0.988 | 2048 tok/s | 0.12 TFLOP/s");
+}
+
+// The scalars train.tensorboard logs: every finite number of a train or eval record, tagged by
+// type (and split), fine-tuning's nested metrics flattened; nothing from other records.
+TEST(TensorBoard, ScalarsAreTheRecordsFiniteNumbersTaggedByTypeAndSplit) {
+  using nlohmann::json;
+  using Scalars = std::vector<std::pair<std::string, double>>;
+  EXPECT_EQ(train::tensorboard_scalars(json{{"type", "train"}, {"step", 20}, {"loss", 2.5}, {"lr", 1e-3}}),
+            (Scalars{{"train/loss", 2.5}, {"train/lr", 1e-3}}));
+  const json dev{
+      {"type", "eval"}, {"split", "dev"}, {"step", 40}, {"loss", 0.5}, {"metrics", {{"accuracy", 0.75}, {"f1", 0.5}}},
+      {"note", "text"}};
+  EXPECT_EQ(train::tensorboard_scalars(dev),
+            (Scalars{{"eval/dev/loss", 0.5}, {"eval/dev/accuracy", 0.75}, {"eval/dev/f1", 0.5}}));
+  EXPECT_EQ(train::tensorboard_scalars(json{{"type", "train"}, {"step", 3}, {"loss", std::nan("")}, {"lr", 0.1}}),
+            (Scalars{{"train/lr", 0.1}}));
+  EXPECT_TRUE(train::tensorboard_scalars(json{{"type", "init"}, {"step", 0}, {"source_step", 600}}).empty());
+  EXPECT_TRUE(train::tensorboard_scalars(json{{"type", "train"}, {"loss", 1.0}}).empty());
 }
 
 }  // namespace train_step_test

@@ -1,5 +1,6 @@
 // What this binary was built with: version, git revision, build type, and whether the CUDA
-// kernels and NCCL were compiled in (and for which architectures). No LibTorch here.
+// kernels and NCCL were compiled in (and for which architectures), and the Python our services
+// run with. No LibTorch here.
 #pragma once
 
 #include <string>
@@ -19,5 +20,9 @@ struct BuildInfo {
 };
 
 const BuildInfo& build_info();
+
+// The Python that runs our Python services (the Hugging Face tokenizer, the TensorBoard writer):
+// $ROFORMER_PYTHON, else the checkout's .venv/bin/python, else python3 on PATH.
+std::string service_python();
 
 }  // namespace roformer

@@ -271,6 +271,7 @@ struct TrainConfig {
   std::string init_from;  // a checkpoint (or run) whose weights start this run; fresh optimizer and step count
   PositionSampling positions = PositionSampling::contiguous;
   int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
+  bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (train/tensorboard_writer.h)
   void visit(FieldVisitor& v);
 };
 

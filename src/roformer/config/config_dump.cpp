@@ -1,5 +1,6 @@
 // Config -> YAML text (the resolved dump saved with runs and checkpoints), a flat key=value
-// view (for architecture comparison), and the schema listing shown by `config schema`.
+// view (for architecture comparison), and the schema listing shown by `config schema` (plain or
+// markdown, the reference in docs/configs.md).
 #include <yaml-cpp/yaml.h>
 
 #include <sstream>
@@ -125,6 +126,31 @@ std::string schema_text() {
     os << r.path << std::string(w_path - r.path.size() + 2, ' ') << r.type
        << std::string(w_type - r.type.size() + 2, ' ') << r.value << std::string(w_value - r.value.size() + 2, ' ')
        << r.help << "\n";
+  }
+  return os.str();
+}
+
+std::string schema_markdown() {
+  Config defaults;
+  Flattener f;
+  defaults.visit(f);
+  // A '|' inside a cell would end it: GitHub markdown takes "\|", also inside code spans.
+  const auto cell = [](const std::string& text) {
+    std::string out;
+    for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  std::ostringstream os;
+  std::string section;
+  for (const auto& r : f.rows) {
+    const std::string top = r.path.substr(0, r.path.find('.'));
+    const std::string group = top == r.path ? "(top level)" : top;
+    if (group != section) {
+      os << (section.empty() ? "" : "\n") << "### " << group << "\n\n"
+         << "| key | type | default | meaning |\n|---|---|---|---|\n";
+      section = group;
+    }
+    os << "| `" << r.path << "` | " << cell(r.type) << " | `" << cell(r.value) << "` | " << cell(r.help) << " |\n";
   }
   return os.str();
 }

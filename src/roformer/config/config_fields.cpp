@@ -298,6 +298,9 @@ void TrainConfig::visit(FieldVisitor& v) {
              "[0, random_positions_max); Ruoss et al. 2023); evaluation is always contiguous");
   v.field("random_positions_max", random_positions_max, at_least(int64_t{0}),
           "positions: random draws below this; 0 = the longest of eval.lengths, at least 2 x data.seq_len");
+  v.field("tensorboard", tensorboard,
+          "also write metrics.jsonl's scalars as TensorBoard event files in RUN/tensorboard/ (Python with the "
+          "tensorboard package: ROFORMER_PYTHON, else the checkout's .venv)");
 }
 
 void DistConfig::visit(FieldVisitor& v) {

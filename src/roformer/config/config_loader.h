@@ -50,6 +50,8 @@ std::string dump_yaml(const Config& config);
 
 // One line per field: key path, type, default, help.
 std::string schema_text();
+// The same keys as markdown tables, one per top-level section (docs/configs.md embeds it).
+std::string schema_markdown();
 
 // Keys that define the architecture (a checkpoint refuses to load if any differs).
 std::vector<std::pair<std::string, std::string>> flatten(const Config& config);

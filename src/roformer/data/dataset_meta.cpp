@@ -91,7 +91,8 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
   m.format_version = static_cast<int>(need_int(j, "format_version", path));
   if (m.format_version != 1) bad(path, "unsupported format_version " + std::to_string(m.format_version));
   m.tokenizer = need_string(j, "tokenizer", path);
-  if (m.tokenizer != "byte" && m.tokenizer != "sentencepiece") bad(path, "unknown tokenizer '" + m.tokenizer + "'");
+  if (m.tokenizer != "byte" && m.tokenizer != "sentencepiece" && m.tokenizer != "hf")
+    bad(path, "unknown tokenizer '" + m.tokenizer + "' (byte, sentencepiece or hf)");
   if (j.contains("tokenizer_model")) {
     m.tokenizer_model = need_string(j, "tokenizer_model", path);
     const std::string& f = m.tokenizer_model;
@@ -100,6 +101,9 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
                     "' must be a file name inside the dataset directory (as prepare-data "
                     "writes it: spm.model)");
   }
+  if (m.tokenizer != "byte" && m.tokenizer_model.empty())
+    bad(path,
+        "a " + m.tokenizer + " dataset names its tokenizer file in 'tokenizer_model' (spm.model, tokenizer.json)");
   m.vocab_size = need_int(j, "vocab_size", path);
   m.token_bytes = static_cast<int>(need_int(j, "token_bytes", path));
   if (m.token_bytes != 2 && m.token_bytes != 4) bad(path, "token_bytes must be 2 or 4");

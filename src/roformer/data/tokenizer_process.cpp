@@ -1,8 +1,6 @@
 // The out-of-process tokenizer and its service loop (see tokenizer_process.h).
 #include "roformer/data/tokenizer_process.h"
 
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,41 +9,12 @@
 #include <stdexcept>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/line_child.h"
 
 namespace roformer::data {
 namespace {
 
 using nlohmann::json;
-
-// Reads up to and excluding the next '\n' (buffering what follows); "" at end of input.
-bool read_line(int fd, std::string& buffer, std::string& line) {
-  for (;;) {
-    const size_t nl = buffer.find('\n');
-    if (nl != std::string::npos) {
-      line = buffer.substr(0, nl);
-      buffer.erase(0, nl + 1);
-      return true;
-    }
-    char chunk[65536];
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    buffer.append(chunk, static_cast<size_t>(n));
-  }
-}
-
-// Writes all of `text`; false when the other side has gone (no SIGPIPE: a socket with MSG_NOSIGNAL).
-bool write_all(int fd, const std::string& text, bool socket) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = socket ? ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL)
-                             : ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // Texts travel as hex: any bytes (invalid UTF-8 included) arrive unchanged, which JSON strings
 // cannot promise.
@@ -77,22 +46,22 @@ std::string from_hex(const std::string& hex) {
 ProcessTokenizer::ProcessTokenizer(const std::string& tool, const std::string& model_file) {
   if (::access(tool.c_str(), X_OK) != 0)
     throw UserError("'" + tool + "' is missing: rebuild the project (it is built with the roformer binary)");
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-    throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid_ == 0) {  // the service: its stdin and stdout are the socket, stderr stays ours
-    ::dup2(sv[1], 0);
-    ::dup2(sv[1], 1);
-    ::execl(tool.c_str(), tool.c_str(), "--tokenizer-service", model_file.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(sv[1]);
-  fd_ = sv[0];
+  start({tool, "--tokenizer-service", model_file}, model_file, "the tokenizer service");
+}
+
+ProcessTokenizer::ProcessTokenizer(const std::vector<std::string>& argv, const std::string& model_file,
+                                   const std::string& what) {
+  start(argv, model_file, what);
+}
+
+ProcessTokenizer::~ProcessTokenizer() = default;
+
+void ProcessTokenizer::start(const std::vector<std::string>& argv, const std::string& model_file,
+                             const std::string& what) {
+  child_ = std::make_unique<LineChild>(argv);
   std::string header;
-  if (!read_line(fd_, buffer_, header))
-    throw UserError("the tokenizer service could not load '" + model_file + "' (its message is above); is the " +
+  if (!child_->read_line(header))
+    throw UserError(what + " could not load '" + model_file + "' (its message is above); is the " +
                     "checkpoint's dataset (data.path) the one it was pretrained on?");
   const json h = json::parse(header);
   name_ = h.at("name").get<std::string>();
@@ -100,22 +69,10 @@ ProcessTokenizer::ProcessTokenizer(const std::string& tool, const std::string& m
   special_ = h.at("special_ids").get<std::map<std::string, int64_t>>();
 }
 
-ProcessTokenizer::~ProcessTokenizer() {
-  if (fd_ >= 0) {
-    ::shutdown(fd_, SHUT_WR);  // end of requests: the service exits
-    ::close(fd_);
-  }
-  if (pid_ > 0) {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-}
-
 std::string ProcessTokenizer::request(const std::string& line) const {
   std::string answer;
-  if (!write_all(fd_, line + "\n", true) || !read_line(fd_, buffer_, answer))
-    throw std::runtime_error("the tokenizer service (pid " + std::to_string(pid_) + ") stopped answering");
+  if (!child_->write_line(line) || !child_->read_line(answer))
+    throw std::runtime_error("the tokenizer service (pid " + std::to_string(child_->pid()) + ") stopped answering");
   return answer;
 }
 
@@ -134,9 +91,9 @@ std::string ProcessTokenizer::decode(const std::vector<int64_t>& ids) const {
 int serve_tokenizer(const Tokenizer& tokenizer, int in_fd, int out_fd) {
   const json header{
       {"name", tokenizer.name()}, {"vocab_size", tokenizer.vocab_size()}, {"special_ids", tokenizer.special_ids()}};
-  if (!write_all(out_fd, header.dump() + "\n", false)) return 1;
+  if (!write_fd_all(out_fd, header.dump() + "\n", false)) return 1;
   std::string buffer, line;
-  while (read_line(in_fd, buffer, line)) {
+  while (read_fd_line(in_fd, buffer, line)) {
     json answer;
     try {
       const json q = json::parse(line);
@@ -147,7 +104,7 @@ int serve_tokenizer(const Tokenizer& tokenizer, int in_fd, int out_fd) {
     } catch (const std::exception& e) {
       answer = {{"error", e.what()}};
     }
-    if (!write_all(out_fd, answer.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", false)) return 1;
+    if (!write_fd_all(out_fd, answer.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", false)) return 1;
   }
   return 0;
 }

@@ -1,16 +1,18 @@
-// A tokenizer that runs in another process: roformer-prepare-data --tokenizer-service MODEL,
-// spoken to over a socket pair, one JSON line per request ({"encode": hex of the text} or
+// A tokenizer that runs in another process: roformer-prepare-data --tokenizer-service MODEL (a
+// SentencePiece model) or Python with the `tokenizers` package (a Hugging Face tokenizer.json;
+// the program is hf_tokenizer_service.h's), spoken to over a socket pair, one JSON line per request ({"encode": hex of
+// the text} or
 // {"decode": ids}) and per answer ({"ids": [...]}, {"text": hex} or {"error": message}). It is how a LibTorch process
 // (fine-tuning) uses a SentencePiece model: SentencePiece and LibTorch export clashing protobuf symbols and cannot
 // share a process (see tokenizer.h). The service's first line gives its name, vocabulary and special ids. Torch-free.
 #pragma once
 
-#include <sys/types.h>
-
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "roformer/common/line_child.h"
 #include "roformer/data/tokenizer.h"
 
 namespace roformer::data {
@@ -20,6 +22,8 @@ class ProcessTokenizer : public Tokenizer {
   // Starts `tool` (the roformer-prepare-data executable) serving `model_file`; throws
   // UserError when it cannot start or refuses the model (its message is passed on).
   ProcessTokenizer(const std::string& tool, const std::string& model_file);
+  // Starts argv (argv[0] looked up on PATH when it has no '/'); `what` names the service in errors.
+  ProcessTokenizer(const std::vector<std::string>& argv, const std::string& model_file, const std::string& what);
   ~ProcessTokenizer() override;
   ProcessTokenizer(const ProcessTokenizer&) = delete;
   ProcessTokenizer& operator=(const ProcessTokenizer&) = delete;
@@ -32,13 +36,12 @@ class ProcessTokenizer : public Tokenizer {
 
  private:
   std::string request(const std::string& line) const;  // one line out, one line back
+  void start(const std::vector<std::string>& argv, const std::string& model_file, const std::string& what);
 
-  int fd_ = -1;
-  pid_t pid_ = -1;
+  std::unique_ptr<LineChild> child_;
   std::string name_;
   int64_t vocab_size_ = 0;
   std::map<std::string, int64_t> special_;
-  mutable std::string buffer_;  // bytes read past the last answer
 };
 
 // The service loop run by roformer-prepare-data: reads requests from `in_fd`, answers on `out_fd`

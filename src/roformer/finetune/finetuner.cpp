@@ -26,6 +26,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/dataset_meta.h"
+#include "roformer/data/hf_tokenizer.h"
 #include "roformer/data/tokenizer_process.h"
 #include "roformer/dist/process_group.h"
 #include "roformer/dist/reducer.h"
@@ -50,7 +51,8 @@ using nlohmann::json;
 
 // The tokenizer the checkpoint was pretrained with: finetune.tokenizer, or (auto) the one its
 // dataset's meta.json names. A SentencePiece model runs in a roformer-prepare-data process
-// (SentencePiece and LibTorch must not share one: see data/tokenizer_process.h).
+// (SentencePiece and LibTorch must not share one: see data/tokenizer_process.h), a Hugging Face
+// tokenizer.json in Python's `tokenizers` (data/hf_tokenizer.h).
 std::unique_ptr<data::Tokenizer> task_tokenizer(const config::Config& cfg, const std::string& checkpoint) {
   std::unique_ptr<data::Tokenizer> tok;
   const std::string& path = cfg.data.path;
@@ -73,6 +75,8 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const config::Config& cfg, const
     const data::DatasetMeta meta = data::read_dataset_meta(path, /*verify_checksums=*/false);
     if (meta.tokenizer == "byte")
       tok = std::make_unique<data::ByteTokenizer>();
+    else if (meta.tokenizer == "hf")
+      tok = data::make_hf_tokenizer(path + "/" + meta.tokenizer_model, meta.special_ids);
     else
       tok = std::make_unique<data::ProcessTokenizer>(sibling_executable("roformer-prepare-data"),
                                                      path + "/" + meta.tokenizer_model);
@@ -166,6 +170,7 @@ class Finetuner {
   std::unique_ptr<train::NonFiniteWatch> watch_;
   io::TrainerState state_;
   train::MetricsWriter metrics_;
+  std::unique_ptr<train::TensorBoardWriter> tensorboard_;  // started by check_inputs, handed to metrics_
   std::unique_ptr<Progress> progress_;
   Clock::time_point window_start_, session_start_;
   int64_t first_step_ = 0;
@@ -179,6 +184,7 @@ class Finetuner {
 
 void Finetuner::check_inputs() {
   const config::TrainConfig& t = cfg_.train;
+  if (rank0_ && t.tensorboard) tensorboard_ = std::make_unique<train::TensorBoardWriter>();
   const int world = env_.world_size;
   if (t.batch_size % (world * t.grad_accum) != 0)
     throw UserError("train.batch_size=" + std::to_string(t.batch_size) + " must split evenly over " +
@@ -276,6 +282,7 @@ void Finetuner::open_run_dir() {
                     "# git revision: " + git_rev_ + "\n# pretrained encoder: " + opts_.checkpoint + "\n" + yaml);
   log::info("resolved config (", result_.run_dir, "/config.yaml):\n", yaml);
   metrics_ = train::MetricsWriter(result_.run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
+  if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), result_.run_dir + "/tensorboard", state_.step);
 }
 
 // This rank's examples of the current step: every world-th example of the global batch.

@@ -34,7 +34,7 @@ class AttentionMask {
   static constexpr double kBlocksPerWholeLimit = 4;  // a block holds at most a quarter of that
   // On the CPU blocks stay below glibc's mmap threshold (32 MiB as host_memory.cpp sets it), so
   // each block reuses the heap memory the previous one freed instead of faulting in fresh pages:
-  // 1.5-2x faster evaluation at 16k tokens with the same bounded memory (README, "Memory at long
+  // 1.5-2x faster evaluation at 16k tokens with the same bounded memory (docs/evaluation.md, "Memory at long
   // lengths"). GPUs keep the larger blocks (their caching allocator reuses memory anyway).
   static constexpr double kCpuBlockBytes = 16.0 * (1 << 20);
 

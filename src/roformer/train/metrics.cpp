@@ -31,10 +31,17 @@ MetricsWriter::MetricsWriter(const std::string& path, int64_t keep_up_to_step) :
   if (!out_) throw UserError("cannot append to " + path);
 }
 
+void MetricsWriter::add_tensorboard(std::unique_ptr<TensorBoardWriter> writer, const std::string& logdir,
+                                    int64_t resume_step) {
+  tensorboard_ = std::move(writer);
+  tensorboard_->open(logdir, resume_step > 0 ? resume_step + 1 : 0);
+}
+
 void MetricsWriter::write(const json& record) {
   if (!out_.is_open()) return;
   out_ << record.dump() << "\n";
   out_.flush();
+  if (tensorboard_) tensorboard_->write(record);
 }
 
 json StepRecord::to_json() const {

@@ -1,12 +1,15 @@
-// Training metrics: metrics.jsonl (one JSON object per line) and the step line of the log.
-// On resume, records past the checkpoint's step (written before a crash) are dropped so the
-// file matches an uninterrupted run.
+// Training metrics: metrics.jsonl (one JSON object per line), optionally mirrored to TensorBoard,
+// and the step line of the log. On resume, records past the checkpoint's step (written before a
+// crash) are dropped so the file matches an uninterrupted run.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "roformer/train/tensorboard_writer.h"
 
 namespace roformer::train {
 
@@ -14,11 +17,15 @@ class MetricsWriter {
  public:
   MetricsWriter() = default;  // disabled (ranks other than 0)
   MetricsWriter(const std::string& path, int64_t keep_up_to_step);
+  // Also write every record's scalars as TensorBoard events in `logdir` through `writer` (started
+  // before the run wrote anything); a run resumed at step N passes N (0: a fresh run).
+  void add_tensorboard(std::unique_ptr<TensorBoardWriter> writer, const std::string& logdir, int64_t resume_step);
   void write(const nlohmann::json& record);
 
  private:
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 // One logged training step: what metrics.jsonl and the log line carry.

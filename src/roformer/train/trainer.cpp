@@ -154,6 +154,7 @@ class Trainer {
   int64_t first_step_ = 0;
   io::TrainerState state_;
   MetricsWriter metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // started by check_inputs, handed to metrics_
   std::string git_rev_;
   double flops_per_token_ = 0, peak_ = 0;
   // Timing of this session: throughput windows between log steps.
@@ -164,6 +165,7 @@ class Trainer {
 
 // Inputs first: nothing is written until the config, data and resume target check out.
 void Trainer::check_inputs() {
+  if (rank0_ && t_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>();
   const int world = env_.world_size;
   if (t_.batch_size % world != 0 || (t_.batch_size / world) % t_.grad_accum != 0)
     throw UserError("train.batch_size=" + std::to_string(t_.batch_size) +
@@ -285,6 +287,7 @@ void Trainer::open_run_dir() {
     write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev_ + "\n" + config::dump_yaml(cfg_));
     log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg_));
     metrics_ = MetricsWriter(run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
+    if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), run_dir + "/tensorboard", state_.step);
     if (!init_.dir.empty())
       metrics_.write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
   }

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Trains the same model two ways in one run and compares throughput: `roformer train` (C++,
-# LibTorch, fused RoPE) and Hugging Face transformers' RoFormerForMaskedLM (eager PyTorch),
-# same config, batch, masking rate, optimizer, threads and steps. Prints tokens/s, the ratio
-# and peak RSS for the quickstart RoPE config and a medium config (4 layers, hidden 512,
-# 8 heads, sequence 256). Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it).
-# With REPEATS > 1 the two sides alternate REPEATS times per model and a last line gives the
-# median ratio and its range (one run's ratio swings by +-20 % on a shared machine).
+# Trains the same MLM model four ways in one run and compares throughput on the CPU:
+# `roformer train`; the strongest plain-PyTorch peer (scripts/torch_peer.py: our architecture and
+# initialisation with SDPA, one QKV matmul, interleaved RoPE, the MLM head on masked positions only,
+# fused AdamW), eager and under torch.compile; and Hugging Face's RoFormerForMaskedLM (eager).
+# Same data, masking, batch, optimizer, schedule, threads and steps. Prints tokens/s, each side's
+# ratio to roformer and peak RSS, for the quickstart shape (hidden 128, 2 layers, 4 heads, sequence
+# 128, batch 16) and a medium one (hidden 512, 4 layers, 8 heads, sequence 256, batch 8). The
+# peer's loss over the last tenth of the steps is held against ours (within 10 %, else the line
+# says LOSS MISMATCH): the comparison is only fair if both train the same thing.
+# With REPEATS > 1 the sides alternate REPEATS times and the last lines give the median ratio and
+# range per side (one run's ratio swings by +-20-30 % on a shared machine).
+# NEIGHBOUR=1: each side runs alone and then beside one single-threaded CPU-bound process
+# (`yes > /dev/null`), and the lines give both speeds and their ratio (issue 44's neighbour test).
+# Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it). SIDES narrows the sides
+# (default "roformer peer peer-compile hf").
 # Usage: scripts/bench_vs_pytorch.sh [STEPS] [quickstart|medium|all] [REPEATS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,16 +21,21 @@ cd "$root"
 steps="${1:-60}"
 which="${2:-all}"
 repeats="${3:-1}"
+sides="${SIDES:-roformer peer peer-compile hf}"
+neighbour="${NEIGHBOUR:-0}"
+[[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: STEPS must be a positive whole number, got '$steps'" >&2; exit 2; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: REPEATS must be a positive whole number, got '$repeats'" >&2; exit 2; }
+case "$which" in quickstart | medium | all) ;; *) echo "bench_vs_pytorch: the size is quickstart, medium or all, got '$which'" >&2; exit 2 ;; esac
 threads="$(nproc)"
 ds=data/prepared/linux-docs-byte
-[ -f "$ds/meta.json" ] || { echo "bench_vs_pytorch: $ds is missing; run scripts/quickstart.sh or roformer prepare-data first" >&2; exit 1; }
+[ -f "$ds/meta.json" ] || { echo "bench_vs_pytorch: $ds is missing; run scripts/quickstart.sh or roformer prepare-data first" >&2; exit 2; }
 py=.venv/bin/python
 bin=build/release/bin/roformer
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+neighbour_pid=""
+trap '[ -n "$neighbour_pid" ] && kill "$neighbour_pid" 2>/dev/null; rm -rf "$work"' EXIT
 
-# run_measured CMD...: runs CMD, prints its stdout, and the peak RSS (MiB) on stderr's last line.
+# run_measured CMD...: runs CMD, prints its stdout, then "RSS <peak MiB>".
 run_measured() {
   "$py" - "$@" <<'PY'
 import resource, subprocess, sys
@@ -32,38 +45,98 @@ print(f"RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f}"
 PY
 }
 
+# side NAME SIZE...: one training run of one side; appends "NAME tokens_per_s loss rss" to $work/runs.txt.
+side() {
+  local name="$1" hidden="$2" layers="$3" heads="$4" ffn="$5" seq="$6" batch="$7" out tps loss rss
+  local shape=(--hidden "$hidden" --layers "$layers" --heads "$heads" --ffn "$ffn" --seq "$seq" --batch "$batch"
+               --steps "$steps" --threads "$threads")
+  case "$name" in
+    roformer)
+      rm -rf "$work/run"
+      out="$(run_measured "$bin" train configs/quickstart/rope.yaml --run-dir "$work/run" \
+        --set model.hidden_size="$hidden" --set model.num_layers="$layers" --set model.num_heads="$heads" \
+        --set model.ffn_size="$ffn" --set data.seq_len="$seq" --set train.batch_size="$batch" \
+        --set train.steps="$steps" --set train.log_every=1 --set train.eval_every=100000 --set train.eval_batches=1 \
+        --set train.checkpoint_every=100000 --set train.threads="$threads" --set model.objective=mlm \
+        --set data.path="$ds")"
+      read -r tps loss < <("$py" -c "import json,sys
+r=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
+w=max(3,len(r)//10); t=max(1,len(r)//10)
+print(sum(x['tokens_per_s'] for x in r[w:])/len(r[w:]), sum(x['loss'] for x in r[-t:])/t)" "$work/run/metrics.jsonl") ;;
+    peer | peer-compile)
+      # the quickstart config's schedule: lr 1e-3, 60 warm-up steps, cosine to 10 %
+      out="$(run_measured "$py" scripts/torch_peer.py "$ds" "${shape[@]}" --lr 1e-3 --warmup 60 \
+        $([ "$name" = peer-compile ] && echo --compile))"
+      read -r tps loss < <(echo "$out" | grep tokens_per_s | "$py" -c "import json,sys; r=json.load(sys.stdin); print(r['tokens_per_s'], r['loss'])") ;;
+    hf)
+      out="$(run_measured "$py" scripts/hf_train_bench.py "$ds" "${shape[@]}")"
+      read -r tps loss < <(echo "$out" | grep tokens_per_s | "$py" -c "import json,sys; r=json.load(sys.stdin); print(r['tokens_per_s'], r.get('loss', 'nan'))") ;;
+    *) echo "bench_vs_pytorch: unknown side '$name' (roformer, peer, peer-compile, hf)" >&2; exit 2 ;;
+  esac
+  rss="$(echo "$out" | grep '^RSS' | cut -d' ' -f2)"
+  echo "$name $tps $loss $rss" >> "$work/runs.txt"
+}
+
+start_neighbour() { yes > /dev/null & neighbour_pid=$!; }
+stop_neighbour() { kill "$neighbour_pid" 2>/dev/null; wait "$neighbour_pid" 2>/dev/null || true; neighbour_pid=""; }
+
+# bench LABEL SIZE...: REPEATS alternating rounds of every side (alone, then beside the neighbour
+# with NEIGHBOUR=1), one line per round, then the medians.
 bench() {
-  local label="$1" hidden="$2" layers="$3" heads="$4" ffn="$5" seq="$6" batch="$7"
-  local run="$work/$label"
-  rm -rf "$run"  # a fresh run directory for each repetition
-  local ours
-  ours="$(run_measured "$bin" train configs/quickstart/rope.yaml --run-dir "$run" \
-      --set model.hidden_size="$hidden" --set model.num_layers="$layers" --set model.num_heads="$heads" \
-      --set model.ffn_size="$ffn" --set data.seq_len="$seq" --set train.batch_size="$batch" \
-      --set train.steps="$steps" --set train.log_every=1 --set train.eval_every=100000 --set train.eval_batches=1 \
-      --set train.checkpoint_every=100000 --set train.threads="$threads" --set model.objective=mlm \
-      --set data.path="$ds")"
-  local ours_rss ours_tps
-  ours_rss="$(echo "$ours" | grep '^RSS' | cut -d' ' -f2)"
-  ours_tps="$("$py" -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]; w=max(3,len(r)//10); v=[x['tokens_per_s'] for x in r[w:]]; print(sum(v)/len(v))" "$run/metrics.jsonl")"
-  local theirs theirs_rss theirs_tps
-  theirs="$(run_measured "$py" scripts/hf_train_bench.py "$ds" --hidden "$hidden" --layers "$layers" --heads "$heads" \
-      --ffn "$ffn" --seq "$seq" --batch "$batch" --steps "$steps" --threads "$threads")"
-  theirs_rss="$(echo "$theirs" | grep '^RSS' | cut -d' ' -f2)"
-  theirs_tps="$(echo "$theirs" | grep tokens_per_s | "$py" -c "import json,sys; print(json.load(sys.stdin)['tokens_per_s'])")"
-  "$py" -c "import sys; o,t=float(sys.argv[2]),float(sys.argv[3]); print(f'{sys.argv[1]:10s} roformer {o:9.0f} tok/s ({sys.argv[4]} MiB) | HF PyTorch {t:9.0f} tok/s ({sys.argv[5]} MiB) | ratio {o/t:.2f}x')" \
-    "$label" "$ours_tps" "$theirs_tps" "$ours_rss" "$theirs_rss" | tee -a "$work/ratios.txt"
+  local label="$1"
+  shift
+  : > "$work/runs.txt"
+  for ((r = 0; r < repeats; ++r)); do
+    for s in $sides; do
+      side "$s" "$@"
+      if [ "$neighbour" = 1 ]; then
+        start_neighbour
+        side "$s" "$@"
+        sed -i '$ s/^\([a-z-]*\) /\1+neighbour /' "$work/runs.txt"
+        stop_neighbour
+      fi
+    done
+  done
+  "$py" - "$label" "$work/runs.txt" "$repeats" <<'PY'
+import statistics, sys
+label, path, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [l.split() for l in open(path)]
+by = {}
+for name, tps, loss, rss in rows:
+    by.setdefault(name, []).append((float(tps), float(loss), rss))
+names = list(by)
+for r in range(repeats):
+    ours = by.get("roformer", [None] * repeats)[r]
+    parts = []
+    for n in names:
+        tps, loss, rss = by[n][r]
+        text = f"{n} {tps:8.0f} tok/s ({rss} MiB, loss {loss:.3f})"
+        if ours and n != "roformer" and not n.endswith("neighbour"):
+            text += f" ours/it {ours[0] / tps:.2f}x"
+            if n.startswith("peer") and abs(loss - ours[1]) > 0.1 * ours[1]:
+                text += " LOSS MISMATCH"
+        if n.endswith("+neighbour"):
+            text += f" = {tps / by[n[:-len('+neighbour')]][r][0]:.2f}x alone"
+        parts.append(text)
+    print(f"{label:10s} round {r + 1}: " + " | ".join(parts))
+if repeats > 1:
+    for n in names:
+        if n == "roformer":
+            continue
+        base = n[:-len("+neighbour")] if n.endswith("+neighbour") else "roformer"
+        if base not in by:
+            continue
+        if n.endswith("+neighbour"):
+            v = sorted(a[0] / b[0] for a, b in zip(by[n], by[base]))
+            what = f"{n} / {base} alone"
+        else:
+            v = sorted(a[0] / b[0] for a, b in zip(by["roformer"], by[n]))
+            what = f"roformer / {n}"
+        print(f"{label:10s} {what}: median {statistics.median(v):.2f}x over {len(v)} alternating runs "
+              f"(range {v[0]:.2f}-{v[-1]:.2f}x)")
+PY
 }
 
-# bench_repeated LABEL ARGS...: REPEATS alternating pairs, then the median ratio and its range.
-bench_repeated() {
-  : >"$work/ratios.txt"
-  for ((r = 0; r < repeats; ++r)); do bench "$@"; done
-  ((repeats > 1)) || return 0
-  "$py" -c "import re,statistics,sys; v=sorted(float(re.search(r'ratio ([0-9.]+)x', l).group(1)) for l in open(sys.argv[2])); print(f'{sys.argv[1]:10s} median ratio {statistics.median(v):.2f}x over {len(v)} alternating runs (range {v[0]:.2f}-{v[-1]:.2f}x)')" \
-    "$1" "$work/ratios.txt"
-}
-
-echo "steps $steps, threads $threads, $(date -u +%F)"
-if [ "$which" != medium ]; then bench_repeated quickstart 128 2 4 512 128 16; fi
-if [ "$which" != quickstart ]; then bench_repeated medium 512 4 8 2048 256 8; fi
+echo "steps $steps, threads $threads, sides: $sides$([ "$neighbour" = 1 ] && echo ', each alone and beside yes > /dev/null'), $(date -u +%F)"
+if [ "$which" != medium ]; then bench quickstart 128 2 4 512 128 16; fi
+if [ "$which" != quickstart ]; then bench medium 512 4 8 2048 256 8; fi

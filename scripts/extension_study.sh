@@ -47,7 +47,7 @@ for seed in $seeds; do
   [ -d "$run/checkpoints/step_900" ] && continue
   rm -rf "$run"
   echo "[extension] pretrain seed=$seed"
-  "$bin" train "$here/configs/ablation/extension-pretrain.yaml" --run-dir "$run" --set "data.path=$data" \
+  "$bin" train "$here/configs/extension/pretrain.yaml" --run-dir "$run" --set "data.path=$data" \
     --set "train.seed=$seed" > "$out/pretrain/seed$seed.log" 2>&1
 done
 
@@ -66,7 +66,7 @@ for seed in $seeds; do
       if [ "$last_step" -gt 0 ] && [ ! -d "$run/checkpoints/step_$last_step" ]; then
         rm -rf "$run"
         echo "[extension] train $(basename "$run")"
-        "$bin" train "$here/configs/ablation/extension-finetune.yaml" --init-from "$base" --run-dir "$run" \
+        "$bin" train "$here/configs/extension/finetune.yaml" --init-from "$base" --run-dir "$run" \
           --set "data.path=$data" --set "data.seq_len=$len" --set "train.batch_size=$((tokens_per_step / len))" \
           --set "train.seed=$seed" --set "train.steps=$last_step" $(scaling_args "$method" "$target") \
           > "$run.log" 2>&1

@@ -13,6 +13,8 @@ warm-up, the loss averaged over the last tenth of the steps (to hold against rof
 same step) and, on CUDA, peak memory.
 Usage: torch_peer.py DATASET_DIR --hidden H --layers N --heads A --ffn F --seq L --batch B --steps S
        [--threads T] [--device cpu|cuda] [--compile] [--bf16] [--lr LR] [--warmup W] [--seed N]
+       [--profile FILE]   after the timed steps, 5 more under torch.profiler; FILE gets the
+                          operators and kernels that take the most device (or CPU) time
 """
 import argparse
 import json
@@ -117,6 +119,21 @@ def lr_at(step, a):
     return a.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * progress)))
 
 
+def write_profile(a, train_step, steps=5):
+    """Five more steps under torch.profiler (after the timed ones, so the speed is unaffected)."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.device == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for i in range(steps):
+            train_step(a.steps + i)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if a.device == "cuda" else "self_cpu_time_total"
+    with open(a.profile, "w") as f:
+        f.write(f"# torch_peer.py, {steps} steps under torch.profiler, sorted by {key}\n")
+        f.write(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=70))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dataset")
@@ -129,6 +146,7 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=60)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--profile", help="write a torch.profiler table of 5 more steps to this file")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
@@ -145,23 +163,27 @@ def main():
     warmup = max(3, a.steps // 10)
     tail = max(1, a.steps // 10)
     losses, t0 = [], None
-    for step in range(a.steps):
-        if step == warmup:
-            if a.device == "cuda":
-                torch.cuda.synchronize()  # compilation and warm-up finished before the clock starts
-            t0 = time.perf_counter()
+    def train_step(step):
         ids, picked, targets = (torch.from_numpy(t).to(dev, non_blocking=True) for t in next(data))
         if a.compile:  # the masked count changes every batch: one dynamic-shape compilation, not two
             torch._dynamo.mark_dynamic(picked, 0)
             torch._dynamo.mark_dynamic(targets, 0)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a)
+            g["lr"] = lr_at(min(step, a.steps - 1), a)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16 and a.device == "cuda"):
             loss = step_model(ids, picked, targets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss
+
+    for step in range(a.steps):
+        if step == warmup:
+            if a.device == "cuda":
+                torch.cuda.synchronize()  # compilation and warm-up finished before the clock starts
+            t0 = time.perf_counter()
+        loss = train_step(step)
         if step >= a.steps - tail:
             losses.append(loss.detach())
     final = torch.stack(losses).mean().item()  # waits for the last step
@@ -169,6 +191,8 @@ def main():
     out = {"tokens_per_s": (a.steps - warmup) * a.batch * a.seq / elapsed, "loss": final}
     if a.device == "cuda":
         out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if a.profile:
+        write_profile(a, train_step)
     print(json.dumps(out))
 
 

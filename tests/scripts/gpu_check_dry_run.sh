@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest script.gpu_check_dry_run: runs scripts/gpu_check.sh --dry-run (every stage on the CPU at
 # toy sizes, on a byte dataset prepared here from the README) and checks that its table has every
-# row a GPU run prints, none of them failed, and that the markdown file it was asked for exists.
+# row a GPU run prints, none of them failed, and that the markdown file it was asked for exists;
+# then scripts/gpu_profile_vs_peer.sh --dry-run, whose two profiles must name the step's operators.
 # Usage: tests/scripts/gpu_check_dry_run.sh PROJECT_ROOT ROFORMER_BINARY
 set -euo pipefail
 root="$1" bin="$2"
@@ -41,3 +42,10 @@ ROWS
 if grep -E '\| (FAILED|LOSS MISMATCH)' "$work/table.md"; then missing=1; fi
 [ $missing = 0 ] || { cat "$work/table.md"; exit 1; }
 echo "gpu_check --dry-run: every row present, none failed ($(grep -c '^| [a-z]' "$work/table.md") rows)"
+"$root/scripts/gpu_profile_vs_peer.sh" --dry-run --data "$work/data" "$work/profile" > "$work/profile.txt" 2>&1 ||
+  { echo "gpu_profile_vs_peer.sh --dry-run failed:"; tail -20 "$work/profile.txt" "$work/profile/"*.log; exit 1; }
+grep -q "profiled 5 steps" "$work/profile/roformer/profile_summary.txt" && grep -q "aten::mm" "$work/profile/roformer/profile_summary.txt" ||
+  { echo "roformer's profile summary lacks the step's operators:"; cat "$work/profile/roformer/profile_summary.txt"; exit 1; }
+grep -q "5 steps under torch.profiler" "$work/profile/peer_profile.txt" && grep -q "aten::mm" "$work/profile/peer_profile.txt" ||
+  { echo "the peer's profile lacks the step's operators:"; cat "$work/profile/peer_profile.txt"; exit 1; }
+echo "gpu_profile_vs_peer --dry-run: both profiles name the step's operators"

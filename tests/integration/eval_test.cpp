@@ -192,6 +192,33 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   EXPECT_FALSE(roformer::path_exists(dir.file("bad")));
 }
 
+// eval.scaling_on: the scaling variants run on the rope variants it names and on no other rope
+// variant; the evaluation they give differs from the unscaled one past the training length.
+TEST(Sweep, ScalingRunsOnlyOnTheVariantsScalingOnNames) {
+  TempDir dir;
+  const std::string ds = make_word_dataset(dir);
+  write_tiny_config(dir, ds, "causal_lm");
+  write_file(dir.file("sweep.yaml"),
+             "name: on\nconfig: tiny.yaml\nset: [\"train.steps=10\", \"train.checkpoint_every=10\"]\nseeds: [1]\n"
+             "variants:\n  - {name: rope, set: [\"model.position.kind=rope\"]}\n"
+             "  - {name: p-rope, set: [\"model.position.rope.frequency_fraction=0.5\"]}\n"
+             "eval:\n  lengths: [32, 64]\n  max_tokens: 500\n  scaling_on: [rope]\n"
+             "  scaling:\n    - {name: pi-2, set: [\"model.position.rope.scaling.kind=linear\", "
+             "\"model.position.rope.scaling.factor=2\"]}\n");
+  const std::string out = dir.file("out");
+  const auto r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(roformer::path_exists(out + "/runs/rope-seed1/eval/chunks-pi-2.json"));
+  EXPECT_TRUE(roformer::path_exists(out + "/runs/p-rope-seed1/eval/chunks.json"));
+  EXPECT_FALSE(roformer::path_exists(out + "/runs/p-rope-seed1/eval/chunks-pi-2.json"));
+  const json plain = json::parse(read_file(out + "/runs/rope-seed1/eval/chunks.json"));
+  const json pi = json::parse(read_file(out + "/runs/rope-seed1/eval/chunks-pi-2.json"));
+  EXPECT_NE(plain["results"][1]["ppl"].get<double>(), pi["results"][1]["ppl"].get<double>());
+  const std::string report = read_file(out + "/report.md");
+  EXPECT_NE(report.find("| rope | pi-2 |"), std::string::npos) << report;
+  EXPECT_EQ(report.find("| p-rope | pi-2 |"), std::string::npos) << report;
+}
+
 TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {
   TempDir dir;
   const std::string ds = make_word_dataset(dir, 4000);

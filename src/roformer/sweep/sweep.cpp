@@ -109,7 +109,7 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
         write_file_atomic(file, report_json(rep));
       };
       for (const auto& p : spec.protocols) run_eval(dir + "/eval/" + p + ".json", eval_overrides(spec, p));
-      if (cfg.config.model.position.kind == config::PositionKind::rope) {
+      if (scaling_applies(spec, v, cfg.config)) {
         for (const auto& sc : spec.scaling) {
           std::vector<std::string> o =
               eval_overrides(spec, config::eval_protocol_names().name(config::EvalProtocol::chunks));

@@ -79,6 +79,11 @@ std::string run_name(const SweepVariant& v, int64_t seed) {
   return v.name + "-seed" + std::to_string(seed);
 }
 
+bool scaling_applies(const SweepSpec& s, const SweepVariant& v, const config::Config& c) {
+  if (c.model.position.kind != config::PositionKind::rope) return false;
+  return s.scaling_on.empty() || std::find(s.scaling_on.begin(), s.scaling_on.end(), v.name) != s.scaling_on.end();
+}
+
 config::LoadedConfig point_config(const SweepSpec& s, const SweepVariant& v, int64_t seed) {
   std::vector<std::string> o = s.overrides;
   o.insert(o.end(), v.overrides.begin(), v.overrides.end());
@@ -120,9 +125,10 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
   if (e) {
     for (const auto& kv : e) {
       const std::string k = kv.first.Scalar();
-      if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling")
+      if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling" &&
+          k != "scaling_on")
         throw UserError(where(path, kv.first) + ": unknown key 'eval." + k +
-                        "' (lengths, protocols, split, max_tokens, scaling)");
+                        "' (lengths, protocols, split, max_tokens, scaling, scaling_on)");
     }
     for (const auto& x : list_at(path, e["lengths"], "eval.lengths"))
       s.lengths.push_back(int_at(path, x, "an eval length", 2, int64_t{1} << 30));
@@ -131,6 +137,15 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
     if (e["max_tokens"])
       s.max_tokens = int_at(path, e["max_tokens"], "eval.max_tokens", 0, std::numeric_limits<int64_t>::max());
     s.scaling = variants(path, e["scaling"], "eval.scaling");
+    for (const auto& x : list_at(path, e["scaling_on"], "eval.scaling_on")) {
+      const std::string name = x.IsScalar() ? x.Scalar() : std::string();
+      const bool known_variant =
+          std::any_of(s.variants.begin(), s.variants.end(), [&](const SweepVariant& v) { return v.name == name; });
+      if (!known_variant)
+        throw UserError(where(path, x) + ": eval.scaling_on names '" + name +
+                        "', which is not one of the sweep's variants; use a variant's name");
+      s.scaling_on.push_back(name);
+    }
   }
   const auto& protocols = config::eval_protocol_names();
   if (s.protocols.empty()) s.protocols = {protocols.name(config::EvalProtocol::chunks)};
@@ -139,8 +154,21 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
     if (std::find(allowed.begin(), allowed.end(), p) == allowed.end())
       throw UserError(path + ": eval.protocols entries must be one of " + join(allowed, ", ") + ", got '" + p + "'");
   }
-  // Validate every point's config now, so a typo fails before hours of training.
-  for (const auto& v : s.variants) point_config(s, v, s.seeds.front());
+  // Validate every point's config now, so a typo fails before hours of training; the scaling
+  // variants too, on the first variant they run on.
+  bool scaled = false;
+  for (const auto& v : s.variants) {
+    const config::Config c = point_config(s, v, s.seeds.front()).config;
+    if (scaled || s.scaling.empty() || !scaling_applies(s, v, c)) continue;
+    scaled = true;
+    for (const auto& sc : s.scaling) {
+      SweepVariant with = v;
+      with.overrides.insert(with.overrides.end(), sc.overrides.begin(), sc.overrides.end());
+      point_config(s, with, s.seeds.front());
+    }
+  }
+  if (!s.scaling_on.empty() && !scaled)
+    throw UserError(path + ": eval.scaling_on names no rope variant (scaling applies to model.position.kind=rope)");
   if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
   return s;
 }

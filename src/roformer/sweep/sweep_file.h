@@ -26,9 +26,14 @@ struct SweepSpec {
   std::vector<int64_t> lengths;
   std::vector<std::string> protocols;  // chunks | sliding
   std::string split = "valid";
-  int64_t max_tokens = 0;             // 0: the config's eval.max_tokens
-  std::vector<SweepVariant> scaling;  // evaluated for rope variants, chunks protocol
+  int64_t max_tokens = 0;               // 0: the config's eval.max_tokens
+  std::vector<SweepVariant> scaling;    // evaluated for rope variants, chunks protocol
+  std::vector<std::string> scaling_on;  // the variants `scaling` runs on; empty: every rope variant
 };
+
+// Whether the scaling variants are evaluated on variant `v` (a rope variant named by scaling_on,
+// or any rope variant when scaling_on is empty).
+bool scaling_applies(const SweepSpec& s, const SweepVariant& v, const config::Config& c);
 
 // parse_sweep_text on the file's text (a regular file of bounded size).
 SweepSpec load_sweep(const std::string& path);

@@ -11,7 +11,8 @@
 # With REPEATS > 1 the sides alternate REPEATS times and the last lines give the median ratio and
 # range per side (one run's ratio swings by +-20-30 % on a shared machine).
 # NEIGHBOUR=1: each side runs alone and then beside one single-threaded CPU-bound process
-# (`yes > /dev/null`), and the lines give both speeds and their ratio (issue 44's neighbour test).
+# (`yes > /dev/null`), and the lines give both speeds and their ratio (issue 44's neighbour test);
+# roformer then runs with its default thread count (train.threads=0), the PyTorch sides with nproc.
 # Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it). SIDES narrows the sides
 # (default "roformer peer peer-compile hf").
 # Usage: scripts/bench_vs_pytorch.sh [STEPS] [quickstart|medium|all] [REPEATS]
@@ -27,6 +28,8 @@ neighbour="${NEIGHBOUR:-0}"
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: REPEATS must be a positive whole number, got '$repeats'" >&2; exit 2; }
 case "$which" in quickstart | medium | all) ;; *) echo "bench_vs_pytorch: the size is quickstart, medium or all, got '$which'" >&2; exit 2 ;; esac
 threads="$(nproc)"
+ours_threads="$threads"
+[ "$neighbour" = 1 ] && ours_threads=0  # roformer's default (the CPUs others leave free), as a user runs it
 ds=data/prepared/linux-docs-byte
 [ -f "$ds/meta.json" ] || { echo "bench_vs_pytorch: $ds is missing; run scripts/quickstart.sh or roformer prepare-data first" >&2; exit 2; }
 py=.venv/bin/python
@@ -57,7 +60,7 @@ side() {
         --set model.hidden_size="$hidden" --set model.num_layers="$layers" --set model.num_heads="$heads" \
         --set model.ffn_size="$ffn" --set data.seq_len="$seq" --set train.batch_size="$batch" \
         --set train.steps="$steps" --set train.log_every=1 --set train.eval_every=100000 --set train.eval_batches=1 \
-        --set train.checkpoint_every=100000 --set train.threads="$threads" --set model.objective=mlm \
+        --set train.checkpoint_every=100000 --set train.threads="$ours_threads" --set model.objective=mlm \
         --set data.path="$ds")"
       read -r tps loss < <("$py" -c "import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]

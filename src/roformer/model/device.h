@@ -13,8 +13,9 @@ namespace roformer::model {
 // falls back to the CPU (evaluating a checkpoint trained elsewhere).
 torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict);
 
-// Sets and returns the intra-op threads: `requested`, or (0) the cores shared evenly by the
-// node's processes.
+// Sets and returns the intra-op threads: `requested`, or (0) for one process per node the
+// CPUs of its affinity mask that other processes are not keeping busy (sampled for 100 ms,
+// common/cpu_availability.h), for several the cores shared evenly by the node's processes.
 int apply_threads(int64_t requested, int64_t processes_per_node);
 
 // Peak memory the caching allocator handed out on a CUDA device since the start or the last

@@ -157,19 +157,22 @@ def scaling_matrix(study):
 
 def cost_table(study):
     """Training tokens/s (median of a run's logged windows past the first fifth, then over seeds),
-    evaluation seconds at 4096 (chunks, 16,384 tokens) and the peak memory of one 4096-token window."""
+    evaluation seconds at the longest length (chunks), and the peak memory of one window at the
+    memory probe's longest length (frontier_study.sh: 4096) and how much of it is above its shortest."""
     longest = max(study["lengths"])
-    rows = ["| variant | training tokens/s | eval s at %d (chunks) | peak RSS, one window of %d | of which beyond a window of %d |"
-            % (longest, longest, TRAIN_LEN), "|---|---|---|---|---|"]
+    probes = sorted({int(k) for c in study["cost"].values() for k in c["rss_kb"]})
+    big, small = (probes[-1], probes[0]) if probes else (None, None)
+    rows = ["| variant | training tokens/s | eval s at %d (chunks) | peak RSS, one window of %s | of which beyond a window of %s |"
+            % (longest, big or "-", small or "-"), "|---|---|---|---|---|"]
     trained = [v for v in study["variants"] if v in study["runs"]]
     for v in trained + [k for k, _ in OTHER if k in study["cost"] and "rope" in study["runs"]]:
         runs = study["runs"][v if v in trained else "rope"].values()
         key = "chunks" if v in trained else "chunks-" + v
         speeds = [r["tokens_per_s"] for r in runs if r["tokens_per_s"] is not None] if v in trained else []
         secs = [r["eval"].get(key, {}).get(longest, (None, None))[1] for r in runs]
-        c = study["cost"].get(v)
-        mem = "-" if not c else "%.2f GiB" % (c["rss_kb"][str(longest)] / 2**20)
-        extra = "-" if not c else "%.2f GiB" % ((c["rss_kb"][str(longest)] - c["rss_kb"][str(TRAIN_LEN)]) / 2**20)
+        rss = study["cost"].get(v, {}).get("rss_kb", {})
+        mem = "%.2f GiB" % (rss[str(big)] / 2**20) if str(big) in rss else "-"
+        extra = "%.2f GiB" % ((rss[str(big)] - rss[str(small)]) / 2**20) if str(big) in rss and str(small) in rss else "-"
         speed = "-" if not speeds else "%.0f" % statistics.median(speeds)
         label = v if v in trained else "rope + " + dict(OTHER)[v]
         rows.append("| %s | %s | %s | %s | %s |" % (label, speed, fmt(secs, 1), mem, extra))

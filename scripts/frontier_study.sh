@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The frontier study (issue 39): `roformer sweep configs/ablation/frontier.yaml` (17 trained
+# The frontier study (issue 39): `roformer sweep configs/ablation/frontier.yaml` (18 trained
 # variants x 3 seeds, evaluated at 128-4096 under chunks and sliding windows, the RoPE extension
 # methods at evaluation time on the rope checkpoints), then each variant's peak memory evaluating
 # one window of 128 and of 4096 tokens (OUT/cost/, from the first seed's checkpoint), then

@@ -17,7 +17,7 @@ apt_packages=(
   clang clang-format libclang-rt-14-dev
   libgloo-dev
 )
-pip_packages=("torch==${torch_version}" matplotlib transformers tokenizers tensorboard safetensors numpy)
+pip_packages=("torch==${torch_version}" matplotlib transformers tokenizers tensorboard safetensors numpy pyyaml)
 
 say() { printf '[setup] %s\n' "$*"; }
 

@@ -91,10 +91,12 @@ TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   for (const json& r : j["results"]) {  // the cost of each length: wall time, and device memory (none on the CPU)
     EXPECT_GT(r["seconds"].get<double>(), 0.0);
     EXPECT_EQ(r["peak_mem_gib"].get<double>(), 0.0);
-    EXPECT_EQ(r["attention"], "sdpa-flash");  // the attention kernel that ran (LibTorch's CPU flash kernel)
+    // The attention kernel that ran: ops/short_attention, which auto picks on the CPU for causal
+    // lengths up to 512 (LibTorch's flash kernel past that; model.attention_kernel).
+    EXPECT_EQ(r["attention"], "short-attention");
   }
   // Training says the same for its first step.
-  EXPECT_NE(read_file(t.run + "/train.log").find("attention kernel: sdpa-flash"), std::string::npos);
+  EXPECT_NE(read_file(t.run + "/train.log").find("attention kernel: short-attention"), std::string::npos);
   const std::string csv = read_file(t.dir.file("eval_out") + "/eval.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib");
@@ -271,8 +273,8 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
                                " --set model.position.deberta.position_buckets=8" +
                                " --set model.position.deberta.max_relative_positions=32");
     const json j = expect_trains_and_evaluates_at_4x(t);
-    // xPos rotates q and k and leaves the scores to SDPA; the others form their scores.
-    EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "sdpa-flash" : "explicit-scores");
+    // xPos rotates q and k and leaves the scores to the fused kernel; the others form their scores.
+    EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "short-attention" : "explicit-scores");
   }
 }
 

@@ -34,6 +34,7 @@ config::ModelConfig tiny(PositionKind kind) {
   c.position.max_positions = 64;
   c.position.rope.rotary_dim = c.head_dim();
   c.attention_dropout = 0.0;  // LibTorch's CPU flash kernel has no dropout (see the test below)
+  c.attention_kernel = config::AttentionKernel::reference;  // SDPA's choices are the subject here
   return c;
 }
 

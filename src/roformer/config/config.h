@@ -36,6 +36,7 @@ enum class Activation { gelu, gelu_tanh, relu };
 enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), LibTorch's ops, or per device
 using ActivationKernel = KernelChoice;
 using NormKernel = KernelChoice;
+using AttentionKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
@@ -193,6 +194,9 @@ struct ModelConfig {
   // Residual add + LayerNorm of the post-LN layers: fused (ops/add_layer_norm), reference
   // (LibTorch's add, then layer_norm), auto = fused (measured on CPU and CUDA).
   NormKernel norm_kernel = NormKernel::auto_;
+  // Softmax attention without a mask or attention dropout: fused (ops/short_attention on the CPU
+  // wherever it takes the shapes), reference (LibTorch's SDPA), auto = fused where measured faster.
+  AttentionKernel attention_kernel = AttentionKernel::auto_;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;

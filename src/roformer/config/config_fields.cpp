@@ -205,6 +205,11 @@ void ModelConfig::visit(FieldVisitor& v) {
              "residual add + LayerNorm in post-LN layers: fused (one custom CPU/CUDA op that never stores the sum), "
              "reference (add, then LibTorch's layer_norm), auto = fused (on CUDA 1.04-1.05x end to end for BERT-base, "
              "H200, data/results/gpu/)");
+  enum_field(v, "attention_kernel", attention_kernel, kernels,
+             "softmax self-attention without a mask or attention dropout, on the CPU: fused (ops/short_attention: "
+             "one head's whole score block in cache, register-tiled products; float32/64, length <= 512, "
+             "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
+             "faster than SDPA (causal, or length <= 128; docs/kernels.md); CUDA always runs SDPA");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

@@ -13,6 +13,7 @@
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
+#include "roformer/ops/short_attention.h"
 
 namespace roformer::model {
 namespace {
@@ -76,6 +77,7 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       layer_(layer),
       dropout_(c.attention_dropout),
       kind_(c.attention),
+      kernel_(c.attention_kernel),
       linear_(c.linear_attention),
       position_(std::move(position)) {
   self = register_module("self", SelfAttentionProj(c.hidden_size));
@@ -154,9 +156,21 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
                          [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
 }
 
+bool AttentionImpl::use_short_attention(const torch::Tensor& q, const AttentionContext& ctx, double dropout) const {
+  if (kernel_ == config::AttentionKernel::reference || ctx.mask.defined() || dropout > 0.0) return false;
+  if (!ops::short_attention_supports(q, q, q)) return false;
+  // auto: where it measured faster than LibTorch's flash kernel (docs/performance.md, bench_attention).
+  const int64_t S = q.size(2);
+  return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
+}
+
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const AttentionContext& ctx) {
   const double p = is_training() ? dropout_ : 0.0;
+  if (use_short_attention(q, ctx, p) && ops::short_attention_supports(q, k, v)) {
+    record_kernel(attention_kernel::kShort);
+    return ops::short_attention(q, k, v, ctx.causal);
+  }
   if (!ctx.mask.defined()) return sdpa(q, k, v, std::nullopt, p, ctx.causal);
   // Queries in blocks at long lengths, each with its own rows of the mask.
   return in_query_blocks(q.size(2), ctx.mask.block_rows(), [&](int64_t begin, int64_t end) {

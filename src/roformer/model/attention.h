@@ -90,9 +90,13 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, int64_t begin, int64_t end);
 
+  // Whether ops/short_attention runs these inputs (model.attention_kernel; no mask, no dropout).
+  bool use_short_attention(const torch::Tensor& q, const AttentionContext& ctx, double dropout) const;
+
   int64_t heads_, head_dim_, layer_;
   double dropout_;
   config::AttentionKind kind_;
+  config::AttentionKernel kernel_;
   config::LinearAttentionConfig linear_;
   uint64_t favor_seed_ = 0;
   std::shared_ptr<PositionEncodingImpl> position_;  // shared with the model; not registered here

@@ -18,6 +18,7 @@ namespace roformer::model {
 namespace attention_kernel {
 inline constexpr const char* kExplicitScores = "explicit-scores";  // matmul + softmax formed here (score terms)
 inline constexpr const char* kLinear = "linear";                   // linear attention (no scores)
+inline constexpr const char* kShort = "short-attention";           // ops/short_attention (CPU)
 }  // namespace attention_kernel
 
 // "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "sdpa-overrideable" for an

@@ -1,0 +1,319 @@
+// CPU kernel of the short-sequence attention op: one (batch, head) pair at a time, all of its
+// S x S scores in cache. Forward: scores = q (scale k)^T, a row softmax (exact, not online), out =
+// probs v, each row's log-sum-exp kept for the backward when asked. Backward: probs recomputed as
+// exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product
+// on this hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs .
+// dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
+// pairs skip the blocks above the diagonal. Pairs run in parallel (at::parallel_for); each pair's result is
+// computed by one thread in a fixed order, so it does not depend on the thread count.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "roformer/ops/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
+#include "roformer/ops/cpu_kernel_support.h"
+#include "roformer/ops/short_attention_kernels.h"
+#include "roformer/ops/small_gemm.h"
+
+// Vectors pass by value between always-inlined helpers (see small_gemm.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace roformer::ops {
+namespace {
+
+using small_gemm::Limit;
+using small_gemm::Strided;
+
+// One (batch, head) pair's rows of an operand.
+template <typename T>
+struct Rows {
+  T* data;
+  int64_t stride;
+};
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<T> rows_of(const AttentionOperand& t, int64_t pair, int64_t heads) {
+  const int64_t b = pair / heads, h = pair % heads;
+  return {static_cast<T*>(t.data) + b * t.stride[0] + h * t.stride[1], t.stride[2]};
+}
+
+// dst[d * ld + j] = src row j, column d, times `factor` for j < S; zero for S <= j < ld. Blocks of
+// one vector's width of rows: each column of the block is gathered into a vector and stored whole
+// (scattered scalar stores 4 ld bytes apart stalled on false store-to-load aliasing).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void transpose_padded(Rows<const T> src, int64_t S, int64_t D, int64_t ld, T factor, T* dst) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  int64_t j0 = 0;
+  for (; j0 + W <= S; j0 += W) {
+    const T* rows = src.data + j0 * src.stride;
+    for (int64_t d = 0; d < D; ++d) {
+      typename small_gemm::Vec<T>::type x;
+      for (int i = 0; i < W; ++i) x[i] = rows[i * src.stride + d];
+      small_gemm::store(dst + d * ld + j0, x * factor);
+    }
+  }
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t j = j0; j < S; ++j) dst[d * ld + j] = src.data[j * src.stride + d] * factor;
+    for (int64_t j = S; j < ld; ++j) dst[d * ld + j] = T(0);
+  }
+}
+
+// The last key row i attends to, plus one.
+ROFORMER_ALWAYS_INLINE int64_t row_end(const ShortAttentionLaunch& p, int64_t i) {
+  return p.causal ? i + 1 : p.seq;
+}
+
+// e^a for a vector of a <= 0 (float): exp_nonpositive's steps (bias_gelu_math.h) on 8 lanes at once.
+ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_nonpositive(small_gemm::Vec<float>::type a) {
+  using vf = small_gemm::Vec<float>::type;
+  typedef int32_t vi __attribute__((vector_size(32)));
+  const vf lo = vf{} - 87.0f;
+  vf n, q;
+  exp_reduced(a < lo ? lo : a, &n, &q);  // NaN passes and makes the result NaN
+  const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+  vf scale;  // 2^n, n in [-126, 0]
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return q * scale;
+}
+
+// Softmax over row[0, end) in place, in vectors where the row has them; row[end, ld) set to zero.
+// Returns the row's log-sum-exp.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T softmax_row(T* row, int64_t end, int64_t ld) {
+  using vec = typename small_gemm::Vec<T>::type;
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t whole = end / W * W;
+  T top = row[0];
+  if (whole > 0) {
+    vec m = small_gemm::load(row);
+    for (int64_t j = W; j < whole; j += W) {
+      const vec x = small_gemm::load(row + j);
+      m = x > m ? x : m;
+    }
+    for (int i = 0; i < W; ++i) top = m[i] > top ? m[i] : top;
+  }
+  for (int64_t j = whole; j < end; ++j) top = row[j] > top ? row[j] : top;
+  vec acc = vec{};
+  T sum = 0;
+  for (int64_t j = 0; j < whole; j += W) {
+    vec x = small_gemm::load(row + j) - top;
+    if constexpr (std::is_same_v<T, float>) {
+      x = exp_nonpositive(x);
+    } else {
+      for (int i = 0; i < W; ++i) x[i] = std::exp(x[i]);
+    }
+    acc += x;
+    small_gemm::store(row + j, x);
+  }
+  for (int64_t j = whole; j < end; ++j) {
+    row[j] = std::exp(row[j] - top);
+    sum += row[j];
+  }
+  for (int i = 0; i < W; ++i) sum += acc[i];
+  const T inv = T(1) / sum;
+  for (int64_t j = 0; j < end; ++j) row[j] *= inv;
+  for (int64_t j = end; j < ld; ++j) row[j] = T(0);
+  return top + std::log(sum);
+}
+
+// row[j] = exp(row[j] - lse) for j < end (the probabilities again), zero for end <= j < ld.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void probs_from_lse(T* row, int64_t end, int64_t ld, T lse) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t whole = end / W * W;
+  for (int64_t j = 0; j < whole; j += W) {
+    typename small_gemm::Vec<T>::type x = small_gemm::load(row + j) - lse;
+    if constexpr (std::is_same_v<T, float>) {
+      x = exp_nonpositive(x);
+    } else {
+      for (int i = 0; i < W; ++i) x[i] = std::exp(x[i]);
+    }
+    small_gemm::store(row + j, x);
+  }
+  for (int64_t j = whole; j < end; ++j) row[j] = std::exp(row[j] - lse);
+  for (int64_t j = end; j < ld; ++j) row[j] = T(0);
+}
+
+// sum_d a[d] b[d] over D (a multiple of the vector width), in vectors.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T dot(const T* a, const T* b, int64_t D) {
+  typename small_gemm::Vec<T>::type acc{};
+  for (int64_t d = 0; d < D; d += small_gemm::Vec<T>::width) acc += small_gemm::load(a + d) * small_gemm::load(b + d);
+  T sum = 0;
+  for (int i = 0; i < small_gemm::Vec<T>::width; ++i) sum += acc[i];
+  return sum;
+}
+
+// One thread's buffers: a transposed operand [D x L], three operands' rows packed [S x D] (a
+// strided one, e.g. a head of a fused QKV projection 3 H D floats apart, would map its rows onto
+// few cache sets), and two S x L blocks (probabilities; the backward's dscores).
+template <typename T>
+struct Workspace {
+  T* transposed;
+  T* packed[3];
+  T* square[2];
+};
+
+// dst[j * D + d] = src row j, column d: the pair's rows, contiguous.
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(Rows<const T> src, int64_t S, int64_t D, T* dst) {
+  constexpr int W = small_gemm::Vec<T>::width;  // D is a multiple of it
+  for (int64_t j = 0; j < S; ++j)
+    for (int64_t d = 0; d < D; d += W)
+      small_gemm::store(dst + j * D + d, small_gemm::load(src.data + j * src.stride + d));
+  return {dst, D};
+}
+
+// Asks the caches for the rows of `pair` in each operand (its next pair's, while this one
+// multiplies): the heads of a fused projection sit 3 H D floats apart, a stride that leaves the
+// rows to miss in every cache when first read (the transposes and row sums stalled on them).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void prefetch_pair(const ShortAttentionLaunch& p, int64_t pair,
+                                          std::initializer_list<const AttentionOperand*> operands) {
+  const int64_t bytes = p.head_dim * static_cast<int64_t>(sizeof(T));
+  for (const AttentionOperand* t : operands) {
+    const Rows<const T> rows = rows_of<const T>(*t, pair, p.heads);
+    for (int64_t j = 0; j < p.seq; ++j) {
+      const char* row = reinterpret_cast<const char*>(rows.data + j * rows.stride);
+      for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+    }
+  }
+}
+
+// scores = q (scale k)^T into `scores` (L per row): the forward's first product, and the backward's again.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, int64_t pair, Rows<const T> q, T* kt, T* scores) {
+  transpose_padded(rows_of<const T>(p.k, pair, p.heads), p.seq, p.head_dim, p.padded_seq, static_cast<T>(p.scale), kt);
+  small_gemm::gemm<T>(p.seq, p.padded_seq, p.head_dim, Strided<T>{q.data, q.stride, 1}, kt, p.padded_seq, scores,
+                      p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none);
+}
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  const Rows<const T> q = pack_rows(rows_of<const T>(p.q, pair, p.heads), S, D, w.packed[0]);
+  const Rows<const T> v = pack_rows(rows_of<const T>(p.v, pair, p.heads), S, D, w.packed[1]);
+  const Rows<T> out = rows_of<T>(p.out, pair, p.heads);
+  T* probs = w.square[0];
+  T* lse = p.lse != nullptr ? static_cast<T*>(p.lse) + pair * S : nullptr;
+  scores_of(p, pair, q, w.transposed, probs);
+  for (int64_t i = 0; i < S; ++i) {
+    const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
+    if (lse != nullptr) lse[i] = row_lse;
+  }
+  small_gemm::gemm<T>(S, D, S, Strided<T>{probs, L, 1}, v.data, v.stride, out.data, out.stride,
+                      p.causal ? Limit::sum_to_row_end : Limit::none);
+}
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  const Rows<const T> q = pack_rows(rows_of<const T>(p.q, pair, p.heads), S, D, w.packed[0]);
+  const Rows<const T> k = pack_rows(rows_of<const T>(p.k, pair, p.heads), S, D, w.packed[1]);
+  const Rows<const T> dout = pack_rows(rows_of<const T>(p.grad_out, pair, p.heads), S, D, w.packed[2]);
+  const Rows<T> dq = rows_of<T>(p.grad_q, pair, p.heads), dk = rows_of<T>(p.grad_k, pair, p.heads),
+                dv = rows_of<T>(p.grad_v, pair, p.heads);
+  const T* lse = static_cast<const T*>(p.lse) + pair * S;
+  T* probs = w.square[0];
+  T* ds = w.square[1];
+  const Limit upto = p.causal ? Limit::sum_to_row_end : Limit::none;
+  const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
+  scores_of(p, pair, q, w.transposed, probs);
+  for (int64_t i = 0; i < S; ++i) probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
+  // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
+  small_gemm::gemm<T>(S, D, S, Strided<T>{probs, 1, L}, dout.data, dout.stride, dv.data, dv.stride, from);
+  // dprobs = dout v^T, into ds
+  transpose_padded(rows_of<const T>(p.v, pair, p.heads), S, D, L, T(1), w.transposed);
+  small_gemm::gemm<T>(S, L, D, Strided<T>{dout.data, dout.stride, 1}, w.transposed, L, ds, L,
+                      p.causal ? Limit::columns_to_row_end : Limit::none);
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t i = 0; i < S; ++i) {
+    const T* pr = probs + i * L;
+    T* row = ds + i * L;
+    const int64_t end = row_end(p, i);
+    // sum_j probs_ij dprobs_ij (= dout_i . out_i) over whole vectors: the products computed every
+    // column of them, and probs is zero past `end`
+    const int64_t W = small_gemm::Vec<T>::width;
+    const T delta = dot(pr, row, (end + W - 1) / W * W);
+    for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
+    for (int64_t j = end; j < L; ++j) row[j] = T(0);
+  }
+  small_gemm::gemm<T>(S, D, S, Strided<T>{ds, L, 1}, k.data, k.stride, dq.data, dq.stride, upto);
+  small_gemm::gemm<T>(S, D, S, Strided<T>{ds, 1, L}, q.data, q.stride, dk.data, dk.stride, from);
+}
+
+// Pairs [begin, end) with this thread's buffers, the next pair's rows prefetched while one runs.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void forward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
+                                          const Workspace<T>& w) {
+  for (int64_t pair = begin; pair < end; ++pair) {
+    if (pair + 1 < end) prefetch_pair<T>(p, pair + 1, {&p.q, &p.k, &p.v});
+    forward_pair<T>(p, pair, w);
+  }
+}
+template <typename T>
+ROFORMER_ALWAYS_INLINE void backward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
+                                           const Workspace<T>& w) {
+  for (int64_t pair = begin; pair < end; ++pair) {
+    if (pair + 1 < end) prefetch_pair<T>(p, pair + 1, {&p.q, &p.k, &p.v, &p.grad_out});
+    backward_pair<T>(p, pair, w);
+  }
+}
+
+// One function per dtype and direction, each compiled per x86-64 level (ROFORMER_CLONES).
+ROFORMER_CLONES void forward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e, const Workspace<float>& w) {
+  forward_pairs<float>(p, b, e, w);
+}
+ROFORMER_CLONES void forward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                       const Workspace<double>& w) {
+  forward_pairs<double>(p, b, e, w);
+}
+ROFORMER_CLONES void backward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                        const Workspace<float>& w) {
+  backward_pairs<float>(p, b, e, w);
+}
+ROFORMER_CLONES void backward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                        const Workspace<double>& w) {
+  backward_pairs<double>(p, b, e, w);
+}
+
+// Runs fn(begin, end, workspace) over the pairs in parallel, one workspace per task.
+template <typename T, typename Fn>
+void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
+    // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
+    // page faults, which the threads take one at a time.
+    thread_local std::vector<T> buffer;
+    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 3 * S * D + 2 * S * L)));
+    T* b = buffer.data();
+    const Workspace<T> w{b,
+                         {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D},
+                         {b + D * L + 3 * S * D, b + D * L + 3 * S * D + S * L}};
+    fn(begin, end, w);
+  });
+}
+
+}  // namespace
+
+void short_attention_forward_cpu(const ShortAttentionLaunch& p) {
+  if (p.dtype == KernelDType::f64) {
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f64(p, b, e, w); });
+  } else {
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f32(p, b, e, w); });
+  }
+}
+
+void short_attention_backward_cpu(const ShortAttentionLaunch& p) {
+  if (p.dtype == KernelDType::f64) {
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f64(p, b, e, w); });
+  } else {
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f32(p, b, e, w); });
+  }
+}
+
+}  // namespace roformer::ops

@@ -1,0 +1,36 @@
+// Kernel entry points of the short-sequence attention op (no LibTorch types): short_attention.cpp
+// fills a ShortAttentionLaunch and calls the CPU kernel (short_attention_cpu.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "roformer/ops/kernel_dtype.h"
+
+namespace roformer::ops {
+
+// A [B, H, S, D] tensor with unit stride along D: element (b, h, s, d) at
+// data[b * stride[0] + h * stride[1] + s * stride[2] + d].
+struct AttentionOperand {
+  void* data = nullptr;
+  int64_t stride[3] = {0, 0, 0};
+};
+
+struct ShortAttentionLaunch {
+  KernelDType dtype = KernelDType::f32;  // f32 or f64
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  int64_t padded_seq = 0;  // the score rows' length in the kernel's buffers: seq rounded up to a multiple of 16
+  bool causal = false;
+  double scale = 1.0;  // on the scores q . k
+  AttentionOperand q, k, v, out;
+  // [B * H, seq] log-sum-exp of each row's scores (float, double for f64): written by the forward
+  // when not null; the backward recomputes the probabilities from it.
+  void* lse = nullptr;
+  AttentionOperand grad_out, grad_q, grad_k, grad_v;  // backward only
+};
+
+// Forward: out (and lse). Backward: grad_q, grad_k, grad_v from grad_out, lse, q, k, v.
+// Parallel over the B * H (batch, head) pairs with at::parallel_for.
+void short_attention_forward_cpu(const ShortAttentionLaunch& launch);
+void short_attention_backward_cpu(const ShortAttentionLaunch& launch);
+
+}  // namespace roformer::ops

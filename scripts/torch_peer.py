@@ -14,7 +14,8 @@ same step) and, on CUDA, peak memory.
 Usage: torch_peer.py DATASET_DIR --hidden H --layers N --heads A --ffn F --seq L --batch B --steps S
        [--threads T] [--device cpu|cuda] [--compile] [--bf16] [--lr LR] [--warmup W] [--seed N]
        [--profile FILE]   after the timed steps, 5 more under torch.profiler; FILE gets the
-                          operators and kernels that take the most device (or CPU) time
+                          operators and kernels that take the most device (or CPU) time, and
+                          FILE.json each operator's inclusive CPU ms and calls per step
 """
 import argparse
 import json
@@ -132,6 +133,11 @@ def write_profile(a, train_step, steps=5):
     with open(a.profile, "w") as f:
         f.write(f"# torch_peer.py, {steps} steps under torch.profiler, sorted by {key}\n")
         f.write(prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=70))
+    # Machine-readable too: each operator's inclusive CPU time and calls per step.
+    per_step = {e.key: {"cpu_ms": e.cpu_time_total / 1000.0 / steps, "calls": e.count / steps}
+                for e in prof.key_averages()}
+    with open(a.profile + ".json", "w") as f:
+        json.dump(per_step, f, indent=1, sort_keys=True)
 
 
 def main():

@@ -6,6 +6,10 @@
 // dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
 // pairs skip the blocks above the diagonal. Pairs run in parallel (at::parallel_for); each pair's result is
 // computed by one thread in a fixed order, so it does not depend on the thread count.
+// Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
+// before the includes, so the helpers' own lines are covered too.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -18,9 +22,6 @@
 #include "roformer/ops/cpu_kernel_support.h"
 #include "roformer/ops/short_attention_kernels.h"
 #include "roformer/ops/small_gemm.h"
-
-// Vectors pass by value between always-inlined helpers (see small_gemm.h).
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace roformer::ops {
 namespace {

@@ -10,6 +10,7 @@
 # column is peer / roformer (above 1: roformer faster). Issue 44's "everything outside the shared
 # matrix multiplications at least 2x faster" reads off the last rows. With REPEATS > 1 the two
 # sides alternate REPEATS times and each cell is the median over the rounds (range in brackets).
+# KEEP=1 keeps the runs' directories (their profiles) and prints where.
 # Usage: scripts/cpu_step_breakdown.sh [quickstart|medium] [STEPS] [REPEATS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +28,7 @@ steps="${steps:-$default_steps}"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] && [ "$steps" -ge 20 ] || { echo "cpu_step_breakdown: STEPS must be a whole number >= 20, got '$steps'" >&2; exit 2; }
 ds=data/prepared/linux-docs-byte
 [ -f "$ds/meta.json" ] || { echo "cpu_step_breakdown: $ds is missing; run scripts/quickstart.sh first" >&2; exit 2; }
+[ -x build/release/bin/roformer ] || { echo "cpu_step_breakdown: build/release/bin/roformer is missing; run cmake --build --preset release first" >&2; exit 2; }
 py=.venv/bin/python
 work="$(mktemp -d)"
 [ -n "${KEEP:-}" ] && echo "cpu_step_breakdown: keeping $work" >&2 || trap 'rm -rf "$work"' EXIT

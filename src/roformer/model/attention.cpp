@@ -156,9 +156,10 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
                          [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
 }
 
-bool AttentionImpl::use_short_attention(const torch::Tensor& q, const AttentionContext& ctx, double dropout) const {
+bool AttentionImpl::use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const AttentionContext& ctx, double dropout) const {
   if (kernel_ == config::AttentionKernel::reference || ctx.mask.defined() || dropout > 0.0) return false;
-  if (!ops::short_attention_supports(q, q, q)) return false;
+  if (!ops::short_attention_supports(q, k, v)) return false;
   // auto: where it measured faster than LibTorch's flash kernel (docs/performance.md, bench_attention).
   const int64_t S = q.size(2);
   return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
@@ -167,7 +168,7 @@ bool AttentionImpl::use_short_attention(const torch::Tensor& q, const AttentionC
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const AttentionContext& ctx) {
   const double p = is_training() ? dropout_ : 0.0;
-  if (use_short_attention(q, ctx, p) && ops::short_attention_supports(q, k, v)) {
+  if (use_short_attention(q, k, v, ctx, p)) {
     record_kernel(attention_kernel::kShort);
     return ops::short_attention(q, k, v, ctx.causal);
   }

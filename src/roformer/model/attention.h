@@ -91,7 +91,8 @@ class AttentionImpl : public torch::nn::Module {
                                        const AttentionContext& ctx, int64_t begin, int64_t end);
 
   // Whether ops/short_attention runs these inputs (model.attention_kernel; no mask, no dropout).
-  bool use_short_attention(const torch::Tensor& q, const AttentionContext& ctx, double dropout) const;
+  bool use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const AttentionContext& ctx, double dropout) const;
 
   int64_t heads_, head_dim_, layer_;
   double dropout_;

@@ -105,7 +105,7 @@ template <typename F>
 inline void exp_reduced(F safe, F* n, F* p) {
   *n = (safe * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(a / ln2)
   const F r = (safe - *n * 0.693359375f) - *n * -2.12194440e-4f;   // a - n ln2 (hi + lo)
-  F q = r * 0.0f + 1.0f / 5040.0f;
+  F q = F{} + 1.0f / 5040.0f;                                      // a float, or the constant in every lane
   q = q * r + 1.0f / 720.0f;
   q = q * r + 1.0f / 120.0f;
   q = q * r + 1.0f / 24.0f;

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
 #include <vector>
 
 #include "roformer/ops/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
@@ -169,22 +168,6 @@ ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(Rows<const T> src, int64_t S, int
   return {dst, D};
 }
 
-// Asks the caches for the rows of `pair` in each operand (its next pair's, while this one
-// multiplies): the heads of a fused projection sit 3 H D floats apart, a stride that leaves the
-// rows to miss in every cache when first read (the transposes and row sums stalled on them).
-template <typename T>
-ROFORMER_ALWAYS_INLINE void prefetch_pair(const ShortAttentionLaunch& p, int64_t pair,
-                                          std::initializer_list<const AttentionOperand*> operands) {
-  const int64_t bytes = p.head_dim * static_cast<int64_t>(sizeof(T));
-  for (const AttentionOperand* t : operands) {
-    const Rows<const T> rows = rows_of<const T>(*t, pair, p.heads);
-    for (int64_t j = 0; j < p.seq; ++j) {
-      const char* row = reinterpret_cast<const char*>(rows.data + j * rows.stride);
-      for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
-    }
-  }
-}
-
 // scores = q (scale k)^T into `scores` (L per row): the forward's first product, and the backward's again.
 template <typename T>
 ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, int64_t pair, Rows<const T> q, T* kt, T* scores) {
@@ -247,22 +230,16 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
   small_gemm::gemm<T>(S, D, S, Strided<T>{ds, 1, L}, q.data, q.stride, dk.data, dk.stride, from);
 }
 
-// Pairs [begin, end) with this thread's buffers, the next pair's rows prefetched while one runs.
+// Pairs [begin, end) with this thread's buffers.
 template <typename T>
 ROFORMER_ALWAYS_INLINE void forward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
                                           const Workspace<T>& w) {
-  for (int64_t pair = begin; pair < end; ++pair) {
-    if (pair + 1 < end) prefetch_pair<T>(p, pair + 1, {&p.q, &p.k, &p.v});
-    forward_pair<T>(p, pair, w);
-  }
+  for (int64_t pair = begin; pair < end; ++pair) forward_pair<T>(p, pair, w);
 }
 template <typename T>
 ROFORMER_ALWAYS_INLINE void backward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
                                            const Workspace<T>& w) {
-  for (int64_t pair = begin; pair < end; ++pair) {
-    if (pair + 1 < end) prefetch_pair<T>(p, pair + 1, {&p.q, &p.k, &p.v, &p.grad_out});
-    backward_pair<T>(p, pair, w);
-  }
+  for (int64_t pair = begin; pair < end; ++pair) backward_pair<T>(p, pair, w);
 }
 
 // One function per dtype and direction, each compiled per x86-64 level (ROFORMER_CLONES).

@@ -5,7 +5,10 @@
 // the medium one of scripts/bench_vs_pytorch.sh (8 x 256, 8 heads of 64), and causal and longer
 // variants (the frontier study's training; 512, the op's limit). GFLOP/s counts the products (4 S^2 D
 // per head forward, 8 S^2 D more backward; causal counted in full), so the ratios are time
-// ratios. Numbers only; for a median and spread over interleaved runs add
+// ratios. The rope+ pairs add RoPE (interleaved, as RoFormer's) to both: LibTorch's way applies
+// the rope op to q and k and calls SDPA, ours passes the projection and the rotation tables to
+// short_attention_qkv (the model's path), whose gradient is the projection's in one tensor.
+// Numbers only; for a median and spread over interleaved runs add
 // --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true.
 // Run: build/release/tests/benchmarks/bench_attention [--benchmark_filter=128]
 #include <benchmark/benchmark.h>
@@ -14,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "roformer/ops/rope.h"
 #include "roformer/ops/short_attention.h"
 
 namespace {
@@ -23,26 +27,45 @@ struct Shape {
   bool causal;
 };
 
-torch::Tensor attend(bool ours, const std::vector<torch::Tensor>& qkv, bool causal) {
-  if (ours) return roformer::ops::short_attention(qkv[0], qkv[1], qkv[2], causal);
-  return at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], std::nullopt, 0.0, causal);
+enum class Side { sdpa, ours, rope_sdpa, rope_ours };
+
+struct Inputs {
+  torch::Tensor packed;            // [B, S, 3 H D]
+  std::vector<torch::Tensor> qkv;  // [B, H, S, D] views of it
+  torch::Tensor inv_freq, positions, rotation;
+};
+
+torch::Tensor attend(Side side, const Inputs& in, int64_t heads, bool causal) {
+  if (side == Side::ours) return roformer::ops::short_attention(in.qkv[0], in.qkv[1], in.qkv[2], causal);
+  if (side == Side::rope_ours)
+    return roformer::ops::short_attention_qkv(in.packed, {}, heads, causal, in.rotation, /*interleaved=*/true);
+  std::vector<torch::Tensor> qk{in.qkv[0], in.qkv[1]};
+  if (side == Side::rope_sdpa) {
+    roformer::ops::RopeSpec spec;
+    spec.inv_freq = in.inv_freq;
+    qk = roformer::ops::rope(qk, in.positions, spec);
+  }
+  return at::scaled_dot_product_attention(qk[0], qk[1], in.qkv[2], std::nullopt, 0.0, causal);
 }
 
-void run(benchmark::State& state, bool ours, Shape s, bool backward) {
+void run(benchmark::State& state, Side side, Shape s, bool backward) {
   torch::manual_seed(0);
   const int64_t width = s.heads * s.head_dim;
-  const torch::Tensor packed = torch::randn({s.batch, s.seq, 3 * width}).requires_grad_(backward);
-  std::vector<torch::Tensor> qkv;
-  for (const torch::Tensor& t : packed.split(width, -1))
-    qkv.push_back(t.view({s.batch, s.seq, s.heads, s.head_dim}).transpose(1, 2));
+  Inputs in;
+  in.packed = torch::randn({s.batch, s.seq, 3 * width}).requires_grad_(backward);
+  for (const torch::Tensor& t : in.packed.split(width, -1))
+    in.qkv.push_back(t.view({s.batch, s.seq, s.heads, s.head_dim}).transpose(1, 2));
+  in.inv_freq = torch::pow(10000.0, -torch::arange(0, s.head_dim, 2, torch::kFloat64) / double(s.head_dim));
+  in.positions = torch::arange(s.seq, torch::kLong);
+  in.rotation = roformer::ops::short_attention_rotation(in.inv_freq, 1.0, 1.0, true, in.positions, torch::kFloat);
   const torch::Tensor up = torch::randn({s.batch, s.heads, s.seq, s.head_dim});
   auto once = [&] {
     if (backward) {
-      attend(ours, qkv, s.causal).backward(up);
-      packed.mutable_grad().reset();
+      attend(side, in, s.heads, s.causal).backward(up);
+      in.packed.mutable_grad().reset();
     } else {
       const torch::NoGradGuard no_grad;
-      benchmark::DoNotOptimize(attend(ours, qkv, s.causal).data_ptr());
+      benchmark::DoNotOptimize(attend(side, in, s.heads, s.causal).data_ptr());
     }
   };
   for (int i = 0; i < 3; ++i) once();
@@ -57,13 +80,14 @@ void register_all() {
                                   {8, 8, 256, 64, true},   {4, 8, 512, 64, false}, {4, 8, 512, 64, true}};
   for (const Shape& s : shapes)
     for (bool backward : {false, true})
-      for (bool ours : {false, true}) {
+      for (const auto& [side, label] :
+           {std::pair{Side::sdpa, "sdpa"}, std::pair{Side::ours, "short_attention"},
+            std::pair{Side::rope_sdpa, "rope+sdpa"}, std::pair{Side::rope_ours, "rope+short_attention_qkv"}}) {
         const std::string name = "cpu/B" + std::to_string(s.batch) + "xH" + std::to_string(s.heads) + "xS" +
                                  std::to_string(s.seq) + "xD" + std::to_string(s.head_dim) +
-                                 (s.causal ? "/causal" : "") + (backward ? "/fwd+bwd/" : "/fwd/") +
-                                 (ours ? "short_attention" : "sdpa");
+                                 (s.causal ? "/causal" : "") + (backward ? "/fwd+bwd/" : "/fwd/") + label;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-          run(st, ours, s, backward);
+          run(st, side, s, backward);
         })->Unit(benchmark::kMillisecond);
       }
 }

@@ -146,22 +146,31 @@ TEST(ShortAttention, SaysWhatItTakesAndRefusesTheRest) {
 }
 
 // One MLM step and one causal-LM step of the model: the op against LibTorch's SDPA, loss and every
-// gradient; the kernel probe names the one that ran.
+// gradient; the kernel probe names the one that ran. RoPE (either pairing) and sinusoidal take
+// the projection form (bias and rotation inside the op), xPos the plain one.
 TEST(ShortAttention, ModelWithTheOpMatchesTheModelWithSdpa) {
-  for (const auto objective : {config::Objective::mlm, config::Objective::causal_lm}) {
-    for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
-      config::ModelConfig c;
-      c.hidden_dropout = c.attention_dropout = 0;
-      c.objective = objective;
-      c.attention_kernel = config::AttentionKernel::auto_;
-      model::AttentionKernelProbe fused_probe;
-      const roformer::testing::LossAndGrads fused = roformer::testing::model_loss_and_grads(c, dtype);
-      EXPECT_EQ(fused_probe.summary(), "short-attention");
-      c.attention_kernel = config::AttentionKernel::reference;
-      model::AttentionKernelProbe reference_probe;
-      const roformer::testing::LossAndGrads reference = roformer::testing::model_loss_and_grads(c, dtype);
-      EXPECT_EQ(reference_probe.summary(), "sdpa-flash");
-      roformer::testing::expect_same_loss_and_grads(fused, reference, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
+  std::vector<config::PositionConfig> positions(4);
+  positions[1].rope.pairing = config::RopePairing::half;
+  positions[2].kind = config::PositionKind::sinusoidal;
+  positions[3].kind = config::PositionKind::xpos;
+  for (const config::PositionConfig& position : positions) {
+    for (const auto objective : {config::Objective::mlm, config::Objective::causal_lm}) {
+      for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+        config::ModelConfig c;
+        c.hidden_dropout = c.attention_dropout = 0;
+        c.objective = objective;
+        c.position = position;
+        c.attention_kernel = config::AttentionKernel::auto_;
+        model::AttentionKernelProbe fused_probe;
+        const roformer::testing::LossAndGrads fused = roformer::testing::model_loss_and_grads(c, dtype);
+        EXPECT_EQ(fused_probe.summary(), "short-attention");
+        c.attention_kernel = config::AttentionKernel::reference;
+        model::AttentionKernelProbe reference_probe;
+        const roformer::testing::LossAndGrads reference = roformer::testing::model_loss_and_grads(c, dtype);
+        EXPECT_EQ(reference_probe.summary(), "sdpa-flash");
+        SCOPED_TRACE(config::position_kind_names().name(position.kind) + " " + c10::toString(dtype));
+        roformer::testing::expect_same_loss_and_grads(fused, reference, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
+      }
     }
   }
 }

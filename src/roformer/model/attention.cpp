@@ -179,12 +179,31 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
   });
 }
 
+torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                               const AttentionContext& ctx) {
+  const int64_t S = x.size(1);
+  const bool autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  if (kind_ != config::AttentionKind::softmax || kernel_ == config::AttentionKernel::reference || autocast ||
+      ctx.mask.defined() || ctx.query_scale.defined() || (is_training() && dropout_ > 0.0) ||
+      position_->has_score_terms() || !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
+    return {};
+  // auto: where it measured faster than LibTorch's flash kernel, as use_short_attention.
+  if (kernel_ == config::AttentionKernel::auto_ && S > 128 && !ctx.causal) return {};
+  const PositionEncodingImpl::FusedRotation rotation =
+      position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
+  if (!rotation.fusable) return {};
+  record_kernel(attention_kernel::kShort);
+  return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
+}
+
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
   // gradient in backward) instead of three; the parameters stay three Linears (HF names).
   const torch::Tensor w = torch::cat({self->query->weight, self->key->weight, self->value->weight});
   const torch::Tensor b = torch::cat({self->query->bias, self->key->bias, self->value->bias});
+  const torch::Tensor fused = attend_projection(x, w, b, ctx);
+  if (fused.defined()) return dense(output->dense, fused.transpose(1, 2).reshape({B, S, width}));
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split(width, -1);  // 3 x [B, S, H*D]
   auto split_heads = [&](const torch::Tensor& t) { return t.view({B, S, heads_, head_dim_}).transpose(1, 2); };
   torch::Tensor q = split_heads(qkv[0]);  // [B, H, S, D] views of the projection, no copies

@@ -90,6 +90,11 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, int64_t begin, int64_t end);
 
+  // The projection, bias, rotation and attention in one op (ops::short_attention_qkv) where
+  // use_short_attention would run and the position family's rotation can ride along: x [B, S, E],
+  // the fused projection's w [3 H D, E] and b -> [B, H, S, D]; undefined where it does not apply.
+  torch::Tensor attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                  const AttentionContext& ctx);
   // Whether ops/short_attention runs these inputs (model.attention_kernel; no mask, no dropout).
   bool use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const AttentionContext& ctx, double dropout) const;

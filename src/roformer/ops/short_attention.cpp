@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "roformer/ops/kernel_dtype_torch.h"
+#include "roformer/ops/rope_math.h"
 #include "roformer/ops/short_attention_kernels.h"
 
 namespace roformer::ops {
@@ -89,15 +90,80 @@ class ShortAttentionFunction : public torch::autograd::Function<ShortAttentionFu
   }
 };
 
+// The [B, H, S, D] view of part `i` (0 q, 1 k, 2 v) of a [B, S, 3 H D] projection.
+at::Tensor part_of(const at::Tensor& qkv, int64_t heads, int64_t i) {
+  const int64_t B = qkv.size(0), S = qkv.size(1), D = qkv.size(2) / (3 * heads);
+  return qkv.view({B, S, 3, heads, D}).select(2, i).transpose(1, 2);
+}
+
+// Fills the launch's operands, bias and rotation for a projection (an empty bias or rotation:
+// none; autograd Functions take no undefined tensors).
+ShortAttentionLaunch describe_qkv(const at::Tensor& qkv, const at::Tensor& bias, int64_t heads, bool causal,
+                                  const at::Tensor& rotation, bool interleaved) {
+  ShortAttentionLaunch p = describe(part_of(qkv, heads, 0), causal);
+  p.q = operand(part_of(qkv, heads, 0));
+  p.k = operand(part_of(qkv, heads, 1));
+  p.v = operand(part_of(qkv, heads, 2));
+  p.bias = bias.numel() > 0 ? bias.data_ptr() : nullptr;
+  p.rotation = rotation.numel() > 0 ? rotation.data_ptr() : nullptr;
+  p.interleaved = interleaved;
+  return p;
+}
+
+class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentionQkvFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& bias,
+                            int64_t heads, bool causal, const at::Tensor& rotation, bool interleaved) {
+    ShortAttentionLaunch p = describe_qkv(qkv, bias, heads, causal, rotation, interleaved);
+    const at::Tensor q = part_of(qkv, heads, 0);
+    at::Tensor out = empty_bshd(q);
+    at::Tensor lse = at::empty({p.batch * p.heads, p.seq}, qkv.options());
+    p.out = operand(out);
+    p.lse = lse.data_ptr();
+    if (out.numel() > 0) short_attention_forward_cpu(p);
+    ctx->save_for_backward({qkv, bias, rotation, lse});
+    ctx->saved_data["heads"] = heads;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["interleaved"] = interleaved;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &qkv = saved[0], &bias = saved[1], &rotation = saved[2], &lse = saved[3];
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    ShortAttentionLaunch p = describe_qkv(qkv, bias, heads, ctx->saved_data["causal"].toBool(), rotation,
+                                          ctx->saved_data["interleaved"].toBool());
+    const at::Tensor grad_out = unit_last_stride(grads[0].to(qkv.scalar_type()));
+    at::Tensor grad_qkv = at::empty_like(qkv, at::MemoryFormat::Contiguous);
+    const bool has_bias = bias.numel() > 0;
+    at::Tensor grad_bias;  // [B, 3, H, D] per batch element, summed below
+    if (has_bias) grad_bias = at::zeros({p.batch, 3, heads, p.head_dim}, qkv.options());
+    p.lse = lse.data_ptr();
+    p.grad_out = operand(grad_out);
+    p.grad_q = operand(part_of(grad_qkv, heads, 0));
+    p.grad_k = operand(part_of(grad_qkv, heads, 1));
+    p.grad_v = operand(part_of(grad_qkv, heads, 2));
+    p.grad_bias = has_bias ? grad_bias.data_ptr() : nullptr;
+    if (grad_qkv.numel() > 0) short_attention_backward_cpu(p);
+    if (has_bias) grad_bias = grad_bias.sum(0).view({-1});
+    return {grad_qkv, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
+bool short_attention_shape_supported(int64_t seq, int64_t head_dim, at::ScalarType dtype, const at::Device& device) {
+  return device.is_cpu() && (dtype == at::kFloat || dtype == at::kDouble) && seq >= 1 && seq <= kShortAttentionMaxSeq &&
+         head_dim > 0 && head_dim % 8 == 0 && head_dim <= kShortAttentionMaxHeadDim;
+}
+
 bool short_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (q.dim() != 4 || !q.is_cpu() || !k.is_cpu() || !v.is_cpu()) return false;
-  if (q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble) return false;
+  if (q.dim() != 4 || !k.is_cpu() || !v.is_cpu()) return false;
   if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
   if (!k.sizes().equals(q.sizes()) || !v.sizes().equals(q.sizes())) return false;
-  const int64_t S = q.size(2), D = q.size(3);
-  return S >= 1 && S <= kShortAttentionMaxSeq && D > 0 && D % 8 == 0;
+  return short_attention_shape_supported(q.size(2), q.size(3), q.scalar_type(), q.device());
 }
 
 torch::Tensor short_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
@@ -111,6 +177,70 @@ torch::Tensor short_attention(const torch::Tensor& q_in, const torch::Tensor& k_
   const bool grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!grad) return forward_impl(q, k, v, causal, /*keep=*/false).first;
   return ShortAttentionFunction::apply(q, k, v, causal);
+}
+
+bool short_attention_qkv_supports(const torch::Tensor& qkv, int64_t heads) {
+  if (qkv.dim() != 3 || heads <= 0 || qkv.size(2) % (3 * heads) != 0) return false;
+  const at::Tensor q = part_of(qkv, heads, 0);
+  return short_attention_supports(q, q, q);
+}
+
+torch::Tensor short_attention_qkv(const torch::Tensor& qkv_in, const torch::Tensor& bias_in, int64_t heads, bool causal,
+                                  const torch::Tensor& rotation_in, bool interleaved) {
+  TORCH_CHECK(short_attention_qkv_supports(qkv_in, heads),
+              "roformer::short_attention_qkv: needs a [B, S, 3 H D] CPU projection (float32 or float64) with S <= ",
+              kShortAttentionMaxSeq, " and D a multiple of 8; got ", qkv_in.sizes(), " ", qkv_in.scalar_type(), " on ",
+              qkv_in.device(), " with ", heads, " heads");
+  const int64_t S = qkv_in.size(1), D = qkv_in.size(2) / (3 * heads);
+  TORCH_CHECK(!bias_in.defined() || (bias_in.dim() == 1 && bias_in.size(0) == qkv_in.size(2) &&
+                                     bias_in.scalar_type() == qkv_in.scalar_type() && bias_in.is_cpu()),
+              "roformer::short_attention_qkv: bias must be [", qkv_in.size(2),
+              "] of the projection's dtype on the CPU");
+  TORCH_CHECK(!rotation_in.defined() || (rotation_in.dim() == 3 && rotation_in.size(0) == 2 &&
+                                         rotation_in.size(1) == S && rotation_in.size(2) == D &&
+                                         rotation_in.scalar_type() == qkv_in.scalar_type() && rotation_in.is_cpu()),
+              "roformer::short_attention_qkv: rotation must be [2, ", S, ", ", D,
+              "] of the projection's dtype on the CPU (short_attention_rotation)");
+  TORCH_CHECK(interleaved || D % 2 == 0, "roformer::short_attention_qkv: half pairing needs an even head_dim");
+  const at::Tensor none = at::empty({0}, qkv_in.options());
+  const at::Tensor qkv = qkv_in.contiguous();
+  const at::Tensor bias = bias_in.defined() ? bias_in.contiguous() : none;
+  const at::Tensor rotation = rotation_in.defined() ? rotation_in.contiguous() : none;
+  return ShortAttentionQkvFunction::apply(qkv, bias, heads, causal, rotation, interleaved);
+}
+
+torch::Tensor short_attention_rotation(const torch::Tensor& inv_freq, double position_scale, double magnitude,
+                                       bool interleaved, const torch::Tensor& positions, at::ScalarType dtype) {
+  TORCH_CHECK(inv_freq.dim() == 1 && positions.dim() == 1 && positions.scalar_type() == at::kLong,
+              "roformer::short_attention_rotation: inv_freq must be 1-D and positions int64 [S]");
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble, "roformer::short_attention_rotation: float32 or float64");
+  const at::Tensor freqs = inv_freq.to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor pos = positions.to(at::kCPU).contiguous();
+  const int64_t half = freqs.numel(), D = 2 * half, S = pos.numel();
+  at::Tensor table = at::empty({2, S, D}, at::TensorOptions().dtype(at::kDouble));
+  const double* f = freqs.data_ptr<double>();
+  const int64_t* ps = pos.data_ptr<int64_t>();
+  double* cos = table.data_ptr<double>();
+  double* sin = cos + S * D;
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = rope_angle(ps[s], position_scale, f[i]);
+      double c, n;
+      if (dtype == at::kFloat) {  // the float kernels' sin and cos, then the magnitude in float
+        float cf, sf;
+        rope_sincos(angle, &cf, &sf);
+        c = static_cast<float>(cf * static_cast<float>(magnitude));
+        n = static_cast<float>(sf * static_cast<float>(magnitude));
+      } else {
+        rope_sincos(angle, &c, &n);
+        c *= magnitude;
+        n *= magnitude;
+      }
+      const int64_t first = interleaved ? 2 * i : i, second = interleaved ? 2 * i + 1 : i + half;
+      cos[s * D + first] = c, cos[s * D + second] = c;
+      sin[s * D + first] = -n, sin[s * D + second] = n;
+    }
+  return table.to(dtype);
 }
 
 }  // namespace roformer::ops

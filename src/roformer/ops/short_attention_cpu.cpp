@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "roformer/ops/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
@@ -148,30 +150,161 @@ ROFORMER_ALWAYS_INLINE T dot(const T* a, const T* b, int64_t D) {
   return sum;
 }
 
-// One thread's buffers: a transposed operand [D x L], three operands' rows packed [S x D] (a
+// One thread's buffers: a transposed operand [D x L], four operands' rows packed [S x D] (a
 // strided one, e.g. a head of a fused QKV projection 3 H D floats apart, would map its rows onto
 // few cache sets), and two S x L blocks (probabilities; the backward's dscores).
 template <typename T>
 struct Workspace {
   T* transposed;
-  T* packed[3];
+  T* packed[4];
   T* square[2];
 };
 
-// dst[j * D + d] = src row j, column d: the pair's rows, contiguous.
+constexpr int64_t kMaxHeadDim = 512;  // kShortAttentionMaxHeadDim, checked by the op
+
+// Which third of a fused projection an operand is (its bias rows, and whether it rotates), or
+// none (the output's gradient).
+enum class Part { q = 0, k = 1, v = 2, none = 3 };
+
+ROFORMER_ALWAYS_INLINE bool rotates(const ShortAttentionLaunch& p, Part part) {
+  return p.rotation != nullptr && (part == Part::q || part == Part::k);
+}
+
 template <typename T>
-ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(Rows<const T> src, int64_t S, int64_t D, T* dst) {
+ROFORMER_ALWAYS_INLINE const T* bias_of(const ShortAttentionLaunch& p, int64_t pair, Part part) {
+  if (p.bias == nullptr || part == Part::none) return nullptr;
+  return static_cast<const T*>(p.bias) + (static_cast<int64_t>(part) * p.heads + pair % p.heads) * p.head_dim;
+}
+
+// Each feature's rotation partner, as a vector: x[d ^ 1] for interleaved pairs (lanes swapped
+// within the vector), else x[d +- D/2] (the vector half a head away; D/2 a multiple of the width).
+template <typename T>
+ROFORMER_ALWAYS_INLINE typename small_gemm::Vec<T>::type partner_of(const ShortAttentionLaunch& p, const T* row,
+                                                                    int64_t d) {
+  if (p.interleaved) {
+    typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> index_t;
+    typedef index_t mask_t __attribute__((vector_size(32)));
+    mask_t swap;
+    for (int i = 0; i < small_gemm::Vec<T>::width; ++i) swap[i] = i ^ 1;
+    return __builtin_shuffle(small_gemm::load(row + d), swap);
+  }
+  const int64_t half = p.head_dim / 2;
+  return small_gemm::load(row + (d < half ? d + half : d - half));
+}
+
+// Whether the rotation runs in vectors: interleaved pairs always, halves when D/2 is whole vectors.
+ROFORMER_ALWAYS_INLINE bool partner_vectors(const ShortAttentionLaunch& p, int width) {
+  return p.interleaved || (p.head_dim / 2) % width == 0;
+}
+
+ROFORMER_ALWAYS_INLINE int64_t partner(const ShortAttentionLaunch& p, int64_t d) {
+  const int64_t half = p.head_dim / 2;
+  return p.interleaved ? d ^ 1 : (d < half ? d + half : d - half);
+}
+
+// rows[j][d] = x[d] cos[j][d] + x[partner(d)] sin[j][d] for the S rows x = rows[j] (packed, D per row).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void rotate_rows(const ShortAttentionLaunch& p, T* rows) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t S = p.seq, D = p.head_dim;
+  const T* cos = static_cast<const T*>(p.rotation);
+  const T* sin = cos + S * D;
+  T x[kMaxHeadDim];  // one row
+  for (int64_t j = 0; j < S; ++j) {
+    T* row = rows + j * D;
+    std::memcpy(x, row, D * sizeof(T));
+    const T* c = cos + j * D;
+    const T* s = sin + j * D;
+    if (partner_vectors(p, W)) {
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(
+            row + d, small_gemm::load(x + d) * small_gemm::load(c + d) + partner_of(p, x, d) * small_gemm::load(s + d));
+    } else {
+      for (int64_t d = 0; d < D; ++d) row[d] = x[d] * c[d] + x[partner(p, d)] * s[d];
+    }
+  }
+}
+
+// dst[j * D + d] = src row j, column d: the pair's rows, contiguous; plus the projection's bias
+// and, for q and k, the rotation, when the launch has them.
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(const ShortAttentionLaunch& p, const AttentionOperand& t, int64_t pair,
+                                               Part part, T* dst) {
   constexpr int W = small_gemm::Vec<T>::width;  // D is a multiple of it
+  const int64_t S = p.seq, D = p.head_dim;
+  const Rows<const T> src = rows_of<const T>(t, pair, p.heads);
+  const T* bias = bias_of<T>(p, pair, part);
   for (int64_t j = 0; j < S; ++j)
-    for (int64_t d = 0; d < D; d += W)
-      small_gemm::store(dst + j * D + d, small_gemm::load(src.data + j * src.stride + d));
+    for (int64_t d = 0; d < D; d += W) {
+      typename small_gemm::Vec<T>::type x = small_gemm::load(src.data + j * src.stride + d);
+      if (bias != nullptr) x += small_gemm::load(bias + d);
+      small_gemm::store(dst + j * D + d, x);
+    }
+  if (rotates(p, part)) rotate_rows(p, dst);
   return {dst, D};
+}
+
+// The gradient of rows before their rotation: dst row j = dy[e] cos[j][e] + dy[partner(e)]
+// sin[j][partner(e)] (the transpose of the rotation), dy = src row j (packed); or src itself
+// when `part` does not rotate. Adds each column's sum to `sums` when not null.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void write_grad_rows(const ShortAttentionLaunch& p, const T* src, Part part, Rows<T> dst,
+                                            T* sums) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t S = p.seq, D = p.head_dim;
+  const bool rotated = rotates(p, part);
+  const T* cos = static_cast<const T*>(p.rotation);
+  const T* sin = rotated ? cos + S * D : nullptr;
+  T scaled[kMaxHeadDim];  // dy sin, one row
+  for (int64_t j = 0; j < S; ++j) {
+    const T* dy = src + j * D;
+    T* row = dst.data + j * dst.stride;
+    if (rotated && partner_vectors(p, W)) {
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(scaled + d, small_gemm::load(dy + d) * small_gemm::load(sin + j * D + d));
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(row + d,
+                          small_gemm::load(dy + d) * small_gemm::load(cos + j * D + d) + partner_of(p, scaled, d));
+    } else if (rotated) {
+      for (int64_t e = 0; e < D; ++e) {
+        const int64_t pe = partner(p, e);
+        row[e] = dy[e] * cos[j * D + e] + dy[pe] * sin[j * D + pe];
+      }
+    } else {
+      for (int64_t d = 0; d < D; d += W) small_gemm::store(row + d, small_gemm::load(dy + d));
+    }
+    if (sums != nullptr)
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(sums + d, small_gemm::load(sums + d) + small_gemm::load(row + d));
+  }
+}
+
+// The [D] row of launch.grad_bias for `pair` and `part` (zeroed by the caller), or null.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T* grad_bias_of(const ShortAttentionLaunch& p, int64_t pair, Part part) {
+  if (p.grad_bias == nullptr) return nullptr;
+  const int64_t b = pair / p.heads, h = pair % p.heads;
+  return static_cast<T*>(p.grad_bias) + ((b * 3 + static_cast<int64_t>(part)) * p.heads + h) * p.head_dim;
+}
+
+// Asks the caches for row i of `pair` in each operand: one row per row of softmax, so the next
+// pair's rows arrive while this one computes (a burst of every row at once stalled on the few
+// outstanding misses a core tracks).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void prefetch_row(const ShortAttentionLaunch& p, int64_t pair, int64_t i,
+                                         std::initializer_list<const AttentionOperand*> operands) {
+  const int64_t bytes = p.head_dim * static_cast<int64_t>(sizeof(T));
+  for (const AttentionOperand* t : operands) {
+    const char* row = reinterpret_cast<const char*>(rows_of<const T>(*t, pair, p.heads).data + i * t->stride[2]);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+  }
 }
 
 // scores = q (scale k)^T into `scores` (L per row): the forward's first product, and the backward's again.
 template <typename T>
-ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, int64_t pair, Rows<const T> q, T* kt, T* scores) {
-  transpose_padded(rows_of<const T>(p.k, pair, p.heads), p.seq, p.head_dim, p.padded_seq, static_cast<T>(p.scale), kt);
+ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, Rows<const T> q, Rows<const T> k, T* kt,
+                                      T* scores) {
+  transpose_padded(k, p.seq, p.head_dim, p.padded_seq, static_cast<T>(p.scale), kt);
   small_gemm::gemm<T>(p.seq, p.padded_seq, p.head_dim, Strided<T>{q.data, q.stride, 1}, kt, p.padded_seq, scores,
                       p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none);
 }
@@ -179,13 +312,16 @@ ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, int64_t pai
 template <typename T>
 ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
   const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
-  const Rows<const T> q = pack_rows(rows_of<const T>(p.q, pair, p.heads), S, D, w.packed[0]);
-  const Rows<const T> v = pack_rows(rows_of<const T>(p.v, pair, p.heads), S, D, w.packed[1]);
+  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
+  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
+  const Rows<const T> v = pack_rows(p, p.v, pair, Part::v, w.packed[2]);
   const Rows<T> out = rows_of<T>(p.out, pair, p.heads);
   T* probs = w.square[0];
   T* lse = p.lse != nullptr ? static_cast<T*>(p.lse) + pair * S : nullptr;
-  scores_of(p, pair, q, w.transposed, probs);
+  scores_of(p, q, k, w.transposed, probs);
+  const bool next = pair + 1 < p.batch * p.heads;
   for (int64_t i = 0; i < S; ++i) {
+    if (next) prefetch_row<T>(p, pair + 1, i, {&p.q, &p.k, &p.v});
     const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
     if (lse != nullptr) lse[i] = row_lse;
   }
@@ -193,25 +329,44 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
                       p.causal ? Limit::sum_to_row_end : Limit::none);
 }
 
+// C = A B (small_gemm::gemm, S x D) into the gradient rows of `part`: straight into them, or
+// through `scratch` when they rotate back or sum into the bias's gradient.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void grad_product(const ShortAttentionLaunch& p, int64_t pair, Part part,
+                                         const AttentionOperand& grad, Strided<T> a, Rows<const T> b, Limit limit,
+                                         T* scratch) {
+  const int64_t S = p.seq, D = p.head_dim;
+  const Rows<T> dst = rows_of<T>(grad, pair, p.heads);
+  T* sums = grad_bias_of<T>(p, pair, part);
+  if (sums == nullptr && !rotates(p, part)) {
+    small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, dst.data, dst.stride, limit);
+    return;
+  }
+  small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, scratch, D, limit);
+  write_grad_rows(p, scratch, part, dst, sums);
+}
+
 template <typename T>
 ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
   const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
-  const Rows<const T> q = pack_rows(rows_of<const T>(p.q, pair, p.heads), S, D, w.packed[0]);
-  const Rows<const T> k = pack_rows(rows_of<const T>(p.k, pair, p.heads), S, D, w.packed[1]);
-  const Rows<const T> dout = pack_rows(rows_of<const T>(p.grad_out, pair, p.heads), S, D, w.packed[2]);
-  const Rows<T> dq = rows_of<T>(p.grad_q, pair, p.heads), dk = rows_of<T>(p.grad_k, pair, p.heads),
-                dv = rows_of<T>(p.grad_v, pair, p.heads);
+  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
+  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
+  const Rows<const T> dout = pack_rows(p, p.grad_out, pair, Part::none, w.packed[2]);
   const T* lse = static_cast<const T*>(p.lse) + pair * S;
   T* probs = w.square[0];
   T* ds = w.square[1];
   const Limit upto = p.causal ? Limit::sum_to_row_end : Limit::none;
   const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
-  scores_of(p, pair, q, w.transposed, probs);
-  for (int64_t i = 0; i < S; ++i) probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
+  scores_of(p, q, k, w.transposed, probs);
+  const bool next = pair + 1 < p.batch * p.heads;
+  for (int64_t i = 0; i < S; ++i) {
+    if (next) prefetch_row<T>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
+    probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
+  }
   // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
-  small_gemm::gemm<T>(S, D, S, Strided<T>{probs, 1, L}, dout.data, dout.stride, dv.data, dv.stride, from);
+  grad_product(p, pair, Part::v, p.grad_v, Strided<T>{probs, 1, L}, dout, from, w.packed[3]);
   // dprobs = dout v^T, into ds
-  transpose_padded(rows_of<const T>(p.v, pair, p.heads), S, D, L, T(1), w.transposed);
+  transpose_padded(pack_rows(p, p.v, pair, Part::v, w.packed[3]), S, D, L, T(1), w.transposed);
   small_gemm::gemm<T>(S, L, D, Strided<T>{dout.data, dout.stride, 1}, w.transposed, L, ds, L,
                       p.causal ? Limit::columns_to_row_end : Limit::none);
   const T scale = static_cast<T>(p.scale);
@@ -226,8 +381,8 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
     for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
     for (int64_t j = end; j < L; ++j) row[j] = T(0);
   }
-  small_gemm::gemm<T>(S, D, S, Strided<T>{ds, L, 1}, k.data, k.stride, dq.data, dq.stride, upto);
-  small_gemm::gemm<T>(S, D, S, Strided<T>{ds, 1, L}, q.data, q.stride, dk.data, dk.stride, from);
+  grad_product(p, pair, Part::q, p.grad_q, Strided<T>{ds, L, 1}, k, upto, w.packed[3]);
+  grad_product(p, pair, Part::k, p.grad_k, Strided<T>{ds, 1, L}, q, from, w.packed[3]);
 }
 
 // Pairs [begin, end) with this thread's buffers.
@@ -267,11 +422,11 @@ void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
     // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
     // page faults, which the threads take one at a time.
     thread_local std::vector<T> buffer;
-    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 3 * S * D + 2 * S * L)));
+    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 4 * S * D + 2 * S * L)));
     T* b = buffer.data();
-    const Workspace<T> w{b,
-                         {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D},
-                         {b + D * L + 3 * S * D, b + D * L + 3 * S * D + S * L}};
+    T* square = b + D * L + 4 * S * D;
+    const Workspace<T> w{
+        b, {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D}, {square, square + S * L}};
     fn(begin, end, w);
   });
 }

@@ -26,6 +26,16 @@ struct ShortAttentionLaunch {
   // when not null; the backward recomputes the probabilities from it.
   void* lse = nullptr;
   AttentionOperand grad_out, grad_q, grad_k, grad_v;  // backward only
+  // From one projection (short_attention_qkv): its bias [3, H, D] (q, k, v rows) added as rows
+  // are read, or null; rotary tables [2, seq, head_dim] (cos, signed sin: see
+  // short_attention_rotation) applied to q and k after the bias, or null. interleaved: a
+  // feature's partner is d ^ 1, else (d + D/2) mod D.
+  const void* bias = nullptr;
+  const void* rotation = nullptr;
+  bool interleaved = true;
+  // Backward, when not null: [B, 3, H, D] sums over the sequence of the q, k, v gradients (before
+  // the rotation), per batch element: the bias's gradient once summed over the batch.
+  void* grad_bias = nullptr;
 };
 
 // Forward: out (and lse). Backward: grad_q, grad_k, grad_v from grad_out, lse, q, k, v.

@@ -83,7 +83,8 @@ ROFORMER_ALWAYS_INLINE void tile(int64_t K, Strided<T> a, const T* b, int64_t ld
 template <int R, int V, typename T>
 ROFORMER_ALWAYS_INLINE void panel(int64_t M, int64_t K, Strided<T> a, const T* b, int64_t ldb, T* c, int64_t ldc,
                                   int64_t n, Limit limit) {
-  auto rows = [&](auto tile_rows, int64_t m) {
+  // Always inlined like the rest, so it is compiled for the caller's instruction set.
+  auto rows = [&](auto tile_rows, int64_t m) __attribute__((always_inline)) {
     constexpr int rr = decltype(tile_rows)::value;
     int64_t k0 = 0, k1 = K;
     if (limit == Limit::columns_to_row_end && n >= m + rr) return;

@@ -66,6 +66,18 @@ class PositionEncodingImpl : public torch::nn::Module {
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.
   virtual double score_scale(int64_t head_dim) const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
 
+  // How an attention kernel that rotates q and k as it reads them (ops::short_attention_qkv) may
+  // stand in for rotate(): `fusable` where it may, with the rotation as [2, S, D] tables of
+  // `dtype` for positions [S] (ops::short_attention_rotation), undefined when rotate() does
+  // nothing. The default says no, so a family that rotates is never skipped by mistake.
+  struct FusedRotation {
+    bool fusable = false;
+    torch::Tensor tables;
+    bool interleaved = true;
+  };
+  virtual FusedRotation fused_rotation(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
+    return {};
+  }
   // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
   virtual int64_t max_length() const { return 0; }
 
@@ -80,6 +92,7 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
 // NoPE: no position information at all (causal masking alone carries order).
 class NoPositionImpl : public PositionEncodingImpl {
  public:
+  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {true}; }
 };
 
 }  // namespace roformer::model

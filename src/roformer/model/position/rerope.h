@@ -21,6 +21,8 @@ class RerRopeImpl : public RopeImpl {
   RerRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
 
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override {}
+  // ReRoPE forms its scores itself (content_scores), never through a fused rotation.
+  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {}; }
   bool has_score_terms() const override { return true; }
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                int64_t begin, int64_t end) override;

@@ -4,6 +4,7 @@
 
 #include "roformer/model/position/rope_reference.h"
 #include "roformer/ops/rope.h"
+#include "roformer/ops/short_attention.h"
 
 namespace roformer::model {
 
@@ -51,6 +52,27 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
     value_freqs.magnitude = 1.0;  // YaRN's temperature is for the logits, not the values
     v = rope_reference(v, positions, value_freqs, config_.pairing, rotary_dim_);
   }
+}
+
+PositionEncodingImpl::FusedRotation RopeImpl::fused_rotation(const torch::Tensor& positions, int64_t head_dim,
+                                                             torch::ScalarType dtype) {
+  if (config_.impl != config::RopeKernel::fused || config_.rotate_value || rotary_dim_ != head_dim ||
+      positions.dim() != 1 || !positions.is_cpu())
+    return {};
+  const int64_t length = positions.size(0);
+  const RopeFrequencies& freqs = frequencies(length);
+  const bool interleaved = config_.pairing == config::RopePairing::interleaved;
+  auto build = [&] {
+    return ops::short_attention_rotation(torch::tensor(freqs.inv_freq, torch::kFloat64), freqs.position_scale,
+                                         freqs.magnitude, interleaved, positions, dtype);
+  };
+  // Cached per (length, dtype) for the encoder's positions 0..S-1; other ids (an input's own
+  // positions) are built for the call.
+  const torch::Tensor ids = positions.to(torch::kLong).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  bool counting = true;
+  for (int64_t s = 0; s < length && counting; ++s) counting = id[s] == s;
+  return {true, counting ? fused_tables_.get(positions.device(), length, dtype, build) : build(), interleaved};
 }
 
 }  // namespace roformer::model

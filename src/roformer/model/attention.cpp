@@ -156,13 +156,15 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
                          [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
 }
 
+bool AttentionImpl::short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const {
+  if (kernel_ == config::AttentionKernel::reference || ctx.mask.defined() || dropout > 0.0) return false;
+  // auto: where it measured faster than LibTorch's flash kernel (docs/kernels.md, bench_attention).
+  return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
+}
+
 bool AttentionImpl::use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const AttentionContext& ctx, double dropout) const {
-  if (kernel_ == config::AttentionKernel::reference || ctx.mask.defined() || dropout > 0.0) return false;
-  if (!ops::short_attention_supports(q, k, v)) return false;
-  // auto: where it measured faster than LibTorch's flash kernel (docs/performance.md, bench_attention).
-  const int64_t S = q.size(2);
-  return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
+  return short_attention_allowed(q.size(2), ctx, dropout) && ops::short_attention_supports(q, k, v);
 }
 
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -182,13 +184,11 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
 torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                                const AttentionContext& ctx) {
   const int64_t S = x.size(1);
-  const bool autocast = at::autocast::is_autocast_enabled(at::kCPU);
-  if (kind_ != config::AttentionKind::softmax || kernel_ == config::AttentionKernel::reference || autocast ||
-      ctx.mask.defined() || ctx.query_scale.defined() || (is_training() && dropout_ > 0.0) ||
-      position_->has_score_terms() || !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
+  if (kind_ != config::AttentionKind::softmax || at::autocast::is_autocast_enabled(at::kCPU) ||
+      ctx.query_scale.defined() || position_->has_score_terms() ||
+      !short_attention_allowed(S, ctx, is_training() ? dropout_ : 0.0) ||
+      !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
     return {};
-  // auto: where it measured faster than LibTorch's flash kernel, as use_short_attention.
-  if (kernel_ == config::AttentionKernel::auto_ && S > 128 && !ctx.causal) return {};
   const PositionEncodingImpl::FusedRotation rotation =
       position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
   if (!rotation.fusable) return {};

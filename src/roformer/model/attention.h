@@ -95,7 +95,10 @@ class AttentionImpl : public torch::nn::Module {
   // the fused projection's w [3 H D, E] and b -> [B, H, S, D]; undefined where it does not apply.
   torch::Tensor attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                   const AttentionContext& ctx);
-  // Whether ops/short_attention runs these inputs (model.attention_kernel; no mask, no dropout).
+  // Whether model.attention_kernel and the pass let ops/short_attention run S tokens: no mask, no
+  // dropout, and under auto where it measured faster than SDPA.
+  bool short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const;
+  // Whether ops/short_attention runs these inputs (the above, and shapes it takes).
   bool use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const AttentionContext& ctx, double dropout) const;
 

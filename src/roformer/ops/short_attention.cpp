@@ -6,12 +6,14 @@
 #include <torch/autograd.h>
 
 #include <cmath>
+#include <vector>
 
 #include "roformer/ops/kernel_dtype_torch.h"
 #include "roformer/ops/rope_math.h"
 #include "roformer/ops/short_attention_kernels.h"
 
 namespace roformer::ops {
+static_assert(kShortAttentionMaxHeadDim <= kShortAttentionKernelMaxHeadDim, "the kernel's row scratch is too small");
 namespace {
 
 // [B, H, S, D] with unit stride along D: the tensor itself, else a contiguous copy.
@@ -44,20 +46,25 @@ ShortAttentionLaunch describe(const at::Tensor& q, bool causal) {
   return p;
 }
 
-// out, and the rows' log-sum-exp when `keep` (else an undefined tensor).
-std::pair<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                               bool causal, bool keep) {
-  ShortAttentionLaunch p = describe(q, causal);
+// Runs a described launch's forward: out ([B, H, S, D] like q, its memory [B, S, H, D]) and the
+// rows' log-sum-exp when `keep` (else an undefined tensor).
+std::pair<at::Tensor, at::Tensor> run_forward(ShortAttentionLaunch p, const at::Tensor& q, bool keep) {
   at::Tensor out = empty_bshd(q);
   at::Tensor lse;
   if (keep) lse = at::empty({p.batch * p.heads, p.seq}, q.options());
-  p.q = operand(q);
-  p.k = operand(k);
-  p.v = operand(v);
   p.out = operand(out);
   p.lse = keep ? lse.data_ptr() : nullptr;
   if (out.numel() > 0) short_attention_forward_cpu(p);
   return {out, lse};
+}
+
+std::pair<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               bool causal, bool keep) {
+  ShortAttentionLaunch p = describe(q, causal);
+  p.q = operand(q);
+  p.k = operand(k);
+  p.v = operand(v);
+  return run_forward(p, q, keep);
 }
 
 class ShortAttentionFunction : public torch::autograd::Function<ShortAttentionFunction> {
@@ -114,13 +121,8 @@ class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentio
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& bias,
                             int64_t heads, bool causal, const at::Tensor& rotation, bool interleaved) {
-    ShortAttentionLaunch p = describe_qkv(qkv, bias, heads, causal, rotation, interleaved);
-    const at::Tensor q = part_of(qkv, heads, 0);
-    at::Tensor out = empty_bshd(q);
-    at::Tensor lse = at::empty({p.batch * p.heads, p.seq}, qkv.options());
-    p.out = operand(out);
-    p.lse = lse.data_ptr();
-    if (out.numel() > 0) short_attention_forward_cpu(p);
+    auto [out, lse] =
+        run_forward(describe_qkv(qkv, bias, heads, causal, rotation, interleaved), part_of(qkv, heads, 0), true);
     ctx->save_for_backward({qkv, bias, rotation, lse});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["causal"] = causal;
@@ -151,6 +153,34 @@ class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentio
     return {grad_qkv, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+struct RotationSpec {
+  const double* inv_freq;
+  int64_t half;  // pairs per head
+  double position_scale, magnitude;
+  bool interleaved;
+};
+
+// short_attention_rotation's rows for positions ids[0, S) into table [2, S, 2 half]: cos and sin
+// from rope_table_row in acc_t (float: the float kernels' own; double: libm's), times the
+// magnitude in acc_t, placed at each pair's two features with the sin's sign.
+template <typename acc_t>
+void rotation_rows(const RotationSpec& r, const int64_t* ids, int64_t S, double* table) {
+  const int64_t D = 2 * r.half;
+  double* cos = table;
+  double* sin = table + S * D;
+  std::vector<acc_t> row(D);  // cos of every pair, then sin
+  const acc_t m = static_cast<acc_t>(r.magnitude);
+  for (int64_t s = 0; s < S; ++s) {
+    rope_table_row(ids[s], r.position_scale, r.inv_freq, r.half, row.data());
+    for (int64_t i = 0; i < r.half; ++i) {
+      const double c = row[i] * m, n = row[r.half + i] * m;
+      const int64_t first = r.interleaved ? 2 * i : i, second = r.interleaved ? 2 * i + 1 : i + r.half;
+      cos[s * D + first] = c, cos[s * D + second] = c;
+      sin[s * D + first] = -n, sin[s * D + second] = n;
+    }
+  }
+}
 
 }  // namespace
 
@@ -216,30 +246,14 @@ torch::Tensor short_attention_rotation(const torch::Tensor& inv_freq, double pos
   TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble, "roformer::short_attention_rotation: float32 or float64");
   const at::Tensor freqs = inv_freq.to(at::kCPU, at::kDouble).contiguous();
   const at::Tensor pos = positions.to(at::kCPU).contiguous();
-  const int64_t half = freqs.numel(), D = 2 * half, S = pos.numel();
-  at::Tensor table = at::empty({2, S, D}, at::TensorOptions().dtype(at::kDouble));
-  const double* f = freqs.data_ptr<double>();
-  const int64_t* ps = pos.data_ptr<int64_t>();
-  double* cos = table.data_ptr<double>();
-  double* sin = cos + S * D;
-  for (int64_t s = 0; s < S; ++s)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = rope_angle(ps[s], position_scale, f[i]);
-      double c, n;
-      if (dtype == at::kFloat) {  // the float kernels' sin and cos, then the magnitude in float
-        float cf, sf;
-        rope_sincos(angle, &cf, &sf);
-        c = static_cast<float>(cf * static_cast<float>(magnitude));
-        n = static_cast<float>(sf * static_cast<float>(magnitude));
-      } else {
-        rope_sincos(angle, &c, &n);
-        c *= magnitude;
-        n *= magnitude;
-      }
-      const int64_t first = interleaved ? 2 * i : i, second = interleaved ? 2 * i + 1 : i + half;
-      cos[s * D + first] = c, cos[s * D + second] = c;
-      sin[s * D + first] = -n, sin[s * D + second] = n;
-    }
+  const int64_t half = freqs.numel(), S = pos.numel();
+  at::Tensor table = at::empty({2, S, 2 * half}, at::TensorOptions().dtype(at::kDouble));
+  const RotationSpec spec{freqs.data_ptr<double>(), half, position_scale, magnitude, interleaved};
+  if (dtype == at::kFloat) {
+    rotation_rows<float>(spec, pos.data_ptr<int64_t>(), S, table.data_ptr<double>());
+  } else {
+    rotation_rows<double>(spec, pos.data_ptr<int64_t>(), S, table.data_ptr<double>());
+  }
   return table.to(dtype);
 }
 

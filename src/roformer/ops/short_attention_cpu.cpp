@@ -160,8 +160,6 @@ struct Workspace {
   T* square[2];
 };
 
-constexpr int64_t kMaxHeadDim = 512;  // kShortAttentionMaxHeadDim, checked by the op
-
 // Which third of a fused projection an operand is (its bias rows, and whether it rotates), or
 // none (the output's gradient).
 enum class Part { q = 0, k = 1, v = 2, none = 3 };
@@ -176,6 +174,12 @@ ROFORMER_ALWAYS_INLINE const T* bias_of(const ShortAttentionLaunch& p, int64_t p
   return static_cast<const T*>(p.bias) + (static_cast<int64_t>(part) * p.heads + pair % p.heads) * p.head_dim;
 }
 
+// A feature's rotation partner: d ^ 1 for interleaved pairs, else d +- D/2.
+ROFORMER_ALWAYS_INLINE int64_t partner(const ShortAttentionLaunch& p, int64_t d) {
+  const int64_t half = p.head_dim / 2;
+  return p.interleaved ? d ^ 1 : (d < half ? d + half : d - half);
+}
+
 // Each feature's rotation partner, as a vector: x[d ^ 1] for interleaved pairs (lanes swapped
 // within the vector), else x[d +- D/2] (the vector half a head away; D/2 a multiple of the width).
 template <typename T>
@@ -188,18 +192,12 @@ ROFORMER_ALWAYS_INLINE typename small_gemm::Vec<T>::type partner_of(const ShortA
     for (int i = 0; i < small_gemm::Vec<T>::width; ++i) swap[i] = i ^ 1;
     return __builtin_shuffle(small_gemm::load(row + d), swap);
   }
-  const int64_t half = p.head_dim / 2;
-  return small_gemm::load(row + (d < half ? d + half : d - half));
+  return small_gemm::load(row + partner(p, d));  // the vector at d starts a run of W within one half
 }
 
 // Whether the rotation runs in vectors: interleaved pairs always, halves when D/2 is whole vectors.
 ROFORMER_ALWAYS_INLINE bool partner_vectors(const ShortAttentionLaunch& p, int width) {
   return p.interleaved || (p.head_dim / 2) % width == 0;
-}
-
-ROFORMER_ALWAYS_INLINE int64_t partner(const ShortAttentionLaunch& p, int64_t d) {
-  const int64_t half = p.head_dim / 2;
-  return p.interleaved ? d ^ 1 : (d < half ? d + half : d - half);
 }
 
 // rows[j][d] = x[d] cos[j][d] + x[partner(d)] sin[j][d] for the S rows x = rows[j] (packed, D per row).
@@ -209,7 +207,7 @@ ROFORMER_ALWAYS_INLINE void rotate_rows(const ShortAttentionLaunch& p, T* rows) 
   const int64_t S = p.seq, D = p.head_dim;
   const T* cos = static_cast<const T*>(p.rotation);
   const T* sin = cos + S * D;
-  T x[kMaxHeadDim];  // one row
+  T x[kShortAttentionKernelMaxHeadDim];  // one row
   for (int64_t j = 0; j < S; ++j) {
     T* row = rows + j * D;
     std::memcpy(x, row, D * sizeof(T));
@@ -255,7 +253,7 @@ ROFORMER_ALWAYS_INLINE void write_grad_rows(const ShortAttentionLaunch& p, const
   const bool rotated = rotates(p, part);
   const T* cos = static_cast<const T*>(p.rotation);
   const T* sin = rotated ? cos + S * D : nullptr;
-  T scaled[kMaxHeadDim];  // dy sin, one row
+  T scaled[kShortAttentionKernelMaxHeadDim];  // dy sin, one row
   for (int64_t j = 0; j < S; ++j) {
     const T* dy = src + j * D;
     T* row = dst.data + j * dst.stride;

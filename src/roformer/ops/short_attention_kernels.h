@@ -8,6 +8,9 @@
 
 namespace roformer::ops {
 
+// The widest head the kernel's per-row scratch holds (the op checks kShortAttentionMaxHeadDim against it).
+constexpr int64_t kShortAttentionKernelMaxHeadDim = 512;
+
 // A [B, H, S, D] tensor with unit stride along D: element (b, h, s, d) at
 // data[b * stride[0] + h * stride[1] + s * stride[2] + d].
 struct AttentionOperand {

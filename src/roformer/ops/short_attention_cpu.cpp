@@ -4,8 +4,9 @@
 // exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product
 // on this hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs .
 // dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
-// pairs skip the blocks above the diagonal. Pairs run in parallel (at::parallel_for); each pair's result is
-// computed by one thread in a fixed order, so it does not depend on the thread count.
+// pairs skip the blocks above the diagonal. Pairs run in parallel, the threads claiming them from a
+// shared counter; each pair's result is computed by one thread in a fixed order, so it does not
+// depend on the thread count or on which thread took it.
 // Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
 // before the includes, so the helpers' own lines are covered too.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -13,6 +14,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -412,11 +414,19 @@ ROFORMER_CLONES void backward_pairs_f64(const ShortAttentionLaunch& p, int64_t b
   backward_pairs<double>(p, b, e, w);
 }
 
-// Runs fn(begin, end, workspace) over the pairs in parallel, one workspace per task.
+// Runs fn(begin, end, workspace) over the pairs in parallel, one workspace per thread. The threads
+// claim kPairsPerClaim pairs at a time from a shared counter rather than a fixed half each: a
+// thread slowed by a neighbour or by its core's other work then takes fewer pairs instead of
+// keeping the others waiting at the region's end. Each pair is still computed whole by one
+// thread, so the results do not depend on who took it.
+constexpr int64_t kPairsPerClaim = 2;
+
 template <typename T, typename Fn>
 void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
-  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
-  at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq, pairs = p.batch * p.heads;
+  const int64_t claims = (pairs + kPairsPerClaim - 1) / kPairsPerClaim;
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), claims), 1, [&](int64_t, int64_t) {
     // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
     // page faults, which the threads take one at a time.
     thread_local std::vector<T> buffer;
@@ -425,7 +435,8 @@ void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
     T* square = b + D * L + 4 * S * D;
     const Workspace<T> w{
         b, {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D}, {square, square + S * L}};
-    fn(begin, end, w);
+    for (int64_t first; (first = next.fetch_add(kPairsPerClaim, std::memory_order_relaxed)) < pairs;)
+      fn(first, std::min(first + kPairsPerClaim, pairs), w);
   });
 }
 

@@ -25,4 +25,10 @@ const BuildInfo& build_info();
 // $ROFORMER_PYTHON, else the checkout's .venv/bin/python, else python3 on PATH.
 std::string service_python();
 
+// service_python(), checked to be an executable where it is a path; otherwise a UserError:
+// "<needs>, but '<python>' (ROFORMER_PYTHON, else the checkout's .venv) is not an executable; set
+// ROFORMER_PYTHON to one<or_else>". `needs` says what wants it, e.g. "train.tensorboard needs Python
+// with the tensorboard package"; `or_else` offers another way out (", or train.tensorboard=false").
+std::string checked_service_python(const std::string& needs, const std::string& or_else = "");
+
 }  // namespace roformer

@@ -2,8 +2,6 @@
 // tokenizers.Tokenizer (see hf_tokenizer.h).
 #include "roformer/data/hf_tokenizer.h"
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "roformer/common/build_info.h"
@@ -55,10 +53,8 @@ std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& tokenizer_json,
   if (!path_exists(tokenizer_json))
     throw UserError("the dataset's Hugging Face tokenizer '" + tokenizer_json +
                     "' is missing; re-create the dataset with scripts/prepare_hf_data.py");
-  const std::string python = service_python();
-  if (python.find('/') != std::string::npos && ::access(python.c_str(), X_OK) != 0)
-    throw UserError("the Hugging Face tokenizer needs Python with the tokenizers package, but '" + python +
-                    "' (ROFORMER_PYTHON, else the checkout's .venv) is not an executable; set ROFORMER_PYTHON to one");
+  const std::string python =
+      checked_service_python("the Hugging Face tokenizer needs Python with the tokenizers package");
   const std::string what = "the Hugging Face tokenizer service (" + python + " with the tokenizers package)";
   return std::make_unique<ProcessTokenizer>(
       std::vector<std::string>{python, "-c", kServiceProgram, tokenizer_json, nlohmann::json(special_ids).dump()},

@@ -2,8 +2,6 @@
 // event files with the tensorboard package (see tensorboard_writer.h).
 #include "roformer/train/tensorboard_writer.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 
@@ -74,11 +72,8 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const json& reco
 }
 
 TensorBoardWriter::TensorBoardWriter() {
-  const std::string python = service_python();
-  if (python.find('/') != std::string::npos && ::access(python.c_str(), X_OK) != 0)
-    throw UserError("train.tensorboard needs Python with the tensorboard package, but '" + python +
-                    "' (ROFORMER_PYTHON, else the checkout's .venv) is not an executable; set ROFORMER_PYTHON "
-                    "to one, or train.tensorboard=false");
+  const std::string python = checked_service_python("train.tensorboard needs Python with the tensorboard package",
+                                                    ", or train.tensorboard=false");
   child_ = std::make_unique<LineChild>(std::vector<std::string>{python, "-c", kWriterProgram});
   std::string ready;
   if (!child_->read_line(ready) || ready != "ready")

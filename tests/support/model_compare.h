@@ -20,15 +20,15 @@ struct LossAndGrads {
 };
 
 // Builds the model from `c` (dropout as configured), moves it to `device` and `dtype`, and runs a
-// [4, 32] batch with ~30 % of the positions scored, drawn from a fixed seed on the CPU.
+// [batch, 32] batch with ~30 % of the positions scored, drawn from a fixed seed on the CPU.
 inline LossAndGrads model_loss_and_grads(const config::ModelConfig& c, torch::Dtype dtype,
-                                         torch::Device device = torch::kCPU) {
+                                         torch::Device device = torch::kCPU, int64_t batch = 4) {
   model::EncoderModel m = model::build_model(c, 11);
   m->to(device, dtype);
   torch::manual_seed(6);
   model::EncoderInput in;
-  const torch::Tensor ids = torch::randint(0, c.vocab_size, {4, 32}, torch::kLong);
-  const torch::Tensor targets = torch::where(torch::rand({4, 32}) < 0.3, ids, torch::full({4, 32}, -100L));
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {batch, 32}, torch::kLong);
+  const torch::Tensor targets = torch::where(torch::rand({batch, 32}) < 0.3, ids, torch::full({batch, 32}, -100L));
   in.input_ids = ids.to(device);
   torch::Tensor loss = m->loss(in, targets.to(device));
   loss.backward();

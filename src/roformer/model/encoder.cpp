@@ -9,6 +9,7 @@
 
 #include "roformer/ops/add_layer_norm.h"
 #include "roformer/ops/bias_gelu.h"
+#include "roformer/ops/feed_forward.h"
 
 namespace roformer::model {
 
@@ -33,6 +34,21 @@ torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor
 }
 
 namespace {
+
+// The position-wise feed-forward layer, down(act(up(h))): the blocked CPU op (ops/feed_forward) for
+// a GELU where the op takes the tensors and model.activation_kernel is fused, or auto and a block's
+// working set fits the cache (where it is faster); else dense_activate and dense.
+torch::Tensor feed_forward(const torch::nn::Linear& up, const torch::nn::Linear& down, const torch::Tensor& h,
+                           const config::ModelConfig& c) {
+  const torch::Tensor& w1 = up->weight;
+  const bool wanted = c.activation_kernel == config::ActivationKernel::fused ||
+                      (c.activation_kernel == config::ActivationKernel::auto_ &&
+                       ops::feed_forward_fits_cache(w1.size(0), w1.size(1), w1.element_size()));
+  if (wanted && c.activation != config::Activation::relu &&
+      ops::feed_forward_supports(h, w1, up->bias, down->weight, down->bias))
+    return ops::feed_forward(h, w1, up->bias, down->weight, down->bias, c.activation == config::Activation::gelu_tanh);
+  return dense(down, dense_activate(up, h, c.activation, c.activation_kernel));
+}
 
 // LayerNorm that keeps a bf16/fp16 input in its dtype. Under CUDA autocast at::layer_norm runs
 // in fp32 and returns fp32 (autocast's fp32 list): the residual stream would be fp32, costing a
@@ -89,9 +105,7 @@ EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
   const double p = config_.hidden_dropout;
   const bool train = is_training();
-  auto ffn = [&](const torch::Tensor& h) {
-    return dense(output->dense, dense_activate(intermediate->dense, h, config_.activation, config_.activation_kernel));
-  };
+  auto ffn = [&](const torch::Tensor& h) { return feed_forward(intermediate->dense, output->dense, h, config_); };
   torch::nn::LayerNorm ln1 = attention->output->LayerNorm, ln2 = output->LayerNorm;
   if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
     const config::NormKernel k = config_.norm_kernel;

@@ -29,8 +29,9 @@ struct Inputs {
 Inputs make_inputs(int64_t batch, int64_t seq, int64_t H, int64_t F, int64_t H2, uint64_t seed) {
   torch::manual_seed(seed);
   const auto d = torch::kFloat64;
-  return {torch::randn({batch, seq, H}, d), torch::randn({F, H}, d) / std::sqrt(double(H)), torch::randn({F}, d) * 0.5,
-          torch::randn({H2, F}, d) / std::sqrt(double(F)), torch::randn({H2}, d) * 0.5, torch::randn({batch, seq, H2}, d)};
+  return {torch::randn({batch, seq, H}, d), torch::randn({F, H}, d) / std::sqrt(double(H)),
+          torch::randn({F}, d) * 0.5,       torch::randn({H2, F}, d) / std::sqrt(double(F)),
+          torch::randn({H2}, d) * 0.5,      torch::randn({batch, seq, H2}, d)};
 }
 
 struct Result {
@@ -130,11 +131,11 @@ TEST(FeedForward, SaysWhatItTakesAndRefusesTheRest) {
   auto d = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
   EXPECT_TRUE(ops::feed_forward_supports(d(x), d(w1), d(b1), d(w2), d(b2)));
   auto h = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
-  EXPECT_FALSE(ops::feed_forward_supports(h(x), h(w1), h(b1), h(w2), h(b2)));   // bf16: the unfused layers'
-  EXPECT_FALSE(ops::feed_forward_supports(x, d(w1), b1, w2, b2));                // mixed dtypes
-  EXPECT_FALSE(ops::feed_forward_supports(x, w1.t(), b1, w2, b2));               // w1 of another shape
-  EXPECT_FALSE(ops::feed_forward_supports(x, w1, b1, w2, torch::randn({7})));    // b2 of another width
-  EXPECT_FALSE(ops::feed_forward_supports(x, w1, torch::Tensor(), w2, b2));      // no bias
+  EXPECT_FALSE(ops::feed_forward_supports(h(x), h(w1), h(b1), h(w2), h(b2)));  // bf16: the unfused layers'
+  EXPECT_FALSE(ops::feed_forward_supports(x, d(w1), b1, w2, b2));              // mixed dtypes
+  EXPECT_FALSE(ops::feed_forward_supports(x, w1.t(), b1, w2, b2));             // w1 of another shape
+  EXPECT_FALSE(ops::feed_forward_supports(x, w1, b1, w2, torch::randn({7})));  // b2 of another width
+  EXPECT_FALSE(ops::feed_forward_supports(x, w1, torch::Tensor(), w2, b2));    // no bias
   try {
     ops::feed_forward(x, w1, b1, w2.t(), b2, false);
     ADD_FAILURE() << "a w2 of the wrong shape must be refused";
@@ -184,9 +185,9 @@ TEST(FeedForward, EncoderLayerTakesTheOpWhereTheKernelChoiceSays) {
 }
 
 TEST(FeedForward, FitsTheCacheAtTheQuickstartShapeAndNotAtTheMediumOne) {
-  EXPECT_TRUE(ops::feed_forward_fits_cache(512, 128, 4));      // 256 + 256 KiB
-  EXPECT_FALSE(ops::feed_forward_fits_cache(2048, 512, 4));    // 1 + 4 MiB
-  EXPECT_FALSE(ops::feed_forward_fits_cache(3072, 768, 4));    // BERT-base
+  EXPECT_TRUE(ops::feed_forward_fits_cache(512, 128, 4));    // 256 + 256 KiB
+  EXPECT_FALSE(ops::feed_forward_fits_cache(2048, 512, 4));  // 1 + 4 MiB
+  EXPECT_FALSE(ops::feed_forward_fits_cache(3072, 768, 4));  // BERT-base
 }
 
 // The encoder layer: auto (the op on the CPU) against reference (at::linear and LibTorch's GELU),

@@ -199,8 +199,10 @@ void ModelConfig::visit(FieldVisitor& v) {
   static const EnumNames<KernelChoice> kernels{
       {{KernelChoice::auto_, "auto"}, {KernelChoice::fused, "fused"}, {KernelChoice::reference, "reference"}}};
   enum_field(v, "activation_kernel", activation_kernel, kernels,
-             "bias + GELU: fused (one custom CPU/CUDA op), reference (addmm, then LibTorch's GELU), auto (fused on "
-             "the CPU; reference on CUDA, where cuBLASLt adds the bias inside the GEMM and fusing saves no traffic)");
+             "bias + GELU: fused (one custom CPU/CUDA op; on the CPU the encoder's feed-forward layer runs as one op "
+             "in blocks of rows), reference (addmm, then LibTorch's GELU), auto (fused on the CPU, the feed-forward op "
+             "where a block and a weight fit a core's L2; reference on CUDA, where cuBLASLt adds the bias inside the "
+             "GEMM and fusing saves no traffic)");
   enum_field(v, "norm_kernel", norm_kernel, kernels,
              "residual add + LayerNorm in post-LN layers: fused (one custom CPU/CUDA op that never stores the sum), "
              "reference (add, then LibTorch's layer_norm), auto = fused (on CUDA 1.04-1.05x end to end for BERT-base, "

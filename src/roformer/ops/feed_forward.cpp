@@ -18,8 +18,8 @@ FeedForwardTensors describe(const at::Tensor& x, const at::Tensor& w1, const at:
               "b1 [F], w2 [H', F], b2 [H']; got x ",
               x.sizes(), " ", x.scalar_type(), " on ", x.device(), ", w1 ", w1.sizes(), ", b1 ", b1.sizes(), ", w2 ",
               w2.sizes(), ", b2 ", b2.sizes());
-  return {x.reshape({-1, x.size(-1)}).contiguous(), w1.contiguous(), b1.contiguous(), w2.contiguous(),
-          b2.contiguous(), tanh ? GeluKind::tanh : GeluKind::exact};
+  return {x.reshape({-1, x.size(-1)}).contiguous(), w1.contiguous(), b1.contiguous(), w2.contiguous(), b2.contiguous(),
+          tanh ? GeluKind::tanh : GeluKind::exact};
 }
 
 std::vector<int64_t> with_last(const at::Tensor& x, int64_t last) {
@@ -51,8 +51,8 @@ class FeedForwardFunction : public torch::autograd::Function<FeedForwardFunction
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto s = ctx->get_saved_variables();
-    const FeedForwardTensors t{s[0], s[1], s[2], s[3], s[4],
-                               ctx->saved_data["tanh"].toBool() ? GeluKind::tanh : GeluKind::exact};
+    const FeedForwardTensors t{s[0], s[1], s[2],
+                               s[3], s[4], ctx->saved_data["tanh"].toBool() ? GeluKind::tanh : GeluKind::exact};
     const at::Tensor dy = grads[0].reshape({-1, t.w2.size(0)}).to(t.x.scalar_type()).contiguous();
     FeedForwardGradients g;
     if (t.x.size(0) > 0) {
@@ -72,9 +72,8 @@ bool feed_forward_supports(const torch::Tensor& x, const torch::Tensor& w1, cons
   if (dt != at::kFloat && dt != at::kDouble) return false;
   for (const at::Tensor* t : {&x, &w1, &b1, &w2, &b2})
     if (!t->defined() || !t->is_cpu() || t->scalar_type() != dt) return false;
-  return x.dim() >= 1 && w1.dim() == 2 && b1.dim() == 1 && w2.dim() == 2 && b2.dim() == 1 &&
-         w1.size(1) == x.size(-1) && b1.size(0) == w1.size(0) && w2.size(1) == w1.size(0) && b2.size(0) == w2.size(0) &&
-         w1.size(0) > 0;
+  return x.dim() >= 1 && w1.dim() == 2 && b1.dim() == 1 && w2.dim() == 2 && b2.dim() == 1 && w1.size(1) == x.size(-1) &&
+         b1.size(0) == w1.size(0) && w2.size(1) == w1.size(0) && b2.size(0) == w2.size(0) && w1.size(0) > 0;
 }
 
 bool feed_forward_fits_cache(int64_t F, int64_t H, int64_t element_size) {
@@ -87,8 +86,8 @@ bool feed_forward_fits_cache(int64_t F, int64_t H, int64_t element_size) {
 
 torch::Tensor feed_forward(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                            const torch::Tensor& w2, const torch::Tensor& b2, bool tanh) {
-  const bool any_grad = x.requires_grad() || w1.requires_grad() || b1.requires_grad() || w2.requires_grad() ||
-                        b2.requires_grad();
+  const bool any_grad =
+      x.requires_grad() || w1.requires_grad() || b1.requires_grad() || w2.requires_grad() || b2.requires_grad();
   if (at::GradMode::is_enabled() && any_grad) return FeedForwardFunction::apply(x, w1, b1, w2, b2, tanh);
   const FeedForwardTensors t = describe(x, w1, b1, w2, b2, tanh);
   return std::get<0>(run_forward(t)).view(with_last(x, t.w2.size(0)));

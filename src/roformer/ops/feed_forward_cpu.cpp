@@ -17,7 +17,9 @@
 namespace roformer::ops {
 namespace {
 
-int64_t block_count(int64_t rows) { return (rows + kFeedForwardBlockRows - 1) / kFeedForwardBlockRows; }
+int64_t block_count(int64_t rows) {
+  return (rows + kFeedForwardBlockRows - 1) / kFeedForwardBlockRows;
+}
 
 // Calls fn(block, first_row, rows) for every block of `rows`, blocks claimed from a counter.
 template <typename Fn>

@@ -103,7 +103,7 @@ TEST(FeedForward, ResultDoesNotDependOnTheThreadCount) {
   for (size_t i = 1; i < results.size(); ++i) EXPECT_TRUE(same_bits(results[i], results[0])) << "threads " << i + 1;
 }
 
-TEST(FeedForward, NoGradForwardIsTheSameAndKeepsNothing) {
+TEST(FeedForward, NoGradAndInferenceForwardAreTheSameAndKeepNothing) {
   const Inputs in = make_inputs(2, 70, 16, 64, 16, 9);
   const Result with_grad = run(in, false, torch::kFloat32, true);
   const torch::NoGradGuard no_grad;
@@ -111,6 +111,10 @@ TEST(FeedForward, NoGradForwardIsTheSameAndKeepsNothing) {
   const torch::Tensor y = ops::feed_forward(f(in.x), f(in.w1), f(in.b1), f(in.w2), f(in.b2), false);
   EXPECT_FALSE(y.requires_grad());
   EXPECT_TRUE(torch::equal(y, with_grad.y));
+  const c10::InferenceMode inference;  // the worker threads write inference tensors too
+  const torch::Tensor xi = in.x.to(torch::kFloat32);
+  auto g = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+  EXPECT_TRUE(torch::equal(ops::feed_forward(xi, g(in.w1), g(in.b1), g(in.w2), g(in.b2), false), with_grad.y));
 }
 
 TEST(FeedForward, EmptyInputGivesEmptyOutputAndZeroWeightGradients) {

@@ -6,9 +6,12 @@
 // includes this header without it does not build rather than run silently serial.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "roformer/ops/kernel_dtype.h"
@@ -30,6 +33,20 @@ namespace roformer::ops {
 // float for float, half and bfloat16; double for double.
 template <typename scalar_t>
 using cpu_acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+// Calls fn(first, last) for consecutive runs of `per_claim` items of [0, count), the threads of
+// LibTorch's pool claiming them from a shared counter: a thread slowed by a neighbour process takes
+// fewer instead of leaving the others waiting at the end of the region. Which thread runs a claim
+// varies; callers compute each item in a fixed way so the result does not.
+template <typename Fn>
+void for_each_claim(int64_t count, int64_t per_claim, Fn fn) {
+  const int64_t claims = (count + per_claim - 1) / per_claim;
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), claims), 1, [&](int64_t, int64_t) {
+    for (int64_t first; (first = next.fetch_add(per_claim, std::memory_order_relaxed)) < count;)
+      fn(first, std::min(first + per_claim, count));
+  });
+}
 
 // Calls f with a value of the storage type of `dtype`.
 template <typename F>

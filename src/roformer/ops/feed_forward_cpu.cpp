@@ -8,7 +8,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "roformer/ops/bias_gelu_kernels.h"
 #include "roformer/ops/cpu_kernel_support.h"
@@ -24,15 +23,11 @@ int64_t block_count(int64_t rows) {
 // Calls fn(block, first_row, rows) for every block of `rows`, blocks claimed from a counter.
 template <typename Fn>
 void over_blocks(int64_t rows, Fn fn) {
-  const int64_t blocks = block_count(rows);
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), blocks), 1, [&](int64_t, int64_t) {
+  for_each_claim(block_count(rows), 1, [&](int64_t b, int64_t) {
     // The products below are kernels of this op: no autograd on the worker threads either.
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
-      const int64_t r0 = b * kFeedForwardBlockRows;
-      fn(b, r0, std::min(kFeedForwardBlockRows, rows - r0));
-    }
+    const int64_t r0 = b * kFeedForwardBlockRows;
+    fn(b, r0, std::min(kFeedForwardBlockRows, rows - r0));
   });
 }
 

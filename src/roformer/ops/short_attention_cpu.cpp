@@ -14,7 +14,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -423,10 +422,8 @@ constexpr int64_t kPairsPerClaim = 2;
 
 template <typename T, typename Fn>
 void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
-  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq, pairs = p.batch * p.heads;
-  const int64_t claims = (pairs + kPairsPerClaim - 1) / kPairsPerClaim;
-  std::atomic<int64_t> next{0};
-  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), claims), 1, [&](int64_t, int64_t) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  for_each_claim(p.batch * p.heads, kPairsPerClaim, [&](int64_t first, int64_t last) {
     // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
     // page faults, which the threads take one at a time.
     thread_local std::vector<T> buffer;
@@ -435,8 +432,7 @@ void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
     T* square = b + D * L + 4 * S * D;
     const Workspace<T> w{
         b, {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D}, {square, square + S * L}};
-    for (int64_t first; (first = next.fetch_add(kPairsPerClaim, std::memory_order_relaxed)) < pairs;)
-      fn(first, std::min(first + kPairsPerClaim, pairs), w);
+    fn(first, last, w);
   });
 }
 

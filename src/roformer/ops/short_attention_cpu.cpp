@@ -286,16 +286,19 @@ ROFORMER_ALWAYS_INLINE T* grad_bias_of(const ShortAttentionLaunch& p, int64_t pa
   return static_cast<T*>(p.grad_bias) + ((b * 3 + static_cast<int64_t>(part)) * p.heads + h) * p.head_dim;
 }
 
-// Asks the caches for row i of `pair` in each operand: one row per row of softmax, so the next
-// pair's rows arrive while this one computes (a burst of every row at once stalled on the few
-// outstanding misses a core tracks).
-template <typename T>
+// Asks the caches for row i of `pair` in each operand, one row per row of softmax (a burst of
+// every row at once stalled on the few outstanding misses a core tracks). Reading (kWrite false):
+// the next pair's inputs, which then arrive while this one computes. Writing: this pair's output
+// or gradient rows, stored later in the pair; a run of stores to lines not yet in cache fills the
+// core's store buffer and stalls it (the projection gradient's stores had taken a fifth of the
+// backward's time).
+template <typename T, bool kWrite>
 ROFORMER_ALWAYS_INLINE void prefetch_row(const ShortAttentionLaunch& p, int64_t pair, int64_t i,
                                          std::initializer_list<const AttentionOperand*> operands) {
   const int64_t bytes = p.head_dim * static_cast<int64_t>(sizeof(T));
   for (const AttentionOperand* t : operands) {
     const char* row = reinterpret_cast<const char*>(rows_of<const T>(*t, pair, p.heads).data + i * t->stride[2]);
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, kWrite ? 1 : 0);
   }
 }
 
@@ -320,7 +323,8 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
   scores_of(p, q, k, w.transposed, probs);
   const bool next = pair + 1 < p.batch * p.heads;
   for (int64_t i = 0; i < S; ++i) {
-    if (next) prefetch_row<T>(p, pair + 1, i, {&p.q, &p.k, &p.v});
+    if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
+    prefetch_row<T, true>(p, pair, i, {&p.out});
     const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
     if (lse != nullptr) lse[i] = row_lse;
   }
@@ -359,7 +363,8 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
   scores_of(p, q, k, w.transposed, probs);
   const bool next = pair + 1 < p.batch * p.heads;
   for (int64_t i = 0; i < S; ++i) {
-    if (next) prefetch_row<T>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
+    if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
+    prefetch_row<T, true>(p, pair, i, {&p.grad_v});
     probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
   }
   // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
@@ -373,6 +378,7 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
     const T* pr = probs + i * L;
     T* row = ds + i * L;
     const int64_t end = row_end(p, i);
+    prefetch_row<T, true>(p, pair, i, {&p.grad_q, &p.grad_k});
     // sum_j probs_ij dprobs_ij (= dout_i . out_i) over whole vectors: the products computed every
     // column of them, and probs is zero past `end`
     const int64_t W = small_gemm::Vec<T>::width;

@@ -17,16 +17,19 @@
 # --no-hf-compile leaves out HF + torch.compile (the slowest runs: its compilation) when a session
 # has already measured it and needs the minutes for the rest.
 # --data DIR trains on another prepared byte dataset (default data/prepared/linux-docs-byte).
-# Usage: scripts/gpu_check.sh [--dry-run] [--no-hf-compile] [--data DIR] [--out FILE.md] [--logs DIR]
+# --quick (at most 3 minutes, for a stint whose CUDA code changed, before the scale study): env,
+# the GPU tests, and the BERT-base row against the PyTorch peer; no other stage.
+# Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--data DIR] [--out FILE.md] [--logs DIR]
 #   On a lent GPU (../shared/gpu/README.md): source .gpu/env.sh; scripts/gpu_check.sh --out $OUT/gpu_check.md --logs $OUT/logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-dry=0 out="" logs="" hf_compile=1 ds=data/prepared/linux-docs-byte
+dry=0 quick=0 out="" logs="" hf_compile=1 ds=data/prepared/linux-docs-byte
 usage() { sed -n '2,/^# Usage/p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
+    --quick) quick=1 ;;
     --no-hf-compile) hf_compile=0 ;;
     --data) ds="${2:?--data needs a prepared dataset directory}"; shift ;;
     --out) out="${2:?--out needs a file}"; shift ;;
@@ -65,6 +68,7 @@ else
   device=cuda precision=bf16 eval_lengths=8192,16384,32768 compile=--compile
   big=(768 12 12 3072 512 32 200) small=(256 4 4 1024 128 64 400) caps=(20 100 220 90 40)
 fi
+if [ $quick = 1 ]; then caps[1]=$((caps[1] < 90 ? caps[1] : 90)) caps[2]=$((caps[2] < 60 ? caps[2] : 60)); fi
 
 stage_deadline=0 stage_name=""
 begin_stage() { stage_name="$1"; stage_deadline=$((SECONDS + $2)); note "stage $1 (cap $2 s)"; }
@@ -201,6 +205,15 @@ stage_train() {  # HF + torch.compile last: its compilation is the slowest and i
   cat "$logs/rows.deterministic" >> "$rows"
 }
 
+stage_train_quick() {  # BERT-base: roformer and the compiled peer only
+  begin_stage train "${caps[2]}"
+  train_ours bert-base "${big[@]}" || failed_row "bert-base roformer" "$logs/bert-base.log" $?
+  py_side bert-base-peer scripts/torch_peer.py "${big[@]}" --warmup $((big[6] / 10 > 3 ? big[6] / 10 : 3)) $compile
+  [ -f "$logs/bert-base/metrics.jsonl" ] &&
+    { "$py" scripts/gpu_check_rows.py train bert-base "$logs/bert-base/metrics.jsonl" "$logs/bert-base-peer.json" >> "$rows" ||
+      row train bert-base "could not summarise (see $logs)" FAILED; }
+}
+
 stage_kernels() {
   begin_stage kernels "${caps[3]}"
   local dryflag=""
@@ -246,11 +259,15 @@ stage_eval() {
 start=$SECONDS
 stage_env
 stage_tests
-stage_train
-stage_kernels
-stage_eval
+if [ $quick = 1 ]; then
+  stage_train_quick
+else
+  stage_train
+  stage_kernels
+  stage_eval
+fi
 {
-  echo "## scripts/gpu_check.sh$([ $dry = 1 ] && echo ' --dry-run') ($((SECONDS - start)) s)"
+  echo "## scripts/gpu_check.sh$([ $dry = 1 ] && echo ' --dry-run')$([ $quick = 1 ] && echo ' --quick') ($((SECONDS - start)) s)"
   echo
   echo "| stage | check | result | status |"
   echo "|---|---|---|---|"

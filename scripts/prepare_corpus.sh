@@ -3,19 +3,26 @@
 #   linux-docs   Debian's linux-doc-6.1 (the kernel's reStructuredText documentation, ~24 MB),
 #                fetched with `apt-get download` (no root needed); split by document with a
 #                hash of its path (98/1/1), stable across runs and machines.
+#   debian-docs  about 140 MB of documentation text from 16 Debian packages (linux-doc-6.1, the
+#                Python, PostgreSQL, Perl, Rust, Erlang, SQLite, Boost, Django, CMake, Git, Node.js,
+#                SciPy, pandas, Octave and Sphinx manuals): sources where a package ships them, else
+#                its HTML as text; deduplicated; split by document (98/1/1); stats.json lists every
+#                package, version, licence and count (scripts/docs_corpus.py). Then, when the
+#                release build exists, two datasets: data/prepared/debian-docs-byte and
+#                data/prepared/debian-docs-sp16k (SentencePiece BPE, 16k). The scale ladder's data.
 #   enwik8       first 10^8 bytes of English Wikipedia (Hutter prize); 90M/5M/5M split.
 #   wikitext103  WikiText-103 raw (train/valid/test as published).
 #   glue         the GLUE tasks' TSV files (for `roformer finetune`), into data/glue/<TASK>/ (CoLA,
 #                SST-2, STS-B, QQP, MNLI, QNLI, RTE, WNLI from dl.fbaipublicfiles.com; MRPC's
 #                licence keeps it off that mirror: the script says where to put it).
 # Idempotent: an existing corpus whose stats.json matches its files is left alone.
-# Usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103|glue [--out DIR]
+# Usage: scripts/prepare_corpus.sh linux-docs|debian-docs|enwik8|wikitext103|glue [--out DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 name="${1:-}"
 out_base="$root/data/corpora"
 if [ "${2:-}" = "--out" ]; then out_base="${3:?--out needs a directory}"; fi
-usage() { echo "usage: scripts/prepare_corpus.sh linux-docs|enwik8|wikitext103|glue [--out DIR]" >&2; exit 2; }
+usage() { echo "usage: scripts/prepare_corpus.sh linux-docs|debian-docs|enwik8|wikitext103|glue [--out DIR]" >&2; exit 2; }
 [ -n "$name" ] || usage
 out="$out_base/$name"
 py="$root/.venv/bin/python"
@@ -75,6 +82,51 @@ PY
   mv "$out.tmp" "$out"
 }
 
+# The debian-docs corpus and its byte and SentencePiece datasets (each step skipped when done).
+docs_packages=(linux-doc-6.1 python3.11-doc postgresql-doc-15 perl-doc rust-doc erlang-doc sqlite3-doc
+  libboost1.74-doc python-django-doc cmake-doc git-doc nodejs-doc python-scipy-doc python-pandas-doc
+  octave-doc sphinx-doc)
+prepare_debian_docs() {
+  if already_done; then
+    echo "[corpus] $out is ready (stats.json matches)"
+  else
+    work="$(mktemp -d)"  # global: the EXIT trap reads it after this function returns
+    trap 'rm -rf "$work" "$out.tmp"' EXIT
+    mkdir -p "$out_base"
+    echo "[corpus] apt-get download: ${docs_packages[*]}"
+    if ! (cd "$work" && apt-get download "${docs_packages[@]}" >/dev/null 2>"$work/apt.err"); then
+      cat "$work/apt.err" >&2
+      echo "prepare_corpus: could not download the documentation packages; run 'apt-get update' (as root) and retry" >&2
+      exit 1
+    fi
+    local args=() deb pkg
+    for deb in "$work"/*.deb; do
+      pkg="$(dpkg-deb -f "$deb" Package)"
+      mkdir -p "$work/x/$pkg"
+      dpkg-deb -x "$deb" "$work/x/$pkg"
+      args+=("$pkg=$(dpkg-deb -f "$deb" Version)=$work/x/$pkg")
+    done
+    echo "[corpus] converting and deduplicating (several minutes: rust-doc alone is 32,000 HTML pages)"
+    rm -rf "$out.tmp"
+    "$py" "$root/scripts/docs_corpus.py" "$out.tmp" "${args[@]}"
+    rm -rf "$out"
+    mv "$out.tmp" "$out"
+    rm -rf "$work"
+  fi
+  local bin="$root/build/release/bin/roformer" prepared="$root/data/prepared"
+  if [ ! -x "$bin" ]; then
+    echo "[corpus] no release build: skipped the datasets (build, then rerun this command)"
+    return 0
+  fi
+  local inputs=("$out/train.txt" "$out/valid.txt" "$out/test.txt")
+  [ -f "$prepared/debian-docs-byte/meta.json" ] ||
+    "$bin" prepare-data --input "${inputs[@]}" --tokenizer byte --out "$prepared/debian-docs-byte"
+  [ -f "$prepared/debian-docs-sp16k/meta.json" ] ||
+    "$bin" prepare-data --input "${inputs[@]}" --tokenizer sentencepiece --vocab-size 16000 \
+      --out "$prepared/debian-docs-sp16k"
+  echo "[corpus] datasets: $prepared/debian-docs-byte, $prepared/debian-docs-sp16k"
+}
+
 case "$name" in
   linux-docs)
     if already_done; then echo "[corpus] $out is ready (stats.json matches)"; exit 0; fi
@@ -91,6 +143,10 @@ case "$name" in
     dpkg-deb -x "$deb" "$work/x"
     version="$(dpkg-deb -f "$deb" Version)"
     split_documents "$work/x/usr/share/doc/linux-doc-6.1/Documentation" "Debian linux-doc-6.1 $version"
+    ;;
+  debian-docs)
+    prepare_debian_docs
+    exit 0
     ;;
   enwik8)
     if already_done; then echo "[corpus] $out is ready"; exit 0; fi

@@ -42,6 +42,14 @@ ROWS
 if grep -E '\| (FAILED|LOSS MISMATCH)' "$work/table.md"; then missing=1; fi
 [ $missing = 0 ] || { cat "$work/table.md"; exit 1; }
 echo "gpu_check --dry-run: every row present, none failed ($(grep -c '^| [a-z]' "$work/table.md") rows)"
+# --quick: env, tests and the BERT-base row against the peer, nothing else.
+"$root/scripts/gpu_check.sh" --dry-run --quick --data "$work/data" --out "$work/quick.md" --logs "$work/quick" > "$work/quick.txt" 2>&1 ||
+  { echo "gpu_check.sh --dry-run --quick failed:"; tail -40 "$work/quick.txt"; exit 1; }
+for want in "| env | roformer |" "| tests | ctest -L gpu |" "| train | bert-base roformer |" "| train | bert-base PyTorch peer"; do
+  grep -qF -- "$want" "$work/quick.md" || { echo "--quick lacks: $want"; cat "$work/quick.md"; exit 1; }
+done
+if grep -qE '^\| (kernels|eval) |small|HF RoFormer' "$work/quick.md"; then echo "--quick ran more than its stages:"; cat "$work/quick.md"; exit 1; fi
+echo "gpu_check --dry-run --quick: env, tests and the BERT-base rows only"
 "$root/scripts/gpu_profile_vs_peer.sh" --dry-run --data "$work/data" "$work/profile" > "$work/profile.txt" 2>&1 ||
   { echo "gpu_profile_vs_peer.sh --dry-run failed:"; tail -20 "$work/profile.txt" "$work/profile/"*.log; exit 1; }
 grep -q "profiled 5 steps" "$work/profile/roformer/profile_summary.txt" && grep -q "aten::mm" "$work/profile/roformer/profile_summary.txt" ||

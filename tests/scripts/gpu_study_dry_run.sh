@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ctest script.gpu_study_dry_run: scripts/gpu_study.sh --dry-run (rung B's cells at toy sizes on the
+# CPU, on a byte dataset prepared here from the README) in two short stints, then the report:
+#   - the first stint finishes at least one cell and not all 22 (the budget stops it);
+#   - the second continues: more cells, and the first stint's cells are kept, not rerun;
+#   - each finished cell holds what the report reads (config, metrics, every evaluation of the
+#     sweep file: chunks and sliding, and on rope the twelve extension methods) and cell.json;
+#   - --status names every cell; scale_report.py fills rung B's rope row and marks the rest missing;
+#   - bad input exits 2 before anything runs (unknown rung, a budget that is not a number).
+# Usage: tests/scripts/gpu_study_dry_run.sh PROJECT_ROOT ROFORMER_BINARY
+set -euo pipefail
+root="$1" bin="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+for s in train valid test; do cat "$root/README.md" "$root/README.md" > "$work/$s.txt"; done
+"$bin" prepare-data --input "$work/train.txt" "$work/valid.txt" "$work/test.txt" --tokenizer byte --out "$work/data" > /dev/null
+study() { "$root/scripts/gpu_study.sh" --dry-run --rung b --data "$work/data" --results "$work/results" "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+set +e
+study --rung z > "$work/bad.txt" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "no rung 'z'" "$work/bad.txt" || fail "unknown rung: exit $rc, $(cat "$work/bad.txt")"
+study --budget 5m > "$work/bad.txt" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "whole seconds" "$work/bad.txt" || fail "bad budget: exit $rc, $(cat "$work/bad.txt")"
+set -e
+[ ! -e "$work/results" ] || fail "a refused command wrote $work/results"
+
+cells=$work/results/rung_b
+study --budget 30 > "$work/stint1.txt" 2>&1 || { tail -30 "$work/stint1.txt"; fail "first stint"; }
+first=$(find "$cells" -maxdepth 1 -name '*-seed*' | wc -l)
+[ "$first" -ge 1 ] && [ "$first" -lt 22 ] || fail "first stint finished $first cells (want 1-21)"
+[ -f "$cells/rope-seed1234/cell.json" ] || fail "rope-seed1234, the first cell, is not done"
+stamp=$(stat -c %Y "$cells/rope-seed1234/cell.json")
+sleep 1
+study --budget 20 > "$work/stint2.txt" 2>&1 || { tail -30 "$work/stint2.txt"; fail "second stint"; }
+second=$(find "$cells" -maxdepth 1 -name '*-seed*' | wc -l)
+[ "$second" -gt "$first" ] || fail "second stint did not continue ($first -> $second cells)"
+[ ! -f "$cells/attempts.jsonl" ] || ! grep -q '"failed"' "$cells/attempts.jsonl" || fail "cells failed: $(cat "$cells/attempts.jsonl")"
+[ "$(stat -c %Y "$cells/rope-seed1234/cell.json")" = "$stamp" ] || fail "the second stint reran rope-seed1234"
+grep -q "rope-seed1234: estimate" "$work/stint2.txt" && fail "the second stint picked rope-seed1234 again"
+
+for f in config.yaml metrics.jsonl train_tail.log cell.json eval/chunks.json eval/sliding.json; do
+  [ -s "$cells/rope-seed1234/$f" ] || fail "rope-seed1234/$f is missing"
+done
+n=$(ls "$cells/rope-seed1234/eval" | wc -l)
+[ "$n" = 14 ] || fail "rope-seed1234 has $n evaluations (want chunks, sliding and 12 extension methods)"
+grep -q '"device": "cpu (dry run)"' "$cells/rope-seed1234/cell.json" || fail "cell.json lacks the device"
+grep -q "model.hidden_size\|hidden_size: 32" "$cells/rope-seed1234/config.yaml" || fail "the cell did not train at toy size"
+
+"$root/scripts/gpu_study.sh" --status --rung b --results "$work/results" > "$work/status.txt"
+[ "$(grep -c ': done$' "$work/status.txt")" = "$second" ] || fail "--status: $(cat "$work/status.txt")"
+[ "$(wc -l < "$work/status.txt")" = 22 ] || fail "--status lists $(wc -l < "$work/status.txt") cells, not 22"
+
+"$root/.venv/bin/python" "$root/scripts/scale_report.py" "$work/results" > /dev/null
+report="$work/results/report.md"
+grep -q "| B | $second of 22 |" "$report" || fail "progress row: $(grep '^| B' "$report")"
+awk '/^## Rung B/{on=1} on && /^\| rope \|/{print; exit}' "$report" | grep -q "| rope | [0-9.]* (1 seed) |" ||
+  fail "rung B's rope row has no 1x perplexity"
+grep -q "rope-randpos-seed1235" "$report" || fail "a missing cell is not named"
+echo "gpu_study --dry-run: $first cells in the first stint, $second after the second; report drawn"

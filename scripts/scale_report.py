@@ -110,7 +110,16 @@ def ratio(rung, a, ka, ma, b, kb, mb):
     return mean(x) / mean(y) if x and y else math.nan
 
 
+def spread_at_1x(rung, variants):
+    means = [mean(ppls(rung, v, "chunks", 1)) for v in variants if ppls(rung, v, "chunks", 1)]
+    return max(means) / min(means) if len(means) == len(variants) else math.nan
+
+
 CLAIMS = [
+    ("the four of ALiBi's Table 2 far apart at 1x", "ALiBi's Table 2: sinusoidal, rotary, T5 and ALiBi at 19.65-20.07 (1.02)",
+     "worst / best of the four at 1x", lambda r: spread_at_1x(r, ["sinusoidal", "rope", "t5_bias", "alibi"]), "<", 1.05),
+    ("no explosion of RoPE past L", "ALiBi's Table 2: rotary 20.07 -> 54.98 at 16.6x (2.74)",
+     "rope perplexity at 16x / 1x", lambda r: ratio(r, "rope", "chunks", 16, "rope", "chunks", 1), ">", 2.0),
     ("FIRE behind ALiBi", "FIRE (Li et al. 2024) extrapolates better than ALiBi (C4, trained at 2048)",
      "fire / alibi perplexity at 32x (chunks)", lambda r: ratio(r, "fire", "chunks", 32, "alibi", "chunks", 32), "<", 1.0),
     ("KERPLE-log behind ALiBi", "KERPLE's log variant extrapolates best, better than ALiBi (Chi et al. 2022)",
@@ -203,17 +212,25 @@ def plot(rungs, variants, dest):
         print("scale_report: no matplotlib; skipped the plot", file=sys.stderr)
         return False
     fig, axes = plt.subplots(1, len(rungs), figsize=(5 * len(rungs), 4.2), sharey=True)
+    colours = plt.get_cmap("tab20").colors
     for ax, (name, r) in zip(axes, rungs.items()):
-        for v in variants:
+        drawn = 0
+        for i, v in enumerate(variants):
             base = mean(ppls(r, v, "chunks", 1))
             pts = [(m, mean(ppls(r, v, "chunks", m)) / base) for m in MULTIPLES if ppls(r, v, "chunks", m)]
             if pts and math.isfinite(base):
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=v)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=v,
+                        color=colours[(2 * i) % 20 + (i >= 10)], linestyle="--" if i >= 10 else "-")
+                drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "no cells yet", transform=ax.transAxes, ha="center", color="grey")
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(MULTIPLES, [f"{m}x" for m in MULTIPLES])
         ax.set_title(RUNGS[name][0].split(" (")[0], fontsize=9)
         ax.set_xlabel("evaluation length / training length")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("perplexity / perplexity at 1x (chunks)")
+    axes[0].set_ylabel("perplexity / perplexity at 1x (chunks, log scale)")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(os.path.join(dest, "ppl_ratio_by_rung.png"), dpi=110)

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/model/position/rope_frequencies.h"
 
 namespace roformer::cli {
@@ -33,7 +34,7 @@ void add_config_command(CLI::App& app, int& exit_code) {
   rope->callback([opts, &exit_code] {
     const config::LoadedConfig loaded = config::load_config(opts->file, opts->overrides);
     const config::ModelConfig& m = loaded.config.model;
-    if (m.position.kind != config::PositionKind::rope && m.position.kind != config::PositionKind::xpos)
+    if (!config::position_family(m.position.kind).traits.rotary)
       throw UserError(opts->file + ": model.position.kind is " + config::position_kind_names().name(m.position.kind) +
                       ", which has no RoPE frequencies; use a rope or xpos config");
     const int64_t rotary_dim = m.position.rope.resolved_rotary_dim(m.head_dim());

@@ -7,6 +7,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/sweep/sweep.h"
 #include "test_support.h"
 
@@ -31,6 +32,11 @@ std::string load_error(const std::string& yaml, const std::vector<std::string>& 
   return "";
 }
 
+// A sweep file (variants x seeds over a base config) rather than a config: a top-level `variants:`.
+bool is_sweep_file(const std::filesystem::path& path) {
+  return roformer::testing::read_file(path.string()).find("\nvariants:") != std::string::npos;
+}
+
 void expect_contains(const std::string& text, const std::string& fragment) {
   EXPECT_NE(text.find(fragment), std::string::npos) << "expected '" << fragment << "' in: " << text;
 }
@@ -42,8 +48,8 @@ TEST(Config, EveryShippedConfigParses) {
   int count = 0;
   for (const auto& entry : fs::recursive_directory_iterator(roformer::testing::source_dir() + "/configs")) {
     if (entry.path().extension() != ".yaml") continue;
-    // Sweep files (configs/ablation) have their own schema, checked by the sweep tests.
-    if (entry.path().parent_path().filename() == "ablation") continue;
+    // Sweep files (configs/ablation, configs/scale) have their own schema, checked below.
+    if (is_sweep_file(entry.path())) continue;
     SCOPED_TRACE(entry.path().string());
     EXPECT_NO_THROW(load_config(entry.path().string()));
     ++count;
@@ -217,14 +223,57 @@ TEST(Config, DefaultsAreValid) {
 TEST(Config, EveryShippedSweepFileLoads) {
   namespace fs = std::filesystem;
   int count = 0;
-  for (const auto& entry : fs::directory_iterator(roformer::testing::source_dir() + "/configs/ablation")) {
-    if (entry.path().extension() != ".yaml") continue;
+  for (const auto& entry : fs::recursive_directory_iterator(roformer::testing::source_dir() + "/configs")) {
+    if (entry.path().extension() != ".yaml" || !is_sweep_file(entry.path())) continue;
     SCOPED_TRACE(entry.path().string());
     const sweep::SweepSpec spec = sweep::load_sweep(entry.path().string());  // validates every variant's config
     EXPECT_FALSE(spec.variants.empty());
     ++count;
   }
-  EXPECT_GE(count, 2);
+  EXPECT_GE(count, 6);  // configs/ablation (4) and the scale ladder's rungs (2)
+}
+
+// The position-family table: one row per kind, in order; each family's settings are its own;
+// the validator's family lists come from the traits.
+TEST(PositionFamilies, OneRowPerKindInEnumOrder) {
+  const auto& rows = position_families();
+  ASSERT_EQ(rows.size(), position_kind_names().names().size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(rows[i].kind), i);
+    EXPECT_EQ(&position_family(rows[i].kind), &rows[i]);
+    EXPECT_EQ(rows[i].traits.explicit_positions, rows[i].no_random_positions.empty())
+        << position_kind_names().name(rows[i].kind) << ": a family randomized positions cannot reach says why";
+  }
+}
+
+TEST(PositionFamilies, SettingsBelongToTheirFamilies) {
+  EXPECT_TRUE(belongs_to_unused_family("model.position.rope.base", PositionKind::alibi));
+  EXPECT_FALSE(belongs_to_unused_family("model.position.rope.base", PositionKind::rope));
+  EXPECT_FALSE(belongs_to_unused_family("model.position.rope.base", PositionKind::xpos));  // xPos is RoPE + decay
+  EXPECT_TRUE(belongs_to_unused_family("model.position.xpos.scale_base", PositionKind::rope));
+  EXPECT_FALSE(belongs_to_unused_family("model.position.fire.mlp_width", PositionKind::fire));
+  EXPECT_TRUE(belongs_to_unused_family("model.position.fire.mlp_width", PositionKind::kerple));
+  EXPECT_FALSE(belongs_to_unused_family("model.position.max_positions", PositionKind::learned));
+  EXPECT_TRUE(belongs_to_unused_family("model.position.max_positions", PositionKind::rope));
+  EXPECT_FALSE(belongs_to_unused_family("model.hidden_size", PositionKind::alibi));  // nobody's own
+  EXPECT_FALSE(belongs_to_unused_family("model.position.kind", PositionKind::alibi));
+}
+
+TEST(PositionFamilies, TraitsNameTheFamiliesTheValidatorOffers) {
+  EXPECT_EQ(family_names([](const PositionTraits& t) { return t.linear_attention; }),
+            "rope, sinusoidal, learned or none");
+  EXPECT_EQ(family_names([](const PositionTraits& t) { return t.explicit_positions; }),
+            "rope, sinusoidal, learned, shaw, transformer_xl, deberta, xpos or fire");
+  EXPECT_EQ(family_names([](const PositionTraits& t) { return t.rotary; }), "rope or xpos");
+  expect_contains(load_error("model:\n  attention: linear\n  position:\n    kind: alibi\n"),
+                  "use rope, sinusoidal, learned or none");
+  expect_contains(load_error("model:\n  objective: mlm\n  position:\n    kind: cope\n"), "use objective causal_lm");
+  ModelConfig learned;
+  learned.position.kind = PositionKind::learned;
+  learned.position.max_positions = 300;
+  EXPECT_EQ(position_length_limit(learned), 300);
+  learned.position.kind = PositionKind::rope;
+  EXPECT_EQ(position_length_limit(learned), 0);
 }
 
 }  // namespace config_test

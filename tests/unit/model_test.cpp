@@ -8,7 +8,9 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/model/encoder.h"
+#include "roformer/model/memory_estimate.h"
 #include "test_support.h"
 
 namespace model_test {
@@ -208,19 +210,12 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       expect += L * (4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H);  // layers
       expect += H * E + E + 2 * E + V;                                              // LM head (decoder tied)
       if (c.norm == config::NormPlacement::pre) expect += 2 * H;                    // final LayerNorm
-      if (kind == PositionKind::learned) expect += c.position.max_positions * E;
-      if (kind == PositionKind::t5_bias) expect += c.position.t5_bias.num_buckets * c.num_heads;
-      const int64_t D = c.head_dim();
-      if (kind == PositionKind::shaw) expect += L * 2 * (2 * c.position.shaw.max_distance + 1) * D;  // w^K, w^V
-      if (kind == PositionKind::transformer_xl) expect += L * (H * H + 2 * H);                       // W_kr, u, v
-      if (kind == PositionKind::deberta)
-        expect += 2 * c.position.deberta.position_buckets * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
-      const int64_t W = c.position.fire.mlp_width, NH = c.num_heads;
-      if (kind == PositionKind::fire) expect += L * (2 + 2 * (W + W + W * NH + NH));    // c, L_mult; 2 sides (MLM)
-      if (kind == PositionKind::kerple) expect += 2 * NH;                               // r1, r2
-      if (kind == PositionKind::cope) expect += L * D * c.position.cope.max_positions;  // e per layer
+      // The family's own parameters: its row's count (config/position_families), checked here
+      // against the module build_model makes; the memory estimate must count the same.
+      expect += static_cast<int64_t>(config::position_parameters(c));
       EncoderModel m = build_model(c, 1);
       EXPECT_EQ(count_parameters(*m), expect);
+      EXPECT_EQ(estimate_memory(c, 1, 1, false, false).parameters, double(expect));
     }
   }
 }

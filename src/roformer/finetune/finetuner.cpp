@@ -24,6 +24,7 @@
 #include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/dataset_meta.h"
 #include "roformer/data/hf_tokenizer.h"
@@ -191,7 +192,8 @@ void Finetuner::check_inputs() {
                     std::to_string(world) + " rank(s) x train.grad_accum=" + std::to_string(t.grad_accum) +
                     "; choose a multiple of " + std::to_string(world * t.grad_accum));
   spec_ = task_spec(f_);
-  if (cfg_.model.position.kind == config::PositionKind::learned && f_.max_length > cfg_.model.position.max_positions)
+  const int64_t limit = config::position_length_limit(cfg_.model);
+  if (limit > 0 && f_.max_length > limit)
     throw UserError("finetune.max_length=" + std::to_string(f_.max_length) + " exceeds the learned position table (" +
                     "model.position.max_positions=" + std::to_string(cfg_.model.position.max_positions) +
                     " in the checkpoint); a learned absolute encoding has no position beyond it: lower "

@@ -23,6 +23,7 @@
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/io/safetensors.h"
 
 namespace roformer::io {
@@ -74,21 +75,6 @@ bool is_architecture_key(const std::string& key) {
         "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;
   return true;
-}
-
-// A position family's own settings describe the trained function only when that family is in use
-// (they are resolved from the length, e.g. cope.max_positions, whichever family trains).
-bool belongs_to_unused_family(const std::string& key, config::PositionKind kind) {
-  using K = config::PositionKind;
-  static const std::vector<std::pair<std::string, std::vector<K>>> owners{
-      {"model.position.rope.", {K::rope, K::xpos}}, {"model.position.xpos.", {K::xpos}},
-      {"model.position.t5_bias.", {K::t5_bias}},    {"model.position.shaw.", {K::shaw}},
-      {"model.position.deberta.", {K::deberta}},    {"model.position.fire.", {K::fire}},
-      {"model.position.kerple.", {K::kerple}},      {"model.position.sandwich.", {K::sandwich}},
-      {"model.position.cope.", {K::cope}},          {"model.position.max_positions", {K::learned}}};
-  for (const auto& [prefix, users] : owners)
-    if (key.rfind(prefix, 0) == 0) return std::find(users.begin(), users.end(), kind) == users.end();
-  return false;
 }
 
 }  // namespace
@@ -258,7 +244,7 @@ std::optional<ArchitectureDifference> first_architecture_difference(const config
                                                                     const config::Config& current) {
   const auto a = config::flatten(saved), b = config::flatten(current);
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (is_architecture_key(a[i].first) && !belongs_to_unused_family(a[i].first, saved.model.position.kind) &&
+    if (is_architecture_key(a[i].first) && !config::belongs_to_unused_family(a[i].first, saved.model.position.kind) &&
         a[i].second != b[i].second)
       return ArchitectureDifference{a[i].first, a[i].second, b[i].second};
   return std::nullopt;

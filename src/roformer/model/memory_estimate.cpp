@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "roformer/common/errors.h"
+#include "roformer/config/position_families.h"
 
 namespace roformer::model {
 namespace {
@@ -38,7 +39,7 @@ std::string count(double n) {
 }
 
 // Parameters of build_model's encoder: embeddings (the MLM/LM decoder is tied to them),
-// layers, head; position tables for the families that learn one.
+// layers, head; the position family's own parameters (its row in config/position_families).
 double count_parameters(const config::ModelConfig& m) {
   const double H = double(m.hidden_size), F = double(m.ffn_size), E = double(m.embed_dim());
   const double V = double(m.vocab_size), L = double(m.num_layers);
@@ -47,24 +48,7 @@ double count_parameters(const config::ModelConfig& m) {
   n += L * (4 * (H * H + H) + 2 * H + H * F + F + F * H + H + 2 * H);
   if (m.norm == config::NormPlacement::pre) n += 2 * H;  // final LayerNorm
   n += H * E + E + 2 * E + V;                            // head transform, its LayerNorm, decoder bias
-  if (m.position.kind == config::PositionKind::learned) n += double(m.position.max_positions) * E;
-  if (m.position.kind == config::PositionKind::t5_bias)
-    n += double(m.position.t5_bias.num_buckets) * double(m.num_heads);
-  const double D = double(m.head_dim());
-  if (m.position.kind == config::PositionKind::shaw) {
-    const config::ShawConfig& s = m.position.shaw;
-    n += (s.per_layer ? L : 1) * double(2 * s.max_distance + 1) * D * (s.values ? 2 : 1);  // w^K (and w^V)
-  }
-  if (m.position.kind == config::PositionKind::transformer_xl) n += L * (H * H + 2 * H);  // W_kr, u, v
-  if (m.position.kind == config::PositionKind::deberta)
-    n += double(2 * m.position.deberta.position_buckets) * H + L * 2 * (H * H + H);  // P, W_k,r, W_q,r
-  const config::PositionConfig& pc = m.position;
-  if (pc.kind == config::PositionKind::fire) {  // per FIRE: c, L_multiplier, and per side 1 -> W -> heads
-    const double W = double(pc.fire.mlp_width), sides = m.objective == config::Objective::mlm ? 2 : 1;
-    n += (pc.fire.shared_layers ? 1 : L) * (2 + sides * (2 * W + W * double(m.num_heads) + double(m.num_heads)));
-  }
-  if (pc.kind == config::PositionKind::kerple) n += 2 * double(m.num_heads);              // r1, r2
-  if (pc.kind == config::PositionKind::cope) n += L * D * double(pc.cope.max_positions);  // e per layer
+  n += config::position_parameters(m);                   // the position family's own
   return n;
 }
 

@@ -5,6 +5,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/config/position_families.h"
 #include "roformer/io/checkpoint.h"
 
 namespace roformer::train {
@@ -27,7 +28,7 @@ InitSource resolve_init_source(const std::string& path) {
 void check_init_compatible(const config::Config& saved, const config::Config& current, const InitSource& source) {
   const auto d = io::first_architecture_difference(saved, current);
   if (!d) return;
-  if (d->key == "model.position.max_positions" && current.model.position.kind == config::PositionKind::learned)
+  if (d->key == "model.position.max_positions" && config::position_length_limit(current.model) > 0)
     throw UserError("train.init_from: the learned position table of " + source.dir + " has " + d->saved +
                     " rows and this run asks for " + d->current + "; a learned table cannot grow (rows past " +
                     d->saved +

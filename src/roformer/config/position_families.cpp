@@ -1,0 +1,263 @@
+// The position-family table (see position_families.h): each family's settings, traits, own
+// validation, derived defaults and parameter count, one row per family.
+#include "roformer/config/position_families.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "roformer/config/config_errors.h"
+
+namespace roformer::config {
+namespace {
+
+// ---- validation -------------------------------------------------------------------------
+
+void validate_rotary(const Config& c, const Origins& o) {
+  const ModelConfig& m = c.model;
+  const PositionConfig& p = m.position;
+  const int64_t head_dim = m.head_dim();
+  if (head_dim % 2 != 0)
+    conflict(o, "model.hidden_size", "model.num_heads",
+             "RoPE rotates feature pairs, so the head dimension must be even (it is " + std::to_string(head_dim) + ")");
+  const int64_t rd = p.rope.rotary_dim;
+  if (rd % 2 != 0 || rd > head_dim)
+    invalid(o, "model.position.rope.rotary_dim",
+            std::to_string(rd) + " must be even and at most the head dimension " + std::to_string(head_dim) +
+                " (0 means the whole head)");
+  const RopeScalingConfig& s = p.rope.scaling;
+  if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
+    conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
+             "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
+  if (p.rope.rerope.window > 0 && p.kind == PositionKind::xpos)
+    conflict(o, "model.position.rope.rerope.window", "model.position.kind",
+             "ReRoPE caps RoPE's relative position; xPos's decay is not defined for it; use kind rope");
+  if (p.rope.rerope.window > 0 && p.rope.rotate_value)
+    conflict(o, "model.position.rope.rerope.window", "model.position.rope.rotate_value",
+             "ReRoPE's relative position exists only between a query and a key; a rotated value has none");
+  if (s.kind == RopeScalingKind::llama3 && s.high_freq_factor <= s.low_freq_factor)
+    conflict(o, "model.position.rope.scaling.high_freq_factor", "model.position.rope.scaling.low_freq_factor",
+             "Llama 3 blends between the two wavelengths L/high and L/low, so high_freq_factor must exceed "
+             "low_freq_factor (Llama 3.1: 4 and 1)");
+  if (s.kind == RopeScalingKind::longrope) {
+    const auto pairs = static_cast<size_t>(p.rope.resolved_rotary_dim(head_dim) / 2);
+    for (const auto& [key, list] :
+         {std::pair{"short_factor", &s.short_factor}, std::pair{"long_factor", &s.long_factor}})
+      if (list->size() != pairs)
+        invalid(o, std::string("model.position.rope.scaling.") + key,
+                "LongRoPE needs one factor per rotated pair: " + std::to_string(pairs) + " (rotary_dim / 2), got " +
+                    std::to_string(list->size()));
+  }
+  if (m.attention == AttentionKind::linear && p.rope.rerope.window > 0)
+    conflict(o, "model.attention", "model.position.rope.rerope.window",
+             "ReRoPE picks a relative position per (query, key) pair, which linear attention never forms");
+}
+
+void validate_learned(const Config& c, const Origins& o) {
+  const PositionConfig& p = c.model.position;
+  if (c.data.seq_len > p.max_positions)
+    conflict(o, "data.seq_len", "model.position.max_positions",
+             "a learned position table of " + std::to_string(p.max_positions) + " rows cannot train on length " +
+                 std::to_string(c.data.seq_len) + "; raise max_positions or lower seq_len");
+  const int64_t drawn_below = resolved_random_positions_max(c);
+  if (c.train.positions == PositionSampling::random && p.max_positions < drawn_below)
+    conflict(o, "train.random_positions_max", "model.position.max_positions",
+             "positions are drawn below " + std::to_string(drawn_below) + " but the learned table has " +
+                 std::to_string(p.max_positions) + " rows; raise max_positions or lower the maximum");
+}
+
+void validate_t5(const Config& c, const Origins& o) {
+  const T5BiasConfig& t = c.model.position.t5_bias;
+  if (t.num_buckets % 2 != 0)
+    invalid(o, "model.position.t5_bias.num_buckets",
+            "must be even (bidirectional bucketing gives half the buckets to each direction)");
+  // Bidirectional bucketing keeps num_buckets/4 exact distances; log buckets need room above.
+  if (t.max_distance <= t.num_buckets / 2)
+    conflict(o, "model.position.t5_bias.max_distance", "model.position.t5_bias.num_buckets",
+             "max_distance must exceed num_buckets/2 so the logarithmic buckets are defined");
+}
+
+void validate_transformer_xl(const Config& c, const Origins& o) {
+  if (c.model.hidden_size % 2 != 0)
+    invalid(o, "model.hidden_size",
+            "Transformer-XL's sinusoidal relative encodings pair sin and cos over the width, so it must be even");
+}
+
+void validate_deberta(const Config& c, const Origins& o) {
+  const DebertaConfig& d = c.model.position.deberta;
+  if (d.max_relative_positions > 0 && d.max_relative_positions <= d.position_buckets)
+    conflict(o, "model.position.deberta.max_relative_positions", "model.position.deberta.position_buckets",
+             "log buckets start at position_buckets/2 and must end beyond position_buckets; raise "
+             "max_relative_positions or set it to 0 for a linear clip");
+}
+
+void validate_sandwich(const Config& c, const Origins& o) {
+  const int64_t head_dim = c.model.head_dim();
+  if (c.model.position.sandwich.resolved_dim(head_dim) % 2 != 0)
+    invalid(o, "model.position.sandwich.dim",
+            "d' (0 means the head dimension, " + std::to_string(head_dim) +
+                ") must be even: the sinusoids come in d'/2 frequencies");
+}
+
+// ---- derived defaults (every family's, whichever trains: checkpoints compare resolved values) --
+
+void resolve_rope(Config& c) {
+  RopeConfig& rope = c.model.position.rope;
+  rope.rotary_dim = rope.resolved_rotary_dim(c.model.head_dim());
+  if (rope.scaling.original_max_positions == 0) rope.scaling.original_max_positions = c.data.seq_len;
+}
+void resolve_fire(Config& c) {
+  if (c.model.position.fire.l_init == 0) c.model.position.fire.l_init = c.data.seq_len;
+}
+void resolve_sandwich(Config& c) {
+  c.model.position.sandwich.dim = c.model.position.sandwich.resolved_dim(c.model.head_dim());
+}
+void resolve_cope(Config& c) {
+  if (c.model.position.cope.max_positions == 0) c.model.position.cope.max_positions = c.data.seq_len;
+}
+
+// ---- parameters (each a double: absurd sizes give an absurd estimate, not a wrapped integer) --
+
+double layers(const ModelConfig& m) {
+  return double(m.num_layers);
+}
+
+double learned_parameters(const ModelConfig& m) {
+  return double(m.position.max_positions) * double(m.embed_dim());
+}
+int64_t learned_rows(const ModelConfig& m) {
+  return m.position.max_positions;
+}
+double t5_parameters(const ModelConfig& m) {
+  return double(m.position.t5_bias.num_buckets) * double(m.num_heads);
+}
+double shaw_parameters(const ModelConfig& m) {  // w^K (and w^V), per layer or shared
+  const ShawConfig& s = m.position.shaw;
+  return (s.per_layer ? layers(m) : 1) * double(2 * s.max_distance + 1) * double(m.head_dim()) * (s.values ? 2 : 1);
+}
+double transformer_xl_parameters(const ModelConfig& m) {  // W_kr, u, v per layer
+  const double H = double(m.hidden_size);
+  return layers(m) * (H * H + 2 * H);
+}
+double deberta_parameters(const ModelConfig& m) {  // P, and W_k,r and W_q,r per layer
+  const double H = double(m.hidden_size);
+  return double(2 * m.position.deberta.position_buckets) * H + layers(m) * 2 * (H * H + H);
+}
+double fire_parameters(const ModelConfig& m) {  // c, L_multiplier, and per side 1 -> W -> heads
+  const FireConfig& f = m.position.fire;
+  const double W = double(f.mlp_width), heads = double(m.num_heads), sides = m.objective == Objective::mlm ? 2 : 1;
+  return (f.shared_layers ? 1 : layers(m)) * (2 + sides * (2 * W + W * heads + heads));
+}
+double kerple_parameters(const ModelConfig& m) {
+  return 2 * double(m.num_heads);
+}  // r1, r2
+double cope_parameters(const ModelConfig& m) {  // e per layer
+  return layers(m) * double(m.head_dim()) * double(m.position.cope.max_positions);
+}
+
+const std::string kOffsetRow = "this family's bias is one row of offsets for positions 0..S-1 per pass";
+
+std::vector<PositionFamily> make_families() {
+  using K = PositionKind;
+  // {explicit positions, linear attention, rotary}
+  const PositionTraits rotary{true, true, true}, features{true, true, false}, reads_positions{true, false, false};
+  const PositionTraits offsets{false, false, false};
+  std::vector<PositionFamily> f{
+      {K::rope, {"model.position.rope."}, rotary, "", "", validate_rotary, resolve_rope, nullptr},
+      {K::sinusoidal, {}, features, "", "", nullptr, nullptr, nullptr},
+      {K::learned,
+       {"model.position.max_positions"},
+       features,
+       "",
+       "",
+       validate_learned,
+       nullptr,
+       learned_parameters,
+       learned_rows},
+      {K::t5_bias, {"model.position.t5_bias."}, offsets, kOffsetRow, "", validate_t5, nullptr, t5_parameters},
+      {K::alibi, {}, offsets, kOffsetRow, "", nullptr, nullptr, nullptr},
+      {K::none, {}, {false, true, false}, "kind none has no positions to randomise", "", nullptr, nullptr, nullptr},
+      {K::shaw, {"model.position.shaw."}, reads_positions, "", "", nullptr, nullptr, shaw_parameters},
+      {K::transformer_xl, {}, reads_positions, "", "", validate_transformer_xl, nullptr, transformer_xl_parameters},
+      {K::deberta, {"model.position.deberta."}, reads_positions, "", "", validate_deberta, nullptr, deberta_parameters},
+      {K::xpos,
+       {"model.position.rope.", "model.position.xpos."},
+       {true, false, true},
+       "",
+       "",
+       validate_rotary,
+       nullptr,
+       nullptr},
+      {K::fire, {"model.position.fire."}, reads_positions, "", "", nullptr, resolve_fire, fire_parameters},
+      {K::kerple, {"model.position.kerple."}, offsets, kOffsetRow, "", nullptr, nullptr, kerple_parameters},
+      {K::sandwich,
+       {"model.position.sandwich."},
+       offsets,
+       kOffsetRow,
+       "",
+       validate_sandwich,
+       resolve_sandwich,
+       nullptr},
+      {K::cope,
+       {"model.position.cope."},
+       offsets,
+       "CoPE counts its positions from the context, not from token indices",
+       "CoPE counts the keys between a key and its query, which the authors define for causal attention only",
+       nullptr,
+       resolve_cope,
+       cope_parameters},
+  };
+  for (size_t i = 0; i < f.size(); ++i)
+    if (static_cast<size_t>(f[i].kind) != i)
+      throw std::logic_error("position_families: rows out of PositionKind order");
+  return f;
+}
+
+}  // namespace
+
+const std::vector<PositionFamily>& position_families() {
+  static const std::vector<PositionFamily> families = make_families();
+  return families;
+}
+
+int64_t resolved_random_positions_max(const Config& c) {
+  if (c.train.random_positions_max > 0) return c.train.random_positions_max;
+  int64_t longest = 2 * c.data.seq_len;
+  for (int64_t length : c.eval.lengths) longest = std::max(longest, length);
+  return longest;
+}
+
+const PositionFamily& position_family(PositionKind kind) {
+  return position_families().at(static_cast<size_t>(kind));
+}
+
+std::string family_names(bool (*keep)(const PositionTraits&)) {
+  std::vector<std::string> names;
+  for (const PositionFamily& f : position_families())
+    if (keep(f.traits)) names.push_back(position_kind_names().name(f.kind));
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+bool belongs_to_unused_family(const std::string& key, PositionKind kind) {
+  const auto owns = [&](const PositionFamily& f) {
+    return std::any_of(f.settings.begin(), f.settings.end(),
+                       [&](const std::string& prefix) { return key.rfind(prefix, 0) == 0; });
+  };
+  const auto& all = position_families();
+  const bool someones = std::any_of(all.begin(), all.end(), owns);
+  return someones && !owns(position_family(kind));
+}
+
+int64_t position_length_limit(const ModelConfig& m) {
+  const auto limit = position_family(m.position.kind).length_limit;
+  return limit ? limit(m) : 0;
+}
+
+double position_parameters(const ModelConfig& m) {
+  const auto count = position_family(m.position.kind).parameters;
+  return count ? count(m) : 0.0;
+}
+
+}  // namespace roformer::config

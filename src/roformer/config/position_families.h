@@ -1,0 +1,56 @@
+// One row per position family: what the rest of the project may ask about a family without
+// naming it. The validator, the resolver, the memory estimate, the checkpoint's rule for
+// settings of an unused family and `config check` read these rows; the model's factory maps a
+// kind to its module (model/position/position_factory.cpp). Adding a family is its own files,
+// one enum value, its config struct, and one row here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "roformer/config/config.h"
+#include "roformer/config/config_loader.h"
+
+namespace roformer::config {
+
+struct PositionTraits {
+  bool explicit_positions = false;  // reads each token's position: randomized positions reach it
+  bool linear_attention = false;    // reaches attention only through features or embeddings
+  bool rotary = false;              // rotates q and k with RoPE's tables (rope.* settings apply)
+};
+
+struct PositionFamily {
+  PositionKind kind;
+  std::vector<std::string> settings;  // config key prefixes of its own settings ("model.position.fire.")
+  PositionTraits traits;
+  // Why randomized positions cannot reach it, when they cannot (!traits.explicit_positions).
+  std::string no_random_positions;
+  // Why it needs causal attention, when it does (empty: any objective).
+  std::string causal_only;
+  void (*validate)(const Config&, const Origins&) = nullptr;  // its own cross-field checks
+  void (*resolve)(Config&) = nullptr;                         // its defaults derived from other keys
+  double (*parameters)(const ModelConfig&) = nullptr;         // its own trainable parameters
+  int64_t (*length_limit)(const ModelConfig&) = nullptr;      // positions it has a row for (none: no limit)
+};
+
+const std::vector<PositionFamily>& position_families();  // in PositionKind order
+const PositionFamily& position_family(PositionKind kind);
+
+// "a, b or c": the names of the families whose traits pass `keep`, in PositionKind order.
+std::string family_names(bool (*keep)(const PositionTraits&));
+
+// True when `key` is a setting of a family other than `kind` (such settings do not describe
+// the trained function of a model of `kind`).
+bool belongs_to_unused_family(const std::string& key, PositionKind kind);
+
+// train.random_positions_max after resolution: as set, or the longest evaluation length, at
+// least twice the training length (so random draws reach past it).
+int64_t resolved_random_positions_max(const Config& c);
+
+// The longest sequence the family can encode (a learned table's rows), or 0 for no limit.
+int64_t position_length_limit(const ModelConfig& m);
+
+// The family's own parameter count (0 for parameter-free families).
+double position_parameters(const ModelConfig& m);
+
+}  // namespace roformer::config

@@ -3,7 +3,8 @@
 
 The layer order, low to high (a folder may include its own folder and any lower layer):
   common < config < ops < model < {data, dist, io} < eval < train < finetune < {sweep, convert} < cli
-and ops/ never includes config/.
+and ops/ never includes config/. Inside model/, position/ is the lower layer: the families are
+the math attention calls, so model/position/ includes nothing of model/ outside itself.
 src/cli and src/tools are the top. Prints each violation as file:line and exits 1.
 Usage: scripts/check_layers.py [SOURCE_ROOT]
 """
@@ -16,7 +17,9 @@ LAYERS = [["common"], ["config"], ["ops"], ["model"], ["data", "dist", "io"], ["
 RANK = {folder: i for i, peers in enumerate(LAYERS) for folder in peers}
 # Stricter than the order: the kernels know nothing of configs (callers pass plain values).
 FORBIDDEN = {"ops": {"config"}}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"roformer/([a-z_]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"roformer/([a-z_]+)/([a-z_]+/)?')
+# Sub-folders that rank below the rest of their folder: folder -> the lower sub-folder.
+LOWER_SUBFOLDER = {"model": "position"}
 
 
 def main():
@@ -37,6 +40,11 @@ def main():
                     checked += 1
                     target = m.group(1)
                     if target == folder:
+                        low = LOWER_SUBFOLDER.get(folder)
+                        inside = os.path.relpath(dirpath, os.path.join(base, folder)).split(os.sep)[0]
+                        if low and inside == low and m.group(2) != low + "/":
+                            violations.append(f"{os.path.relpath(path, root)}:{number}: {folder}/{low}/ includes "
+                                              f"{folder}/ outside {low}/, a higher layer")
                         continue
                     if target in FORBIDDEN.get(folder, set()):
                         violations.append(f"{os.path.relpath(path, root)}:{number}: {folder}/ must not include {target}/")

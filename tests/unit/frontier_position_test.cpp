@@ -16,7 +16,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/model/position/cope.h"
 #include "roformer/model/position/fire.h"
-#include "roformer/model/position/kernel_bias.h"
+#include "roformer/model/position/kerple_sandwich.h"
 
 namespace frontier_position_test {
 

@@ -64,7 +64,7 @@ struct RopeScalingConfig {
 // ReRoPE / Leaky ReRoPE (Su 2023, kexue.fm/archives/9708): the relative position i - j is kept
 // inside the window and capped at `window` past it (leaky: w + (i - j - w) / leak), on both
 // sides with bidirectional attention. An evaluation-time choice: any RoPE checkpoint takes it.
-struct RerRopeConfig {
+struct ReRopeConfig {
   int64_t window = 0;  // w; 0 = off
   double leak = 0.0;   // k of Leaky ReRoPE (slope 1/k past w); 0 = ReRoPE (constant past w)
   void visit(FieldVisitor& v);
@@ -83,7 +83,7 @@ struct RopeConfig {
   // rotary_dim 0 means the whole head: the one place that rule is applied.
   int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   RopeScalingConfig scaling;
-  RerRopeConfig rerope;
+  ReRopeConfig rerope;
   void visit(FieldVisitor& v);
 };
 

@@ -69,7 +69,7 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
           "LongRoPE: per-pair frequency divisors (rotary_dim/2 of them) for passes longer than L");
 }
 
-void RerRopeConfig::visit(FieldVisitor& v) {
+void ReRopeConfig::visit(FieldVisitor& v) {
   v.field("window", window, between(int64_t{0}, int64_t{1} << 40),
           "ReRoPE window w: relative positions past w count as w (evaluation-time choice); 0 = off");
   v.field("leak", leak, between(0.0, 1e6),

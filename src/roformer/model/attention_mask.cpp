@@ -13,21 +13,6 @@ constexpr double kMasked = -1e30;
 
 }  // namespace
 
-torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end) {
-  TORCH_CHECK(table.dim() == 2 && table.size(1) % 2 == 1, "toeplitz_rows: table must be [H, 2S - 1], got ",
-              table.sizes());
-  const int64_t S = (table.size(1) + 1) / 2, C = end - begin;
-  TORCH_CHECK(0 <= begin && begin < end && end <= S, "toeplitz_rows: rows [", begin, ", ", end, ") outside [0, ", S,
-              ")");
-  // Gathered by offset rather than as a flipped unfold of the table: flip lays its output out
-  // column-major for C < S, and SDPA wants the keys contiguous. The index is one [C, S] row
-  // broadcast over the heads (its backward takes PyTorch's deterministic route when asked).
-  const auto opts = torch::dtype(torch::kLong).device(table.device());
-  const torch::Tensor offset =
-      torch::arange(S, opts).unsqueeze(0) - torch::arange(begin, end, opts).unsqueeze(1) + (S - 1);  // [C, S]
-  return table.gather(1, offset.view({1, C * S}).expand({table.size(0), C * S})).view({table.size(0), C, S});
-}
-
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device) {
   if (row_bytes * double(S) <= whole_limit_bytes) return S;
   double per_block = std::max(1.0, whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit / row_bytes);

@@ -14,12 +14,9 @@
 
 #include <cstdint>
 
-namespace roformer::model {
+#include "roformer/model/position/offset_rows.h"
 
-// Query rows [begin, end) of the Toeplitz bias in `table` ([H, 2S - 1], the bias for
-// key - query = d in column d + S - 1): [H, end - begin, S], contiguous, with
-// out[h, r, j] = table[h, j - (begin + r) + S - 1].
-torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
+namespace roformer::model {
 
 // Query rows per block for a [.., S, S] tensor of `row_bytes` per query row on `device`: S while
 // the whole tensor fits `whole_limit_bytes`, else blocks of at most a quarter of it, and on the

@@ -5,7 +5,7 @@
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/cope.h"
 #include "roformer/model/position/fire.h"
-#include "roformer/model/position/kernel_bias.h"
+#include "roformer/model/position/kerple_sandwich.h"
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/relative_terms.h"
 #include "roformer/model/position/rerope.h"
@@ -24,7 +24,7 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
   switch (m.position.kind) {
     case PositionKind::rope:
       if (m.position.rope.rerope.window > 0)
-        return std::make_shared<RerRopeImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
+        return std::make_shared<ReRopeImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
       return std::make_shared<RopeImpl>(m.position.rope, m.head_dim());
     case PositionKind::sinusoidal:
       return std::make_shared<SinusoidalPositionImpl>(m.embed_dim());

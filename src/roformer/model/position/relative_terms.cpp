@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "roformer/model/attention_mask.h"
+#include "roformer/model/position/offset_rows.h"
 
 namespace roformer::model {
 namespace {

@@ -7,20 +7,20 @@
 
 namespace roformer::model {
 
-RerRopeImpl::RerRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional)
+ReRopeImpl::ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional)
     : RopeImpl(config, head_dim),
       bidirectional_(bidirectional),
       window_(static_cast<double>(config.rerope.window)),
       leak_(config.rerope.leak) {}
 
-torch::Tensor RerRopeImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
+torch::Tensor ReRopeImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
   const RopeFrequencies& f = frequencies(length);
   const int64_t rotary_dim = static_cast<int64_t>(f.inv_freq.size()) * 2;
   return rope_reference(x, at, f, config().pairing, rotary_dim);
 }
 
-torch::Tensor RerRopeImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
-                                          const torch::Tensor& positions, int64_t begin, int64_t end) {
+torch::Tensor ReRopeImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t begin, int64_t end) {
   const int64_t S = q.size(2), C = end - begin;
   const torch::Tensor rows = q.narrow(2, begin, C);
   const torch::Tensor pos = positions.to(torch::kFloat64);
@@ -44,7 +44,7 @@ torch::Tensor RerRopeImpl::content_scores(const torch::Tensor& q, const torch::T
   return scores;
 }
 
-double RerRopeImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const {
+double ReRopeImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const {
   // The near and far scores (and the far-future ones) beside the result, and the distance.
   return double(batch) * double(heads) * elem * (bidirectional_ ? 3.0 : 2.0) + 8.0 * 2;
 }

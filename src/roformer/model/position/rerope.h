@@ -16,9 +16,9 @@
 
 namespace roformer::model {
 
-class RerRopeImpl : public RopeImpl {
+class ReRopeImpl : public RopeImpl {
  public:
-  RerRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
+  ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
 
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override {}
   // ReRoPE forms its scores itself (content_scores), never through a fused rotation.

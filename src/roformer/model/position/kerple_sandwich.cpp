@@ -1,5 +1,5 @@
-// KERPLE and Sandwich offset biases (see kernel_bias.h).
-#include "roformer/model/position/kernel_bias.h"
+// KERPLE and Sandwich offset biases (see kerple_sandwich.h).
+#include "roformer/model/position/kerple_sandwich.h"
 
 #include <torch/torch.h>
 

@@ -26,7 +26,7 @@ void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
   if (meta.tokenizer != "byte")
     throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer +
                     " tokenizer");
-  const int64_t limit = c.model->position_encoding().max_length();
+  const int64_t limit = c.model->position_encoding().traits().max_length;
   std::vector<int64_t> lengths;
   for (int64_t L : c.config.eval.lengths) {
     if (limit > 0 && L > limit - 5) {

@@ -67,7 +67,7 @@ struct Fixture {
     ctx.score_block_rows = block;
     torch::NoGradGuard no_grad;
     ctx.mask = roformer::model::AttentionMask(position->relative_bias(kS, torch::kCPU), {}, causal, kS, torch::kFloat64,
-                                              torch::kCPU, position->has_score_terms());
+                                              torch::kCPU, position->traits().forms_scores);
     return attn->attend(x, ctx);
   }
   // The output equals `want` with all queries at once and in blocks of 3 rows (3 + 3 + 1).

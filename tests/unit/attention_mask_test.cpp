@@ -189,7 +189,7 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
                                           .masked_fill(in.attention_mask == 0, -100);
         // The rows per block that the layers get: of the mask (SDPA) or of the scores (score terms).
         const AttentionContext ctx = m->attention_context(in, torch::arange(S), torch::kFloat64);
-        EXPECT_EQ(m->position_encoding().has_score_terms() ? ctx.score_block_rows : ctx.mask.block_rows(),
+        EXPECT_EQ(m->position_encoding().traits().forms_scores ? ctx.score_block_rows : ctx.mask.block_rows(),
                   expect_block);
         torch::Tensor hidden;  // without autograd the blocks are written into one output
         {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "roformer/common/errors.h"
+#include "roformer/config/config_loader.h"
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/relative_bias.h"
@@ -93,7 +94,7 @@ TEST(Learned, AddsTheTableAndRefusesPositionsPastItsEnd) {
   LearnedPositionImpl pe(8, 4);
   const torch::Tensor x = torch::zeros({1, 8, 4});
   EXPECT_TRUE(torch::equal(pe.embed(x, torch::arange(8, torch::kLong))[0], pe.table->weight));
-  EXPECT_EQ(pe.max_length(), 8);
+  EXPECT_EQ(pe.traits().max_length, 8);
   try {
     pe.embed(torch::zeros({1, 9, 4}), torch::arange(9, torch::kLong));
     FAIL() << "expected an error past the table";
@@ -119,6 +120,45 @@ struct KeepTables {
 };
 
 }  // namespace
+
+// Each family's traits say what attention may do with it: form the scores itself, fuse the
+// rotation (with RoPE's tables, or with none when nothing rotates), or neither.
+TEST(PositionTraits, EachFamilySaysHowAttentionMayUseIt) {
+  using Rotation = PositionEncodingImpl::Rotation;
+  struct Want {
+    std::string kind;
+    std::vector<std::string> set;
+    bool forms_scores;
+    Rotation rotation;
+  };
+  const std::vector<Want> wants{
+      {"rope", {}, false, Rotation::tables},
+      {"rope", {"model.position.rope.rerope.window=8"}, true, Rotation::applied},  // ReRoPE
+      {"xpos", {}, false, Rotation::applied},
+      {"sinusoidal", {}, false, Rotation::none},
+      {"learned", {}, false, Rotation::none},
+      {"none", {}, false, Rotation::none},
+      {"t5_bias", {}, false, Rotation::applied},
+      {"alibi", {}, false, Rotation::applied},
+      {"kerple", {}, false, Rotation::applied},
+      {"sandwich", {}, false, Rotation::applied},
+      {"shaw", {}, true, Rotation::applied},
+      {"transformer_xl", {}, true, Rotation::applied},
+      {"deberta", {}, true, Rotation::applied},
+      {"fire", {}, true, Rotation::applied},
+      {"cope", {"model.objective=causal_lm"}, true, Rotation::applied},
+  };
+  for (const Want& w : wants) {
+    std::vector<std::string> set = w.set;
+    set.push_back("model.position.kind=" + w.kind);
+    const config::ModelConfig m = config::load_overrides(set).config.model;
+    SCOPED_TRACE(w.kind + (w.set.empty() ? "" : " " + w.set.front()));
+    const auto pe = make_position_encoding(m);
+    EXPECT_EQ(pe->traits().forms_scores, w.forms_scores);
+    EXPECT_EQ(pe->traits().rotation, w.rotation);
+    EXPECT_EQ(pe->traits().max_length, w.kind == "learned" ? m.position.max_positions : 0);
+  }
+}
 
 TEST(TableCache, HoldsOneTableSoLongEvaluationStaysBounded) {
   const KeepTables single(false);

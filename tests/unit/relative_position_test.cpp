@@ -177,7 +177,7 @@ TEST(RelativePosition, ScoreTermsDependOnlyOnPositionDifferences) {
       torch::Tensor q = f.q.unsqueeze(0).clone(), k = f.k.unsqueeze(0).clone(), v = f.v.unsqueeze(0).clone();
       f.position->rotate(q, k, v, p);
       torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * f.position->score_scale(kD);
-      if (f.position->has_score_terms()) s = s + f.position->score_term(q, k, {}, p, 1, 0, kS);
+      if (f.position->traits().forms_scores) s = s + f.position->score_term(q, k, {}, p, 1, 0, kS);
       return s;
     };
     const torch::Tensor base = scores(pos);

@@ -66,7 +66,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.stride = cfg.eval.stride;
   report.train_length = cfg.data.seq_len;
   report.position = config::position_kind_names().name(cfg.model.position.kind);
-  const int64_t limit = model->position_encoding().max_length();
+  const int64_t limit = model->position_encoding().traits().max_length;
   for (int64_t L : cfg.eval.lengths) {
     LengthResult lr;
     lr.length = L;

@@ -185,7 +185,7 @@ torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const tor
                                                const AttentionContext& ctx) {
   const int64_t S = x.size(1);
   if (kind_ != config::AttentionKind::softmax || at::autocast::is_autocast_enabled(at::kCPU) ||
-      ctx.query_scale.defined() || position_->has_score_terms() ||
+      ctx.query_scale.defined() || position_->traits().forms_scores ||
       !short_attention_allowed(S, ctx, is_training() ? dropout_ : 0.0) ||
       !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
     return {};
@@ -213,7 +213,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionConte
     return dense(output->dense, attend_linear(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   position_->rotate(q, k, v, ctx.positions);
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
-  if (position_->has_score_terms())
+  if (position_->traits().forms_scores)
     return dense(output->dense, attend_with_terms(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
   return dense(output->dense, attend_sdpa(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
 }

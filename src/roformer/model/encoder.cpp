@@ -156,8 +156,8 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
   ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
                            autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device,
-                           position->has_score_terms(), attention_whole_limit_bytes);
-  if (position->has_score_terms()) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
+                           position->traits().forms_scores, attention_whole_limit_bytes);
+  if (position->traits().forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
     const int64_t B = in.input_ids.size(0);
     const double pair_bytes = double(B) * double(config_.num_heads) * score_bytes +

@@ -19,9 +19,8 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t dim, torc
 
 class SinusoidalPositionImpl : public PositionEncodingImpl {
  public:
-  explicit SinusoidalPositionImpl(int64_t dim) : dim_(dim) {}
+  explicit SinusoidalPositionImpl(int64_t dim) : dim_(dim) { traits_.rotation = Rotation::none; }
   torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) override;
-  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {true}; }
 
  private:
   int64_t dim_;
@@ -32,8 +31,6 @@ class LearnedPositionImpl : public PositionEncodingImpl {
  public:
   LearnedPositionImpl(int64_t max_positions, int64_t dim);
   torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) override;
-  int64_t max_length() const override { return max_positions_; }
-  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {true}; }
 
   torch::nn::Embedding table{nullptr};  // weight [max_positions, E]
 

@@ -8,7 +8,10 @@
 //   score_term:  a term added to the scores, per layer and query rows: from q and k (Shaw,
 //                Transformer-XL, DeBERTa), the scores themselves (CoPE) or the positions (FIRE)
 //   output_term: a term from the attention weights (Shaw's relative values)
-// Families with score terms make attention form the scores itself; the others keep SDPA.
+// What attention must know about a family beyond that math is one Traits value, set by the
+// family's constructor: whether attention forms the scores (content_scores, score_term and
+// output_term are then called), how its rotation may be fused, and its length limit.
+// Families that form no scores keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
 // it can be cached per length), or explicit [B, S].
 #pragma once
@@ -27,7 +30,18 @@ namespace roformer::model {
 
 class PositionEncodingImpl : public torch::nn::Module {
  public:
+  // How an attention kernel that rotates q and k as it reads them (ops::short_attention_qkv) may
+  // stand in for rotate(): `applied` (the default, so a family that rotates is never skipped by
+  // mistake): rotate() must run, nothing is fused; `none`: rotate() does nothing, so the kernel
+  // may run without tables; `tables`: the kernel applies rotation_tables() instead.
+  enum class Rotation { applied, none, tables };
+  struct Traits {
+    bool forms_scores = false;  // attention forms the scores and calls content_scores, score_term, output_term
+    Rotation rotation = Rotation::applied;
+    int64_t max_length = 0;  // longest sequence the family accepts (0: unbounded; learned tables)
+  };
   ~PositionEncodingImpl() override = default;
+  const Traits& traits() const { return traits_; }
 
   // Absolute families add their encoding to x; others return x unchanged.
   virtual torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) { return x; }
@@ -48,8 +62,7 @@ class PositionEncodingImpl : public torch::nn::Module {
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
   // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin.
   // Attention asks for all rows at once, or for blocks of them at long lengths. Only called
-  // when has_score_terms(); undefined when the family has nothing to add.
-  virtual bool has_score_terms() const { return false; }
+  // when traits().forms_scores; undefined when the family has nothing to add.
   virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                                    const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) {
     return {};
@@ -66,24 +79,29 @@ class PositionEncodingImpl : public torch::nn::Module {
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.
   virtual double score_scale(int64_t head_dim) const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
 
-  // How an attention kernel that rotates q and k as it reads them (ops::short_attention_qkv) may
-  // stand in for rotate(): `fusable` where it may, with the rotation as [2, S, D] tables of
-  // `dtype` for positions [S] (ops::short_attention_rotation), undefined when rotate() does
-  // nothing. The default says no, so a family that rotates is never skipped by mistake.
+  // The rotation as an attention kernel applies it, for traits().rotation: [2, S, D] tables of
+  // `dtype` for positions [S] (ops::short_attention_rotation) when `tables`, fusable with no
+  // tables when `none`, not fusable when `applied`.
   struct FusedRotation {
     bool fusable = false;
     torch::Tensor tables;
     bool interleaved = true;
   };
-  virtual FusedRotation fused_rotation(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
-    return {};
+  FusedRotation fused_rotation(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
+    if (traits_.rotation == Rotation::none) return {true};
+    return traits_.rotation == Rotation::tables ? rotation_tables(positions, head_dim, dtype) : FusedRotation{};
   }
-  // Longest sequence the family accepts (0: unbounded). Learned tables are the only limit.
-  virtual int64_t max_length() const { return 0; }
 
   // Initialises the family's parameters after build_model's generic N(0, init_std) draw, for
   // families whose papers start elsewhere (FIRE's c and L, KERPLE's r1 and r2, CoPE's zeros).
   virtual void reset_parameters() {}
+
+ protected:
+  // The tables of a family whose traits say Rotation::tables.
+  virtual FusedRotation rotation_tables(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
+    return {};
+  }
+  Traits traits_;
 };
 
 // Builds the family selected by model.position.kind.
@@ -92,7 +110,7 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
 // NoPE: no position information at all (causal masking alone carries order).
 class NoPositionImpl : public PositionEncodingImpl {
  public:
-  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {true}; }
+  NoPositionImpl() { traits_.rotation = Rotation::none; }
 };
 
 }  // namespace roformer::model

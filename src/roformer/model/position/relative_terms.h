@@ -34,7 +34,6 @@ TORCH_MODULE(ShawTables);
 class ShawImpl : public PositionEncodingImpl {
  public:
   ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim);
-  bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
   torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
@@ -66,7 +65,6 @@ TORCH_MODULE(XlLayer);
 class TransformerXlImpl : public PositionEncodingImpl {
  public:
   TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads);
-  bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
 
@@ -94,7 +92,6 @@ TORCH_MODULE(DebertaLayer);
 class DebertaImpl : public PositionEncodingImpl {
  public:
   DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden);
-  bool has_score_terms() const override { return true; }
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }

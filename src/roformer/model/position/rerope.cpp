@@ -11,7 +11,10 @@ ReRopeImpl::ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool 
     : RopeImpl(config, head_dim),
       bidirectional_(bidirectional),
       window_(static_cast<double>(config.rerope.window)),
-      leak_(config.rerope.leak) {}
+      leak_(config.rerope.leak) {
+  traits_.forms_scores = true;           // content_scores rotates per (query, key) distance
+  traits_.rotation = Rotation::applied;  // so no fused kernel may stand in for it
+}
 
 torch::Tensor ReRopeImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
   const RopeFrequencies& f = frequencies(length);

@@ -20,10 +20,8 @@ class ReRopeImpl : public RopeImpl {
  public:
   ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
 
+  // Rotates nothing: content_scores rotates q and k per (query, key) distance itself.
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override {}
-  // ReRoPE forms its scores itself (content_scores), never through a fused rotation.
-  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {}; }
-  bool has_score_terms() const override { return true; }
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                int64_t begin, int64_t end) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;

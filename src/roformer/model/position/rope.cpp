@@ -9,7 +9,9 @@
 namespace roformer::model {
 
 RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
-    : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)) {}
+    : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)) {
+  traits_.rotation = Rotation::tables;
+}
 
 const RopeFrequencies& RopeImpl::frequencies(int64_t length) {
   if (freqs_length_ != length) {
@@ -54,8 +56,8 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
   }
 }
 
-PositionEncodingImpl::FusedRotation RopeImpl::fused_rotation(const torch::Tensor& positions, int64_t head_dim,
-                                                             torch::ScalarType dtype) {
+PositionEncodingImpl::FusedRotation RopeImpl::rotation_tables(const torch::Tensor& positions, int64_t head_dim,
+                                                              torch::ScalarType dtype) {
   if (config_.impl != config::RopeKernel::fused || config_.rotate_value || rotary_dim_ != head_dim ||
       positions.dim() != 1 || !positions.is_cpu())
     return {};

@@ -13,9 +13,6 @@ class RopeImpl : public PositionEncodingImpl {
   RopeImpl(const config::RopeConfig& config, int64_t head_dim);
 
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override;
-  // Tables for the fused kernel RoPE (model.position.rope.impl), rotating q and k over the whole
-  // head, at positions [S] shared by the batch, on the CPU; not fusable otherwise.
-  FusedRotation fused_rotation(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) override;
 
   const config::RopeConfig& config() const { return config_; }
 
@@ -23,6 +20,9 @@ class RopeImpl : public PositionEncodingImpl {
   // The frequencies of a pass of `length` tokens (host math once per length: dynamic NTK and
   // LongRoPE depend on it).
   const RopeFrequencies& frequencies(int64_t length);
+  // Tables for the fused kernel RoPE (model.position.rope.impl), rotating q and k over the whole
+  // head, at positions [S] shared by the batch, on the CPU; not fusable otherwise.
+  FusedRotation rotation_tables(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) override;
 
  private:
   config::RopeConfig config_;
@@ -31,7 +31,7 @@ class RopeImpl : public PositionEncodingImpl {
   int64_t freqs_length_ = -1;
   TableCache inv_freq_;      // float64 [rotary_dim / 2] on the inputs' device, per length (dynamic NTK)
   TableCache cos_sin_;       // float32 [length, rotary_dim] (ops::rope_table) on the inputs' device
-  TableCache fused_tables_;  // [2, length, head_dim] (fused_rotation) on the CPU, per dtype
+  TableCache fused_tables_;  // [2, length, head_dim] (rotation_tables) on the CPU, per dtype
 };
 
 }  // namespace roformer::model

@@ -25,7 +25,9 @@ torch::Tensor xpos_scale(const torch::Tensor& positions, const config::XposConfi
 }
 
 XposImpl::XposImpl(const config::RopeConfig& rope, const config::XposConfig& xpos, int64_t head_dim)
-    : RopeImpl(rope, head_dim), xpos_(xpos), head_dim_(head_dim) {}
+    : RopeImpl(rope, head_dim), xpos_(xpos), head_dim_(head_dim) {
+  traits_.rotation = Rotation::applied;  // the decay is applied in rotate(); the fused kernel has none
+}
 
 void XposImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   RopeImpl::rotate(q, k, v, positions);

@@ -23,7 +23,6 @@ class XposImpl : public RopeImpl {
   // the same). Scaling both features of a pair commutes with its rotation.
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override;
   // xPos scales q and k apart (by zeta^(n/gamma) and its inverse): no fused rotation tables.
-  FusedRotation fused_rotation(const torch::Tensor&, int64_t, torch::ScalarType) override { return {}; }
 
  private:
   config::XposConfig xpos_;

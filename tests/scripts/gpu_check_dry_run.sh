@@ -6,10 +6,7 @@
 # Usage: tests/scripts/gpu_check_dry_run.sh PROJECT_ROOT ROFORMER_BINARY
 set -euo pipefail
 root="$1" bin="$2"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-for s in train valid test; do cat "$root/README.md" "$root/README.md" > "$work/$s.txt"; done
-"$bin" prepare-data --input "$work/train.txt" "$work/valid.txt" "$work/test.txt" --tokenizer byte --out "$work/data" > /dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/toy_data.sh"  # $work, and the toy dataset $work/data
 "$root/scripts/gpu_check.sh" --dry-run --data "$work/data" --out "$work/table.md" --logs "$work/logs" > "$work/stdout.txt" 2>&1 ||
   { echo "gpu_check.sh --dry-run failed:"; tail -40 "$work/stdout.txt"; exit 1; }
 missing=0

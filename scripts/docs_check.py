@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the documentation: every relative link and image in README.md and the markdown it
 reaches points at a file that exists (and, for a `#anchor` into markdown, at a heading there),
-every page under docs/ is reachable from the README, and the config reference in
+every page under docs/ is reachable from the README, every script in scripts/ is named in
+docs/scripts.md, and the config reference in
 docs/configs.md equals what `roformer config schema --markdown` prints.
 
 Usage: scripts/docs_check.py [--fix] ROOT ROFORMER_BINARY
@@ -76,6 +77,17 @@ def check_reachable(root, reached):
     return problems
 
 
+def check_script_index(root):
+    """Every file in scripts/ is named (in backticks) in docs/scripts.md, the index by purpose."""
+    index = os.path.join(root, "docs", "scripts.md")
+    if not os.path.exists(index):
+        return ["docs/scripts.md: missing (the index of scripts/ by purpose)"]
+    named = set(re.findall(r"`([\w.-]+)`", open(index, encoding="utf-8").read()))
+    return ["docs/scripts.md: scripts/%s is not named in the index" % f
+            for f in sorted(os.listdir(os.path.join(root, "scripts")))
+            if os.path.isfile(os.path.join(root, "scripts", f)) and f not in named]
+
+
 def check_schema(root, binary, fix):
     path = os.path.join(root, "docs", "configs.md")
     if not os.path.exists(path):
@@ -106,6 +118,7 @@ def main(argv):
     root, binary = os.path.abspath(args[0]), args[1]
     problems, reached = check_links(root)
     problems += check_reachable(root, reached)
+    problems += check_script_index(root)
     problems += check_schema(root, binary, fix)
     for p in problems:
         print("docs_check: " + p)

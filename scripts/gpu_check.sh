@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command a lent GPU session runs (about 9 minutes on an H100): checks the whole GPU path
+# The one command that checks a GPU node (about 9 minutes on an H100): checks the whole GPU path
 # in priority order, each stage under its own time cap, and prints one markdown table last.
 #   1 env      roformer version, GPU, driver, CUDA, NCCL
 #   2 tests    ctest -L gpu in parallel; counts, and each failure's first lines

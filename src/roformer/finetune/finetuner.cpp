@@ -40,6 +40,7 @@
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/metrics.h"
 #include "roformer/train/run_directory.h"
+#include "roformer/train/run_lifecycle.h"
 #include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 #include "roformer/train/trainer.h"
@@ -233,7 +234,7 @@ void Finetuner::setup_device() {
   if (env_.distributed()) {
     log::info("data parallel: ", env_.describe());
     group_ = train::open_process_group(env_, cfg_.dist, device_);
-    resume_dir_ = group_->share_from_rank0("resume_dir", resume_dir_);
+    resume_dir_ = train::agree_on_resume(*group_, env_, resume_dir_);
   }
   log::info("device ", device_.str(), ", ", threads, " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32",
             switches.empty() ? "" : ", " + switches);
@@ -401,7 +402,8 @@ void Finetuner::checkpoint() {
   state_.epoch_loss_sum = epoch_loss_.item<double>();
   state_.epoch_steps = epoch_steps_;
   if (rank0_)
-    io::save_checkpoint(result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, cfg_.train.keep_checkpoints);
+    train::save_checkpoint_or_explain("fine-tuning", result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_,
+                                      cfg_.train.keep_checkpoints);
   if (group_) group_->store_barrier("checkpoint");
 }
 

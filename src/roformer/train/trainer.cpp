@@ -40,6 +40,7 @@
 #include "roformer/train/mfu.h"
 #include "roformer/train/profiler.h"
 #include "roformer/train/run_directory.h"
+#include "roformer/train/run_lifecycle.h"
 #include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 
@@ -206,11 +207,7 @@ void Trainer::setup_device() {
               " of global ", t_.batch_size);
     group_ = open_process_group(env_, cfg_.dist, device_);
     comm_ = &group_->comm();
-    // Every rank must resume from the same checkpoint: rank 0's choice wins, and it must exist here too.
-    resume_dir_ = group_->share_from_rank0("resume_dir", resume_dir_);
-    if (!resume_dir_.empty() && !path_exists(resume_dir_ + "/model.safetensors"))
-      throw UserError("rank " + std::to_string(env_.rank) + " cannot see checkpoint '" + resume_dir_ +
-                      "' chosen by rank 0; multi-node runs need the run directory on a shared filesystem");
+    resume_dir_ = agree_on_resume(*group_, env_, resume_dir_);
   }
   log::info("device ", device_.str(), device_.is_cuda() ? " (" + device_name(device_) + ")" : "", ", ", threads,
             " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32", switches.empty() ? "" : ", " + switches);
@@ -364,19 +361,10 @@ void Trainer::evaluate(int64_t step) {
 
 void Trainer::checkpoint() {
   state_.elapsed_s = elapsed_before_ + seconds_since(session_start_);
-  if (rank0_) {
-    try {
-      io::save_checkpoint(
-          result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, t_.keep_checkpoints,
-          {opts_.faults.kill_in_checkpoint_step, opts_.faults.fail_checkpoint_step, opts_.faults.fail_checkpoint_file});
-    } catch (const UserError& e) {
-      const auto previous = io::latest_checkpoint(result_.run_dir);
-      throw UserError(
-          std::string(e.what()) + "\ntraining stopped at step " + std::to_string(state_.step) + "; " +
-          (previous ? "the previous checkpoint " + previous->dir + " is intact" : "no checkpoint was written yet") +
-          "; free space (or fix permissions) and continue with --resume auto");
-    }
-  }
+  if (rank0_)
+    save_checkpoint_or_explain(
+        "training", result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, t_.keep_checkpoints,
+        {opts_.faults.kill_in_checkpoint_step, opts_.faults.fail_checkpoint_step, opts_.faults.fail_checkpoint_file});
   if (group_) group_->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
 }
 

@@ -147,11 +147,14 @@ def drop_boilerplate(docs):
 
 
 def licences(tree):
-    """The distinct License: names of a package's DEP-5 copyright file (or a fallback note)."""
+    """The distinct License: names of a package's DEP-5 copyright file, or a note to read the file."""
     for dirpath, _, files in os.walk(os.path.join(tree, "usr/share/doc")):
         if "copyright" in files:
             text = open(os.path.join(dirpath, "copyright"), errors="replace").read()
-            names = sorted({m.strip() for m in re.findall(r"^License:\s*(.+)$", text, re.M)})
+            # DEP-5 names ("GPL-2+", "BSD-3-clause or Expat"); a free-form file's "License:" lines
+            # can start a sentence of licence text instead, which is no name.
+            names = sorted({m.strip() for m in re.findall(r"^License:\s*(.+)$", text, re.M)
+                            if len(m.split()) <= 6 and not m.strip().startswith("*")})
             return names or [PACKAGE_LICENCES_FALLBACK]
     return [PACKAGE_LICENCES_FALLBACK]
 

@@ -54,6 +54,8 @@ def fake_packages(tmp):
     for i in range(5):
         with open(os.path.join(src_root, f"m{i}.rst.txt"), "w") as f:
             f.write(f"Module {i}\n========\n\n" + "The module does a thing worth documenting. " * 10 + "\n")
+    with open(os.path.join(tmp, "py/usr/share/doc/python3.11/copyright"), "w") as f:  # free-form, not DEP-5
+        f.write("License: Permission is hereby granted, free of charge, to any person obtaining a copy\n")
     copyright_dir = os.path.join(tmp, "pg/usr/share/doc/postgresql-doc-15")
     with open(os.path.join(copyright_dir, "copyright"), "w") as f:
         f.write("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
@@ -81,6 +83,7 @@ def test_docs_corpus():
               f"postgresql counts: {pg}")
         check(pg["licences"] == ["PostgreSQL"], f"licences read from the copyright file: {pg['licences']}")
         check(py["documents"] == 5 and py["boilerplate_lines"] == 0, f"sources are taken as they are: {py}")
+        check(py["licences"] == ["see the package's copyright file"], f"licence text is no name: {py['licences']}")
         check("Module 3\n========" in text, "a source document's heading was changed")
         expected = {"train": 0, "valid": 0, "test": 0}
         kept = ["copy.html"] + [f"s{i:02d}.html" for i in range(30) if i != 3]  # the first of two copies stays

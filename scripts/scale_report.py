@@ -198,7 +198,8 @@ def claims_table(rungs):
         verdicts = [verdict(a, x, side, thr) for x in vals.values()]
         lines.append(f"| {name} | {paper} | {measure} (paper's side: {side} {thr}) | {a:.2f} | "
                      + " | ".join(cells) + " | " + " | ".join(verdicts) + " |")
-        out.append({"finding": name, "measure": measure, "side": side, "threshold": thr, "a": a, **vals,
+        finite = {n: (x if math.isfinite(x) else None) for n, x in {"a": a, **vals}.items()}  # JSON has no NaN
+        out.append({"finding": name, "measure": measure, "side": side, "threshold": thr, **finite,
                     "verdicts": dict(zip(vals, verdicts))})
     return "\n".join(lines), out
 
@@ -273,7 +274,7 @@ def main():
     summary = {n: {"cells": len(r["cells"]), "expected": len(r["expected"]) if r["expected"] else None}
                for n, r in rungs.items()}
     with open(os.path.join(args.results, "report.json"), "w") as f:
-        json.dump({"progress": summary, "claims": claims}, f, indent=1, default=str)
+        json.dump({"progress": summary, "claims": claims}, f, indent=1, allow_nan=False)
     print(f"scale_report: wrote {args.results}/report.md")
 
 

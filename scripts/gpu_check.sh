@@ -20,7 +20,7 @@
 # --quick (at most 3 minutes, for a stint whose CUDA code changed, before the scale study): env,
 # the GPU tests, and the BERT-base row against the PyTorch peer; no other stage.
 # Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--data DIR] [--out FILE.md] [--logs DIR]
-#   On a lent GPU (../shared/gpu/README.md): source .gpu/env.sh; scripts/gpu_check.sh --out $OUT/gpu_check.md --logs $OUT/logs
+#   On a GPU node, from the project root: scripts/gpu_check.sh --out gpu_check.md --logs gpu_check_logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

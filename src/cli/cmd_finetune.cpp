@@ -16,8 +16,7 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
     const config::LoadedConfig loaded = finetune::finetune_config(o->checkpoint, o->task, o->overrides);
     finetune::FinetuneOptions opts;
     opts.env = dist::read_dist_env();
-    const log::Level level = log::parse_level(loaded.config.log_level);
-    log::init(opts.env.rank == 0 ? level : std::max(level, log::Level::warn), opts.env.rank, opts.env.world_size);
+    log::init_for_rank(loaded.config.log_level, opts.env.rank, opts.env.world_size);
     opts.checkpoint = o->checkpoint;
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;

@@ -27,9 +27,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     }
     train::TrainOptions opts;
     opts.env = dist::read_dist_env();
-    // Ranks other than 0 report warnings and errors only (rank 0 speaks for the run).
-    const log::Level level = log::parse_level(loaded.config.log_level);
-    log::init(opts.env.rank == 0 ? level : std::max(level, log::Level::warn), opts.env.rank, opts.env.world_size);
+    log::init_for_rank(loaded.config.log_level, opts.env.rank, opts.env.world_size);
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;
     opts.faults = train::FaultInjection::from_environment();

@@ -1,10 +1,16 @@
-// The phases Trainer and Finetuner share (train/run_lifecycle.h): a checkpoint save that fails
-// as a full disk does says which step stopped, what survived and how to continue, and leaves
-// the previous checkpoint loadable.
+// The lifecycle Trainer and Finetuner share (train/run_lifecycle.h): a checkpoint save that
+// fails as a full disk does says which step stopped, what survived and how to continue, and
+// leaves the previous checkpoint loadable; the phases write the run directory only when opened
+// (config.yaml after the task's header, metrics cut back to the resumed step) and resume from
+// the newest checkpoint; the non-finite policy stops or skips by train.on_nonfinite and counts.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <limits>
+
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/train/run_lifecycle.h"
@@ -49,6 +55,74 @@ TEST(RunLifecycle, AFailedSaveSaysWhatSurvivedAndHowToContinue) {
   const auto latest = io::latest_checkpoint(dir.path());
   ASSERT_TRUE(latest);
   EXPECT_EQ(latest->step, 5);
+}
+
+train::StepResult step_with_loss(double loss) {
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  train::StepResult r;
+  r.loss = torch::full({}, loss, f64);
+  r.grad_norm = torch::full({}, 1.0, f64);
+  r.found_inf = torch::full({}, std::isfinite(loss) ? 0.0f : 1.0f);
+  return r;
+}
+
+TEST(RunLifecycle, PhasesWriteTheRunDirectoryOnlyWhenOpenedAndResumeFromTheNewestCheckpoint) {
+  roformer::testing::TempDir dir;
+  const std::string run = dir.path() + "/run";
+  const dist::DistEnv env;
+  const config::Config cfg = config::load_overrides({"name=lifecycle", "train.steps=8"}).config;
+  torch::nn::Linear model(3, 2);
+  torch::optim::AdamW optimizer(model->parameters());
+  io::TrainerState state;
+  {
+    train::RunLifecycle life(cfg, env, run, "fine-tuning");
+    life.claim_run_directory("");
+    life.setup_device("");
+    EXPECT_TRUE(life.resume_dir().empty());
+    EXPECT_EQ(life.device(), torch::Device(torch::kCPU));
+    EXPECT_FALSE(path_exists(run)) << "nothing is written before the directory is opened";
+    life.open_run_directory("# pretrained encoder: E\n", 0);
+    const std::string yaml = read_text_file(run + "/config.yaml");
+    EXPECT_EQ(yaml.rfind("# git revision: ", 0), 0u) << yaml;
+    EXPECT_NE(yaml.find("\n# pretrained encoder: E\nname: \"lifecycle\"\n"), std::string::npos) << yaml;
+    for (int64_t s : {1, 2, 3}) life.metrics().write({{"type", "train"}, {"step", s}});
+    state.step = 2;
+    life.save_checkpoint(*model, optimizer, state);
+    const train::RunEnd end = life.finish(0, 3);
+    EXPECT_EQ(end.exit_code, 0);
+    EXPECT_EQ(end.step, 3);
+    EXPECT_EQ(end.run_dir, run);
+  }
+  train::RunLifecycle again(cfg, env, run, "fine-tuning");
+  again.claim_run_directory("auto");
+  again.setup_device("");
+  EXPECT_EQ(again.resume_dir(), run + "/checkpoints/step_2");
+  again.open_run_directory("", 2);
+  const std::string metrics = read_text_file(run + "/metrics.jsonl");
+  EXPECT_EQ(metrics.find("\"step\":3"), std::string::npos) << "records past the resumed step are dropped: " << metrics;
+  EXPECT_NE(metrics.find("\"step\":2"), std::string::npos) << metrics;
+  again.finish(0, 2);
+}
+
+TEST(RunLifecycle, NonFiniteStepsStopTheRunOrAreSkippedAndCounted) {
+  const dist::DistEnv env;
+  for (const std::string policy : {"stop", "skip"}) {
+    const config::Config cfg = config::load_overrides({"train.on_nonfinite=" + policy}).config;
+    train::RunLifecycle life(cfg, env, "", "training");
+    life.setup_device("");
+    life.begin_steps();
+    life.record(step_with_loss(2.0), 0);
+    EXPECT_FALSE(life.stop_on_nonfinite()) << policy;
+    life.record(step_with_loss(std::nan("")), 1);
+    life.record(step_with_loss(std::numeric_limits<double>::infinity()), 2);
+    EXPECT_EQ(life.stop_on_nonfinite(), policy == "stop") << policy;
+    EXPECT_EQ(life.skipped_steps(), 2) << policy;
+    EXPECT_FALSE(life.stop_on_nonfinite()) << policy << ": steps already reported do not stop the run again";
+    life.record(step_with_loss(std::nan("")), 3);
+    EXPECT_EQ(life.stop_on_nonfinite(), policy == "stop") << policy;
+    EXPECT_EQ(life.skipped_steps(), 3) << policy;
+    EXPECT_EQ(life.run_dir(), "runs/" + cfg.name) << "no --run-dir: runs/NAME";
+  }
 }
 
 }  // namespace run_lifecycle_test

@@ -78,6 +78,11 @@ void init(Level console_level, int rank, int world_size) {
   logger->set_pattern(s.pattern);
 }
 
+void init_for_rank(const std::string& level_name, int rank, int world_size) {
+  const Level level = parse_level(level_name);
+  init(rank == 0 ? level : std::max(level, Level::warn), rank, world_size);
+}
+
 void add_file(const std::string& path) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

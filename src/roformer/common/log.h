@@ -16,6 +16,10 @@ Level parse_level(const std::string& name);
 // (Re)configures the console logger. world_size > 1 adds "[rank R]" to every line.
 void init(Level console_level, int rank = 0, int world_size = 1);
 
+// init for one rank of a run at `level_name` (config log_level): ranks other than 0 report
+// warnings and errors only, since rank 0 speaks for the run.
+void init_for_rank(const std::string& level_name, int rank, int world_size);
+
 // Also writes every record (at debug level and above) to `path`, appending.
 void add_file(const std::string& path);
 

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -128,33 +127,30 @@ void check_same_task(const config::Config& saved, const config::Config& now, con
 class Finetuner {
  public:
   Finetuner(const config::LoadedConfig& loaded, const FinetuneOptions& o)
-      : cfg_(loaded.config), f_(cfg_.finetune), opts_(o), env_(o.env), rank0_(env_.rank == 0) {
-    result_.run_dir = o.run_dir.empty() ? "runs/" + cfg_.name : o.run_dir;
-  }
+      : cfg_(loaded.config), f_(cfg_.finetune), opts_(o), env_(o.env), life_(cfg_, env_, o.run_dir, "fine-tuning") {}
   FinetuneResult run();
 
  private:
-  void check_inputs();
-  void setup_device();
-  void build();
-  void restore();
-  void open_run_dir();
+  // The task's step, logging, evaluation and outputs.
   train::StepResult step(double lr);
   void log_step(const train::StepResult& r, double lr);
   std::string eta() const;
   void evaluate_epoch(int64_t epoch, double train_loss);
-  void checkpoint();
   void write_predictions();
   void write_results();
+  // Its parts of the lifecycle's phases (train/run_lifecycle.h).
+  void check_inputs();
+  void build();
+  void restore();
+  void checkpoint();
   FinetuneResult finish(int code);
 
   config::Config cfg_;  // a copy: train.steps and warmup_steps are derived here
   const config::FinetuneConfig& f_;
   const FinetuneOptions& opts_;
   const dist::DistEnv& env_;
-  const bool rank0_;
+  train::RunLifecycle life_;  // after cfg_, whose derived steps its config.yaml and checkpoints save
   FinetuneResult result_;
-  train::RunDirectoryLock run_lock_;  // rank 0, for the life of the run
   TaskSpec spec_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   int64_t pad_id_ = 0, steps_per_epoch_ = 0;
@@ -162,17 +158,10 @@ class Finetuner {
   std::vector<size_t> order_;  // the training order of epoch order_epoch_
   int64_t order_epoch_ = -1;
   bool has_test_ = false;
-  std::string resume_dir_, git_rev_;
-  torch::Device device_{torch::kCPU};
-  bool autocast_ = false;
-  std::unique_ptr<dist::ProcessGroup> group_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   TaskModel model_{nullptr};
   std::unique_ptr<train::FusedAdamW> optimizer_;
-  std::unique_ptr<train::NonFiniteWatch> watch_;
   io::TrainerState state_;
-  train::MetricsWriter metrics_;
-  std::unique_ptr<train::TensorBoardWriter> tensorboard_;  // started by check_inputs, handed to metrics_
   std::unique_ptr<Progress> progress_;
   Clock::time_point window_start_, session_start_;
   int64_t first_step_ = 0;
@@ -186,7 +175,7 @@ class Finetuner {
 
 void Finetuner::check_inputs() {
   const config::TrainConfig& t = cfg_.train;
-  if (rank0_ && t.tensorboard) tensorboard_ = std::make_unique<train::TensorBoardWriter>();
+  life_.start_tensorboard();
   const int world = env_.world_size;
   if (t.batch_size % (world * t.grad_accum) != 0)
     throw UserError("train.batch_size=" + std::to_string(t.batch_size) + " must split evenly over " +
@@ -217,27 +206,12 @@ void Finetuner::check_inputs() {
   cfg_.train.steps =
       checked_mul(steps_per_epoch_, f_.epochs, "the fine-tuning steps (steps per epoch x finetune.epochs)");
   cfg_.train.warmup_steps = static_cast<int64_t>(std::llround(f_.warmup_ratio * static_cast<double>(cfg_.train.steps)));
-  if (rank0_) run_lock_ = train::lock_existing_run_directory(result_.run_dir);  // rank 0 writes it
-  train::check_run_directory(result_.run_dir, opts_.resume);
-  resume_dir_ = train::resume_target(result_.run_dir, opts_.resume);
-  if (resume_dir_.empty()) return;
-  const config::Config saved = io::checkpoint_config(resume_dir_);
-  io::check_same_architecture(saved, cfg_, resume_dir_);
-  check_same_task(saved, cfg_, resume_dir_);
-}
-
-void Finetuner::setup_device() {
-  const int threads = model::apply_threads(cfg_.train.threads, env_.local_world_size);
-  device_ = model::pick_device(cfg_.train.device, env_.local_rank, /*strict=*/true);
-  autocast_ = device_.is_cuda() && cfg_.train.precision != config::Precision::fp32;
-  const std::string switches = train::apply_cuda_switches(cfg_.train, device_);
-  if (env_.distributed()) {
-    log::info("data parallel: ", env_.describe());
-    group_ = train::open_process_group(env_, cfg_.dist, device_);
-    resume_dir_ = train::agree_on_resume(*group_, env_, resume_dir_);
-  }
-  log::info("device ", device_.str(), ", ", threads, " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32",
-            switches.empty() ? "" : ", " + switches);
+  life_.claim_run_directory(opts_.resume);
+  const std::string& resume = life_.resume_dir();
+  if (resume.empty()) return;
+  const config::Config saved = io::checkpoint_config(resume);
+  io::check_same_architecture(saved, cfg_, resume);
+  check_same_task(saved, cfg_, resume);
 }
 
 void Finetuner::build() {
@@ -246,12 +220,12 @@ void Finetuner::build() {
                        (spec_.head != HeadKind::triplet ? 1
                         : spec_.bi_encoder              ? 3
                                                         : 2);
-  model::check_fits_device(model::estimate_memory(cfg_.model, rows, f_.max_length, true, autocast_), device_,
-                           "fine-tuning this model",
+  model::check_fits_device(model::estimate_memory(cfg_.model, rows, f_.max_length, true, life_.autocast()),
+                           life_.device(), "fine-tuning this model",
                            "train.batch_size (raise train.grad_accum) or finetune.max_length");
   model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));
-  if (resume_dir_.empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
-  model_->to(device_);
+  if (life_.resume_dir().empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
+  model_->to(life_.device());
   optimizer_ = train::make_optimizer(*model_, t);
   log::info("task ", spec_.name, " (", tokenizer_->name(), " tokenizer): ", train_.examples.size(),
             " training examples (", train_.truncated, " inputs truncated to ", f_.max_length, " tokens), ",
@@ -262,30 +236,17 @@ void Finetuner::build() {
 
 void Finetuner::restore() {
   torch::manual_seed(static_cast<uint64_t>(cfg_.train.seed) + 1);  // dropout stream
-  if (!resume_dir_.empty()) {
-    state_ = io::load_checkpoint(resume_dir_, *model_, *optimizer_);
-    log::info("resumed from ", resume_dir_, " at step ", state_.step);
+  if (const std::string& resume = life_.resume_dir(); !resume.empty()) {
+    state_ = io::load_checkpoint(resume, *model_, *optimizer_);
+    log::info("resumed from ", resume, " at step ", state_.step);
   } else {
     log::info("encoder weights from ", opts_.checkpoint);
   }
-  if (!group_) return;
-  group_->check_same_fingerprint("model and config", dist::model_fingerprint(*model_, {config::dump_yaml(cfg_)}));
-  dist::broadcast_module(group_->comm(), *model_);
-  reducer_ = train::make_reducer(*model_, group_->comm(), cfg_.dist);  // frozen parameters are skipped
-}
-
-void Finetuner::open_run_dir() {
-  git_rev_ = build_info().git_revision;
-  if (!rank0_) return;
-  train::lock_run_directory_for_writing(result_.run_dir, run_lock_);
-  train::check_writable(result_.run_dir);
-  log::add_file(result_.run_dir + "/train.log");
-  const std::string yaml = config::dump_yaml(cfg_);
-  write_file_atomic(result_.run_dir + "/config.yaml",
-                    "# git revision: " + git_rev_ + "\n# pretrained encoder: " + opts_.checkpoint + "\n" + yaml);
-  log::info("resolved config (", result_.run_dir, "/config.yaml):\n", yaml);
-  metrics_ = train::MetricsWriter(result_.run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
-  if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), result_.run_dir + "/tensorboard", state_.step);
+  dist::ProcessGroup* group = life_.group();
+  if (!group) return;
+  group->check_same_fingerprint("model and config", dist::model_fingerprint(*model_, {config::dump_yaml(cfg_)}));
+  dist::broadcast_module(group->comm(), *model_);
+  reducer_ = train::make_reducer(*model_, group->comm(), cfg_.dist);  // frozen parameters are skipped
 }
 
 // This rank's examples of the current step: every world-th example of the global batch.
@@ -304,13 +265,13 @@ train::StepResult Finetuner::step(double lr) {
     local.push_back(&train_.examples[order[i]]);
   train::set_learning_rate(*optimizer_, lr);
   optimizer_->zero_grad();
-  if (group_)
+  if (life_.group())
     torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t.seed) + 1,
                                            {static_cast<uint64_t>(env_.rank), static_cast<uint64_t>(state_.step)}));
   const double global_n = static_cast<double>(end - begin), world = env_.world_size;
   const size_t per_micro = (local.size() + static_cast<size_t>(t.grad_accum) - 1) / static_cast<size_t>(t.grad_accum);
   train::StepResult r;
-  r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(life_.device()));
   for (size_t m = 0; m * per_micro < local.size(); ++m) {
     const std::vector<const TaskExample*> micro(
         local.begin() + static_cast<std::ptrdiff_t>(m * per_micro),
@@ -318,11 +279,11 @@ train::StepResult Finetuner::step(double lr) {
     const bool last = (m + 1) * per_micro >= local.size();
     torch::Tensor loss;
     {
-      model::AutocastGuard guard(autocast_);
-      const TaskInputs in = collate_examples(micro, pad_id_, device_);
+      model::AutocastGuard guard(life_.autocast());
+      const TaskInputs in = collate_examples(micro, pad_id_, life_.device());
       for (const auto* e : micro)
         for (const auto& input : e->inputs) window_tokens_ += static_cast<int64_t>(input.ids.size());
-      loss = model_->loss(in, targets_of(micro, device_), f_) * (static_cast<double>(micro.size()) / global_n);
+      loss = model_->loss(in, targets_of(micro, life_.device()), f_) * (static_cast<double>(micro.size()) / global_n);
     }
     r.loss.add_(loss.detach().to(torch::kFloat64));
     if (!reducer_) {
@@ -336,9 +297,9 @@ train::StepResult Finetuner::step(double lr) {
       (loss * world).backward();
     }
   }
-  if (group_) {  // the global loss and whether any rank was asked to stop, in one reduction
+  if (life_.group()) {  // the global loss and whether any rank was asked to stop, in one reduction
     torch::Tensor l = torch::stack({r.loss, torch::full({}, train::stop_requested() ? 1.0 : 0.0, r.loss.options())});
-    group_->comm().allreduce_sum_now(l);
+    life_.group()->comm().allreduce_sum_now(l);
     r.loss = l[0];
     r.any_stop = l[1].item<double>() > 0;
   }
@@ -357,13 +318,13 @@ void Finetuner::log_step(const train::StepResult& r, double lr) {
   const double tps = window_s > 0 ? static_cast<double>(window_tokens_) / window_s : 0;
   const double loss = r.loss_value(), grad = r.grad_norm_value();
   const int64_t epoch = (state_.step - 1) / steps_per_epoch_ + 1;
-  metrics_.write({{"type", "train"},
-                  {"step", state_.step},
-                  {"epoch", epoch},
-                  {"loss", loss},
-                  {"grad_norm", grad},
-                  {"lr", lr},
-                  {"tokens_per_s", tps}});
+  life_.metrics().write({{"type", "train"},
+                         {"step", state_.step},
+                         {"epoch", epoch},
+                         {"loss", loss},
+                         {"grad_norm", grad},
+                         {"lr", lr},
+                         {"tokens_per_s", tps}});
   const std::string line = "step " + std::to_string(state_.step) + "/" + std::to_string(cfg_.train.steps) +
                            " | epoch " + std::to_string(epoch) + "/" + std::to_string(f_.epochs) + " | loss " +
                            shortest_double(std::round(loss * 1e4) / 1e4) + " | lr " + significant(lr) + " | grad " +
@@ -372,7 +333,7 @@ void Finetuner::log_step(const train::StepResult& r, double lr) {
   if (progress_) {
     log::debug(line);
     progress_->update(static_cast<double>(state_.step), "loss " + shortest_double(std::round(loss * 1e3) / 1e3));
-  } else if (rank0_) {
+  } else if (life_.rank0()) {
     log::info(line);
   }
   window_start_ = Clock::now();
@@ -381,19 +342,19 @@ void Finetuner::log_step(const train::StepResult& r, double lr) {
 
 // Every rank evaluates the whole dev split (the same weights give the same numbers); rank 0 writes.
 void Finetuner::evaluate_epoch(int64_t epoch, double train_loss) {
-  last_dev_ = evaluate_split(model_, dev_, f_, pad_id_, device_, autocast_);
+  last_dev_ = evaluate_split(model_, dev_, f_, pad_id_, life_.device(), life_.autocast());
   last_dev_step_ = state_.step;
   const TaskScores& s = last_dev_;
   EpochScores e{epoch, state_.step, train_loss, s.loss, s.metrics};
   result_.epochs.push_back(e);
   json m = s.metrics;
-  metrics_.write({{"type", "eval"},
-                  {"split", "dev"},
-                  {"epoch", epoch},
-                  {"step", state_.step},
-                  {"loss", s.loss},
-                  {"train_loss", train_loss},
-                  {"metrics", m}});
+  life_.metrics().write({{"type", "eval"},
+                         {"split", "dev"},
+                         {"epoch", epoch},
+                         {"step", state_.step},
+                         {"loss", s.loss},
+                         {"train_loss", train_loss},
+                         {"metrics", m}});
   log::info("epoch ", epoch, " dev: ", metric_line(s.metrics), " (loss ", s.loss, ", train loss ", train_loss, ")");
 }
 
@@ -401,10 +362,7 @@ void Finetuner::checkpoint() {
   state_.tokens_seen = state_.step * cfg_.train.batch_size;  // examples seen
   state_.epoch_loss_sum = epoch_loss_.item<double>();
   state_.epoch_steps = epoch_steps_;
-  if (rank0_)
-    train::save_checkpoint_or_explain("fine-tuning", result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_,
-                                      cfg_.train.keep_checkpoints);
-  if (group_) group_->store_barrier("checkpoint");
+  life_.save_checkpoint(*model_, *optimizer_, state_);
 }
 
 // The final model's outputs on dev (and test): dev_predictions.jsonl, test_predictions.jsonl.
@@ -414,21 +372,21 @@ void Finetuner::write_predictions() {
   for (const auto& [name, split] : splits) {
     const TaskScores s = name == "dev" && last_dev_step_ == state_.step
                              ? last_dev_
-                             : evaluate_split(model_, *split, f_, pad_id_, device_, autocast_);
+                             : evaluate_split(model_, *split, f_, pad_id_, life_.device(), life_.autocast());
     if (name == "test") {
       result_.test = s.metrics;
-      metrics_.write({{"type", "eval"}, {"split", "test"}, {"step", state_.step}, {"metrics", json(s.metrics)}});
+      life_.metrics().write({{"type", "eval"}, {"split", "test"}, {"step", state_.step}, {"metrics", json(s.metrics)}});
       log::info("test (final model): ", metric_line(s.metrics));
     }
-    if (rank0_)
-      write_file_atomic(result_.run_dir + "/" + name + "_predictions.jsonl", predictions_jsonl(spec_, s, *split));
+    if (life_.rank0())
+      write_file_atomic(life_.run_dir() + "/" + name + "_predictions.jsonl", predictions_jsonl(spec_, s, *split));
   }
 }
 
 // results.json and results.md from every dev evaluation in metrics.jsonl (earlier sessions too).
 void Finetuner::write_results() {
   json epochs = json::array();
-  std::ifstream in(result_.run_dir + "/metrics.jsonl");
+  std::ifstream in(life_.run_dir() + "/metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("type", "") == "eval" && j.value("split", "") == "dev") epochs.push_back(j);
@@ -442,7 +400,7 @@ void Finetuner::write_results() {
            {"seed", cfg_.train.seed},
            {"dev", epochs}};
   if (has_test_) out["test"] = result_.test;
-  write_file_atomic(result_.run_dir + "/results.json", out.dump(2) + "\n");
+  write_file_atomic(life_.run_dir() + "/results.json", out.dump(2) + "\n");
   std::string md = "# " + cfg_.name + ": " + spec_.name + " from " + opts_.checkpoint +
                    "\n\n| epoch | step | train loss | dev loss |";
   for (const std::string& k : spec_.metrics) md += " dev " + k + " |";
@@ -459,53 +417,42 @@ void Finetuner::write_results() {
   if (has_test_)
     md += "\nTest (" + std::to_string(test_.examples.size()) + " examples, final model): " + metric_line(result_.test) +
           "\n";
-  write_file_atomic(result_.run_dir + "/results.md", md);
+  write_file_atomic(life_.run_dir() + "/results.md", md);
 }
 
 FinetuneResult Finetuner::finish(int code) {
-  result_.exit_code = code;
-  result_.step = state_.step;
-  log::close_file();
+  static_cast<train::RunEnd&>(result_) = life_.finish(code, state_.step);
   return result_;
 }
 
 FinetuneResult Finetuner::run() {
   check_inputs();
-  setup_device();
+  life_.setup_device("");
   build();
   restore();
-  open_run_dir();
+  life_.open_run_directory("# pretrained encoder: " + opts_.checkpoint + "\n", state_.step);
   const int64_t steps = cfg_.train.steps;
-  train::install_stop_handlers();
+  life_.begin_steps();
   model_->train();
-  watch_ = std::make_unique<train::NonFiniteWatch>(device_);
   // The epoch in progress when the checkpoint was saved (nothing on a fresh run).
-  epoch_loss_ = torch::full({}, state_.epoch_loss_sum, torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+  epoch_loss_ =
+      torch::full({}, state_.epoch_loss_sum, torch::TensorOptions().dtype(torch::kFloat64).device(life_.device()));
   epoch_steps_ = state_.epoch_steps;
-  if (rank0_ && Progress::stderr_is_terminal() && state_.step < steps)
+  if (life_.rank0() && Progress::stderr_is_terminal() && state_.step < steps)
     progress_ = std::make_unique<Progress>("finetune", static_cast<double>(steps), "steps");
-  int64_t reported_bad = 0;
   window_start_ = session_start_ = Clock::now();
   first_step_ = state_.step;
   while (state_.step < steps) {
     const double lr = train::learning_rate(cfg_.train, state_.step);
     const train::StepResult r = step(lr);
-    watch_->record(r, state_.step);
+    life_.record(r, state_.step);
     epoch_loss_.add_(r.loss);
     ++epoch_steps_;
     ++state_.step;
     const bool epoch_end = state_.step % steps_per_epoch_ == 0;
-    const bool stopping = group_ ? r.any_stop : train::stop_requested();
+    const bool stopping = life_.stopping(r);
     const bool log_now = state_.step % cfg_.train.log_every == 0 || epoch_end;
-    if (log_now || stopping) {
-      const train::NonFiniteWatch::Seen seen = watch_->read();
-      if (seen.count > reported_bad) {
-        log::error("non-finite ", seen.first_was_loss ? "loss" : "gradient norm", " at step ", seen.first_step,
-                   "; that update was skipped");
-        reported_bad = seen.count;
-        if (cfg_.train.on_nonfinite != config::NonFinitePolicy::skip) return finish(train::kNonFiniteExitCode);
-      }
-    }
+    if ((log_now || epoch_end || stopping) && life_.stop_on_nonfinite()) return finish(train::kNonFiniteExitCode);
     if (log_now) log_step(r, lr);
     if (epoch_end) {
       evaluate_epoch(state_.step / steps_per_epoch_, epoch_loss_.item<double>() / static_cast<double>(epoch_steps_));
@@ -513,18 +460,13 @@ FinetuneResult Finetuner::run() {
       epoch_steps_ = 0;
     }
     if (epoch_end || stopping || state_.step % cfg_.train.checkpoint_every == 0) checkpoint();
-    if (stopping) {
-      const int sig = train::stop_signal() ? train::stop_signal() : SIGTERM;
-      log::warn("stopped by signal ", sig, " after step ", state_.step,
-                "; checkpoint saved; continue with --resume auto");
-      return finish(128 + sig);
-    }
+    if (stopping) return finish(life_.stopped(state_.step));
   }
   if (progress_) progress_->finish();
   write_predictions();
 
-  if (rank0_) write_results();
-  log::info("done: ", state_.step, " steps; results in ", result_.run_dir, "/results.md");
+  if (life_.rank0()) write_results();
+  log::info("done: ", state_.step, " steps; results in ", life_.run_dir(), "/results.md");
   return finish(0);
 }
 

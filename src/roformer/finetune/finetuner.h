@@ -12,6 +12,7 @@
 
 #include "roformer/config/config_loader.h"
 #include "roformer/dist/dist_env.h"
+#include "roformer/train/run_end.h"
 
 namespace roformer::finetune {
 
@@ -33,12 +34,9 @@ struct EpochScores {
   std::map<std::string, double> dev;
 };
 
-struct FinetuneResult {
-  int exit_code = 0;  // 0 done; 130/143 stopped by a signal (checkpoint saved); 3 non-finite stop
-  int64_t step = 0;
+struct FinetuneResult : train::RunEnd {
   std::vector<EpochScores> epochs;     // this session's evaluations
   std::map<std::string, double> test;  // final model on the test split (empty without one)
-  std::string run_dir;
 };
 
 FinetuneResult run_finetune(const config::LoadedConfig& config, const FinetuneOptions& options);

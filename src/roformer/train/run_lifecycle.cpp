@@ -1,8 +1,18 @@
-// Resume agreement across ranks and the explained checkpoint save (see run_lifecycle.h).
+// The run lifecycle every training task shares (see run_lifecycle.h).
 #include "roformer/train/run_lifecycle.h"
 
+#include <csignal>
+#include <utility>
+
+#include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/common/log.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/model/device.h"
+#include "roformer/train/device_setup.h"
+#include "roformer/train/mfu.h"
+#include "roformer/train/signals.h"
 
 namespace roformer::train {
 
@@ -27,6 +37,94 @@ void save_checkpoint_or_explain(const std::string& what, const std::string& run_
         (previous ? "the previous checkpoint " + previous->dir + " is intact" : "no checkpoint was written yet") +
         "; free space (or fix permissions) and continue with --resume auto");
   }
+}
+
+RunLifecycle::RunLifecycle(const config::Config& config, const dist::DistEnv& env, const std::string& run_dir,
+                           std::string what)
+    : config_(config), env_(env), run_dir_(run_dir.empty() ? "runs/" + config.name : run_dir), what_(std::move(what)) {}
+
+void RunLifecycle::start_tensorboard() {
+  if (rank0() && config_.train.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>();
+}
+
+void RunLifecycle::claim_run_directory(const std::string& resume) {
+  if (rank0()) lock_ = lock_existing_run_directory(run_dir_);  // rank 0 writes it
+  check_run_directory(run_dir_, resume);
+  resume_dir_ = resume_target(run_dir_, resume);
+}
+
+void RunLifecycle::setup_device(const std::string& data_parallel_note) {
+  const config::TrainConfig& t = config_.train;
+  const int threads = model::apply_threads(t.threads, env_.local_world_size);
+  device_ = model::pick_device(t.device, env_.local_rank, /*strict=*/true);
+  autocast_ = device_.is_cuda() && t.precision != config::Precision::fp32;
+  const std::string switches = apply_cuda_switches(t, device_);
+  if (env_.distributed()) {
+    log::info("data parallel: ", env_.describe(), ", ",
+              pick_engine(config_.dist, device_) == dist::Engine::nccl ? "NCCL" : "Gloo",
+              data_parallel_note.empty() ? "" : ", " + data_parallel_note);
+    group_ = open_process_group(env_, config_.dist, device_);
+    resume_dir_ = agree_on_resume(*group_, env_, resume_dir_);
+  }
+  log::info("device ", device_.str(), device_.is_cuda() ? " (" + device_name(device_) + ")" : "", ", ", threads,
+            " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32", switches.empty() ? "" : ", " + switches);
+}
+
+void RunLifecycle::open_run_directory(const std::string& header, int64_t resumed_step) {
+  git_rev_ = build_info().git_revision;
+  if (!rank0()) return;
+  lock_run_directory_for_writing(run_dir_, lock_);
+  check_writable(run_dir_);
+  log::add_file(run_dir_ + "/train.log");
+  const std::string yaml = config::dump_yaml(config_);
+  write_file_atomic(run_dir_ + "/config.yaml", "# git revision: " + git_rev_ + "\n" + header + yaml);
+  log::info("resolved config (", run_dir_, "/config.yaml):\n", yaml);
+  metrics_ = MetricsWriter(run_dir_ + "/metrics.jsonl", resume_dir_.empty() ? -1 : resumed_step);
+  if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), run_dir_ + "/tensorboard", resumed_step);
+}
+
+void RunLifecycle::begin_steps() {
+  install_stop_handlers();
+  watch_ = std::make_unique<NonFiniteWatch>(device_);
+}
+
+bool RunLifecycle::stopping(const StepResult& r) const {
+  return group_ ? r.any_stop : stop_requested();
+}
+
+// Those steps changed nothing (the optimizer skipped them on the device).
+bool RunLifecycle::stop_on_nonfinite() {
+  const NonFiniteWatch::Seen seen = watch_->read();
+  if (seen.count == reported_nonfinite_) return false;
+  if (reported_nonfinite_ == 0)
+    log::error("non-finite ", seen.first_was_loss ? "loss" : "gradient norm", " at step ", seen.first_step,
+               "; that update was skipped");
+  if (seen.count > 1) log::error(seen.count, " non-finite steps so far");
+  skipped_ += seen.count - reported_nonfinite_;
+  reported_nonfinite_ = seen.count;
+  if (config_.train.on_nonfinite == config::NonFinitePolicy::skip) return false;
+  log::error("stopping; the last good checkpoint is intact (train.on_nonfinite=skip skips such batches)");
+  return true;
+}
+
+void RunLifecycle::save_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                   const io::TrainerState& state, const io::CheckpointFaults& faults) {
+  if (rank0())
+    save_checkpoint_or_explain(what_, run_dir_, model, optimizer, state, config_, git_rev_,
+                               config_.train.keep_checkpoints, faults);
+  if (group_) group_->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
+}
+
+int RunLifecycle::stopped(int64_t step) const {
+  const int sig = stop_signal() ? stop_signal() : SIGTERM;  // a peer's signal stops this rank too
+  log::warn("stopped by signal ", sig, " after step ", step, "; checkpoint saved; continue with --resume auto");
+  return 128 + sig;
+}
+
+RunEnd RunLifecycle::finish(int exit_code, int64_t steps) {
+  if (skipped_ && exit_code == 0) log::warn(skipped_, " batches skipped for non-finite values");
+  log::close_file();
+  return {exit_code, steps, run_dir_};
 }
 
 }  // namespace roformer::train

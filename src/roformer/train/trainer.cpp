@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <optional>
 #include <thread>
 
@@ -110,9 +109,7 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
 class Trainer {
  public:
   Trainer(const config::LoadedConfig& loaded, const TrainOptions& opts)
-      : cfg_(loaded.config), t_(cfg_.train), opts_(opts), env_(opts.env), rank0_(env_.rank == 0) {
-    result_.run_dir = opts.run_dir.empty() ? "runs/" + cfg_.name : opts.run_dir;
-  }
+      : cfg_(loaded.config), t_(cfg_.train), opts_(opts), env_(opts.env), life_(cfg_, env_, opts.run_dir, "training") {}
   TrainResult run();
 
  private:
@@ -120,9 +117,7 @@ class Trainer {
   void setup_device();
   void build();
   void restore();
-  void open_run_dir();
   StepResult step(const data::Batch& batch, double lr);
-  bool stop_on_nonfinite();
   void log_step(const StepResult& sr, double lr);
   void evaluate(int64_t step);
   void checkpoint();
@@ -132,16 +127,14 @@ class Trainer {
   const config::TrainConfig& t_;
   const TrainOptions& opts_;
   const dist::DistEnv& env_;
-  const bool rank0_;
+  RunLifecycle life_;
   TrainResult result_;
-  RunDirectoryLock run_lock_;  // rank 0, for the life of the run
   int64_t local_batch_ = 0;
   data::DatasetMeta meta_;
-  std::string resume_dir_;
-  InitSource init_;  // train.init_from on a fresh start: the checkpoint whose weights begin the run
-  torch::Device device_{torch::kCPU};
+  InitSource init_;                    // train.init_from on a fresh start: the checkpoint whose weights begin the run
+  torch::Device device_{torch::kCPU};  // life_'s, once set up
   bool autocast_ = false;
-  std::unique_ptr<dist::ProcessGroup> group_;
+  dist::ProcessGroup* group_ = nullptr;  // life_'s, with several ranks
   dist::Communicator* comm_ = nullptr;
   std::unique_ptr<data::TrainBatcher> batcher_;
   std::unique_ptr<data::EvalWindows> valid_;
@@ -150,23 +143,19 @@ class Trainer {
   std::unique_ptr<dist::GradientReducer> reducer_;
   DataParallel dp_;
   std::unique_ptr<GraphedStep> graphed_;
-  std::unique_ptr<NonFiniteWatch> watch_;
   std::unique_ptr<Progress> progress_;  // rank 0 on a terminal
   int64_t first_step_ = 0;
   io::TrainerState state_;
-  MetricsWriter metrics_;
-  std::unique_ptr<TensorBoardWriter> tensorboard_;  // started by check_inputs, handed to metrics_
-  std::string git_rev_;
   double flops_per_token_ = 0, peak_ = 0;
   // Timing of this session: throughput windows between log steps.
   Clock::time_point session_start_, window_start_;
   double elapsed_before_ = 0;
-  int64_t window_tokens_ = 0, reported_nonfinite_ = 0, skipped_ = 0;
+  int64_t window_tokens_ = 0;
 };
 
 // Inputs first: nothing is written until the config, data and resume target check out.
 void Trainer::check_inputs() {
-  if (rank0_ && t_.tensorboard) tensorboard_ = std::make_unique<TensorBoardWriter>();
+  life_.start_tensorboard();
   const int world = env_.world_size;
   if (t_.batch_size % world != 0 || (t_.batch_size / world) % t_.grad_accum != 0)
     throw UserError("train.batch_size=" + std::to_string(t_.batch_size) +
@@ -181,12 +170,9 @@ void Trainer::check_inputs() {
     throw UserError("dataset '" + cfg_.data.path + "' has a vocabulary of " + std::to_string(meta_.vocab_size) +
                     " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
                     "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
-  const std::string& run_dir = result_.run_dir;
-  if (rank0_) run_lock_ = lock_existing_run_directory(run_dir);  // rank 0 writes it
-  check_run_directory(run_dir, opts_.resume);
-  resume_dir_ = resume_target(run_dir, opts_.resume);
-  if (!resume_dir_.empty()) {
-    io::check_same_architecture(io::checkpoint_config(resume_dir_), cfg_, resume_dir_);
+  life_.claim_run_directory(opts_.resume);
+  if (const std::string& resume = life_.resume_dir(); !resume.empty()) {
+    io::check_same_architecture(io::checkpoint_config(resume), cfg_, resume);
     if (!t_.init_from.empty()) log::info("train.init_from (", t_.init_from, ") started this run; resuming it instead");
     return;
   }
@@ -197,20 +183,11 @@ void Trainer::check_inputs() {
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.
 void Trainer::setup_device() {
-  const int threads = model::apply_threads(t_.threads, env_.local_world_size);
-  device_ = model::pick_device(t_.device, env_.local_rank, /*strict=*/true);
-  autocast_ = device_.is_cuda() && t_.precision != config::Precision::fp32;
-  const std::string switches = apply_cuda_switches(t_, device_);
-  if (env_.distributed()) {
-    log::info("data parallel: ", env_.describe(), ", ",
-              pick_engine(cfg_.dist, device_) == dist::Engine::nccl ? "NCCL" : "Gloo", ", local batch ", local_batch_,
-              " of global ", t_.batch_size);
-    group_ = open_process_group(env_, cfg_.dist, device_);
-    comm_ = &group_->comm();
-    resume_dir_ = agree_on_resume(*group_, env_, resume_dir_);
-  }
-  log::info("device ", device_.str(), device_.is_cuda() ? " (" + device_name(device_) + ")" : "", ", ", threads,
-            " intra-op threads, ", autocast_ ? "bf16 autocast" : "fp32", switches.empty() ? "" : ", " + switches);
+  life_.setup_device("local batch " + std::to_string(local_batch_) + " of global " + std::to_string(t_.batch_size));
+  device_ = life_.device();
+  autocast_ = life_.autocast();
+  group_ = life_.group();
+  if (group_) comm_ = &group_->comm();
   flops_per_token_ = training_flops_per_token(cfg_.model, cfg_.data);
   peak_ = peak_tflops(t_, device_, autocast_);
   log::info("model FLOPs per token ", shortest_double(std::round(flops_per_token_ / 1e3) / 1e3),
@@ -252,9 +229,10 @@ void Trainer::build() {
 // The checkpoint to continue from, then (data parallel) the same model on every rank.
 void Trainer::restore() {
   torch::manual_seed(static_cast<uint64_t>(t_.seed) + 1);  // dropout stream, distinct from initialisation
-  if (!resume_dir_.empty()) {
-    state_ = io::load_checkpoint(resume_dir_, *model_, *optimizer_, !opts_.faults.skip_rng_restore);
-    log::info("resumed from ", resume_dir_, " at step ", state_.step);
+  const std::string& resume = life_.resume_dir();
+  if (!resume.empty()) {
+    state_ = io::load_checkpoint(resume, *model_, *optimizer_, !opts_.faults.skip_rng_restore);
+    log::info("resumed from ", resume, " at step ", state_.step);
   } else if (!init_.dir.empty()) {
     io::load_model_weights(init_.dir, *model_);
     log::info("initialised from ", init_.dir, " (step ", init_.step,
@@ -264,30 +242,13 @@ void Trainer::restore() {
   // Same model and config everywhere (checked before any gradient collective), then rank 0's weights.
   group_->check_same_fingerprint(
       "model and config",
-      dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size), "resume " + resume_dir_,
+      dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size), "resume " + resume,
                                         "init " + init_.dir, config::dump_yaml(cfg_)}));
   dist::broadcast_module(*comm_, *model_);
   reducer_ = make_reducer(*model_, *comm_, cfg_.dist);
   dp_ = {reducer_.get(), comm_};
   log::info("gradient buckets: ", reducer_->buckets().size(), " (first ", cfg_.dist.first_bucket_mb, " MiB, then ",
             cfg_.dist.bucket_mb, " MiB)");
-}
-
-// Every input has been read and checked; only now is the run directory touched.
-void Trainer::open_run_dir() {
-  git_rev_ = build_info().git_revision;
-  const std::string& run_dir = result_.run_dir;
-  if (rank0_) {
-    lock_run_directory_for_writing(run_dir, run_lock_);
-    check_writable(run_dir);
-    log::add_file(run_dir + "/train.log");
-    write_file_atomic(run_dir + "/config.yaml", "# git revision: " + git_rev_ + "\n" + config::dump_yaml(cfg_));
-    log::info("resolved config (", run_dir, "/config.yaml):\n", config::dump_yaml(cfg_));
-    metrics_ = MetricsWriter(run_dir + "/metrics.jsonl", resume_dir_.empty() ? -1 : state_.step);
-    if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), run_dir + "/tensorboard", state_.step);
-    if (!init_.dir.empty())
-      metrics_.write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
-  }
 }
 
 StepResult Trainer::step(const data::Batch& batch, double lr) {
@@ -304,22 +265,6 @@ StepResult Trainer::step(const data::Batch& batch, double lr) {
                     group_ ? &dp_ : nullptr);
 }
 
-// The one host read between log points: did a step since the last read go non-finite? Those
-// steps changed nothing (the optimizer skipped them on the device); true means stop now.
-bool Trainer::stop_on_nonfinite() {
-  const NonFiniteWatch::Seen seen = watch_->read();
-  if (seen.count == reported_nonfinite_) return false;
-  if (reported_nonfinite_ == 0)
-    log::error("non-finite ", seen.first_was_loss ? "loss" : "gradient norm", " at step ", seen.first_step,
-               "; that update was skipped");
-  if (seen.count > 1) log::error(seen.count, " non-finite steps so far");
-  skipped_ += seen.count - reported_nonfinite_;
-  reported_nonfinite_ = seen.count;
-  if (t_.on_nonfinite == config::NonFinitePolicy::skip) return false;
-  log::error("stopping; the last good checkpoint is intact (train.on_nonfinite=skip skips such batches)");
-  return true;
-}
-
 void Trainer::log_step(const StepResult& sr, double lr) {
   StepRecord r;
   r.step = state_.step;
@@ -334,7 +279,7 @@ void Trainer::log_step(const StepResult& sr, double lr) {
   r.elapsed_s = elapsed_before_ + seconds_since(session_start_);
   if (peak_ > 0) r.mfu = r.tflops / peak_;
   if (device_.is_cuda()) r.peak_mem_gib = model::peak_memory_gib(device_);
-  metrics_.write(r.to_json());
+  life_.metrics().write(r.to_json());
   if (progress_) {  // a terminal: the bar, and the line in the log file only
     log::debug(r.line());
     progress_->update(static_cast<double>(state_.step - first_step_),
@@ -349,29 +294,25 @@ void Trainer::log_step(const StepResult& sr, double lr) {
 void Trainer::evaluate(int64_t step) {
   eval::EvalResult r = eval::evaluate(model_, *valid_, device_);
   if (comm_) reduce_eval(*comm_, device_, r);
-  metrics_.write({{"type", "eval"},
-                  {"step", step},
-                  {"loss", r.loss()},
-                  {"ppl", r.perplexity()},
-                  {"accuracy", r.accuracy()},
-                  {"tokens", r.tokens}});
+  life_.metrics().write({{"type", "eval"},
+                         {"step", step},
+                         {"loss", r.loss()},
+                         {"ppl", r.perplexity()},
+                         {"accuracy", r.accuracy()},
+                         {"tokens", r.tokens}});
   log::info("eval step ", step, ": loss ", r.loss(), ", ppl ", r.perplexity(), ", accuracy ", r.accuracy());
   result_.valid_loss = r.loss();
 }
 
 void Trainer::checkpoint() {
   state_.elapsed_s = elapsed_before_ + seconds_since(session_start_);
-  if (rank0_)
-    save_checkpoint_or_explain(
-        "training", result_.run_dir, *model_, *optimizer_, state_, cfg_, git_rev_, t_.keep_checkpoints,
-        {opts_.faults.kill_in_checkpoint_step, opts_.faults.fail_checkpoint_step, opts_.faults.fail_checkpoint_file});
-  if (group_) group_->store_barrier("checkpoint");  // nobody runs ahead of a checkpoint being written
+  life_.save_checkpoint(
+      *model_, *optimizer_, state_,
+      {opts_.faults.kill_in_checkpoint_step, opts_.faults.fail_checkpoint_step, opts_.faults.fail_checkpoint_file});
 }
 
 TrainResult Trainer::finish(int exit_code) {
-  result_.exit_code = exit_code;
-  result_.step = state_.step;
-  log::close_file();
+  static_cast<RunEnd&>(result_) = life_.finish(exit_code, state_.step);
   return result_;
 }
 
@@ -380,26 +321,27 @@ TrainResult Trainer::run() {
   setup_device();
   build();
   restore();
-  open_run_dir();
+  life_.open_run_directory("", state_.step);  // every input has been read and checked: only now is it touched
+  if (life_.rank0() && !init_.dir.empty())
+    life_.metrics().write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
   if (state_.step >= t_.steps) {
     log::info("the run is already complete at step ", state_.step, " (train.steps = ", t_.steps, ")");
     return finish(0);
   }
-  install_stop_handlers();
+  life_.begin_steps();
   if (state_.step == 0) evaluate(0);
   model_->train();
   graphed_ = graphed_step_for(cfg_, model_, *optimizer_, device_, autocast_, group_ != nullptr,
                               opts_.faults.uncapturable_step);
-  watch_ = std::make_unique<NonFiniteWatch>(device_);
   data::Prefetcher<data::Batch> batches([&](int64_t s) { return batcher_->batch(s); }, state_.step, t_.steps);
   elapsed_before_ = state_.elapsed_s;
   first_step_ = state_.step;
-  if (rank0_ && Progress::stderr_is_terminal())
+  if (life_.rank0() && Progress::stderr_is_terminal())
     progress_ = std::make_unique<Progress>("train (from step " + std::to_string(first_step_) + ")",
                                            static_cast<double>(t_.steps - first_step_), "steps");
   // Steps past the end of the run are not profiled (the trace is written after the last one).
   const int64_t profiled = std::max<int64_t>(0, std::min(t_.profile_steps, t_.steps - t_.profile_start));
-  StepProfiler profiler(t_.profile_start, rank0_ ? profiled : 0, result_.run_dir, device_);
+  StepProfiler profiler(t_.profile_start, life_.rank0() ? profiled : 0, life_.run_dir(), device_);
   session_start_ = window_start_ = Clock::now();
   while (state_.step < t_.steps) {
     const double lr = learning_rate(t_, state_.step);
@@ -409,29 +351,23 @@ TrainResult Trainer::run() {
     const StepResult sr = step(batches.next(), lr);
     if (probe) log::info("attention kernel: ", probe->summary());
     profiler.after_step(state_.step);
-    watch_->record(sr, state_.step);
+    life_.record(sr, state_.step);
     ++state_.step;
     state_.tokens_seen += t_.batch_size * cfg_.data.seq_len;
     window_tokens_ += t_.batch_size * cfg_.data.seq_len;
-    const bool stopping = group_ ? sr.any_stop : stop_requested();
+    const bool stopping = life_.stopping(sr);
     const bool log_now = state_.step % t_.log_every == 0 || state_.step == t_.steps;
     const bool eval_now = state_.step % t_.eval_every == 0 && state_.step != t_.steps;
     const bool checkpoint_now = state_.step % t_.checkpoint_every == 0 || state_.step == t_.steps || stopping;
-    if ((log_now || eval_now || checkpoint_now) && stop_on_nonfinite()) return finish(kNonFiniteExitCode);
+    if ((log_now || eval_now || checkpoint_now) && life_.stop_on_nonfinite()) return finish(kNonFiniteExitCode);
     if (log_now) log_step(sr, lr);
     if (eval_now) evaluate(state_.step);
     if (checkpoint_now) checkpoint();
-    if (stopping) {
-      const int sig = stop_signal() ? stop_signal() : SIGTERM;  // a peer's signal stops this rank too
-      log::warn("stopped by signal ", sig, " after step ", state_.step,
-                "; checkpoint saved; continue with --resume auto");
-      return finish(128 + sig);
-    }
+    if (stopping) return finish(life_.stopped(state_.step));
   }
   evaluate(state_.step);
   if (progress_) progress_->finish();
-  if (skipped_) log::warn(skipped_, " batches skipped for non-finite values");
-  log::info("done: ", state_.step, " steps, validation loss ", result_.valid_loss, "; run directory ", result_.run_dir);
+  log::info("done: ", state_.step, " steps, validation loss ", result_.valid_loss, "; run directory ", life_.run_dir());
   return finish(0);
 }
 

@@ -9,6 +9,7 @@
 
 #include "roformer/config/config_loader.h"
 #include "roformer/dist/dist_env.h"
+#include "roformer/train/run_end.h"
 
 namespace roformer::train {
 
@@ -31,15 +32,9 @@ struct TrainOptions {
   FaultInjection faults;
 };
 
-struct TrainResult {
-  int exit_code = 0;      // 0 done; 130/143 stopped by SIGINT/SIGTERM (checkpoint saved); 3 non-finite stop
-  int64_t step = 0;       // optimizer steps completed
+struct TrainResult : RunEnd {
   double valid_loss = 0;  // last validation loss
-  std::string run_dir;
 };
-
-// Exit code when training stops on a non-finite loss or gradient norm.
-constexpr int kNonFiniteExitCode = 3;
 
 TrainResult run_training(const config::LoadedConfig& config, const TrainOptions& options);
 

@@ -36,8 +36,8 @@ cost() {
 mkdir -p "$out/cost"
 variants=$(sed -n 's/^  - {name: \([^,]*\), set:.*/\1/p' configs/ablation/frontier.yaml)
 for v in $variants; do cost "$v" "$out/runs/$v-seed1234"; done
-cost rerope-32 "$out/runs/rope-seed1234" --set model.position.rope.rerope.window=32
-cost leaky-rerope-32 "$out/runs/rope-seed1234" --set model.position.rope.rerope.window=32 \
+cost rerope-32 "$out/runs/rope-seed1234" --set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32
+cost leaky-rerope-32 "$out/runs/rope-seed1234" --set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32 \
   --set model.position.rope.rerope.leak=16
 rm -f "$out/cost/time.txt"
 .venv/bin/python scripts/frontier_report.py "$out" "$out/frontier" configs/ablation/frontier.yaml

@@ -300,8 +300,8 @@ TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
   const std::string lengths = "--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8";
   const json plain = t.eval(lengths);
   const std::vector<std::pair<std::string, bool>> methods{
-      {"--set model.position.rope.rerope.window=32", true},
-      {"--set model.position.rope.rerope.window=32 --set model.position.rope.rerope.leak=16", true},
+      {"--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32", true},
+      {"--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32 --set model.position.rope.rerope.leak=16", true},
       {"--set model.attention_scale=logn_past_training", true},
       {"--set model.position.rope.scaling.kind=llama3 --set model.position.rope.scaling.factor=4", false}};
   for (const auto& [method, same_at_1x] : methods) {

@@ -76,8 +76,12 @@ struct Case {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (PositionKind kind : kFamilies) out.push_back({name(kind), kind, nullptr});
-  out.push_back({"rope+rerope", PositionKind::rope, [](config::ModelConfig& c) { c.position.rope.rerope.window = 3; }});
+  out.push_back({"rope+rerope", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.position.rope.mode = config::RopeMode::rerope;
+                   c.position.rope.rerope.window = 3;
+                 }});
   out.push_back({"rope+leaky_rerope", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.position.rope.mode = config::RopeMode::rerope;
                    c.position.rope.rerope.window = 3;
                    c.position.rope.rerope.leak = 4;
                  }});

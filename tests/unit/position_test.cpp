@@ -133,7 +133,10 @@ TEST(PositionTraits, EachFamilySaysHowAttentionMayUseIt) {
   };
   const std::vector<Want> wants{
       {"rope", {}, false, Rotation::tables},
-      {"rope", {"model.position.rope.rerope.window=8"}, true, Rotation::applied},  // ReRoPE
+      {"rope",
+       {"model.position.rope.mode=rerope", "model.position.rope.rerope.window=8"},
+       true,
+       Rotation::none},  // ReRoPE
       {"xpos", {}, false, Rotation::applied},
       {"sinusoidal", {}, false, Rotation::none},
       {"learned", {}, false, Rotation::none},

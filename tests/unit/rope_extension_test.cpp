@@ -157,6 +157,7 @@ namespace {
 
 config::ModelConfig rerope_config(bool causal, int64_t window, double leak) {
   config::ModelConfig c = small_model(config::PositionKind::rope, causal);
+  c.position.rope.mode = window > 0 ? config::RopeMode::rerope : config::RopeMode::rotate;
   c.position.rope.rerope.window = window;
   c.position.rope.rerope.leak = leak;
   return c;
@@ -257,10 +258,16 @@ TEST(RopeExtension, RefusedSettingsNameTheKeysAndTheReason) {
   EXPECT_NE(error({"model.position.rope.scaling.kind=llama3", "model.position.rope.scaling.high_freq_factor=1"})
                 .find("high_freq_factor"),
             std::string::npos);
-  EXPECT_NE(error({"model.position.kind=xpos", "model.position.rope.rerope.window=16"}).find("rerope.window"),
+  EXPECT_NE(
+      error({"model.position.kind=xpos", "model.position.rope.mode=rerope", "model.position.rope.rerope.window=16"})
+          .find("rope.mode"),
+      std::string::npos);
+  EXPECT_NE(error({"model.attention=linear", "model.position.rope.mode=rerope", "model.position.rope.rerope.window=16"})
+                .find("model.attention"),
             std::string::npos);
-  EXPECT_NE(error({"model.attention=linear", "model.position.rope.rerope.window=16"}).find("model.attention"),
-            std::string::npos);
+  // ReRoPE is a choice with its window: a window alone, or the choice without one, is refused.
+  EXPECT_NE(error({"model.position.rope.rerope.window=16"}).find("model.position.rope.mode=rerope"), std::string::npos);
+  EXPECT_NE(error({"model.position.rope.mode=rerope"}).find("model.position.rope.rerope.window"), std::string::npos);
   EXPECT_NE(error({"model.attention=linear", "model.attention_scale=logn"}).find("model.attention_scale"),
             std::string::npos);
   EXPECT_NE(error({"model.attention_scale=logn", "model.attention_scale_length=1"}).find("log(L)"), std::string::npos);

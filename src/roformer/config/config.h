@@ -64,8 +64,13 @@ struct RopeScalingConfig {
 // ReRoPE / Leaky ReRoPE (Su 2023, kexue.fm/archives/9708): the relative position i - j is kept
 // inside the window and capped at `window` past it (leaky: w + (i - j - w) / leak), on both
 // sides with bidirectional attention. An evaluation-time choice: any RoPE checkpoint takes it.
+// How RoPE's relative position enters the scores: rotate (RoPE: q and k rotated once, exact
+// relative positions) or rerope (ReRoPE / Leaky ReRoPE: the relative position capped past a
+// window, the scores formed per pair from several rotations; an evaluation-time choice).
+enum class RopeMode { rotate, rerope };
+
 struct ReRopeConfig {
-  int64_t window = 0;  // w; 0 = off
+  int64_t window = 0;  // w (rope.mode rerope needs one); 0 = none
   double leak = 0.0;   // k of Leaky ReRoPE (slope 1/k past w); 0 = ReRoPE (constant past w)
   void visit(FieldVisitor& v);
 };
@@ -83,6 +88,7 @@ struct RopeConfig {
   // rotary_dim 0 means the whole head: the one place that rule is applied.
   int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   RopeScalingConfig scaling;
+  RopeMode mode = RopeMode::rotate;
   ReRopeConfig rerope;
   void visit(FieldVisitor& v);
 };

@@ -4,24 +4,6 @@
 
 namespace roformer::config {
 
-const EnumNames<PositionKind>& position_kind_names() {
-  static const EnumNames<PositionKind> names{{{PositionKind::rope, "rope"},
-                                              {PositionKind::sinusoidal, "sinusoidal"},
-                                              {PositionKind::learned, "learned"},
-                                              {PositionKind::t5_bias, "t5_bias"},
-                                              {PositionKind::alibi, "alibi"},
-                                              {PositionKind::none, "none"},
-                                              {PositionKind::shaw, "shaw"},
-                                              {PositionKind::transformer_xl, "transformer_xl"},
-                                              {PositionKind::deberta, "deberta"},
-                                              {PositionKind::xpos, "xpos"},
-                                              {PositionKind::fire, "fire"},
-                                              {PositionKind::kerple, "kerple"},
-                                              {PositionKind::sandwich, "sandwich"},
-                                              {PositionKind::cope, "cope"}}};
-  return names;
-}
-
 const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
   static const EnumNames<RopeScalingKind> names{{{RopeScalingKind::none, "none"},
                                                  {RopeScalingKind::linear, "linear"},
@@ -71,7 +53,7 @@ void RopeScalingConfig::visit(FieldVisitor& v) {
 
 void ReRopeConfig::visit(FieldVisitor& v) {
   v.field("window", window, between(int64_t{0}, int64_t{1} << 40),
-          "ReRoPE window w: relative positions past w count as w (evaluation-time choice); 0 = off");
+          "ReRoPE window w (rope.mode=rerope): relative positions past w count as w; 0 = none");
   v.field("leak", leak, between(0.0, 1e6),
           "Leaky ReRoPE: past w the relative position grows by 1/leak per token (Su: 16); 0 = constant (ReRoPE)");
 }
@@ -96,6 +78,10 @@ void RopeConfig::visit(FieldVisitor& v) {
           "per pair and token (same values; false computes them in the kernel)");
   v.section(
       "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
+  static const EnumNames<RopeMode> modes{{{RopeMode::rotate, "rotate"}, {RopeMode::rerope, "rerope"}}};
+  enum_field(v, "mode", mode, modes,
+             "rotate: RoPE's exact relative positions; rerope: ReRoPE / Leaky ReRoPE, relative positions capped "
+             "past rerope.window (an evaluation-time choice for RoPE checkpoints)");
   v.section(
       "rerope", [this](FieldVisitor& s) { rerope.visit(s); }, "ReRoPE / Leaky ReRoPE relative-position window");
 }

@@ -13,6 +13,31 @@ namespace {
 
 // ---- validation -------------------------------------------------------------------------
 
+// ReRoPE is rope.mode=rerope with its window; a window alone is refused rather than ignored.
+void validate_rerope(const Config& c, const Origins& o) {
+  const PositionConfig& p = c.model.position;
+  const bool rerope = p.rope.mode == RopeMode::rerope;
+  if (!rerope) {
+    if (p.rope.rerope.window > 0)
+      conflict(o, "model.position.rope.rerope.window", "model.position.rope.mode",
+               "a ReRoPE window takes effect only with model.position.rope.mode=rerope; set that, or drop the window");
+    return;
+  }
+  if (p.rope.rerope.window < 1)
+    invalid(o, "model.position.rope.rerope.window",
+            "ReRoPE (model.position.rope.mode=rerope) needs its window w >= 1: relative positions past w count as w "
+            "(Su used 512 for a model trained at 4096; at most the training length)");
+  if (p.kind == PositionKind::xpos)
+    conflict(o, "model.position.rope.mode", "model.position.kind",
+             "ReRoPE caps RoPE's relative position; xPos's decay is not defined for it; use kind rope");
+  if (p.rope.rotate_value)
+    conflict(o, "model.position.rope.mode", "model.position.rope.rotate_value",
+             "ReRoPE's relative position exists only between a query and a key; a rotated value has none");
+  if (c.model.attention == AttentionKind::linear)
+    conflict(o, "model.attention", "model.position.rope.mode",
+             "ReRoPE picks a relative position per (query, key) pair, which linear attention never forms");
+}
+
 void validate_rotary(const Config& c, const Origins& o) {
   const ModelConfig& m = c.model;
   const PositionConfig& p = m.position;
@@ -29,12 +54,7 @@ void validate_rotary(const Config& c, const Origins& o) {
   if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
     conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
              "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
-  if (p.rope.rerope.window > 0 && p.kind == PositionKind::xpos)
-    conflict(o, "model.position.rope.rerope.window", "model.position.kind",
-             "ReRoPE caps RoPE's relative position; xPos's decay is not defined for it; use kind rope");
-  if (p.rope.rerope.window > 0 && p.rope.rotate_value)
-    conflict(o, "model.position.rope.rerope.window", "model.position.rope.rotate_value",
-             "ReRoPE's relative position exists only between a query and a key; a rotated value has none");
+  validate_rerope(c, o);
   if (s.kind == RopeScalingKind::llama3 && s.high_freq_factor <= s.low_freq_factor)
     conflict(o, "model.position.rope.scaling.high_freq_factor", "model.position.rope.scaling.low_freq_factor",
              "Llama 3 blends between the two wavelengths L/high and L/low, so high_freq_factor must exceed "
@@ -48,9 +68,6 @@ void validate_rotary(const Config& c, const Origins& o) {
                 "LongRoPE needs one factor per rotated pair: " + std::to_string(pairs) + " (rotary_dim / 2), got " +
                     std::to_string(list->size()));
   }
-  if (m.attention == AttentionKind::linear && p.rope.rerope.window > 0)
-    conflict(o, "model.attention", "model.position.rope.rerope.window",
-             "ReRoPE picks a relative position per (query, key) pair, which linear attention never forms");
 }
 
 void validate_learned(const Config& c, const Origins& o) {
@@ -159,13 +176,14 @@ const std::string kOffsetRow = "this family's bias is one row of offsets for pos
 
 std::vector<PositionFamily> make_families() {
   using K = PositionKind;
-  // {explicit positions, linear attention, rotary}
-  const PositionTraits rotary{true, true, true}, features{true, true, false}, reads_positions{true, false, false};
+  // {explicit positions, linear attention, rotary, context extension}
+  const PositionTraits rope{true, true, true, true}, features{true, true, false}, reads_positions{true, false, false};
   const PositionTraits offsets{false, false, false};
   std::vector<PositionFamily> f{
-      {K::rope, {"model.position.rope."}, rotary, "", "", validate_rotary, resolve_rope, nullptr},
-      {K::sinusoidal, {}, features, "", "", nullptr, nullptr, nullptr},
+      {K::rope, "rope", {"model.position.rope."}, rope, "", "", validate_rotary, resolve_rope, nullptr},
+      {K::sinusoidal, "sinusoidal", {}, features, "", "", nullptr, nullptr, nullptr},
       {K::learned,
+       "learned",
        {"model.position.max_positions"},
        features,
        "",
@@ -174,13 +192,46 @@ std::vector<PositionFamily> make_families() {
        nullptr,
        learned_parameters,
        learned_rows},
-      {K::t5_bias, {"model.position.t5_bias."}, offsets, kOffsetRow, "", validate_t5, nullptr, t5_parameters},
-      {K::alibi, {}, offsets, kOffsetRow, "", nullptr, nullptr, nullptr},
-      {K::none, {}, {false, true, false}, "kind none has no positions to randomise", "", nullptr, nullptr, nullptr},
-      {K::shaw, {"model.position.shaw."}, reads_positions, "", "", nullptr, nullptr, shaw_parameters},
-      {K::transformer_xl, {}, reads_positions, "", "", validate_transformer_xl, nullptr, transformer_xl_parameters},
-      {K::deberta, {"model.position.deberta."}, reads_positions, "", "", validate_deberta, nullptr, deberta_parameters},
+      {K::t5_bias,
+       "t5_bias",
+       {"model.position.t5_bias."},
+       offsets,
+       kOffsetRow,
+       "",
+       validate_t5,
+       nullptr,
+       t5_parameters},
+      {K::alibi, "alibi", {}, offsets, kOffsetRow, "", nullptr, nullptr, nullptr},
+      {K::none,
+       "none",
+       {},
+       {false, true, false},
+       "kind none has no positions to randomise",
+       "",
+       nullptr,
+       nullptr,
+       nullptr},
+      {K::shaw, "shaw", {"model.position.shaw."}, reads_positions, "", "", nullptr, nullptr, shaw_parameters},
+      {K::transformer_xl,
+       "transformer_xl",
+       {},
+       reads_positions,
+       "",
+       "",
+       validate_transformer_xl,
+       nullptr,
+       transformer_xl_parameters},
+      {K::deberta,
+       "deberta",
+       {"model.position.deberta."},
+       reads_positions,
+       "",
+       "",
+       validate_deberta,
+       nullptr,
+       deberta_parameters},
       {K::xpos,
+       "xpos",
        {"model.position.rope.", "model.position.xpos."},
        {true, false, true},
        "",
@@ -188,9 +239,10 @@ std::vector<PositionFamily> make_families() {
        validate_rotary,
        nullptr,
        nullptr},
-      {K::fire, {"model.position.fire."}, reads_positions, "", "", nullptr, resolve_fire, fire_parameters},
-      {K::kerple, {"model.position.kerple."}, offsets, kOffsetRow, "", nullptr, nullptr, kerple_parameters},
+      {K::fire, "fire", {"model.position.fire."}, reads_positions, "", "", nullptr, resolve_fire, fire_parameters},
+      {K::kerple, "kerple", {"model.position.kerple."}, offsets, kOffsetRow, "", nullptr, nullptr, kerple_parameters},
       {K::sandwich,
+       "sandwich",
        {"model.position.sandwich."},
        offsets,
        kOffsetRow,
@@ -199,6 +251,7 @@ std::vector<PositionFamily> make_families() {
        resolve_sandwich,
        nullptr},
       {K::cope,
+       "cope",
        {"model.position.cope."},
        offsets,
        "CoPE counts its positions from the context, not from token indices",
@@ -227,6 +280,15 @@ int64_t resolved_random_positions_max(const Config& c) {
   return longest;
 }
 
+const EnumNames<PositionKind>& position_kind_names() {
+  static const EnumNames<PositionKind> names = [] {
+    EnumNames<PositionKind> n;
+    for (const PositionFamily& f : position_families()) n.entries.emplace_back(f.kind, f.name);
+    return n;
+  }();
+  return names;
+}
+
 const PositionFamily& position_family(PositionKind kind) {
   return position_families().at(static_cast<size_t>(kind));
 }
@@ -234,7 +296,7 @@ const PositionFamily& position_family(PositionKind kind) {
 std::string family_names(bool (*keep)(const PositionTraits&)) {
   std::vector<std::string> names;
   for (const PositionFamily& f : position_families())
-    if (keep(f.traits)) names.push_back(position_kind_names().name(f.kind));
+    if (keep(f.traits)) names.push_back(f.name);
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return out;

@@ -17,10 +17,12 @@ struct PositionTraits {
   bool explicit_positions = false;  // reads each token's position: randomized positions reach it
   bool linear_attention = false;    // reaches attention only through features or embeddings
   bool rotary = false;              // rotates q and k with RoPE's tables (rope.* settings apply)
+  bool context_extension = false;   // RoPE's evaluation-time extension methods are defined for it
 };
 
 struct PositionFamily {
   PositionKind kind;
+  std::string name;                   // model.position.kind's value (position_kind_names() reads the rows)
   std::vector<std::string> settings;  // config key prefixes of its own settings ("model.position.fire.")
   PositionTraits traits;
   // Why randomized positions cannot reach it, when they cannot (!traits.explicit_positions).

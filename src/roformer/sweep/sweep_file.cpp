@@ -12,6 +12,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/strings.h"
+#include "roformer/config/position_families.h"
 
 namespace roformer::sweep {
 namespace {
@@ -80,7 +81,7 @@ std::string run_name(const SweepVariant& v, int64_t seed) {
 }
 
 bool scaling_applies(const SweepSpec& s, const SweepVariant& v, const config::Config& c) {
-  if (c.model.position.kind != config::PositionKind::rope) return false;
+  if (!config::position_family(c.model.position.kind).traits.context_extension) return false;
   return s.scaling_on.empty() || std::find(s.scaling_on.begin(), s.scaling_on.end(), v.name) != s.scaling_on.end();
 }
 

@@ -23,7 +23,7 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
   using config::PositionKind;
   switch (m.position.kind) {
     case PositionKind::rope:
-      if (m.position.rope.rerope.window > 0)
+      if (m.position.rope.mode == config::RopeMode::rerope)
         return std::make_shared<ReRopeImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
       return std::make_shared<RopeImpl>(m.position.rope, m.head_dim());
     case PositionKind::sinusoidal:

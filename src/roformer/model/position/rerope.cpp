@@ -8,18 +8,21 @@
 namespace roformer::model {
 
 ReRopeImpl::ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional)
-    : RopeImpl(config, head_dim),
+    : config_(config),
+      rotary_dim_(config.resolved_rotary_dim(head_dim)),
       bidirectional_(bidirectional),
       window_(static_cast<double>(config.rerope.window)),
       leak_(config.rerope.leak) {
-  traits_.forms_scores = true;           // content_scores rotates per (query, key) distance
-  traits_.rotation = Rotation::applied;  // so no fused kernel may stand in for it
+  traits_.forms_scores = true;        // content_scores rotates per (query, key) distance;
+  traits_.rotation = Rotation::none;  // attention rotates nothing
 }
 
 torch::Tensor ReRopeImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
-  const RopeFrequencies& f = frequencies(length);
-  const int64_t rotary_dim = static_cast<int64_t>(f.inv_freq.size()) * 2;
-  return rope_reference(x, at, f, config().pairing, rotary_dim);
+  if (freqs_length_ != length) {  // host math once per length (dynamic NTK depends on it)
+    freqs_ = rope_frequencies(config_, rotary_dim_, length);
+    freqs_length_ = length;
+  }
+  return rope_reference(x, at, freqs_, config_.pairing, rotary_dim_);
 }
 
 torch::Tensor ReRopeImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

@@ -6,22 +6,22 @@
 // and, with bidirectional attention, the same on the other side (rel = -w, or -w - (j - i - w)/k).
 // As in Su's code the scores are formed from several rotations of the same q and k: the plain
 // RoPE score inside the window; past it the query rotated to (i/k + w - w/k) against keys
-// rotated to j/k (ReRoPE: the query at w against unrotated keys). So rotate() rotates nothing
-// and content_scores forms the scores per block of query rows (memory grows with S); about two
-// (causal) or three (bidirectional) score matrices where RoPE forms one. The frequencies are the
-// checkpoint's RoPE frequencies with any scaling, so ReRoPE applies to any RoPE checkpoint.
+// rotated to j/k (ReRoPE: the query at w against unrotated keys). So attention rotates nothing
+// (Traits: forms_scores, Rotation::none) and content_scores forms the scores per block of query
+// rows (memory grows with S); about two (causal) or three (bidirectional) score matrices where
+// RoPE forms one. The frequencies are the checkpoint's RoPE frequencies with any scaling, so
+// ReRoPE applies to any RoPE checkpoint (model.position.rope.mode=rerope).
 #pragma once
 
-#include "roformer/model/position/rope.h"
+#include "roformer/model/position/position_encoding.h"
+#include "roformer/model/position/rope_frequencies.h"
 
 namespace roformer::model {
 
-class ReRopeImpl : public RopeImpl {
+class ReRopeImpl : public PositionEncodingImpl {
  public:
   ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
 
-  // Rotates nothing: content_scores rotates q and k per (query, key) distance itself.
-  void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override {}
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                int64_t begin, int64_t end) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
@@ -30,8 +30,12 @@ class ReRopeImpl : public RopeImpl {
   // q or k [B, H, S|C, D] rotated to positions `at` ([S|C] or [B, S|C], any real values).
   torch::Tensor rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length);
 
+  config::RopeConfig config_;
+  int64_t rotary_dim_;
   bool bidirectional_;
   double window_, leak_;
+  RopeFrequencies freqs_;  // for freqs_length_ (dynamic NTK depends on the length)
+  int64_t freqs_length_ = -1;
 };
 
 }  // namespace roformer::model

@@ -1,6 +1,6 @@
 """GPU RoPE benchmark: the fused op (torch.ops.roformer, loaded from build/release) vs a device
 copy of the same bytes vs Hugging Face's rotate_half composite, eager and under torch.compile,
-forward and forward+backward, at the shapes of issue 16 (q and k in BSHD). GB/s = bytes of q
+forward and forward+backward, at the benchmark's shapes (q and k in BSHD). GB/s = bytes of q
 and k read + written (twice that for forward+backward) over the median time per launch. The 20
 launches of a sample are captured once in a CUDA graph and replayed between two CUDA events (no
 sync and no Python or dispatcher overhead per launch: the kernels' speed, as inside our graphed

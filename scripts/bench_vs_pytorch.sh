@@ -4,14 +4,14 @@
 # initialisation with SDPA, one QKV matmul, interleaved RoPE, the MLM head on masked positions only,
 # fused AdamW), eager and under torch.compile; and Hugging Face's RoFormerForMaskedLM (eager).
 # Same data, masking, batch, optimizer, schedule, threads and steps. Prints tokens/s, each side's
-# ratio to roformer and peak RSS, for the quickstart shape (hidden 128, 2 layers, 4 heads, sequence
-# 128, batch 16) and a medium one (hidden 512, 4 layers, 8 heads, sequence 256, batch 8). The
+# ratio to roformer and peak RSS, for the quickstart and medium shapes of scripts/bench_shapes.sh
+# (hidden 128 x 2 layers at sequence 128, batch 16; hidden 512 x 4 at 256, batch 8). The
 # peer's loss over the last tenth of the steps is held against ours (within 10 %, else the line
 # says LOSS MISMATCH): the comparison is only fair if both train the same thing.
 # With REPEATS > 1 the sides alternate REPEATS times and the last lines give the median ratio and
 # range per side (one run's ratio swings by +-20-30 % on a shared machine).
 # NEIGHBOUR=1: each side runs alone and then beside one single-threaded CPU-bound process
-# (`yes > /dev/null`), and the lines give both speeds and their ratio (issue 44's neighbour test);
+# (`yes > /dev/null`), and the lines give both speeds and their ratio (neighbour test);
 # roformer then runs with its default thread count (train.threads=0), the PyTorch sides with nproc.
 # Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it). SIDES narrows the sides
 # (default "roformer peer peer-compile hf").
@@ -19,6 +19,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+source scripts/bench_shapes.sh
 steps="${1:-60}"
 which="${2:-all}"
 repeats="${3:-1}"
@@ -48,20 +49,18 @@ print(f"RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f}"
 PY
 }
 
-# side NAME SIZE...: one training run of one side; appends "NAME tokens_per_s loss rss" to $work/runs.txt.
+# side NAME SHAPE: one training run of one side; appends "NAME tokens_per_s loss rss" to $work/runs.txt.
 side() {
-  local name="$1" hidden="$2" layers="$3" heads="$4" ffn="$5" seq="$6" batch="$7" out tps loss rss
-  local shape=(--hidden "$hidden" --layers "$layers" --heads "$heads" --ffn "$ffn" --seq "$seq" --batch "$batch"
-               --steps "$steps" --threads "$threads")
+  local name="$1" out tps loss rss
+  bench_shape "$2"
+  bench_ours_args "${SHAPE[@]}"
+  bench_peer_args "${SHAPE[@]}"
+  local shape=("${PEER[@]}" --steps "$steps" --threads "$threads")
   case "$name" in
     roformer)
       rm -rf "$work/run"
-      out="$(run_measured "$bin" train configs/quickstart/rope.yaml --run-dir "$work/run" \
-        --set model.hidden_size="$hidden" --set model.num_layers="$layers" --set model.num_heads="$heads" \
-        --set model.ffn_size="$ffn" --set data.seq_len="$seq" --set train.batch_size="$batch" \
-        --set train.steps="$steps" --set train.log_every=1 --set train.eval_every=100000 --set train.eval_batches=1 \
-        --set train.checkpoint_every=100000 --set train.threads="$ours_threads" --set model.objective=mlm \
-        --set data.path="$ds")"
+      out="$(run_measured "$bin" train configs/quickstart/rope.yaml --run-dir "$work/run" "${OURS[@]}" \
+        --set train.steps="$steps" --set train.log_every=1 --set train.threads="$ours_threads" --set data.path="$ds")"
       read -r tps loss < <("$py" -c "import json,sys
 r=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
 w=max(3,len(r)//10); t=max(1,len(r)//10)
@@ -83,18 +82,17 @@ print(sum(x['tokens_per_s'] for x in r[w:])/len(r[w:]), sum(x['loss'] for x in r
 start_neighbour() { yes > /dev/null & neighbour_pid=$!; }
 stop_neighbour() { kill "$neighbour_pid" 2>/dev/null; wait "$neighbour_pid" 2>/dev/null || true; neighbour_pid=""; }
 
-# bench LABEL SIZE...: REPEATS alternating rounds of every side (alone, then beside the neighbour
+# bench SHAPE: REPEATS alternating rounds of every side (alone, then beside the neighbour
 # with NEIGHBOUR=1), one line per round, then the medians.
 bench() {
   local label="$1"
-  shift
   : > "$work/runs.txt"
   for ((r = 0; r < repeats; ++r)); do
     for s in $sides; do
-      side "$s" "$@"
+      side "$s" "$label"
       if [ "$neighbour" = 1 ]; then
         start_neighbour
-        side "$s" "$@"
+        side "$s" "$label"
         sed -i '$ s/^\([a-z-]*\) /\1+neighbour /' "$work/runs.txt"
         stop_neighbour
       fi
@@ -141,5 +139,5 @@ PY
 }
 
 echo "steps $steps, threads $threads, sides: $sides$([ "$neighbour" = 1 ] && echo ', each alone and beside yes > /dev/null'), $(date -u +%F)"
-if [ "$which" != medium ]; then bench quickstart 128 2 4 512 128 16; fi
-if [ "$which" != quickstart ]; then bench medium 512 4 8 2048 256 8; fi
+if [ "$which" != medium ]; then bench quickstart; fi
+if [ "$which" != quickstart ]; then bench medium; fi

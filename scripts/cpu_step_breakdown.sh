@@ -15,13 +15,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+source scripts/bench_shapes.sh
 size="${1:-quickstart}"
 steps="${2:-}"
 repeats="${3:-1}"
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "cpu_step_breakdown: REPEATS must be a positive whole number, got '$repeats'" >&2; exit 2; }
 case "$size" in
-  quickstart) shape=(128 2 4 512 128 16) default_steps=150 ;;
-  medium) shape=(512 4 8 2048 256 8) default_steps=30 ;;
+  quickstart) default_steps=150 ;;
+  medium) default_steps=30 ;;
   *) echo "cpu_step_breakdown: the size is quickstart or medium, got '$size'" >&2; exit 2 ;;
 esac
 steps="${steps:-$default_steps}"
@@ -32,19 +33,17 @@ ds=data/prepared/linux-docs-byte
 py=.venv/bin/python
 work="$(mktemp -d)"
 [ -n "${KEEP:-}" ] && echo "cpu_step_breakdown: keeping $work" >&2 || trap 'rm -rf "$work"' EXIT
-read -r hidden layers heads ffn seq batch <<< "${shape[*]}"
+bench_shape "$size"
+bench_ours_args "${SHAPE[@]}"
+bench_peer_args "${SHAPE[@]}"
 threads="$(nproc)"
 
 for ((r = 0; r < repeats; ++r)); do
-  build/release/bin/roformer train configs/quickstart/rope.yaml --run-dir "$work/ours$r" \
-    --set model.hidden_size="$hidden" --set model.num_layers="$layers" --set model.num_heads="$heads" \
-    --set model.ffn_size="$ffn" --set data.seq_len="$seq" --set train.batch_size="$batch" \
-    --set train.steps="$steps" --set train.log_every=1 --set train.eval_every=100000 --set train.eval_batches=1 \
-    --set train.checkpoint_every=100000 --set train.threads="$threads" --set model.objective=mlm \
-    --set data.path="$ds" --set train.profile_start="$((steps - 8))" --set train.profile_steps=5 > /dev/null 2>&1
-  "$py" scripts/torch_peer.py "$ds" --hidden "$hidden" --layers "$layers" --heads "$heads" --ffn "$ffn" --seq "$seq" \
-    --batch "$batch" --steps "$steps" --threads "$threads" --compile --profile "$work/peer_profile$r.txt" \
-    > "$work/peer$r.json" 2> /dev/null
+  build/release/bin/roformer train configs/quickstart/rope.yaml --run-dir "$work/ours$r" "${OURS[@]}" \
+    --set train.steps="$steps" --set train.log_every=1 --set train.threads="$threads" --set data.path="$ds" \
+    --set train.profile_start="$((steps - 8))" --set train.profile_steps=5 > /dev/null 2>&1
+  "$py" scripts/torch_peer.py "$ds" "${PEER[@]}" --steps "$steps" --threads "$threads" --compile \
+    --profile "$work/peer_profile$r.txt" > "$work/peer$r.json" 2> /dev/null
 done
 
 "$py" - "$work" "$size" "$steps" "$threads" "$repeats" <<'PY'

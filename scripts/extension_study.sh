@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Context extension by training (issue 38; Chen et al. 2023 PI Tables 1 and 3, Peng et al. 2024
+# Context extension by training (Chen et al. 2023 PI Tables 1 and 3, Peng et al. 2024
 # YaRN Table 1): pretrain causal RoPE at length 128 (three seeds), extend each checkpoint to 512
 # (4x) and 1024 (8x) with PI, YaRN, NTK or no scaling ("direct") by continued training
 # (train.init_from), and evaluate the step ladder 0 ... 400 of every run at 128, the target and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long-text matching study (issue 19; RoFormer's Table 5 question): fine-tune the MLM
+# The long-text matching study (RoFormer's Table 5 question): fine-tune the MLM
 # checkpoints of the reproduction sweep on Linux-documentation triplets at truncation 512 and
 # 1024, for each position family and pretraining seed, then write the report.
 #   Prerequisites: roformer sweep configs/ablation/reproduction.yaml --out sweeps/reproduction

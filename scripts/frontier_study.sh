@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The frontier study (issue 39): `roformer sweep configs/ablation/frontier.yaml` (18 trained
+# The frontier study: `roformer sweep configs/ablation/frontier.yaml` (18 trained
 # variants x 3 seeds, evaluated at 128-4096 under chunks and sliding windows, the RoPE extension
 # methods at evaluation time on the rope checkpoints), then each variant's peak memory evaluating
 # one window of 128 and of 4096 tokens (OUT/cost/, from the first seed's checkpoint), then
 # scripts/frontier_report.py for the report, the per-group plots and the cost table. Finished runs,
-# evaluations and measurements are skipped, so a rerun resumes. 81 minutes on the 2-core CPU with
-# nothing else running (2026-11-26).
+# evaluations and measurements are skipped, so a rerun resumes. About 80 minutes on a 2-core CPU
+# with nothing else running.
 # Usage: scripts/frontier_study.sh [OUT]   (default sweeps/frontier; results -> OUT/frontier/)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

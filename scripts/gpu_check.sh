@@ -58,15 +58,19 @@ rows="$logs/rows.md" appendix="$logs/appendix.md"
 row() { printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" >> "$rows"; }
 note() { echo "[gpu_check $(date -u +%T)] $*" >&2; }
 
-# Sizes: hidden layers heads ffn seq batch steps (enough steps that the timed part is seconds
-# long: at 60 steps BERT-base trained for 1.7 s of a 15 s process on an H200). Stage caps in
-# seconds: env tests train kernels eval. The dry run keeps every stage but shrinks everything.
+# Sizes: a shape of scripts/bench_shapes.sh (hidden layers heads ffn seq batch) and steps (enough
+# that the timed part is seconds long: at 60 steps BERT-base trained for 1.7 s of a 15 s process
+# on an H200). Stage caps in seconds: env tests train kernels eval. The dry run keeps every stage
+# but shrinks everything.
+source scripts/bench_shapes.sh
 if [ $dry = 1 ]; then
-  device=cpu precision=fp32 eval_lengths=128,256,512 compile=""
-  big=(64 2 2 128 64 4 8) small=(32 2 2 64 32 4 8) caps=(20 60 120 60 60)
+  device=cpu precision=fp32 eval_lengths=128,256,512 compile="" caps=(20 60 120 60 60)
+  bench_shape toy && big=("${SHAPE[@]}" 8)
+  bench_shape toy-small && small=("${SHAPE[@]}" 8)
 else
-  device=cuda precision=bf16 eval_lengths=8192,16384,32768 compile=--compile
-  big=(768 12 12 3072 512 32 200) small=(256 4 4 1024 128 64 400) caps=(20 100 220 90 40)
+  device=cuda precision=bf16 eval_lengths=8192,16384,32768 compile=--compile caps=(20 100 220 90 40)
+  bench_shape bert-base && big=("${SHAPE[@]}" 200)
+  bench_shape small && small=("${SHAPE[@]}" 400)
 fi
 if [ $quick = 1 ]; then caps[1]=$((caps[1] < 90 ? caps[1] : 90)) caps[2]=$((caps[2] < 60 ? caps[2] : 60)); fi
 
@@ -86,26 +90,25 @@ failed_row() {  # failed_row CHECK LOG RC: a row with the reason and the log's l
 }
 
 train_ours() {  # train_ours NAME SIZE... [--set K=V...]: roformer MLM run, metrics in $logs/NAME
-  local name="$1" h="$2" l="$3" a="$4" f="$5" s="$6" b="$7" steps="$8"
+  local name="$1" steps="$8"
+  bench_ours_args "${@:2:6}"
   shift 8
   local warm=$((steps / 10 > 3 ? steps / 10 : 3))
   rm -rf "${logs:?}/$name"
   capped "$logs/$name.log" "$bin" train configs/quickstart/rope.yaml --run-dir "$logs/$name" --set data.path="$ds" \
-    --set model.hidden_size="$h" --set model.num_layers="$l" --set model.num_heads="$a" --set model.ffn_size="$f" \
-    --set data.seq_len="$s" --set train.batch_size="$b" --set model.objective=mlm --set train.device=$device \
-    --set train.precision=$precision --set train.steps=$steps --set train.warmup_steps=$warm --set train.log_every=2 \
-    --set train.eval_every=100000 --set train.eval_batches=1 --set train.checkpoint_every=100000 "$@"
+    "${OURS[@]}" --set train.device=$device --set train.precision=$precision --set train.steps=$steps \
+    --set train.warmup_steps=$warm --set train.log_every=2 "$@"
   local rc=$?
   rm -rf "${logs:?}/$name/checkpoints"  # only metrics.jsonl is read; BERT-base checkpoints are 1.3 GB each
   return $rc
 }
 py_side() {  # py_side NAME SCRIPT SIZE... [FLAGS]: one PyTorch run, its JSON line in $logs/NAME.json
-  local name="$1" script="$2" h="$3" l="$4" a="$5" f="$6" s="$7" b="$8" steps="$9"
+  local name="$1" script="$2" steps="$9"
+  bench_peer_args "${@:3:6}"
   shift 9
   local bf=""
   [ $device = cuda ] && bf=--bf16
-  capped "$logs/$name.log" "$py" "$script" "$ds" --hidden "$h" --layers "$l" --heads "$a" --ffn "$f" --seq "$s" \
-    --batch "$b" --steps "$steps" --device $device $bf "$@"
+  capped "$logs/$name.log" "$py" "$script" "$ds" "${PEER[@]}" --steps "$steps" --device $device $bf "$@"
   local rc=$?
   tail -1 "$logs/$name.log" > "$logs/$name.json"
   return $rc

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a BERT-base MLM step's device time goes, roformer beside the PyTorch peer (issue 44's GPU
+# Where a BERT-base MLM step's device time goes, roformer beside the PyTorch peer (GPU
 # gap): roformer trains with the step profiler on (CUDA graphs off, so the trace names every
 # kernel) and scripts/torch_peer.py under torch.compile profiles five steps after its timed ones.
 # Writes OUT/roformer/profile_summary.txt (+ trace) and OUT/peer_profile.txt. About 2 minutes on
@@ -9,11 +9,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-size=(768 12 12 3072 512 32 60) device=cuda extra=(--bf16 --compile) precision=bf16
+source scripts/bench_shapes.sh
+shape=bert-base steps=60 device=cuda extra=(--bf16 --compile) precision=bf16
 ds=data/prepared/linux-docs-byte
 while [ $# -gt 1 ]; do
   case "$1" in
-    --dry-run) size=(64 2 2 128 64 4 24) device=cpu extra=() precision=fp32 ;;
+    --dry-run) shape=toy steps=24 device=cpu extra=() precision=fp32 ;;
     --data) ds="${2:?--data needs a prepared dataset directory}"; shift ;;
     *) echo "gpu_profile_vs_peer: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -22,14 +23,12 @@ done
 out="${1:?usage: scripts/gpu_profile_vs_peer.sh [--dry-run] [--data DIR] OUT}"
 [ -f "$ds/meta.json" ] || { echo "gpu_profile_vs_peer: $ds is not a prepared dataset (roformer prepare-data)" >&2; exit 2; }
 mkdir -p "$out"
-read -r h l a f s b steps <<< "${size[*]}"
+bench_shape "$shape"
+bench_ours_args "${SHAPE[@]}"
+bench_peer_args "${SHAPE[@]}"
 build/release/bin/roformer train configs/quickstart/rope.yaml --run-dir "$out/roformer" --set data.path="$ds" \
-  --set model.hidden_size="$h" --set model.num_layers="$l" --set model.num_heads="$a" --set model.ffn_size="$f" \
-  --set data.seq_len="$s" --set train.batch_size="$b" --set model.objective=mlm --set train.device=$device \
-  --set train.precision=$precision --set train.steps="$steps" --set train.warmup_steps=6 --set train.log_every=10 \
-  --set train.eval_every=100000 --set train.eval_batches=1 --set train.checkpoint_every=100000 \
-  --set train.cuda_graphs=off --set train.profile_start=$((steps / 2)) --set train.profile_steps=5 > "$out/roformer.log" 2>&1
+  "${OURS[@]}" --set train.device=$device --set train.precision=$precision --set train.steps="$steps" \
+  --set train.warmup_steps=6 --set train.log_every=10 --set train.cuda_graphs=off --set train.profile_start=$((steps / 2)) --set train.profile_steps=5 > "$out/roformer.log" 2>&1
 rm -rf "$out/roformer/checkpoints"
-.venv/bin/python scripts/torch_peer.py "$ds" --hidden "$h" --layers "$l" --heads "$a" --ffn "$f" --seq "$s" \
-  --batch "$b" --steps "$steps" --device $device --warmup 6 "${extra[@]}" --profile "$out/peer_profile.txt" > "$out/peer.log" 2>&1
+.venv/bin/python scripts/torch_peer.py "$ds" "${PEER[@]}" --steps "$steps" --device $device --warmup 6 "${extra[@]}" --profile "$out/peer_profile.txt" > "$out/peer.log" 2>&1
 echo "gpu_profile_vs_peer: $out/roformer/profile_summary.txt and $out/peer_profile.txt"

@@ -7,7 +7,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
-#include "roformer/dist/dist_env.h"
+#include "roformer/distributed/dist_env.h"
 #include "roformer/train/trainer.h"
 
 namespace roformer::cli {

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "roformer/common/build_info.h"
 #include "roformer/common/host_memory.h"
-#include "roformer/dist/nccl_version.h"
+#include "roformer/distributed/nccl_version.h"
 
 namespace roformer::cli {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "roformer/model/autocast.h"
-#include "roformer/ops/add_layer_norm.h"
+#include "roformer/ops/add_layer_norm/add_layer_norm.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "roformer/common/host_memory.h"
 #include "roformer/model/position/rope_frequencies.h"
-#include "roformer/ops/rope.h"
+#include "roformer/ops/rope/rope.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Tuning bench for the vector RoPE kernel (no LibTorch; needs a GPU): times rows-per-thread and
-// blocks-per-SM choices of rope_vector_kernel on the shapes of issue 16 against a device copy of
+// blocks-per-SM choices of rope_vector_kernel on the benchmark shapes against a device copy of
 // the same bytes (cudaMemcpyAsync of q and k), in place, half and interleaved pairing, and checks
 // that every variant writes the same bits as the default one (table variants: as the default
 // reading the same table). GB/s = bytes of q and k read +
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "roformer/ops/rope_cuda_kernels.cuh"
+#include "roformer/ops/rope/rope_cuda_kernels.cuh"
 
 using namespace roformer::ops;
 using T = __nv_bfloat16;

@@ -301,7 +301,9 @@ TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
   const json plain = t.eval(lengths);
   const std::vector<std::pair<std::string, bool>> methods{
       {"--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32", true},
-      {"--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32 --set model.position.rope.rerope.leak=16", true},
+      {"--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=32 --set "
+       "model.position.rope.rerope.leak=16",
+       true},
       {"--set model.attention_scale=logn_past_training", true},
       {"--set model.position.rope.scaling.kind=llama3 --set model.position.rope.scaling.factor=4", false}};
   for (const auto& [method, same_at_1x] : methods) {

@@ -20,7 +20,7 @@ assert r.returncode == 0, r.stdout + r.stderr
 with tempfile.TemporaryDirectory() as tmp:
     shutil.copytree(os.path.join(SRC, "src", "roformer"), os.path.join(tmp, "src", "roformer"))
     for rel, bad in (("model/encoder.cpp", '#include "roformer/train/step.h"\n'),
-                     ("ops/rope.cpp", '#include "roformer/config/config.h"\n'),
+                     ("ops/rope/rope.cpp", '#include "roformer/config/config.h"\n'),
                      ("io/checkpoint.cpp", '#include "roformer/data/batches.h"\n'),
                      ("model/position/relative_terms.cpp", '#include "roformer/model/attention_mask.h"\n')):
         path = os.path.join(tmp, "src", "roformer", rel)

@@ -15,8 +15,8 @@
 #include <iostream>
 
 #include "roformer/common/errors.h"
-#include "roformer/dist/process_group.h"
-#include "roformer/dist/reducer.h"
+#include "roformer/distributed/process_group.h"
+#include "roformer/distributed/reducer.h"
 
 namespace dist = roformer::dist;
 

@@ -13,7 +13,7 @@
 
 #include "model_compare.h"
 #include "roformer/model/encoder.h"
-#include "roformer/ops/add_layer_norm.h"
+#include "roformer/ops/add_layer_norm/add_layer_norm.h"
 
 namespace add_layer_norm_test {
 

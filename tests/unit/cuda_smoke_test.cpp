@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #ifdef ROFORMER_WITH_CUDA
-#include "roformer/ops/cuda_selftest.h"
+#include "roformer/ops/common/cuda_selftest.h"
 
 namespace cuda_smoke_test {
 

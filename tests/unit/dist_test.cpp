@@ -10,10 +10,10 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/data/distributed_sampler.h"
-#include "roformer/dist/dist_env.h"
-#include "roformer/dist/master_probe.h"
-#include "roformer/dist/poll_in_progress.h"
-#include "roformer/dist/reducer.h"
+#include "roformer/distributed/dist_env.h"
+#include "roformer/distributed/master_probe.h"
+#include "roformer/distributed/poll_in_progress.h"
+#include "roformer/distributed/reducer.h"
 #include "roformer/train/device_setup.h"
 
 namespace dist_test {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "model_compare.h"
-#include "roformer/ops/feed_forward.h"
-#include "roformer/ops/feed_forward_kernels.h"
+#include "roformer/ops/feed_forward/feed_forward.h"
+#include "roformer/ops/feed_forward/feed_forward_kernels.h"
 
 namespace feed_forward_test {
 

@@ -9,8 +9,8 @@
 
 #include <chrono>
 
-#include "roformer/dist/communicator.h"
-#include "roformer/dist/reducer.h"
+#include "roformer/distributed/communicator.h"
+#include "roformer/distributed/reducer.h"
 
 namespace nccl_test {
 

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "roformer/model/position/rope_frequencies.h"
-#include "roformer/ops/rope.h"
+#include "roformer/ops/rope/rope.h"
 
 namespace rope_op_cuda_test {
 

@@ -11,8 +11,8 @@
 
 #include "roformer/model/position/rope_frequencies.h"
 #include "roformer/model/position/rope_reference.h"
-#include "roformer/ops/rope.h"
-#include "roformer/ops/rope_math.h"
+#include "roformer/ops/rope/rope.h"
+#include "roformer/ops/rope/rope_math.h"
 
 namespace rope_op_test {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "roformer/ops/rope.h"
-#include "roformer/ops/short_attention.h"
+#include "roformer/ops/rope/rope.h"
+#include "roformer/ops/short_attention/short_attention.h"
 
 namespace short_attention_qkv_test {
 

@@ -1,4 +1,4 @@
-// The short-sequence attention op (ops/short_attention.h) against attention written out from
+// The short-sequence attention op (ops/short_attention/short_attention.h) against attention written out from
 // Vaswani et al. (2017), softmax(q k^T / sqrt(d) + causal mask) v, in double and differentiated
 // by LibTorch's autograd: the output and the gradients of q, k and v, float32 and float64, with
 // and without the causal mask, at lengths that are and are not multiples of the kernel's 16-key
@@ -16,7 +16,7 @@
 #include "model_compare.h"
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
-#include "roformer/ops/short_attention.h"
+#include "roformer/ops/short_attention/short_attention.h"
 
 namespace short_attention_test {
 

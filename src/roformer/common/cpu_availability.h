@@ -1,7 +1,7 @@
 // The CPUs this process may run on (its affinity mask) and how many of them other processes keep
 // busy, sampled from /proc/stat over a short window. The default intra-op thread count uses it:
-// a pool that spins on every core collapses beside a single CPU-bound neighbour (measured 0.26-0.33x
-// of its alone speed on 2 cores), so by default roformer leaves the cores others are using alone.
+// a pool that spins on every core collapses beside a single CPU-bound neighbour (a fraction of its
+// speed alone), so by default roformer leaves the cores others are using alone.
 #pragma once
 
 #include <chrono>

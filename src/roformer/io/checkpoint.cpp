@@ -71,7 +71,8 @@ bool is_architecture_key(const std::string& key) {
   for (const char* skip :
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
         "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
-        "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.", "model.attention_scale",
+        "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
+        "model.attention_scale",
         "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;
   return true;

@@ -13,7 +13,7 @@
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
-#include "roformer/ops/short_attention.h"
+#include "roformer/ops/short_attention/short_attention.h"
 
 namespace roformer::model {
 namespace {

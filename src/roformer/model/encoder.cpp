@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "roformer/ops/add_layer_norm.h"
-#include "roformer/ops/bias_gelu.h"
-#include "roformer/ops/feed_forward.h"
+#include "roformer/ops/add_layer_norm/add_layer_norm.h"
+#include "roformer/ops/bias_gelu/bias_gelu.h"
+#include "roformer/ops/feed_forward/feed_forward.h"
 
 namespace roformer::model {
 

@@ -171,7 +171,7 @@ class CudaGraphStep : public GraphedStep {
   // eager steps that follow would fail too), hands the graph's memory pools back, which
   // CUDAGraph's reset() does only after a successful capture_end, and takes the default CUDA
   // generator out of capture mode (capture_end's epilogue never ran: the next eager dropout
-  // would fail with "Offset increment outside graph capture", seen on an H200 2026-11-26).
+  // would fail with "Offset increment outside graph capture", seen on an H200).
   // Each piece may already be undone, depending on where the capture failed; none of this throws.
   void abandon_capture(at::cuda::MempoolId_t pool) noexcept {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "roformer/config/config.h"
-#include "roformer/dist/process_group.h"
-#include "roformer/dist/reducer.h"
+#include "roformer/distributed/process_group.h"
+#include "roformer/distributed/reducer.h"
 
 namespace torch::nn {
 class Module;

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "roformer/config/config.h"
-#include "roformer/dist/dist_env.h"
-#include "roformer/dist/process_group.h"
+#include "roformer/distributed/dist_env.h"
+#include "roformer/distributed/process_group.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/train/metrics.h"
 #include "roformer/train/run_directory.h"

@@ -10,7 +10,7 @@
 
 #include "roformer/config/config.h"
 #include "roformer/data/batches.h"
-#include "roformer/dist/reducer.h"
+#include "roformer/distributed/reducer.h"
 #include "roformer/model/encoder.h"
 #include "roformer/train/fused_adamw.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "roformer/config/config_loader.h"
-#include "roformer/dist/dist_env.h"
+#include "roformer/distributed/dist_env.h"
 #include "roformer/train/run_end.h"
 
 namespace roformer::train {

@@ -3,8 +3,8 @@
 #include "roformer/model/position/rope.h"
 
 #include "roformer/model/position/rope_reference.h"
-#include "roformer/ops/rope.h"
-#include "roformer/ops/short_attention.h"
+#include "roformer/ops/rope/rope.h"
+#include "roformer/ops/short_attention/short_attention.h"
 
 namespace roformer::model {
 

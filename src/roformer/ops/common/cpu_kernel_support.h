@@ -1,0 +1,66 @@
+// What the CPU kernel files share (rope_cpu.cpp, bias_gelu_cpu.cpp, add_layer_norm_cpu.cpp):
+// the accumulation type of a storage type, the dtype visitor, and ROFORMER_CLONES, which compiles
+// a function for x86-64-v4 (AVX-512), v3 (AVX2 + FMA) and the baseline and picks one at load
+// time, so vectorised inner loops use the widest registers the CPU has. These files are built
+// with OpenMP (src/CMakeLists.txt) so at::parallel_for uses LibTorch's thread pool; a file that
+// includes this header without it does not build rather than run silently serial.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <atomic>
+#include <type_traits>
+
+#include "roformer/ops/common/kernel_dtype.h"
+
+#if !defined(_OPENMP) && !defined(ROFORMER_SERIAL_CPU_KERNELS)
+#error "the CPU kernel files need OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ROFORMER_CLONES
+#endif
+
+#define ROFORMER_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace roformer::ops {
+
+// float for float, half and bfloat16; double for double.
+template <typename scalar_t>
+using cpu_acc_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+
+// Calls fn(first, last) for consecutive runs of `per_claim` items of [0, count), the threads of
+// LibTorch's pool claiming them from a shared counter: a thread slowed by a neighbour process takes
+// fewer instead of leaving the others waiting at the end of the region. Which thread runs a claim
+// varies; callers compute each item in a fixed way so the result does not.
+template <typename Fn>
+void for_each_claim(int64_t count, int64_t per_claim, Fn fn) {
+  const int64_t claims = (count + per_claim - 1) / per_claim;
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), claims), 1, [&](int64_t, int64_t) {
+    for (int64_t first; (first = next.fetch_add(per_claim, std::memory_order_relaxed)) < count;)
+      fn(first, std::min(first + per_claim, count));
+  });
+}
+
+// Calls f with a value of the storage type of `dtype`.
+template <typename F>
+void with_storage_type(KernelDType dtype, F&& f) {
+  switch (dtype) {
+    case KernelDType::f32:
+      return f(float{});
+    case KernelDType::f64:
+      return f(double{});
+    case KernelDType::f16:
+      return f(c10::Half{});
+    case KernelDType::bf16:
+      return f(c10::BFloat16{});
+  }
+}
+
+}  // namespace roformer::ops

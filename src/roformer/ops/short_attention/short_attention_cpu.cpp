@@ -1,0 +1,463 @@
+// CPU kernel of the short-sequence attention op: one (batch, head) pair at a time, all of its
+// S x S scores in cache. Forward: scores = q (scale k)^T, a row softmax (exact, not online), out =
+// probs v, each row's log-sum-exp kept for the backward when asked. Backward: probs recomputed as
+// exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product
+// on this hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs .
+// dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
+// pairs skip the blocks above the diagonal. Pairs run in parallel, the threads claiming them from a
+// shared counter; each pair's result is computed by one thread in a fixed order, so it does not
+// depend on the thread count or on which thread took it.
+// Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
+// before the includes, so the helpers' own lines are covered too.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
+
+#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
+#include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/short_attention/short_attention_kernels.h"
+#include "roformer/ops/short_attention/small_gemm.h"
+
+namespace roformer::ops {
+namespace {
+
+using small_gemm::Limit;
+using small_gemm::Strided;
+
+// One (batch, head) pair's rows of an operand.
+template <typename T>
+struct Rows {
+  T* data;
+  int64_t stride;
+};
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<T> rows_of(const AttentionOperand& t, int64_t pair, int64_t heads) {
+  const int64_t b = pair / heads, h = pair % heads;
+  return {static_cast<T*>(t.data) + b * t.stride[0] + h * t.stride[1], t.stride[2]};
+}
+
+// dst[d * ld + j] = src row j, column d, times `factor` for j < S; zero for S <= j < ld. Blocks of
+// one vector's width of rows: each column of the block is gathered into a vector and stored whole
+// (scattered scalar stores 4 ld bytes apart stalled on false store-to-load aliasing).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void transpose_padded(Rows<const T> src, int64_t S, int64_t D, int64_t ld, T factor, T* dst) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  int64_t j0 = 0;
+  for (; j0 + W <= S; j0 += W) {
+    const T* rows = src.data + j0 * src.stride;
+    for (int64_t d = 0; d < D; ++d) {
+      typename small_gemm::Vec<T>::type x;
+      for (int i = 0; i < W; ++i) x[i] = rows[i * src.stride + d];
+      small_gemm::store(dst + d * ld + j0, x * factor);
+    }
+  }
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t j = j0; j < S; ++j) dst[d * ld + j] = src.data[j * src.stride + d] * factor;
+    for (int64_t j = S; j < ld; ++j) dst[d * ld + j] = T(0);
+  }
+}
+
+// The last key row i attends to, plus one.
+ROFORMER_ALWAYS_INLINE int64_t row_end(const ShortAttentionLaunch& p, int64_t i) {
+  return p.causal ? i + 1 : p.seq;
+}
+
+// e^a for a vector of a <= 0 (float): exp_nonpositive's steps (bias_gelu_math.h) on 8 lanes at once.
+ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_nonpositive(small_gemm::Vec<float>::type a) {
+  using vf = small_gemm::Vec<float>::type;
+  typedef int32_t vi __attribute__((vector_size(32)));
+  const vf lo = vf{} - 87.0f;
+  vf n, q;
+  exp_reduced(a < lo ? lo : a, &n, &q);  // NaN passes and makes the result NaN
+  const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+  vf scale;  // 2^n, n in [-126, 0]
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return q * scale;
+}
+
+// Softmax over row[0, end) in place, in vectors where the row has them; row[end, ld) set to zero.
+// Returns the row's log-sum-exp.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T softmax_row(T* row, int64_t end, int64_t ld) {
+  using vec = typename small_gemm::Vec<T>::type;
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t whole = end / W * W;
+  T top = row[0];
+  if (whole > 0) {
+    vec m = small_gemm::load(row);
+    for (int64_t j = W; j < whole; j += W) {
+      const vec x = small_gemm::load(row + j);
+      m = x > m ? x : m;
+    }
+    for (int i = 0; i < W; ++i) top = m[i] > top ? m[i] : top;
+  }
+  for (int64_t j = whole; j < end; ++j) top = row[j] > top ? row[j] : top;
+  vec acc = vec{};
+  T sum = 0;
+  for (int64_t j = 0; j < whole; j += W) {
+    vec x = small_gemm::load(row + j) - top;
+    if constexpr (std::is_same_v<T, float>) {
+      x = exp_nonpositive(x);
+    } else {
+      for (int i = 0; i < W; ++i) x[i] = std::exp(x[i]);
+    }
+    acc += x;
+    small_gemm::store(row + j, x);
+  }
+  for (int64_t j = whole; j < end; ++j) {
+    row[j] = std::exp(row[j] - top);
+    sum += row[j];
+  }
+  for (int i = 0; i < W; ++i) sum += acc[i];
+  const T inv = T(1) / sum;
+  for (int64_t j = 0; j < end; ++j) row[j] *= inv;
+  for (int64_t j = end; j < ld; ++j) row[j] = T(0);
+  return top + std::log(sum);
+}
+
+// row[j] = exp(row[j] - lse) for j < end (the probabilities again), zero for end <= j < ld.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void probs_from_lse(T* row, int64_t end, int64_t ld, T lse) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t whole = end / W * W;
+  for (int64_t j = 0; j < whole; j += W) {
+    typename small_gemm::Vec<T>::type x = small_gemm::load(row + j) - lse;
+    if constexpr (std::is_same_v<T, float>) {
+      x = exp_nonpositive(x);
+    } else {
+      for (int i = 0; i < W; ++i) x[i] = std::exp(x[i]);
+    }
+    small_gemm::store(row + j, x);
+  }
+  for (int64_t j = whole; j < end; ++j) row[j] = std::exp(row[j] - lse);
+  for (int64_t j = end; j < ld; ++j) row[j] = T(0);
+}
+
+// sum_d a[d] b[d] over D (a multiple of the vector width), in vectors.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T dot(const T* a, const T* b, int64_t D) {
+  typename small_gemm::Vec<T>::type acc{};
+  for (int64_t d = 0; d < D; d += small_gemm::Vec<T>::width) acc += small_gemm::load(a + d) * small_gemm::load(b + d);
+  T sum = 0;
+  for (int i = 0; i < small_gemm::Vec<T>::width; ++i) sum += acc[i];
+  return sum;
+}
+
+// One thread's buffers: a transposed operand [D x L], four operands' rows packed [S x D] (a
+// strided one, e.g. a head of a fused QKV projection 3 H D floats apart, would map its rows onto
+// few cache sets), and two S x L blocks (probabilities; the backward's dscores).
+template <typename T>
+struct Workspace {
+  T* transposed;
+  T* packed[4];
+  T* square[2];
+};
+
+// Which third of a fused projection an operand is (its bias rows, and whether it rotates), or
+// none (the output's gradient).
+enum class Part { q = 0, k = 1, v = 2, none = 3 };
+
+ROFORMER_ALWAYS_INLINE bool rotates(const ShortAttentionLaunch& p, Part part) {
+  return p.rotation != nullptr && (part == Part::q || part == Part::k);
+}
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE const T* bias_of(const ShortAttentionLaunch& p, int64_t pair, Part part) {
+  if (p.bias == nullptr || part == Part::none) return nullptr;
+  return static_cast<const T*>(p.bias) + (static_cast<int64_t>(part) * p.heads + pair % p.heads) * p.head_dim;
+}
+
+// A feature's rotation partner: d ^ 1 for interleaved pairs, else d +- D/2.
+ROFORMER_ALWAYS_INLINE int64_t partner(const ShortAttentionLaunch& p, int64_t d) {
+  const int64_t half = p.head_dim / 2;
+  return p.interleaved ? d ^ 1 : (d < half ? d + half : d - half);
+}
+
+// Each feature's rotation partner, as a vector: x[d ^ 1] for interleaved pairs (lanes swapped
+// within the vector), else x[d +- D/2] (the vector half a head away; D/2 a multiple of the width).
+template <typename T>
+ROFORMER_ALWAYS_INLINE typename small_gemm::Vec<T>::type partner_of(const ShortAttentionLaunch& p, const T* row,
+                                                                    int64_t d) {
+  if (p.interleaved) {
+    typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> index_t;
+    typedef index_t mask_t __attribute__((vector_size(32)));
+    mask_t swap;
+    for (int i = 0; i < small_gemm::Vec<T>::width; ++i) swap[i] = i ^ 1;
+    return __builtin_shuffle(small_gemm::load(row + d), swap);
+  }
+  return small_gemm::load(row + partner(p, d));  // the vector at d starts a run of W within one half
+}
+
+// Whether the rotation runs in vectors: interleaved pairs always, halves when D/2 is whole vectors.
+ROFORMER_ALWAYS_INLINE bool partner_vectors(const ShortAttentionLaunch& p, int width) {
+  return p.interleaved || (p.head_dim / 2) % width == 0;
+}
+
+// rows[j][d] = x[d] cos[j][d] + x[partner(d)] sin[j][d] for the S rows x = rows[j] (packed, D per row).
+template <typename T>
+ROFORMER_ALWAYS_INLINE void rotate_rows(const ShortAttentionLaunch& p, T* rows) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t S = p.seq, D = p.head_dim;
+  const T* cos = static_cast<const T*>(p.rotation);
+  const T* sin = cos + S * D;
+  T x[kShortAttentionKernelMaxHeadDim];  // one row
+  for (int64_t j = 0; j < S; ++j) {
+    T* row = rows + j * D;
+    std::memcpy(x, row, D * sizeof(T));
+    const T* c = cos + j * D;
+    const T* s = sin + j * D;
+    if (partner_vectors(p, W)) {
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(
+            row + d, small_gemm::load(x + d) * small_gemm::load(c + d) + partner_of(p, x, d) * small_gemm::load(s + d));
+    } else {
+      for (int64_t d = 0; d < D; ++d) row[d] = x[d] * c[d] + x[partner(p, d)] * s[d];
+    }
+  }
+}
+
+// dst[j * D + d] = src row j, column d: the pair's rows, contiguous; plus the projection's bias
+// and, for q and k, the rotation, when the launch has them.
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(const ShortAttentionLaunch& p, const AttentionOperand& t, int64_t pair,
+                                               Part part, T* dst) {
+  constexpr int W = small_gemm::Vec<T>::width;  // D is a multiple of it
+  const int64_t S = p.seq, D = p.head_dim;
+  const Rows<const T> src = rows_of<const T>(t, pair, p.heads);
+  const T* bias = bias_of<T>(p, pair, part);
+  for (int64_t j = 0; j < S; ++j)
+    for (int64_t d = 0; d < D; d += W) {
+      typename small_gemm::Vec<T>::type x = small_gemm::load(src.data + j * src.stride + d);
+      if (bias != nullptr) x += small_gemm::load(bias + d);
+      small_gemm::store(dst + j * D + d, x);
+    }
+  if (rotates(p, part)) rotate_rows(p, dst);
+  return {dst, D};
+}
+
+// The gradient of rows before their rotation: dst row j = dy[e] cos[j][e] + dy[partner(e)]
+// sin[j][partner(e)] (the transpose of the rotation), dy = src row j (packed); or src itself
+// when `part` does not rotate. Adds each column's sum to `sums` when not null.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void write_grad_rows(const ShortAttentionLaunch& p, const T* src, Part part, Rows<T> dst,
+                                            T* sums) {
+  constexpr int W = small_gemm::Vec<T>::width;
+  const int64_t S = p.seq, D = p.head_dim;
+  const bool rotated = rotates(p, part);
+  const T* cos = static_cast<const T*>(p.rotation);
+  const T* sin = rotated ? cos + S * D : nullptr;
+  T scaled[kShortAttentionKernelMaxHeadDim];  // dy sin, one row
+  for (int64_t j = 0; j < S; ++j) {
+    const T* dy = src + j * D;
+    T* row = dst.data + j * dst.stride;
+    if (rotated && partner_vectors(p, W)) {
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(scaled + d, small_gemm::load(dy + d) * small_gemm::load(sin + j * D + d));
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(row + d,
+                          small_gemm::load(dy + d) * small_gemm::load(cos + j * D + d) + partner_of(p, scaled, d));
+    } else if (rotated) {
+      for (int64_t e = 0; e < D; ++e) {
+        const int64_t pe = partner(p, e);
+        row[e] = dy[e] * cos[j * D + e] + dy[pe] * sin[j * D + pe];
+      }
+    } else {
+      for (int64_t d = 0; d < D; d += W) small_gemm::store(row + d, small_gemm::load(dy + d));
+    }
+    if (sums != nullptr)
+      for (int64_t d = 0; d < D; d += W)
+        small_gemm::store(sums + d, small_gemm::load(sums + d) + small_gemm::load(row + d));
+  }
+}
+
+// The [D] row of launch.grad_bias for `pair` and `part` (zeroed by the caller), or null.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T* grad_bias_of(const ShortAttentionLaunch& p, int64_t pair, Part part) {
+  if (p.grad_bias == nullptr) return nullptr;
+  const int64_t b = pair / p.heads, h = pair % p.heads;
+  return static_cast<T*>(p.grad_bias) + ((b * 3 + static_cast<int64_t>(part)) * p.heads + h) * p.head_dim;
+}
+
+// Asks the caches for row i of `pair` in each operand, one row per row of softmax (a burst of
+// every row at once stalled on the few outstanding misses a core tracks). Reading (kWrite false):
+// the next pair's inputs, which then arrive while this one computes. Writing: this pair's output
+// or gradient rows, stored later in the pair; a run of stores to lines not yet in cache fills the
+// core's store buffer and stalls it (the projection gradient's stores had taken a fifth of the
+// backward's time).
+template <typename T, bool kWrite>
+ROFORMER_ALWAYS_INLINE void prefetch_row(const ShortAttentionLaunch& p, int64_t pair, int64_t i,
+                                         std::initializer_list<const AttentionOperand*> operands) {
+  const int64_t bytes = p.head_dim * static_cast<int64_t>(sizeof(T));
+  for (const AttentionOperand* t : operands) {
+    const char* row = reinterpret_cast<const char*>(rows_of<const T>(*t, pair, p.heads).data + i * t->stride[2]);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, kWrite ? 1 : 0);
+  }
+}
+
+// scores = q (scale k)^T into `scores` (L per row): the forward's first product, and the backward's again.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, Rows<const T> q, Rows<const T> k, T* kt,
+                                      T* scores) {
+  transpose_padded(k, p.seq, p.head_dim, p.padded_seq, static_cast<T>(p.scale), kt);
+  small_gemm::gemm<T>(p.seq, p.padded_seq, p.head_dim, Strided<T>{q.data, q.stride, 1}, kt, p.padded_seq, scores,
+                      p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none);
+}
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
+  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
+  const Rows<const T> v = pack_rows(p, p.v, pair, Part::v, w.packed[2]);
+  const Rows<T> out = rows_of<T>(p.out, pair, p.heads);
+  T* probs = w.square[0];
+  T* lse = p.lse != nullptr ? static_cast<T*>(p.lse) + pair * S : nullptr;
+  scores_of(p, q, k, w.transposed, probs);
+  const bool next = pair + 1 < p.batch * p.heads;
+  for (int64_t i = 0; i < S; ++i) {
+    if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
+    prefetch_row<T, true>(p, pair, i, {&p.out});
+    const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
+    if (lse != nullptr) lse[i] = row_lse;
+  }
+  small_gemm::gemm<T>(S, D, S, Strided<T>{probs, L, 1}, v.data, v.stride, out.data, out.stride,
+                      p.causal ? Limit::sum_to_row_end : Limit::none);
+}
+
+// C = A B (small_gemm::gemm, S x D) into the gradient rows of `part`: straight into them, or
+// through `scratch` when they rotate back or sum into the bias's gradient.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void grad_product(const ShortAttentionLaunch& p, int64_t pair, Part part,
+                                         const AttentionOperand& grad, Strided<T> a, Rows<const T> b, Limit limit,
+                                         T* scratch) {
+  const int64_t S = p.seq, D = p.head_dim;
+  const Rows<T> dst = rows_of<T>(grad, pair, p.heads);
+  T* sums = grad_bias_of<T>(p, pair, part);
+  if (sums == nullptr && !rotates(p, part)) {
+    small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, dst.data, dst.stride, limit);
+    return;
+  }
+  small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, scratch, D, limit);
+  write_grad_rows(p, scratch, part, dst, sums);
+}
+
+template <typename T>
+ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
+  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
+  const Rows<const T> dout = pack_rows(p, p.grad_out, pair, Part::none, w.packed[2]);
+  const T* lse = static_cast<const T*>(p.lse) + pair * S;
+  T* probs = w.square[0];
+  T* ds = w.square[1];
+  const Limit upto = p.causal ? Limit::sum_to_row_end : Limit::none;
+  const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
+  scores_of(p, q, k, w.transposed, probs);
+  const bool next = pair + 1 < p.batch * p.heads;
+  for (int64_t i = 0; i < S; ++i) {
+    if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
+    prefetch_row<T, true>(p, pair, i, {&p.grad_v});
+    probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
+  }
+  // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
+  grad_product(p, pair, Part::v, p.grad_v, Strided<T>{probs, 1, L}, dout, from, w.packed[3]);
+  // dprobs = dout v^T, into ds
+  transpose_padded(pack_rows(p, p.v, pair, Part::v, w.packed[3]), S, D, L, T(1), w.transposed);
+  small_gemm::gemm<T>(S, L, D, Strided<T>{dout.data, dout.stride, 1}, w.transposed, L, ds, L,
+                      p.causal ? Limit::columns_to_row_end : Limit::none);
+  const T scale = static_cast<T>(p.scale);
+  for (int64_t i = 0; i < S; ++i) {
+    const T* pr = probs + i * L;
+    T* row = ds + i * L;
+    const int64_t end = row_end(p, i);
+    prefetch_row<T, true>(p, pair, i, {&p.grad_q, &p.grad_k});
+    // sum_j probs_ij dprobs_ij (= dout_i . out_i) over whole vectors: the products computed every
+    // column of them, and probs is zero past `end`
+    const int64_t W = small_gemm::Vec<T>::width;
+    const T delta = dot(pr, row, (end + W - 1) / W * W);
+    for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
+    for (int64_t j = end; j < L; ++j) row[j] = T(0);
+  }
+  grad_product(p, pair, Part::q, p.grad_q, Strided<T>{ds, L, 1}, k, upto, w.packed[3]);
+  grad_product(p, pair, Part::k, p.grad_k, Strided<T>{ds, 1, L}, q, from, w.packed[3]);
+}
+
+// Pairs [begin, end) with this thread's buffers.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void forward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
+                                          const Workspace<T>& w) {
+  for (int64_t pair = begin; pair < end; ++pair) forward_pair<T>(p, pair, w);
+}
+template <typename T>
+ROFORMER_ALWAYS_INLINE void backward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
+                                           const Workspace<T>& w) {
+  for (int64_t pair = begin; pair < end; ++pair) backward_pair<T>(p, pair, w);
+}
+
+// One function per dtype and direction, each compiled per x86-64 level (ROFORMER_CLONES).
+ROFORMER_CLONES void forward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e, const Workspace<float>& w) {
+  forward_pairs<float>(p, b, e, w);
+}
+ROFORMER_CLONES void forward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                       const Workspace<double>& w) {
+  forward_pairs<double>(p, b, e, w);
+}
+ROFORMER_CLONES void backward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                        const Workspace<float>& w) {
+  backward_pairs<float>(p, b, e, w);
+}
+ROFORMER_CLONES void backward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
+                                        const Workspace<double>& w) {
+  backward_pairs<double>(p, b, e, w);
+}
+
+// Runs fn(begin, end, workspace) over the pairs in parallel, one workspace per thread. The threads
+// claim kPairsPerClaim pairs at a time from a shared counter rather than a fixed half each: a
+// thread slowed by a neighbour or by its core's other work then takes fewer pairs instead of
+// keeping the others waiting at the region's end. Each pair is still computed whole by one
+// thread, so the results do not depend on who took it.
+constexpr int64_t kPairsPerClaim = 2;
+
+template <typename T, typename Fn>
+void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  for_each_claim(p.batch * p.heads, kPairsPerClaim, [&](int64_t first, int64_t last) {
+    // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
+    // page faults, which the threads take one at a time.
+    thread_local std::vector<T> buffer;
+    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 4 * S * D + 2 * S * L)));
+    T* b = buffer.data();
+    T* square = b + D * L + 4 * S * D;
+    const Workspace<T> w{
+        b, {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D}, {square, square + S * L}};
+    fn(first, last, w);
+  });
+}
+
+}  // namespace
+
+void short_attention_forward_cpu(const ShortAttentionLaunch& p) {
+  if (p.dtype == KernelDType::f64) {
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f64(p, b, e, w); });
+  } else {
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f32(p, b, e, w); });
+  }
+}
+
+void short_attention_backward_cpu(const ShortAttentionLaunch& p) {
+  if (p.dtype == KernelDType::f64) {
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f64(p, b, e, w); });
+  } else {
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f32(p, b, e, w); });
+  }
+}
+
+}  // namespace roformer::ops

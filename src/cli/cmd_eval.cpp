@@ -10,6 +10,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/strings.h"
+#include "roformer/config/position_families.h"
 #include "roformer/data/dataset_meta.h"
 #include "roformer/eval/extrapolation.h"
 #include "roformer/eval/passkey.h"
@@ -26,7 +27,7 @@ void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
   if (meta.tokenizer != "byte")
     throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer +
                     " tokenizer");
-  const int64_t limit = c.model->position_encoding().traits().max_length;
+  const int64_t limit = config::position_length_limit(c.config.model);
   std::vector<int64_t> lengths;
   for (int64_t L : c.config.eval.lengths) {
     if (limit > 0 && L > limit - 5) {

@@ -9,6 +9,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/relative_bias.h"
@@ -94,7 +95,10 @@ TEST(Learned, AddsTheTableAndRefusesPositionsPastItsEnd) {
   LearnedPositionImpl pe(8, 4);
   const torch::Tensor x = torch::zeros({1, 8, 4});
   EXPECT_TRUE(torch::equal(pe.embed(x, torch::arange(8, torch::kLong))[0], pe.table->weight));
-  EXPECT_EQ(pe.traits().max_length, 8);
+  const config::ModelConfig m =
+      config::load_overrides({"model.position.kind=learned", "model.position.max_positions=8", "data.seq_len=8"})
+          .config.model;
+  EXPECT_EQ(config::position_length_limit(m), 8) << "the family row states the table's limit";
   try {
     pe.embed(torch::zeros({1, 9, 4}), torch::arange(9, torch::kLong));
     FAIL() << "expected an error past the table";
@@ -159,7 +163,7 @@ TEST(PositionTraits, EachFamilySaysHowAttentionMayUseIt) {
     const auto pe = make_position_encoding(m);
     EXPECT_EQ(pe->traits().forms_scores, w.forms_scores);
     EXPECT_EQ(pe->traits().rotation, w.rotation);
-    EXPECT_EQ(pe->traits().max_length, w.kind == "learned" ? m.position.max_positions : 0);
+    EXPECT_EQ(config::position_length_limit(m), w.kind == "learned" ? m.position.max_positions : 0);
   }
 }
 

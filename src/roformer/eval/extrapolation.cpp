@@ -15,6 +15,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/position_families.h"
 #include "roformer/data/batches.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
@@ -66,7 +67,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.stride = cfg.eval.stride;
   report.train_length = cfg.data.seq_len;
   report.position = config::position_kind_names().name(cfg.model.position.kind);
-  const int64_t limit = model->position_encoding().traits().max_length;
+  const int64_t limit = config::position_length_limit(cfg.model);
   for (int64_t L : cfg.eval.lengths) {
     LengthResult lr;
     lr.length = L;

@@ -27,7 +27,6 @@ torch::Tensor SinusoidalPositionImpl::embed(const torch::Tensor& x, const torch:
 LearnedPositionImpl::LearnedPositionImpl(int64_t max_positions, int64_t dim) : max_positions_(max_positions) {
   table = register_module("embedding", torch::nn::Embedding(max_positions, dim));
   traits_.rotation = Rotation::none;
-  traits_.max_length = max_positions;
 }
 
 torch::Tensor LearnedPositionImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {

@@ -10,7 +10,8 @@
 //   output_term: a term from the attention weights (Shaw's relative values)
 // What attention must know about a family beyond that math is one Traits value, set by the
 // family's constructor: whether attention forms the scores (content_scores, score_term and
-// output_term are then called), how its rotation may be fused, and its length limit.
+// output_term are then called) and how its rotation may be fused. (Its length limit is the
+// family row's, config/position_families.h.)
 // Families that form no scores keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
 // it can be cached per length), or explicit [B, S].
@@ -38,7 +39,6 @@ class PositionEncodingImpl : public torch::nn::Module {
   struct Traits {
     bool forms_scores = false;  // attention forms the scores and calls content_scores, score_term, output_term
     Rotation rotation = Rotation::applied;
-    int64_t max_length = 0;  // longest sequence the family accepts (0: unbounded; learned tables)
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }

@@ -6,22 +6,17 @@ over the pretraining seeds, as report.md, report.json and ppl_vs_steps.png in OU
 Usage: scripts/extension_report.py OUT   (OUT/eval/<method>-L<target>-seed<seed>-step<n>/eval.json)
 """
 import json
-import math
 import os
 import re
-import statistics
 import sys
+
+import report_render as render
+from report_render import mean_std
 
 METHODS = ["direct", "pi", "yarn", "ntk", "control"]
 LABELS = {"direct": "direct (no scaling)", "pi": "PI (linear)", "yarn": "YaRN", "ntk": "NTK-aware",
           "control": "control: more training at 128"}
 TRAIN_LEN = 128
-
-
-def mean_std(values):
-    if not values:
-        return None, None
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def load(out):
@@ -47,12 +42,7 @@ def load(out):
 
 
 def fmt(values):
-    m, s = mean_std(values)
-    if m is None:
-        return "-"
-    if m >= 1000:
-        return "%.3g" % m
-    return "%.2f ± %.2f" % (m, s)
+    return render.cell(values)
 
 
 def steps_table(cells, methods, target, steps):
@@ -83,44 +73,27 @@ def summary_json(cells):
 
 
 def plot(out, cells, methods, targets, steps):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
-    except ImportError:
-        print("(matplotlib missing: no plot)")
+    plt = render.pyplot("extension_report")
+    if plt is None:
         return
     fig, axes = plt.subplots(1, len(targets), figsize=(5.2 * len(targets), 3.8), squeeze=False)
     for ax, target in zip(axes[0], targets):
         for method in methods:
-            xs, ms, ss = [], [], []
-            for s in steps:
-                m, sd = mean_std(cells.get((method, target, s, target), []))
-                if m is not None:
-                    xs.append(s)
-                    ms.append(m)
-                    ss.append(sd)
-            if xs:
-                style = {"color": "black", "ls": ":", "marker": "x"} if method == "control" else {"marker": "o"}
-                ax.plot(xs, ms, label=LABELS.get(method, method), **style)
-                ax.fill_between(xs, [m - s for m, s in zip(ms, ss)], [m + s for m, s in zip(ms, ss)], alpha=0.2)
+            style = {"color": "black", "ls": ":", "marker": "x"} if method == "control" else {}
+            series = [cells.get((method, target, s, target), []) for s in steps]
+            render.band(ax, steps, series, LABELS.get(method, method), **style)
         base, _ = mean_std(cells.get(("direct", target, 0, TRAIN_LEN), []))
         if base is not None:
             ax.axhline(base, color="grey", ls="--", lw=0.8, label="pretrained model at %d" % TRAIN_LEN)
+        render.length_axes(ax, yticks=[7, 8, 10, 12, 15, 20, 25])
         ax.set_xscale("symlog", linthresh=25)
-        ax.set_yscale("log")
-        ax.set_yticks([7, 8, 10, 12, 15, 20, 25])
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(steps)
         ax.set_xticklabels([str(s) for s in steps])
         ax.set_xlabel("fine-tuning steps at length %d (4096 tokens each)" % target)
         ax.set_ylabel("test perplexity at %d" % target)
         ax.set_title("extend 128 -> %d (%dx)" % (target, target // TRAIN_LEN))
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "ppl_vs_steps.png"), dpi=120)
+    render.save(fig, os.path.join(out, "ppl_vs_steps.png"))
 
 
 def main():

@@ -11,11 +11,8 @@ import re
 import statistics
 import sys
 
-
-def mean_std(values):
-    if not values:
-        return None, None
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+import report_render as render
+from report_render import mean_std
 
 
 def main():
@@ -70,13 +67,9 @@ def main():
           header, sep] + rows
     open(os.path.join(out, "report.md"), "w").write("\n".join(md) + "\n")
     json.dump(summary, open(os.path.join(out, "report.json"), "w"), indent=2)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = render.pyplot("finetune_report")
+    if plt is None:
         print("\n".join(md))
-        print("(matplotlib missing: no plot)")
         return
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     width = 0.8 / len(lengths)
@@ -96,8 +89,7 @@ def main():
     ax.set_ylim(40, 100)
     ax.legend()
     ax.set_title("Is B or C closer to A? (bi-encoder, 3 seeds)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "accuracy_by_truncation.png"), dpi=120)
+    render.save(fig, os.path.join(out, "accuracy_by_truncation.png"))
     print("\n".join(md))
 
 

@@ -16,6 +16,9 @@ import sys
 
 import yaml
 
+import report_render as render
+from report_render import mean_std
+
 TRAIN_LEN = 128
 # One plot panel per group; `rope` is drawn in every panel as the reference.
 GROUPS = [
@@ -30,20 +33,8 @@ OTHER = [("dynamic-ntk", "dynamic NTK"), ("rerope-32", "ReRoPE (w 32)"), ("leaky
          ("logn", "log-n (evaluation only)")]
 
 
-def mean_std(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def fmt(values, digits=2):
-    m, s = mean_std(values)
-    if m is None:
-        return "-"
-    if m >= 1000:
-        return "%.3g" % m
-    return "%.*f ± %.*f" % (digits, m, digits, s)
+    return render.cell(values, digits)
 
 
 def median_past_first_fifth(values):
@@ -216,30 +207,19 @@ def write_report(study, dest, sweep_file):
 
 
 def plot(study, dest, key, name):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
+    plt = render.pyplot("frontier_report")
+    if plt is None:
+        return
     panels = [(title, members, key) for title, members in GROUPS]
     if key == "chunks":
         panels.append(("RoPE extension at evaluation time", None, key))
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), sharex=True, sharey=True)
     lengths = study["lengths"]
+    palette = [plt.cm.tab10(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]  # tab10 without the reference's grey
 
     def draw(ax, label, series, **style):
-        means = [mean_std(s) for s in series]
-        xs = [L for L, (m, _) in zip(lengths, means) if m is not None]
-        if not xs:
-            return
-        ms = [m for m, _ in means if m is not None]
-        sd = [s for m, s in means if m is not None]
-        if "color" not in style:  # tab10 without its grey, which marks the rope reference
-            style["color"] = [plt.cm.tab10(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)][len(ax.lines) % 9]
-        line = ax.plot(xs, ms, marker="o", markersize=3, label=label, **style)[0]
-        ax.fill_between(xs, [m - s for m, s in zip(ms, sd)], [m + s for m, s in zip(ms, sd)], alpha=0.15,
-                        color=line.get_color())
+        style.setdefault("color", palette[len(ax.lines) % len(palette)])
+        render.band(ax, lengths, series, label, **style)
 
     for ax, (title, members, k) in zip(axes.flat, panels):
         draw(ax, "rope (reference)", [ppls(study, "rope", k, L) for L in lengths], color="0.5", linestyle="--")
@@ -262,20 +242,13 @@ def plot(study, dest, key, name):
     for ax in axes.flat[len(panels) + 1:]:
         ax.axis("off")
     for ax in axes.flat:
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_yticks([10, 12, 14, 16, 18, 20, 22])
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.grid(True, which="major", alpha=0.3)
+        render.length_axes(ax, yticks=[10, 12, 14, 16, 18, 20, 22])
     for ax in axes[-1]:
         ax.set_xlabel("evaluation length (trained at %d)" % TRAIN_LEN)
     for ax in axes[:, 0]:
         ax.set_ylabel("test perplexity (%s)" % key)
     fig.suptitle("Perplexity against length, %s protocol, mean ± std over %d seeds" % (key, len(study["seeds"])))
-    fig.tight_layout()
-    fig.savefig(os.path.join(dest, name), dpi=110)
-    plt.close(fig)
+    render.save(fig, os.path.join(dest, name), dpi=110)
 
 
 def main():

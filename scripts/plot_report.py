@@ -7,11 +7,9 @@ import json
 import os
 import sys
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import report_render as render
 
 
 def mean_curve(runs, key):
@@ -22,12 +20,15 @@ def mean_curve(runs, key):
     return curves[0][:n, 0], np.mean([c[:n, 1] for c in curves], axis=0)
 
 
-def style(i, name):
+def style(plt, i, name):
     """Distinct colours beyond ten variants; dashed lines for MLM variants of mixed sweeps."""
     return {"color": plt.cm.tab20(i % 20), "linestyle": "--" if name.endswith("mlm") else "-"}
 
 
 def main(path, out):
+    plt = render.pyplot("plot_report")
+    if plt is None:
+        sys.exit(3)
     rep = json.load(open(path))
     variants = rep["variants"]
     train_len = rep["train_length"]
@@ -36,41 +37,28 @@ def main(path, out):
     for i, v in enumerate(variants):
         x, y = mean_curve(v["runs"], "train")
         if x is not None:
-            ax.plot(x, y, label=v["name"], lw=1.2, **style(i, v["name"]))
+            ax.plot(x, y, label=v["name"], lw=1.2, **style(plt, i, v["name"]))
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title(f"{rep['name']}: training loss ({rep['objective']}, L={train_len})")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "loss_vs_step.png"), dpi=120)
-    plt.close(fig)
+    render.save(fig, os.path.join(out, "loss_vs_step.png"))
 
     protocols = rep["protocols"]
     fig, axes = plt.subplots(1, len(protocols), figsize=(6.5 * len(protocols), 4.5), squeeze=False)
     for ax, protocol in zip(axes[0], protocols):
         for i, v in enumerate(variants):
-            xs, ys, es = [], [], []
-            for L in rep["lengths"]:
-                vals = [r["ppl"] for run in v["runs"] if protocol in run["eval"]
-                        for r in run["eval"][protocol]["results"] if r["length"] == L and r["applicable"]]
-                if vals:
-                    xs.append(L)
-                    ys.append(np.mean(vals))
-                    es.append(np.std(vals, ddof=1) if len(vals) > 1 else 0)
-            if xs:
-                ax.errorbar(xs, ys, yerr=es, marker="o", label=v["name"], capsize=3, **style(i, v["name"]))
-        ax.axvline(train_len, color="grey", ls="--", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+            series = [[r["ppl"] for run in v["runs"] if protocol in run["eval"]
+                       for r in run["eval"][protocol]["results"] if r["length"] == L and r["applicable"]]
+                      for L in rep["lengths"]]
+            render.band(ax, rep["lengths"], series, v["name"], **style(plt, i, v["name"]))
+        render.length_axes(ax, train_len)
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_ylabel("perplexity")
         ax.set_title(f"{protocol} protocol (training length {train_len})")
-        ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "ppl_vs_length.png"), dpi=120)
-    plt.close(fig)
+    render.save(fig, os.path.join(out, "ppl_vs_length.png"))
 
     longest = max(rep["lengths"])
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -81,16 +69,14 @@ def main(path, out):
         if curves:
             c = np.mean(curves, axis=0)
             centers = (np.arange(len(c)) + 0.5) * longest / len(c)
-            ax.plot(centers, c, marker="o", label=v["name"], **style(i, v["name"]))
+            ax.plot(centers, c, marker="o", label=v["name"], **style(plt, i, v["name"]))
     ax.axvline(train_len, color="grey", ls="--", lw=0.8)
     ax.set_xlabel("position inside the window")
     ax.set_ylabel("loss")
     ax.set_title(f"loss by position at length {longest} ({protocol})")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "loss_by_position.png"), dpi=120)
-    plt.close(fig)
+    render.save(fig, os.path.join(out, "loss_by_position.png"))
     print(f"wrote plots to {out}")
 
 

@@ -14,9 +14,10 @@ import json
 import math
 import os
 import statistics
-import sys
 
 import yaml
+
+import report_render as render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTIPLES = [1, 2, 4, 8, 16, 32]
@@ -32,10 +33,7 @@ def mean(v):
 
 
 def fmt(v, digits=2):
-    if not v:
-        return "missing"
-    m = f"{mean(v):.{digits}f}"
-    return f"{m} ± {statistics.stdev(v):.{digits}f}" if len(v) > 1 else f"{m} (1 seed)"
+    return render.cell(v, digits, missing="missing", one_seed="(1 seed)")
 
 
 def load_rung_a(frontier):
@@ -205,12 +203,8 @@ def claims_table(rungs):
 
 
 def plot(rungs, variants, dest):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("scale_report: no matplotlib; skipped the plot", file=sys.stderr)
+    plt = render.pyplot("scale_report")
+    if plt is None:
         return False
     fig, axes = plt.subplots(1, len(rungs), figsize=(5 * len(rungs), 4.2), sharey=True)
     colours = plt.get_cmap("tab20").colors
@@ -225,16 +219,13 @@ def plot(rungs, variants, dest):
                 drawn += 1
         if not drawn:
             ax.text(0.5, 0.5, "no cells yet", transform=ax.transAxes, ha="center", color="grey")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        render.length_axes(ax)
         ax.set_xticks(MULTIPLES, [f"{m}x" for m in MULTIPLES])
         ax.set_title(RUNGS[name][0].split(" (")[0], fontsize=9)
         ax.set_xlabel("evaluation length / training length")
-        ax.grid(alpha=0.3)
     axes[0].set_ylabel("perplexity / perplexity at 1x (chunks, log scale)")
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(os.path.join(dest, "ppl_ratio_by_rung.png"), dpi=110)
+    render.save(fig, os.path.join(dest, "ppl_ratio_by_rung.png"), dpi=110)
     return True
 
 

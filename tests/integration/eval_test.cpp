@@ -185,6 +185,14 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rope-seed1: trained (step 20), skipping training"), std::string::npos) << r.output;
   EXPECT_TRUE(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors") == before) << "rewritten";
+  // The plots, drawn by the report renderer in the services' Python (the checkout's .venv here);
+  // a Python that fails costs the plots and a warning naming the command, never the report.
+  for (const char* png : {"loss_vs_step.png", "ppl_vs_length.png", "loss_by_position.png"})
+    EXPECT_TRUE(roformer::path_exists(out + "/" + png)) << png << "\n" << r.output;
+  r = run_command("ROFORMER_PYTHON=/bin/false '" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") +
+                  "' --out '" + out + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the plots were not drawn: it exited 1"), std::string::npos) << r.output;
   // A typo in a variant fails before any training.
   write_file(dir.file("bad.yaml"),
              "config: tiny.yaml\nvariants:\n  - {name: x, set: [\"model.position.kind=rotary\"]}\n");

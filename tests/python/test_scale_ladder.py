@@ -28,6 +28,10 @@ def check(ok, what):
 
 
 def load(name):
+    """A script of scripts/ as a module (the folder on the path, as when it runs: the report
+    scripts import scripts/report_render.py)."""
+    if os.path.join(root, "scripts") not in sys.path:
+        sys.path.insert(0, os.path.join(root, "scripts"))
     spec = importlib.util.spec_from_file_location(name, os.path.join(root, "scripts", name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -15,7 +15,7 @@
 #include "roformer/convert/hf_config.h"
 #include "roformer/data/dataset_meta.h"
 #include "roformer/model/encoder.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 #include "test_support.h"
 
 namespace input_hardening_test {
@@ -81,7 +81,7 @@ TEST(HfConfigHardening, WrongTypesAndSizesAreUserErrorsNamingTheKey) {
 
 TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   auto check = [](config::ModelConfig m) {
-    const double estimated = model::estimate_memory(m, 1, 16, true, false).parameters;
+    const double estimated = runtime::estimate_memory(m, 1, 16, true, false).parameters;
     EXPECT_EQ(estimated, static_cast<double>(model::count_parameters(*model::build_model(m, 0))));
   };
   config::ModelConfig m;
@@ -123,20 +123,20 @@ TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {
   m.num_heads = 16;
   m.num_layers = 24;
   const std::string err = user_error([&] {
-    model::check_fits_device(model::estimate_memory(m, 8, 512, true, false), torch::kCPU, "training this model", "it");
+    runtime::check_fits_device(runtime::estimate_memory(m, 8, 512, true, false), torch::kCPU, "training this model", "it");
   });
   EXPECT_NE(err.find("training this model needs at least"), std::string::npos) << err;
   EXPECT_NE(err.find("parameters"), std::string::npos) << err;
   config::ModelConfig tiny;
   EXPECT_EQ(user_error([&] {
-              model::check_fits_device(model::estimate_memory(tiny, 8, 128, true, false), torch::kCPU, "training",
+              runtime::check_fits_device(runtime::estimate_memory(tiny, 8, 128, true, false), torch::kCPU, "training",
                                        "it");
             }),
             "");
   // int64-limit lengths give an infinite-looking estimate, not a wrapped one.
   EXPECT_NE(user_error([&] {
-              model::check_fits_device(
-                  model::estimate_memory(tiny, 8, std::numeric_limits<int64_t>::max(), false, false), torch::kCPU,
+              runtime::check_fits_device(
+                  runtime::estimate_memory(tiny, 8, std::numeric_limits<int64_t>::max(), false, false), torch::kCPU,
                   "evaluating", "it");
             }).find("needs at least"),
             std::string::npos);

@@ -10,7 +10,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/config/position_families.h"
 #include "roformer/model/encoder.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 #include "test_support.h"
 
 namespace model_test {
@@ -219,7 +219,7 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       expect += static_cast<int64_t>(config::position_parameters(c));
       EncoderModel m = build_model(c, 1);
       EXPECT_EQ(count_parameters(*m), expect);
-      EXPECT_EQ(estimate_memory(c, 1, 1, false, false).parameters, double(expect));
+      EXPECT_EQ(runtime::estimate_memory(c, 1, 1, false, false).parameters, double(expect));
     }
   }
 }

@@ -268,7 +268,7 @@ struct TrainConfig {
   int64_t eval_batches = 20;
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 2;
-  int64_t threads = 0;  // intra-op threads; 0: the CPUs other processes leave free (model/device.h)
+  int64_t threads = 0;  // intra-op threads; 0: the CPUs other processes leave free (runtime/device.h)
   DeviceKind device = DeviceKind::auto_;
   Precision precision = Precision::auto_;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;

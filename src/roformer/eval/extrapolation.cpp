@@ -19,9 +19,9 @@
 #include "roformer/data/batches.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
-#include "roformer/model/device.h"
+#include "roformer/runtime/device.h"
 #include "roformer/model/encoder.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 
 namespace roformer::eval {
 
@@ -33,11 +33,11 @@ LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::st
   io::check_same_architecture(saved, loaded.config, dir);
   LoadedCheckpoint c;
   c.config = loaded.config;
-  model::apply_threads(c.config.train.threads, 1);
-  c.device = model::pick_device(c.config.train.device, 0, /*strict=*/false);
+  runtime::apply_threads(c.config.train.threads, 1);
+  c.device = runtime::pick_device(c.config.train.device, 0, /*strict=*/false);
   const auto& lengths = c.config.eval.lengths;
   const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-  model::check_fits_device(model::estimate_memory(c.config.model, c.config.eval.batch_size, longest, false,
+  runtime::check_fits_device(runtime::estimate_memory(c.config.model, c.config.eval.batch_size, longest, false,
                                                   eval_uses_bf16(c.config.eval.precision, c.device)),
                            c.device, "evaluating this checkpoint at length " + std::to_string(longest),
                            "eval.lengths (--lengths) or eval.batch_size");
@@ -81,7 +81,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                                     cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
                                     cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
                                     static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
-    model::reset_peak_memory(device);
+    runtime::reset_peak_memory(device);
     const auto start = std::chrono::steady_clock::now();
     {
       model::AttentionKernelProbe probe;
@@ -97,7 +97,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                       ": not a result. The model overflows at this length (position " + report.position + ", scaling " +
                       report.scaling + "): check model.position.* and the --set overrides " +
                       "(e.g. xpos.scale_base, rope.scaling.*), shorter --lengths, or the checkpoint's weights");
-    lr.peak_mem_gib = model::peak_memory_gib(device);
+    lr.peak_mem_gib = runtime::peak_memory_gib(device);
     log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
               " tokens in ", lr.seconds, " s",
               device.is_cuda() ? ", peak " + std::to_string(lr.peak_mem_gib) + " GiB" : "", ", attention ",

@@ -9,7 +9,7 @@
 #include "roformer/eval/extrapolation.h"
 #include "roformer/eval/id_matrix.h"
 #include "roformer/io/safetensors.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 
 namespace roformer::eval {
 namespace {
@@ -37,8 +37,8 @@ ForwardSummary run_forward(const ForwardRequest& req) {
     in.attention_mask = read_matrix(req.attention_mask, "--attention-mask", 0, 1);
     same_shape(in.attention_mask, "--attention-mask");
   }
-  model::check_fits_device(
-      model::estimate_memory(m, in.input_ids.size(0), in.input_ids.size(1), /*training=*/false, /*bf16=*/false),
+  runtime::check_fits_device(
+      runtime::estimate_memory(m, in.input_ids.size(0), in.input_ids.size(1), /*training=*/false, /*bf16=*/false),
       loaded.device,
       "running this forward pass on " + std::to_string(in.input_ids.size(0)) + " sequences of " +
           std::to_string(in.input_ids.size(1)) + " tokens",

@@ -33,8 +33,8 @@
 #include "roformer/finetune/task_eval.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/autocast.h"
-#include "roformer/model/device.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/device.h"
+#include "roformer/runtime/memory_estimate.h"
 #include "roformer/train/device_setup.h"
 #include "roformer/train/lr_schedule.h"
 #include "roformer/train/metrics.h"
@@ -220,7 +220,7 @@ void Finetuner::build() {
                        (spec_.head != HeadKind::triplet ? 1
                         : spec_.bi_encoder              ? 3
                                                         : 2);
-  model::check_fits_device(model::estimate_memory(cfg_.model, rows, f_.max_length, true, life_.autocast()),
+  runtime::check_fits_device(runtime::estimate_memory(cfg_.model, rows, f_.max_length, true, life_.autocast()),
                            life_.device(), "fine-tuning this model",
                            "train.batch_size (raise train.grad_accum) or finetune.max_length");
   model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));

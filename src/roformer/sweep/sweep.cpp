@@ -19,6 +19,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
+#include "roformer/common/run_process.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/eval/extrapolation.h"
@@ -164,6 +165,25 @@ json read_eval_file(const std::string& path) {
   }
 }
 
+// The plots of report.json (scripts/plot_report.py, the renderer every study's report uses) in the
+// Python of our services; a missing renderer, a Python without matplotlib or one that takes more
+// than two minutes costs the plots and a warning, never the report.
+void draw_plots(const std::string& out) {
+  const std::string script = build_info().source_dir + "/scripts/plot_report.py";
+  if (!path_exists(script)) {
+    log::warn("no ", script, ": skipped the plots (report.md and report.json are written)");
+    return;
+  }
+  const std::string python = service_python();
+  const ProcessOutcome r = run_process({python, script, out + "/report.json", out}, 120.0);
+  if (r.ok()) return;
+  const std::string why = !r.started   ? "could not start " + python
+                          : r.timed_out ? "it took more than 120 s and was stopped"
+                                        : "it exited " + std::to_string(r.exit_code) + " (its message is above)";
+  log::warn("the plots were not drawn: ", why, "; run scripts/setup.sh for a .venv with matplotlib, or set "
+            "ROFORMER_PYTHON, then: ", python, " ", script, " ", out, "/report.json ", out);
+}
+
 }  // namespace
 
 void write_sweep_report(const SweepSpec& spec, const std::string& out) {
@@ -283,15 +303,7 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
         "![loss by position](loss_by_position.png)\n";
   write_file_atomic(out + "/report.md", md.str());
   log::info("wrote ", out, "/report.md and report.json");
-  // Plots: matplotlib through the project venv, when present.
-  const std::string py = build_info().source_dir + "/.venv/bin/python";
-  const std::string script = build_info().source_dir + "/scripts/plot_report.py";
-  if (path_exists(py) && path_exists(script)) {
-    const std::string cmd = "'" + py + "' '" + script + "' '" + out + "/report.json' '" + out + "'";
-    if (std::system(cmd.c_str()) != 0) log::warn("plotting failed: ", cmd);
-  } else {
-    log::warn("no .venv with matplotlib: skipped the plots (run scripts/setup.sh)");
-  }
+  draw_plots(out);
 }
 
 }  // namespace roformer::sweep

@@ -1,7 +1,7 @@
 // How a training run uses its device: the data-parallel engine, process group and gradient
 // reducer (shared by pretraining and fine-tuning), and the CUDA switches (TF32, deterministic
 // kernels) applied before the first kernel runs. (The device itself and the threads:
-// model/device.h, shared with evaluation.)
+// runtime/device.h, shared with evaluation.)
 #pragma once
 
 #include <torch/types.h>

@@ -9,7 +9,7 @@
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
-#include "roformer/model/device.h"
+#include "roformer/runtime/device.h"
 #include "roformer/train/device_setup.h"
 #include "roformer/train/mfu.h"
 #include "roformer/train/signals.h"

@@ -28,9 +28,9 @@
 #include "roformer/eval/evaluate.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
-#include "roformer/model/device.h"
+#include "roformer/runtime/device.h"
 #include "roformer/model/encoder.h"
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 #include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/device_setup.h"
 #include "roformer/train/init_from.h"
@@ -214,8 +214,8 @@ void Trainer::build() {
                                                config::EvalProtocol::chunks, 0,
                                                t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
                                                env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed), rule);
-  model::check_fits_device(
-      model::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_), device_,
+  runtime::check_fits_device(
+      runtime::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_), device_,
       "training this model",
       "model.hidden_size, model.num_layers, model.ffn_size or model.vocab_size, or train.batch_size (raise "
       "train.grad_accum to keep the global batch) or data.seq_len");
@@ -278,7 +278,7 @@ void Trainer::log_step(const StepResult& sr, double lr) {
   r.tflops = r.tokens_per_s * flops_per_token_ / 1e12;
   r.elapsed_s = elapsed_before_ + seconds_since(session_start_);
   if (peak_ > 0) r.mfu = r.tflops / peak_;
-  if (device_.is_cuda()) r.peak_mem_gib = model::peak_memory_gib(device_);
+  if (device_.is_cuda()) r.peak_mem_gib = runtime::peak_memory_gib(device_);
   life_.metrics().write(r.to_json());
   if (progress_) {  // a terminal: the bar, and the line in the log file only
     log::debug(r.line());

@@ -12,17 +12,14 @@ ReRopeImpl::ReRopeImpl(const config::RopeConfig& config, int64_t head_dim, bool 
       rotary_dim_(config.resolved_rotary_dim(head_dim)),
       bidirectional_(bidirectional),
       window_(static_cast<double>(config.rerope.window)),
-      leak_(config.rerope.leak) {
+      leak_(config.rerope.leak),
+      freqs_(config, rotary_dim_) {
   traits_.forms_scores = true;        // content_scores rotates per (query, key) distance;
   traits_.rotation = Rotation::none;  // attention rotates nothing
 }
 
 torch::Tensor ReRopeImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
-  if (freqs_length_ != length) {  // host math once per length (dynamic NTK depends on it)
-    freqs_ = rope_frequencies(config_, rotary_dim_, length);
-    freqs_length_ = length;
-  }
-  return rope_reference(x, at, freqs_, config_.pairing, rotary_dim_);
+  return rope_reference(x, at, freqs_.at(length), config_.pairing, rotary_dim_);
 }
 
 torch::Tensor ReRopeImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

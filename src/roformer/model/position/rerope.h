@@ -34,8 +34,7 @@ class ReRopeImpl : public PositionEncodingImpl {
   int64_t rotary_dim_;
   bool bidirectional_;
   double window_, leak_;
-  RopeFrequencies freqs_;  // for freqs_length_ (dynamic NTK depends on the length)
-  int64_t freqs_length_ = -1;
+  RopeFrequencyCache freqs_;
 };
 
 }  // namespace roformer::model

@@ -9,22 +9,14 @@
 namespace roformer::model {
 
 RopeImpl::RopeImpl(const config::RopeConfig& config, int64_t head_dim)
-    : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)) {
+    : config_(config), rotary_dim_(config.resolved_rotary_dim(head_dim)), freqs_(config, rotary_dim_) {
   traits_.rotation = Rotation::tables;
-}
-
-const RopeFrequencies& RopeImpl::frequencies(int64_t length) {
-  if (freqs_length_ != length) {
-    freqs_ = rope_frequencies(config_, rotary_dim_, length);
-    freqs_length_ = length;
-  }
-  return freqs_;
 }
 
 void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
   // Dynamic NTK sizes its factor by the length of this pass (positions start at 0 here).
   const int64_t length = positions.size(-1);
-  const RopeFrequencies& freqs = frequencies(length);  // host math once per length; device copies cached below
+  const RopeFrequencies& freqs = freqs_.at(length);  // host math once per length; device copies cached below
   if (config_.impl == config::RopeKernel::fused) {
     ops::RopeSpec spec;
     spec.inv_freq = inv_freq_.get(q.device(), length, torch::kFloat64, [&] {
@@ -62,7 +54,7 @@ PositionEncodingImpl::FusedRotation RopeImpl::rotation_tables(const torch::Tenso
       positions.dim() != 1 || !positions.is_cpu())
     return {};
   const int64_t length = positions.size(0);
-  const RopeFrequencies& freqs = frequencies(length);
+  const RopeFrequencies& freqs = freqs_.at(length);
   const bool interleaved = config_.pairing == config::RopePairing::interleaved;
   auto build = [&] {
     return ops::short_attention_rotation(torch::tensor(freqs.inv_freq, torch::kFloat64), freqs.position_scale,

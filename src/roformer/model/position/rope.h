@@ -17,9 +17,6 @@ class RopeImpl : public PositionEncodingImpl {
   const config::RopeConfig& config() const { return config_; }
 
  protected:
-  // The frequencies of a pass of `length` tokens (host math once per length: dynamic NTK and
-  // LongRoPE depend on it).
-  const RopeFrequencies& frequencies(int64_t length);
   // Tables for the fused kernel RoPE (model.position.rope.impl), rotating q and k over the whole
   // head, at positions [S] shared by the batch, on the CPU; not fusable otherwise.
   FusedRotation rotation_tables(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) override;
@@ -27,8 +24,7 @@ class RopeImpl : public PositionEncodingImpl {
  private:
   config::RopeConfig config_;
   int64_t rotary_dim_;
-  RopeFrequencies freqs_;  // for freqs_length_ (dynamic NTK depends on the length)
-  int64_t freqs_length_ = -1;
+  RopeFrequencyCache freqs_;
   TableCache inv_freq_;      // float64 [rotary_dim / 2] on the inputs' device, per length (dynamic NTK)
   TableCache cos_sin_;       // float32 [length, rotary_dim] (ops::rope_table) on the inputs' device
   TableCache fused_tables_;  // [2, length, head_dim] (rotation_tables) on the CPU, per dtype

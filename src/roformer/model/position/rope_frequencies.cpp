@@ -155,4 +155,12 @@ RopeFrequencies rope_frequencies(const config::RopeConfig& rope, int64_t rotary_
   return out;
 }
 
+const RopeFrequencies& RopeFrequencyCache::at(int64_t length) {
+  if (length_ != length) {
+    freqs_ = rope_frequencies(rope_, rotary_dim_, length);
+    length_ = length;
+  }
+  return freqs_;
+}
+
 }  // namespace roformer::model

@@ -20,6 +20,20 @@ struct RopeFrequencies {
 // `seq_len` is the length of the current forward pass (dynamic NTK depends on it).
 RopeFrequencies rope_frequencies(const config::RopeConfig& rope, int64_t rotary_dim, int64_t seq_len);
 
+// The frequencies of a pass of `length` tokens, recomputed only when the length changes (dynamic
+// NTK and LongRoPE depend on it): what RoPE and ReRoPE keep between forward passes.
+class RopeFrequencyCache {
+ public:
+  RopeFrequencyCache(const config::RopeConfig& rope, int64_t rotary_dim) : rope_(rope), rotary_dim_(rotary_dim) {}
+  const RopeFrequencies& at(int64_t length);
+
+ private:
+  config::RopeConfig rope_;
+  int64_t rotary_dim_;
+  RopeFrequencies freqs_;
+  int64_t length_ = -1;
+};
+
 // YaRN's default attention factor 0.1 ln(s) + 1 (1 for s <= 1).
 double yarn_default_magnitude(double factor);
 

@@ -1,6 +1,6 @@
 // Memory estimate from a config (see memory_estimate.h). Every count is a double, so absurd
 // dimensions give an absurd (finite or infinite) estimate rather than a wrapped integer.
-#include "roformer/model/memory_estimate.h"
+#include "roformer/runtime/memory_estimate.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/config/position_families.h"
 
-namespace roformer::model {
+namespace roformer::runtime {
 namespace {
 
 std::string gib(double bytes) {
@@ -91,4 +91,4 @@ void check_fits_device(const MemoryEstimate& estimate, const torch::Device& devi
                   " has " + gib(have) + "; lower " + what_to_lower);
 }
 
-}  // namespace roformer::model
+}  // namespace roformer::runtime

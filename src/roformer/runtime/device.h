@@ -6,7 +6,7 @@
 
 #include "roformer/config/config.h"
 
-namespace roformer::model {
+namespace roformer::runtime {
 
 // cpu, or cuda:local_rank (auto: CUDA when a GPU is visible). A rank without its own GPU is a
 // UserError. strict: train.device=cuda without a GPU is a UserError (training); otherwise it
@@ -23,4 +23,4 @@ int apply_threads(int64_t requested, int64_t processes_per_node);
 double peak_memory_gib(const torch::Device& device);
 void reset_peak_memory(const torch::Device& device);
 
-}  // namespace roformer::model
+}  // namespace roformer::runtime

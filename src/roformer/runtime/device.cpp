@@ -1,5 +1,5 @@
 // Device and thread selection (see device.h).
-#include "roformer/model/device.h"
+#include "roformer/runtime/device.h"
 
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -17,7 +17,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
 
-namespace roformer::model {
+namespace roformer::runtime {
 
 torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict) {
   const bool cuda = torch::cuda::is_available();
@@ -71,4 +71,4 @@ void reset_peak_memory(const torch::Device& device) {
 #endif
 }
 
-}  // namespace roformer::model
+}  // namespace roformer::runtime

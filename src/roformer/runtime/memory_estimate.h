@@ -9,7 +9,7 @@
 
 #include "roformer/config/config.h"
 
-namespace roformer::model {
+namespace roformer::runtime {
 
 struct MemoryEstimate {
   double parameters = 0;        // as build_model makes them
@@ -31,4 +31,4 @@ double device_memory_bytes(const torch::Device& device);
 void check_fits_device(const MemoryEstimate& estimate, const torch::Device& device, const std::string& what,
                        const std::string& what_to_lower);
 
-}  // namespace roformer::model
+}  // namespace roformer::runtime

@@ -17,9 +17,10 @@ preset="${ROFORMER_PRESET:-release}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
 fuzz_seconds="${ROFORMER_FUZZ_SECONDS:-60}"
 
+# The first command on a fresh machine: set it up as the quickstart does.
 if [ ! -x .venv/bin/python ]; then
-  echo "test.sh: .venv/ is missing; run scripts/setup.sh first" >&2
-  exit 1
+  echo "test.sh: no .venv/ yet; running scripts/setup.sh first" >&2
+  scripts/setup.sh
 fi
 [[ "$fuzz_seconds" =~ ^[0-9]+$ ]] || { echo "test.sh: ROFORMER_FUZZ_SECONDS must be a whole number" >&2; exit 2; }
 

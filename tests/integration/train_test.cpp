@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <cstdio>
 
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -43,6 +46,28 @@ std::string trajectory(const std::string& run) {
 std::string weight_difference(const std::string& a, const std::string& b, int step) {
   return safetensors_difference(checkpoint_weights(a, step), checkpoint_weights(b, step));
 }
+
+// A CPU-bound process beside the runs for this object's life: the busy machine a resume may
+// start on, which makes the adaptive thread count (train.threads=0) smaller than the CPUs.
+class BusyNeighbour {
+ public:
+  BusyNeighbour() : pid_(::fork()) {
+    if (pid_ == 0) {
+      volatile unsigned long spin = 0;
+      for (;;) spin = spin + 1;
+    }
+  }
+  ~BusyNeighbour() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  BusyNeighbour(const BusyNeighbour&) = delete;
+  BusyNeighbour& operator=(const BusyNeighbour&) = delete;
+
+ private:
+  pid_t pid_;
+};
 
 }  // namespace
 
@@ -139,6 +164,34 @@ TEST(Train, InitFromStartsANewRunFromACheckpointsWeights) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming it instead"), std::string::npos) << r.output;
   EXPECT_EQ(weight_difference(extended, resumed, 10), "");
+}
+
+// LibTorch's CPU reductions split by the thread count, so a resume is exact only on the count
+// the run used: with train.threads=0 a resume takes it from the checkpoint (meta.json), not from
+// the machine's load at restart, here beside a busy neighbour, after runs at 2 and at 1 thread.
+TEST(Train, ResumeTakesTheThreadCountOfTheRunItContinues) {
+  for (const int n : {2, 1}) {
+    Fixture f;
+    const std::string threads = "--set train.threads=" + std::to_string(n) + " ";
+    const std::string straight = f.dir.file("straight"), resumed = f.dir.file("resumed");
+    ASSERT_EQ(f.train(straight, threads).exit_code, 0);
+    ASSERT_EQ(f.train(resumed, threads + "--set train.checkpoint_every=20").exit_code, 0);
+    const json meta = json::parse(read_file(resumed + "/checkpoints/step_20/meta.json"));
+    EXPECT_EQ(meta.value("intra_op_threads", -1), n) << meta.dump();
+    ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_40'").exit_code, 0);
+    CommandResult r;
+    {
+      const BusyNeighbour busy;
+      r = f.train(resumed, "--set train.threads=0 --resume auto");
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("intra-op threads: " + std::to_string(n) + ", the count of the run being resumed"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find(", " + std::to_string(n) + " intra-op threads,"), std::string::npos) << r.output;
+    EXPECT_EQ(weight_difference(straight, resumed, 40), "") << n << " threads";
+    EXPECT_EQ(trajectory(straight), trajectory(resumed)) << n << " threads";
+  }
 }
 
 TEST(Train, KilledRunsResumeToTheSameResult) {

@@ -268,7 +268,8 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("checkpoint_every", checkpoint_every, at_least(int64_t{1}), "steps between checkpoints");
   v.field("keep_checkpoints", keep_checkpoints, at_least(int64_t{1}), "checkpoints kept on disk");
   v.field("threads", threads, at_least(int64_t{0}),
-          "intra-op threads; 0 = the CPUs other processes leave free (sampled at start; ranks share the cores)");
+          "intra-op threads; 0 = the CPUs other processes leave free (sampled at start; ranks share the cores), "
+          "and on --resume the count the resumed run used (exact resume)");
   enum_field(v, "device", device, devices, "auto (cuda if visible), cpu, cuda");
   enum_field(v, "precision", precision, precisions, "auto (bf16 autocast on CUDA, fp32 on CPU), fp32, bf16");
   enum_field(v, "on_nonfinite", on_nonfinite, nonfinite, "non-finite loss/grad: stop or skip the batch");

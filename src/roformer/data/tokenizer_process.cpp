@@ -58,21 +58,40 @@ ProcessTokenizer::~ProcessTokenizer() = default;
 
 void ProcessTokenizer::start(const std::vector<std::string>& argv, const std::string& model_file,
                              const std::string& what) {
-  child_ = std::make_unique<LineChild>(argv);
+  wait_s_ = helper_timeout_seconds();
+  child_ = std::make_unique<LineChild>(argv, what);
   std::string header;
-  if (!child_->read_line(header))
-    throw UserError(what + " could not load '" + model_file + "' (its message is above); is the " +
+  const LineRead r = child_->read_line(header, wait_s_);
+  if (r != LineRead::line) {
+    if (r != LineRead::closed) child_->kill();
+    throw UserError(child_->describe(r, wait_s_) + " before loading '" + model_file + "'; is the " +
                     "checkpoint's dataset (data.path) the one it was pretrained on?");
-  const json h = json::parse(header);
-  name_ = h.at("name").get<std::string>();
-  vocab_size_ = h.at("vocab_size").get<int64_t>();
-  special_ = h.at("special_ids").get<std::map<std::string, int64_t>>();
+  }
+  try {
+    const json h = json::parse(header);
+    name_ = h.at("name").get<std::string>();
+    vocab_size_ = h.at("vocab_size").get<int64_t>();
+    special_ = h.at("special_ids").get<std::map<std::string, int64_t>>();
+  } catch (const json::exception& e) {
+    child_->kill();
+    throw UserError(what + " (" + argv[0] + ") began with '" + header.substr(0, 80) +
+                    "' where its header was expected (" + e.what() + "); is ROFORMER_PYTHON a Python with the "
+                    "tokenizers package?");
+  }
 }
 
 std::string ProcessTokenizer::request(const std::string& line) const {
   std::string answer;
-  if (!child_->write_line(line) || !child_->read_line(answer))
-    throw std::runtime_error("the tokenizer service (pid " + std::to_string(child_->pid()) + ") stopped answering");
+  if (!child_->write_line(line, wait_s_)) {
+    child_->kill();
+    throw UserError(child_->describe(LineRead::line, wait_s_) + " took no request within " +
+                    std::to_string(static_cast<int64_t>(wait_s_)) + " s (it exited, or stopped reading)");
+  }
+  const LineRead r = child_->read_line(answer, wait_s_);
+  if (r != LineRead::line) {
+    if (r != LineRead::closed) child_->kill();
+    throw UserError(child_->describe(r, wait_s_) + " while answering a request");
+  }
   return answer;
 }
 

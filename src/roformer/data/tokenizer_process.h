@@ -38,6 +38,7 @@ class ProcessTokenizer : public Tokenizer {
   std::string request(const std::string& line) const;  // one line out, one line back
   void start(const std::vector<std::string>& argv, const std::string& model_file, const std::string& what);
 
+  double wait_s_ = 120;  // helper_timeout_seconds(): its start and each answer
   std::unique_ptr<LineChild> child_;
   std::string name_;
   int64_t vocab_size_ = 0;

@@ -175,7 +175,6 @@ class Finetuner {
 
 void Finetuner::check_inputs() {
   const config::TrainConfig& t = cfg_.train;
-  life_.start_tensorboard();
   const int world = env_.world_size;
   if (t.batch_size % (world * t.grad_accum) != 0)
     throw UserError("train.batch_size=" + std::to_string(t.batch_size) + " must split evenly over " +

@@ -208,6 +208,7 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
                        {"tokens_seen", state.tokens_seen},
                        {"elapsed_s", state.elapsed_s},
                        {"git_revision", git_revision},
+                       {"intra_op_threads", at::get_num_threads()},
                        {"complete", true}};
     inject_full_disk("meta.json");
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
@@ -282,6 +283,18 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
   if (used != file.tensors.size())
     throw UserError(path + ": holds " + std::to_string(file.tensors.size()) + " tensors but the model has " +
                     std::to_string(used) + " (a different architecture?)");
+}
+
+std::optional<int> checkpoint_intra_op_threads(const std::string& dir) {
+  try {
+    const json meta = json::parse(read_text_file(dir + "/meta.json"));
+    const auto it = meta.find("intra_op_threads");
+    if (it == meta.end() || !it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 4096)
+      return std::nullopt;
+    return it->get<int>();
+  } catch (const std::exception&) {
+    return std::nullopt;  // is_complete_checkpoint has judged the file; this only reads a hint
+  }
 }
 
 TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,

@@ -54,6 +54,11 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
                      const TrainerState& state, const config::Config& config, const std::string& git_revision,
                      int64_t keep_last, const CheckpointFaults& faults = {});
 
+// The intra-op thread count of the run that saved the checkpoint (meta.json), absent in
+// checkpoints written before it was kept. LibTorch's CPU reductions split their work by the
+// thread count, so a resume on another count is not bitwise the uninterrupted run.
+std::optional<int> checkpoint_intra_op_threads(const std::string& dir);
+
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);
 

@@ -2,6 +2,8 @@
 #include "roformer/train/run_lifecycle.h"
 
 #include <csignal>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "roformer/common/build_info.h"
@@ -53,10 +55,30 @@ void RunLifecycle::claim_run_directory(const std::string& resume) {
   resume_dir_ = resume_target(run_dir_, resume);
 }
 
+// train.threads; on a resume with train.threads=0, the count the resumed run used: LibTorch's CPU
+// reductions split their work by the thread count, so only that count continues the
+// uninterrupted run's bits, whatever else the machine is running now.
+int64_t RunLifecycle::thread_request() const {
+  const int64_t requested = config_.train.threads;
+  if (requested != 0 || resume_dir_.empty()) return requested;
+  const std::optional<int> used = io::checkpoint_intra_op_threads(resume_dir_);
+  if (!used) return requested;  // a checkpoint from before the count was kept
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (*used > cpus) {
+    log::warn("the resumed run used ", *used, " intra-op threads and this machine has ", cpus,
+              " CPUs; choosing anew, so the resumed steps may differ from an uninterrupted run in the last bits");
+    return requested;
+  }
+  log::info("intra-op threads: ", *used, ", the count of the run being resumed, so the resume is bitwise "
+            "exact (train.threads sets another)");
+  return *used;
+}
+
 void RunLifecycle::setup_device(const std::string& data_parallel_note) {
+  start_tensorboard();
   const config::TrainConfig& t = config_.train;
-  const int threads = model::apply_threads(t.threads, env_.local_world_size);
-  device_ = model::pick_device(t.device, env_.local_rank, /*strict=*/true);
+  const int threads = runtime::apply_threads(thread_request(), env_.local_world_size);
+  device_ = runtime::pick_device(t.device, env_.local_rank, /*strict=*/true);
   autocast_ = device_.is_cuda() && t.precision != config::Precision::fp32;
   const std::string switches = apply_cuda_switches(t, device_);
   if (env_.distributed()) {

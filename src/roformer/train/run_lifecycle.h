@@ -4,8 +4,8 @@
 // stop a run, the non-finite-step policy, the checkpoint save that explains a full disk, and the
 // finish. A task owns one RunLifecycle and adds its parts (data, model, step, evaluation) between
 // the phases, in this order:
-//   inputs:  start_tensorboard, claim_run_directory      (nothing written yet)
-//   device:  setup_device                                (threads, device, process group)
+//   inputs:  claim_run_directory                         (nothing written yet)
+//   device:  setup_device                                (TensorBoard writer, threads, device, process group)
 //   open:    open_run_directory                          (only now is the directory touched)
 //   steps:   begin_steps, then per step record / stopping / stop_on_nonfinite / save_checkpoint
 //   end:     stopped (a signal) or finish
@@ -48,9 +48,6 @@ class RunLifecycle {
   // in messages ("training", "fine-tuning").
   RunLifecycle(const config::Config& config, const dist::DistEnv& env, const std::string& run_dir, std::string what);
 
-  // Inputs. With train.tensorboard, rank 0 starts the writer process now, so a broken one is
-  // refused before anything is written.
-  void start_tensorboard();
   // Inputs. Rank 0 locks an existing run directory; every rank checks `--resume` against it and
   // picks the checkpoint it names (empty: a fresh run), read back by resume_dir().
   void claim_run_directory(const std::string& resume);
@@ -91,6 +88,11 @@ class RunLifecycle {
   int64_t skipped_steps() const { return skipped_; }
 
  private:
+  // With train.tensorboard, rank 0 starts the writer process (after the task's input checks, so
+  // a config refused anyway never waits on it), so a broken one is refused before anything is written.
+  void start_tensorboard();
+  int64_t thread_request() const;
+
   const config::Config& config_;
   const dist::DistEnv& env_;
   const std::string run_dir_, what_;

@@ -71,15 +71,20 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const json& reco
   return out;
 }
 
-TensorBoardWriter::TensorBoardWriter() {
+TensorBoardWriter::TensorBoardWriter() : wait_s_(helper_timeout_seconds()) {
   const std::string python = checked_service_python("train.tensorboard needs Python with the tensorboard package",
                                                     ", or train.tensorboard=false");
-  child_ = std::make_unique<LineChild>(std::vector<std::string>{python, "-c", kWriterProgram});
+  child_ = std::make_unique<LineChild>(std::vector<std::string>{python, "-c", kWriterProgram},
+                                       "the TensorBoard writer (" + python + ")");
   std::string ready;
-  if (!child_->read_line(ready) || ready != "ready")
-    throw UserError("train.tensorboard: the TensorBoard writer (" + python +
-                    " with the tensorboard package) did not start (its message is above); pip install "
-                    "tensorboard there, set ROFORMER_PYTHON, or train.tensorboard=false");
+  const LineRead r = child_->read_line(ready, wait_s_);
+  if (r == LineRead::line && ready == "ready") return;
+  if (r != LineRead::closed) child_->kill();
+  const std::string what = r == LineRead::line ? "the TensorBoard writer (" + python + ") answered '" +
+                                                     ready.substr(0, 80) + "' instead of 'ready'"
+                                               : child_->describe(r, wait_s_);
+  throw UserError("train.tensorboard: " + what + "; pip install tensorboard there, set ROFORMER_PYTHON, or " +
+                  "train.tensorboard=false");
 }
 
 void TensorBoardWriter::open(const std::string& logdir, int64_t purge_from_step) {
@@ -89,8 +94,9 @@ void TensorBoardWriter::open(const std::string& logdir, int64_t purge_from_step)
 
 void TensorBoardWriter::send(const json& line) {
   if (broken_) return;
-  if (!child_->write_line(line.dump())) {
+  if (!child_->write_line(line.dump(), wait_s_)) {
     broken_ = true;
+    child_->kill();
     log::warn("the TensorBoard writer (pid ", child_->pid(), ") has stopped; metrics.jsonl keeps every record");
   }
 }

@@ -24,7 +24,8 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::
 class TensorBoardWriter {
  public:
   // Starts the writer process and waits until it has imported the package, so a run checks it
-  // before writing anything; throws UserError naming the Python and the fix.
+  // before writing anything (at most helper_timeout_seconds()); throws UserError naming the
+  // Python and the fix.
   TensorBoardWriter();
   // Opens an event file in `logdir`. With `purge_from_step` > 0 (a run resumed at step N passes
   // N + 1) it first logs a session start there, so TensorBoard drops what earlier sessions logged
@@ -35,6 +36,7 @@ class TensorBoardWriter {
  private:
   void send(const nlohmann::json& line);
 
+  double wait_s_;  // helper_timeout_seconds(): its start and each write
   std::unique_ptr<LineChild> child_;
   bool broken_ = false;  // the child went away: warned once, then silent
 };

@@ -155,7 +155,6 @@ class Trainer {
 
 // Inputs first: nothing is written until the config, data and resume target check out.
 void Trainer::check_inputs() {
-  life_.start_tensorboard();
   const int world = env_.world_size;
   if (t_.batch_size % world != 0 || (t_.batch_size / world) % t_.grad_accum != 0)
     throw UserError("train.batch_size=" + std::to_string(t_.batch_size) +

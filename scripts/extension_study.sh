@@ -22,6 +22,22 @@ tokens_per_step=4096    # the batch at the target length: 8 x 512 or 4 x 1024 se
 eval_tokens=32768       # scored per length, the same test tokens for every checkpoint
 py="$here/.venv/bin/python"   # matplotlib for the plot (scripts/setup.sh installs it)
 [ -x "$py" ] || py="$(command -v python3)"
+# Every input is checked before anything is trained, written or removed.
+bad() { echo "extension_study: $*" >&2; exit 2; }
+for m in $methods; do
+  case "$m" in direct | pi | yarn | ntk | control) ;; *) bad "METHODS: unknown method '$m' (direct, pi, yarn, ntk, control)" ;; esac
+done
+for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whole number"; done
+for v in $targets; do
+  [[ "$v" =~ ^[0-9]{1,7}$ ]] && [ "$v" -gt "$train_len" ] && [ $((v % train_len)) = 0 ] ||
+    bad "TARGETS: '$v' is not a multiple of $train_len above it (the pretraining length)"
+done
+prev=-1
+for v in $ladder; do
+  [[ "$v" =~ ^[0-9]{1,7}$ ]] && [ "$v" -gt "$prev" ] || bad "LADDER: '$v' is not a whole number above the one before"
+  prev="$v"
+done
+[ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$targets" ] && [ -n "$ladder" ] || bad "METHODS, SEEDS, TARGETS and LADDER must not be empty"
 [ -x "$bin" ] || { echo "extension_study: $bin is not built (cmake --build --preset release)" >&2; exit 2; }
 [ -f "$data/meta.json" ] || { echo "extension_study: no dataset at $data (see README: roformer prepare-data)" >&2; exit 2; }
 last_step="${ladder##* }"

@@ -17,7 +17,19 @@ seeds="${SEEDS:-1234 1235 1236}"
 data="${DATA:-data/tasks/doc-triplets-study}"
 py="$here/.venv/bin/python"   # matplotlib for the plot (scripts/setup.sh installs it)
 [ -x "$py" ] || py="$(command -v python3)"
-[ -x "$bin" ] || { echo "finetune_study: $bin is not built (cmake --build --preset release)" >&2; exit 2; }
+# Every input is checked before anything is generated, trained or removed.
+bad() { echo "finetune_study: $*" >&2; exit 2; }
+[ -n "$families" ] && [ -n "$lengths" ] && [ -n "$seeds" ] || bad "FAMILIES, LENGTHS and SEEDS must not be empty"
+for f in $families; do [[ "$f" =~ ^[a-z0-9_]+$ ]] || bad "FAMILIES: '$f' is not a position family name (e.g. rope, learned)"; done
+for v in $lengths; do [[ "$v" =~ ^[0-9]{1,6}$ ]] && [ "$v" -gt 0 ] || bad "LENGTHS: '$v' is not a positive whole number"; done
+for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whole number"; done
+[ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+for family in $families; do
+  for seed in $seeds; do
+    ckpt="$pretrained/$family-mlm-seed$seed/checkpoints/step_900"
+    [ -d "$ckpt" ] || bad "no checkpoint $ckpt; run the reproduction sweep first (or set PRETRAINED)"
+  done
+done
 if [ ! -f "$data/stats.json" ]; then
   "$py" "$here/scripts/make_doc_triplets.py" --out "$data" --seed 1 --train 400 --dev 200 --test 400 >/dev/null
 fi
@@ -25,7 +37,6 @@ mkdir -p "$out/runs"
 for family in $families; do
   for seed in $seeds; do
     ckpt="$pretrained/$family-mlm-seed$seed/checkpoints/step_900"
-    [ -d "$ckpt" ] || { echo "finetune_study: no checkpoint $ckpt; run the reproduction sweep first" >&2; exit 2; }
     for len in $lengths; do
       run="$out/runs/$family-L$len-seed$seed"
       [ -f "$run/results.json" ] && continue

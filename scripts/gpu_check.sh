@@ -23,22 +23,31 @@
 #   On a GPU node, from the project root: scripts/gpu_check.sh --out gpu_check.md --logs gpu_check_logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-dry=0 quick=0 out="" logs="" hf_compile=1 ds=data/prepared/linux-docs-byte
+dry=0 quick=0 out="" logs="" hf_compile=1 ds=""
 usage() { sed -n '2,/^# Usage/p' "$0" | sed 's/^# \{0,1\}//'; }
+need() { [ -n "${2:-}" ] || { echo "gpu_check: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
     --quick) quick=1 ;;
     --no-hf-compile) hf_compile=0 ;;
-    --data) ds="${2:?--data needs a prepared dataset directory}"; shift ;;
-    --out) out="${2:?--out needs a file}"; shift ;;
-    --logs) logs="${2:?--logs needs a directory}"; shift ;;
+    --data) need "$1" "${2:-}"; ds="$2"; shift ;;
+    --out) need "$1" "${2:-}"; out="$2"; shift ;;
+    --logs) need "$1" "${2:-}"; logs="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }  # relative to the caller's folder
+[ -n "$ds" ] && ds="$(abspath "$ds")"
+[ -n "$out" ] && out="$(abspath "$out")"
+[ -n "$logs" ] && logs="$(abspath "$logs")"
+if [ -n "$out" ] && [ ! -d "$(dirname "$out")" ]; then
+  echo "gpu_check: --out $out: its folder does not exist; create it first" >&2; exit 2
+fi
+cd "$root"
+ds="${ds:-data/prepared/linux-docs-byte}"
 bin=build/release/bin/roformer
 py=.venv/bin/python
 [ -x "$bin" ] || { echo "gpu_check: $bin is missing; build the release preset (or source .gpu/env.sh)" >&2; exit 2; }

@@ -61,12 +61,22 @@ def parse_args(argv):
         if os.path.getsize(path) == 0:
             fail("--input '%s' is empty" % path)
         split = os.path.basename(path).split(".")[0]
+        if split not in ("train", "valid", "test"):
+            fail("--input '%s' maps to split '%s'; name the files train.*, valid.* and test.* (the split is the file "
+                 "name up to the first dot)" % (path, split))
         if split in splits:
             fail("two inputs map to split '%s' (the split is the file name up to the first dot)" % split)
         splits[split] = path
     name = os.path.basename(os.path.normpath(a.out))
     if name in ("", ".", "..") or not name:
         fail("--out '%s' must name a new directory" % a.out)
+    if "train" not in splits:
+        fail("no --input is the train split (a file named train.*)")
+    out_real = os.path.realpath(a.out)
+    for path in list(a.input) + [a.tokenizer]:
+        if os.path.commonpath([out_real, os.path.realpath(path)]) == out_real:
+            fail("'%s' lies inside --out '%s', which this command replaces; write the dataset to another directory"
+                 % (path, a.out))
     if os.path.exists(a.out):
         if not a.force:
             fail("--out '%s' exists; pass --force to replace it" % a.out)
@@ -89,10 +99,17 @@ def load_tokenizer(path):
     for role, spellings in SPECIAL_ROLES.items():
         found = next((tok.token_to_id(s) for s in spellings if tok.token_to_id(s) is not None), None)
         if found is None:
+            before = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
             tok.add_special_tokens([AddedToken(role, special=True)])
             found = tok.token_to_id(role)
+            if found is None or found <= before:  # the library numbers it len(vocab), which sparse ids may hold
+                fail("the tokenizer's ids are sparse (the highest is %d), so adding %s would reuse an id; add the "
+                     "special tokens to tokenizer.json yourself" % (before, role))
             print("prepare_hf_data: the tokenizer has no %s token; added it as id %d" % (role, found))
         special[role] = found
+    highest = max(tok.get_vocab(with_added_tokens=True).values())
+    if highest >= 2**31 - 1:
+        fail("'%s' has token id %d; ids must stay below 2^31 - 1" % (path, highest))
     return tok, special
 
 
@@ -144,7 +161,8 @@ def tokenize_split(tok, path, writer):
 def main(argv):
     a, splits = parse_args(argv)
     tok, special = load_tokenizer(a.tokenizer)
-    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    # The highest id + 1: a tokenizer's ids may be sparse, and every id in the shards must be < vocab_size.
+    vocab_size = max(tok.get_vocab_size(with_added_tokens=True), max(tok.get_vocab(with_added_tokens=True).values()) + 1)
     token_bytes = 2 if vocab_size <= 65536 else 4
     tmp = "%s.tmp.%d" % (a.out.rstrip("/"), os.getpid())
     shutil.rmtree(tmp, ignore_errors=True)

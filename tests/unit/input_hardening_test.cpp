@@ -123,14 +123,15 @@ TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {
   m.num_heads = 16;
   m.num_layers = 24;
   const std::string err = user_error([&] {
-    runtime::check_fits_device(runtime::estimate_memory(m, 8, 512, true, false), torch::kCPU, "training this model", "it");
+    runtime::check_fits_device(runtime::estimate_memory(m, 8, 512, true, false), torch::kCPU, "training this model",
+                               "it");
   });
   EXPECT_NE(err.find("training this model needs at least"), std::string::npos) << err;
   EXPECT_NE(err.find("parameters"), std::string::npos) << err;
   config::ModelConfig tiny;
   EXPECT_EQ(user_error([&] {
               runtime::check_fits_device(runtime::estimate_memory(tiny, 8, 128, true, false), torch::kCPU, "training",
-                                       "it");
+                                         "it");
             }),
             "");
   // int64-limit lengths give an infinite-looking estimate, not a wrapped one.

@@ -267,7 +267,7 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("eval_batches", eval_batches, at_least(int64_t{1}), "validation batches per pass");
   v.field("checkpoint_every", checkpoint_every, at_least(int64_t{1}), "steps between checkpoints");
   v.field("keep_checkpoints", keep_checkpoints, at_least(int64_t{1}), "checkpoints kept on disk");
-  v.field("threads", threads, at_least(int64_t{0}),
+  v.field("threads", threads, between(int64_t{0}, int64_t{1024}),
           "intra-op threads; 0 = the CPUs other processes leave free (sampled at start; ranks share the cores), "
           "and on --resume the count the resumed run used (exact resume)");
   enum_field(v, "device", device, devices, "auto (cuda if visible), cpu, cuda");
@@ -291,8 +291,9 @@ void TrainConfig::visit(FieldVisitor& v) {
   enum_field(v, "positions", positions, position_samplings,
              "training positions: contiguous (0..S-1) or random (per sequence, S sorted distinct positions from "
              "[0, random_positions_max); Ruoss et al. 2023); evaluation is always contiguous");
-  v.field("random_positions_max", random_positions_max, at_least(int64_t{0}),
-          "positions: random draws below this; 0 = the longest of eval.lengths, at least 2 x data.seq_len");
+  v.field("random_positions_max", random_positions_max, between(int64_t{0}, int64_t{1} << 24),
+          "positions: random draws below this (at most 2^24, where float32 positions stop being exact); 0 = the "
+          "longest of eval.lengths, at least 2 x data.seq_len");
   v.field("tensorboard", tensorboard,
           "also write metrics.jsonl's scalars as TensorBoard event files in RUN/tensorboard/ (Python with the "
           "tensorboard package: ROFORMER_PYTHON, else the checkout's .venv)");

@@ -23,8 +23,8 @@
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
-#include "roformer/runtime/memory_estimate.h"
 #include "roformer/model/position/rope_frequencies.h"
+#include "roformer/runtime/memory_estimate.h"
 
 namespace roformer::convert {
 namespace {
@@ -181,7 +181,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     throw UserError(where + ": config.json says num_hidden_layers " + std::to_string(m.num_layers) +
                     " but model.safetensors holds " + std::to_string(layers_present) + " layers");
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
-                           "nothing here: it is the source's size; convert on a machine with more memory");
+                             "nothing here: it is the source's size; convert on a machine with more memory");
   model::EncoderModel model = model::build_model(m, 0);
   std::string notes;
   if (!has_head) {
@@ -295,7 +295,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
     refuse("embed_scale is sqrt_d (RoFormer does not scale its token embeddings)");
 
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
-                           "nothing here: it is the source's size; convert on a machine with more memory");
+                             "nothing here: it is the source's size; convert on a machine with more memory");
   const bool causal = m.objective == config::Objective::causal_lm;
   const bool classifier = cfg.finetune.task != config::FinetuneTask::none;
   if (classifier && finetune::task_spec(cfg.finetune).bi_encoder)

@@ -75,7 +75,8 @@ void ProcessTokenizer::start(const std::vector<std::string>& argv, const std::st
   } catch (const json::exception& e) {
     child_->kill();
     throw UserError(what + " (" + argv[0] + ") began with '" + header.substr(0, 80) +
-                    "' where its header was expected (" + e.what() + "); is ROFORMER_PYTHON a Python with the "
+                    "' where its header was expected (" + e.what() +
+                    "); is ROFORMER_PYTHON a Python with the "
                     "tokenizers package?");
   }
 }

@@ -19,8 +19,8 @@
 #include "roformer/data/batches.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
-#include "roformer/runtime/device.h"
 #include "roformer/model/encoder.h"
+#include "roformer/runtime/device.h"
 #include "roformer/runtime/memory_estimate.h"
 
 namespace roformer::eval {
@@ -33,14 +33,14 @@ LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::st
   io::check_same_architecture(saved, loaded.config, dir);
   LoadedCheckpoint c;
   c.config = loaded.config;
-  runtime::apply_threads(c.config.train.threads, 1);
+  runtime::apply_threads(c.config.train.threads, 1, /*strict=*/false);
   c.device = runtime::pick_device(c.config.train.device, 0, /*strict=*/false);
   const auto& lengths = c.config.eval.lengths;
   const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   runtime::check_fits_device(runtime::estimate_memory(c.config.model, c.config.eval.batch_size, longest, false,
-                                                  eval_uses_bf16(c.config.eval.precision, c.device)),
-                           c.device, "evaluating this checkpoint at length " + std::to_string(longest),
-                           "eval.lengths (--lengths) or eval.batch_size");
+                                                      eval_uses_bf16(c.config.eval.precision, c.device)),
+                             c.device, "evaluating this checkpoint at length " + std::to_string(longest),
+                             "eval.lengths (--lengths) or eval.batch_size");
   c.model = model::build_model(c.config.model, 0);
   io::load_model_weights(dir, *c.model);
   c.model->to(c.device);

@@ -220,8 +220,8 @@ void Finetuner::build() {
                         : spec_.bi_encoder              ? 3
                                                         : 2);
   runtime::check_fits_device(runtime::estimate_memory(cfg_.model, rows, f_.max_length, true, life_.autocast()),
-                           life_.device(), "fine-tuning this model",
-                           "train.batch_size (raise train.grad_accum) or finetune.max_length");
+                             life_.device(), "fine-tuning this model",
+                             "train.batch_size (raise train.grad_accum) or finetune.max_length");
   model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));
   if (life_.resume_dir().empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
   model_->to(life_.device());

@@ -204,12 +204,9 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     write_archive(archive, tmp + "/trainer.pt");
     inject_full_disk("config.yaml");
     write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
-    const json meta = {{"step", state.step},
-                       {"tokens_seen", state.tokens_seen},
-                       {"elapsed_s", state.elapsed_s},
-                       {"git_revision", git_revision},
-                       {"intra_op_threads", at::get_num_threads()},
-                       {"complete", true}};
+    const json meta = {
+        {"step", state.step},           {"tokens_seen", state.tokens_seen},          {"elapsed_s", state.elapsed_s},
+        {"git_revision", git_revision}, {"intra_op_threads", at::get_num_threads()}, {"complete", true}};
     inject_full_disk("meta.json");
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
     if (path_exists(final_dir)) discard(final_dir);  // re-saving the same step

@@ -31,14 +31,23 @@ torch::Device pick_device(config::DeviceKind kind, int local_rank, bool strict) 
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
-int apply_threads(int64_t requested, int64_t processes_per_node) {
+int apply_threads(int64_t requested, int64_t processes_per_node, bool strict) {
   int64_t threads = requested;
+  const int64_t machine_cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (threads > 8 * machine_cpus) {  // an OpenMP pool this oversubscribed spends its time waiting at barriers
+    const std::string what = "train.threads=" + std::to_string(threads) + " is more than eight times this machine's " +
+                             std::to_string(machine_cpus) + " CPUs";
+    if (strict)
+      throw UserError(what + "; use at most " + std::to_string(machine_cpus) + ", or 0 for the CPUs others leave free");
+    log::warn(what, " (the checkpoint was trained elsewhere?); using ", machine_cpus);
+    threads = machine_cpus;
+  }
   if (threads <= 0) {
     const int64_t ppn = std::max<int64_t>(1, processes_per_node);
     if (ppn > 1) {
       // The node's ranks start together and share its CPUs evenly (what one of them sees busy
       // may be a sibling starting up), as before the probe existed.
-      threads = std::max<int64_t>(1, static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())) / ppn);
+      threads = std::max<int64_t>(1, machine_cpus / ppn);
     } else {
       // One process leaves the CPUs other processes keep busy: an OpenMP pool spinning on a core
       // a neighbour uses collapses (0.26-0.33x of its alone speed beside one on 2 cores).

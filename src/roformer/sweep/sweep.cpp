@@ -177,11 +177,13 @@ void draw_plots(const std::string& out) {
   const std::string python = service_python();
   const ProcessOutcome r = run_process({python, script, out + "/report.json", out}, 120.0);
   if (r.ok()) return;
-  const std::string why = !r.started   ? "could not start " + python
+  const std::string why = !r.started    ? "could not start " + python
                           : r.timed_out ? "it took more than 120 s and was stopped"
                                         : "it exited " + std::to_string(r.exit_code) + " (its message is above)";
-  log::warn("the plots were not drawn: ", why, "; run scripts/setup.sh for a .venv with matplotlib, or set "
-            "ROFORMER_PYTHON, then: ", python, " ", script, " ", out, "/report.json ", out);
+  log::warn("the plots were not drawn: ", why,
+            "; run scripts/setup.sh for a .venv with matplotlib, or set "
+            "ROFORMER_PYTHON, then: ",
+            python, " ", script, " ", out, "/report.json ", out);
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ void check_writable(const std::string& dir) {
   ::unlink(probe.c_str());
 }
 
-void check_run_directory(const std::string& run_dir, const std::string& resume) {
+void check_run_directory(const std::string& run_dir, const std::string& resume, bool tensorboard) {
   if (!path_exists(run_dir)) return;
   if (!is_directory(run_dir))
     throw UserError("--run-dir '" + run_dir + "' exists and is not a directory; name a directory");
@@ -129,6 +129,13 @@ void check_run_directory(const std::string& run_dir, const std::string& resume) 
     const std::string path = run_dir + "/" + f;
     if (path_exists(path) && !is_regular_file(path))
       throw UserError("'" + path + "' exists and is not a regular file; move it away or use another --run-dir");
+  }
+  const std::string events = run_dir + "/tensorboard";
+  if (tensorboard && path_exists(events)) {
+    if (!is_directory(events))
+      throw UserError("'" + events + "' exists and is not a directory, so train.tensorboard cannot write its " +
+                      "event files there; move it away, or set train.tensorboard=false");
+    check_writable(events);
   }
   if (!is_directory(ckpts)) return;
   check_writable(ckpts);

@@ -40,7 +40,8 @@ void check_writable(const std::string& dir);
 
 // `resume` is the --resume argument ("", "auto" or a checkpoint directory). Call it with the
 // directory locked where it exists (lock_existing_run_directory), so what it sees stays true.
-void check_run_directory(const std::string& run_dir, const std::string& resume);
+// With `tensorboard`, RUN/tensorboard must be a writable directory where it exists.
+void check_run_directory(const std::string& run_dir, const std::string& resume, bool tensorboard);
 
 // Before the inputs are checked, creating nothing: locks an existing directory that has its lock
 // file (every run leaves one); else an empty lock that remembers whether the directory was

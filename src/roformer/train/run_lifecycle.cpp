@@ -51,7 +51,7 @@ void RunLifecycle::start_tensorboard() {
 
 void RunLifecycle::claim_run_directory(const std::string& resume) {
   if (rank0()) lock_ = lock_existing_run_directory(run_dir_);  // rank 0 writes it
-  check_run_directory(run_dir_, resume);
+  check_run_directory(run_dir_, resume, config_.train.tensorboard);
   resume_dir_ = resume_target(run_dir_, resume);
 }
 
@@ -69,7 +69,8 @@ int64_t RunLifecycle::thread_request() const {
               " CPUs; choosing anew, so the resumed steps may differ from an uninterrupted run in the last bits");
     return requested;
   }
-  log::info("intra-op threads: ", *used, ", the count of the run being resumed, so the resume is bitwise "
+  log::info("intra-op threads: ", *used,
+            ", the count of the run being resumed, so the resume is bitwise "
             "exact (train.threads sets another)");
   return *used;
 }
@@ -77,7 +78,7 @@ int64_t RunLifecycle::thread_request() const {
 void RunLifecycle::setup_device(const std::string& data_parallel_note) {
   start_tensorboard();
   const config::TrainConfig& t = config_.train;
-  const int threads = runtime::apply_threads(thread_request(), env_.local_world_size);
+  const int threads = runtime::apply_threads(thread_request(), env_.local_world_size, /*strict=*/true);
   device_ = runtime::pick_device(t.device, env_.local_rank, /*strict=*/true);
   autocast_ = device_.is_cuda() && t.precision != config::Precision::fp32;
   const std::string switches = apply_cuda_switches(t, device_);

@@ -3,7 +3,8 @@
 #   scripts/launch.sh --nproc N [--nnodes M --node-rank R --master HOST:PORT] -- COMMAND ARGS...
 # Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
 # its output is prefixed with "[rank R]". When a rank fails, the others are stopped, the
-# failing rank and its exit status are reported, and the launcher exits with that status.
+# failing rank and how it ended (its exit status, or the signal that killed it, preferred over
+# peers that fail on the lost connection) are reported, and the launcher exits with that status.
 # Ctrl-C (SIGINT/SIGTERM) is forwarded to every rank, which save a checkpoint and exit.
 set -uo pipefail
 
@@ -89,7 +90,11 @@ deadline=0
 [ -n "$timeout_s" ] && deadline=$(($(date +%s) + timeout_s))
 status=0 remaining=$nproc
 declare -A done_pid=()
+# How a rank ended, for the report: an exit status, or the signal that killed it.
+how() { (($1 > 128)) && echo "was killed by signal $(($1 - 128)) ($(kill -l $(($1 - 128)) 2>/dev/null || echo ?))" ||
+  echo "failed with exit status $1"; }
 while ((remaining > 0)); do
+  failed=()  # "index rc" of the ranks that ended badly since the last look
   for i in "${!pids[@]}"; do
     pid=${pids[$i]}
     [ -n "${done_pid[$pid]:-}" ] && continue
@@ -97,19 +102,27 @@ while ((remaining > 0)); do
       wait "$pid"; rc=$?
       done_pid[$pid]=1
       remaining=$((remaining - 1))
-      if ((rc != 0 && status == 0)); then
-        status=$rc
-        echo "[launch] rank ${ranks[$i]} (pid $pid) failed with exit status $rc; stopping the other ranks" >&2
-        stop_all
-      fi
+      ((rc != 0)) && failed+=("$i $rc")
     fi
   done
+  if ((${#failed[@]} > 0 && status == 0)); then
+    # Several ranks seen ended at once: a rank killed by a signal is the likelier first cause (its
+    # peers then fail on the lost connection), so it is the one reported.
+    first="${failed[0]}"
+    for f in "${failed[@]}"; do ((${f#* } > 128)) && { first="$f"; break; }; done
+    i="${first% *}" status="${first#* }"
+    echo "[launch] rank ${ranks[$i]} (pid ${pids[$i]}) $(how "$status"); stopping the other ranks" >&2
+    for f in "${failed[@]}"; do
+      [ "$f" = "$first" ] || echo "[launch] rank ${ranks[${f% *}]} (pid ${pids[${f% *}]}) also ended: it $(how "${f#* }")" >&2
+    done
+    stop_all
+  fi
   if ((deadline > 0 && $(date +%s) > deadline && status == 0)); then
     echo "[launch] timeout after ${timeout_s} s; stopping all ranks" >&2
     stop_all
     status=124
   fi
-  ((remaining > 0)) && sleep 0.2
+  ((remaining > 0)) && sleep 0.1
 done
 wait 2>/dev/null
 if ((status == 0)); then echo "[launch] all $nproc rank(s) finished" >&2; fi

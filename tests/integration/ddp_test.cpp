@@ -161,6 +161,13 @@ TEST(DataParallel, LauncherReportsTheFailingRankAndStopsTheOthers) {
   EXPECT_NE(r.output.find("failed with exit status 7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 2] bad input"), std::string::npos) << r.output;
   EXPECT_LT(seconds, 20.0);  // the sleeping ranks were stopped
+  // A rank killed by a signal is named with the signal, also when its peer fails on the lost
+  // connection before the launcher looks (it named the peer, "failed with exit status 1").
+  const auto killed = run_command(
+      launch(2) + "sh -c 'if [ \"$RANK\" = 1 ]; then kill -KILL $$; fi; sleep 0.05; echo lost my peer >&2; exit 1'");
+  EXPECT_EQ(killed.exit_code, 137) << killed.output;
+  EXPECT_NE(killed.output.find("[launch] rank 1 (pid"), std::string::npos) << killed.output;
+  EXPECT_NE(killed.output.find("was killed by signal 9 (KILL)"), std::string::npos) << killed.output;
   const auto bad = run_command("'" + source_dir() + "/scripts/launch.sh' --nproc zero -- true");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("--nproc must be a positive integer"), std::string::npos);

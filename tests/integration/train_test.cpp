@@ -164,6 +164,16 @@ TEST(Train, InitFromStartsANewRunFromACheckpointsWeights) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming it instead"), std::string::npos) << r.output;
   EXPECT_EQ(weight_difference(extended, resumed, 10), "");
+  // Started by --init-from and resumed without it (the two exclude each other): config.yaml still
+  // names the source, as the docs say.
+  const std::string cli = f.dir.file("cli");
+  ASSERT_EQ(f.train(cli, init + "--set train.steps=10 --set train.checkpoint_every=5").exit_code, 0);
+  ASSERT_EQ(run_command("rm -rf '" + cli + "/checkpoints/step_10'").exit_code, 0);
+  r = f.train(cli, "--set train.steps=10 --set train.checkpoint_every=5 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string kept = read_file(cli + "/config.yaml");
+  EXPECT_NE(kept.find("init_from: "), std::string::npos) << kept;
+  EXPECT_NE(kept.find(source + "/checkpoints/step_40"), std::string::npos) << kept;
 }
 
 // LibTorch's CPU reductions split by the thread count, so a resume is exact only on the count
@@ -191,6 +201,11 @@ TEST(Train, ResumeTakesTheThreadCountOfTheRunItContinues) {
     EXPECT_NE(r.output.find(", " + std::to_string(n) + " intra-op threads,"), std::string::npos) << r.output;
     EXPECT_EQ(weight_difference(straight, resumed, 40), "") << n << " threads";
     EXPECT_EQ(trajectory(straight), trajectory(resumed)) << n << " threads";
+    // train.resume_threads=free gives that up for speed: it chooses from the free CPUs again.
+    ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_40'").exit_code, 0);
+    r = f.train(resumed, "--set train.threads=0 --set train.resume_threads=free --resume auto");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("the count of the run being resumed"), std::string::npos) << r.output;
   }
 }
 

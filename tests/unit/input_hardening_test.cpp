@@ -5,8 +5,12 @@
 // and the command line's parse-time checks (empty values, negative strides, NaN depths).
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+
 #include <cstdint>
+#include <fstream>
 #include <limits>
 
 #include "cli/cli_options.h"
@@ -141,6 +145,38 @@ TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {
                   "evaluating", "it");
             }).find("needs at least"),
             std::string::npos);
+}
+
+// What the CPU offers is what this process may still map: under an address-space limit
+// (ulimit -v) an estimate past it is refused with that limit named (it failed inside the
+// allocator, exit 1), and lifting the limit gives the machine's memory back.
+TEST(MemoryEstimate, AnAddressSpaceLimitLowersWhatTheCpuOffers) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan maps terabytes of shadow memory; an address-space limit would stop the process";
+#else
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_AS, &before), 0);
+  if (before.rlim_cur != RLIM_INFINITY) GTEST_SKIP() << "already under an address-space limit";
+  std::ifstream statm("/proc/self/statm");
+  double mapped_pages = 0;
+  statm >> mapped_pages;
+  const double mapped = mapped_pages * double(::sysconf(_SC_PAGE_SIZE)), headroom = double(1 << 30);
+  const double machine = runtime::device_memory_bytes(torch::kCPU);
+  rlimit capped = before;
+  capped.rlim_cur = static_cast<rlim_t>(mapped + headroom);
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &capped), 0);
+  const double offered = runtime::device_memory_bytes(torch::kCPU);
+  config::ModelConfig tiny;
+  const std::string err = user_error([&] {
+    runtime::check_fits_device(runtime::estimate_memory(tiny, 64, 1 << 16, false, false), torch::kCPU, "evaluating",
+                               "it");
+  });
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &before), 0);
+  EXPECT_LE(offered, headroom);
+  EXPECT_GT(offered, 0.5 * headroom);  // what the test's own allocations took meanwhile is small
+  EXPECT_NE(err.find("the address-space limit (ulimit -v) leaves"), std::string::npos) << err;
+  EXPECT_EQ(runtime::device_memory_bytes(torch::kCPU), machine);
+#endif
 }
 
 namespace {

@@ -242,6 +242,9 @@ struct DataConfig {
 enum class LrSchedule { cosine, linear, constant };
 enum class DeviceKind { auto_, cpu, cuda };
 enum class Precision { auto_, fp32, bf16 };
+// A resume's intra-op threads under threads: 0: the count the resumed run used (bitwise the
+// uninterrupted run) or the CPUs others leave free now (faster beside a neighbour; last bits differ).
+enum class ResumeThreads { checkpoint, free };
 enum class NonFinitePolicy { stop, skip };
 enum class CudaGraphs { auto_, on, off };
 
@@ -269,6 +272,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 2;
   int64_t threads = 0;  // intra-op threads; 0: the CPUs other processes leave free (runtime/device.h)
+  ResumeThreads resume_threads = ResumeThreads::checkpoint;
   DeviceKind device = DeviceKind::auto_;
   Precision precision = Precision::auto_;
   NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;

@@ -269,7 +269,13 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("keep_checkpoints", keep_checkpoints, at_least(int64_t{1}), "checkpoints kept on disk");
   v.field("threads", threads, between(int64_t{0}, int64_t{1024}),
           "intra-op threads; 0 = the CPUs other processes leave free (sampled at start; ranks share the cores), "
-          "and on --resume the count the resumed run used (exact resume)");
+          "and on --resume the count the resumed run used (exact resume; see resume_threads)");
+  static const EnumNames<ResumeThreads> resume_thread_choices{
+      {{ResumeThreads::checkpoint, "checkpoint"}, {ResumeThreads::free, "free"}}};
+  enum_field(v, "resume_threads", resume_threads, resume_thread_choices,
+             "with threads: 0, a resume's threads: checkpoint (the count the resumed run used, so the resume is "
+             "bitwise the uninterrupted run) or free (the CPUs others leave free now: faster beside a busy "
+             "neighbour, the last bits may differ)");
   enum_field(v, "device", device, devices, "auto (cuda if visible), cpu, cuda");
   enum_field(v, "precision", precision, precisions, "auto (bf16 autocast on CUDA, fp32 on CPU), fp32, bf16");
   enum_field(v, "on_nonfinite", on_nonfinite, nonfinite, "non-finite loss/grad: stop or skip the batch");

@@ -2,20 +2,81 @@
 // dimensions give an absurd (finite or infinite) estimate rather than a wrapped integer.
 #include "roformer/runtime/memory_estimate.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifdef ROFORMER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "roformer/common/errors.h"
 #include "roformer/config/position_families.h"
 
 namespace roformer::runtime {
 namespace {
+
+// The bytes a cgroup memory file allows; 0 for "max", no file or a value that means no limit.
+double cgroup_file_limit(const std::string& path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v)) return 0;
+  char* end = nullptr;
+  const double b = std::strtod(v.c_str(), &end);
+  return *end == '\0' && b > 0 && b < 1e18 ? b : 0;  // cgroup v1 writes about 2^63 for none
+}
+
+// The smallest cgroup memory limit over this process: v2 memory.max and v1
+// memory.limit_in_bytes, at the root a container sees and at the process's own cgroup path.
+double cgroup_memory_limit() {
+  double best = 0;
+  const auto take = [&best](double b) {
+    if (b > 0 && (best == 0 || b < best)) best = b;
+  };
+  take(cgroup_file_limit("/sys/fs/cgroup/memory.max"));
+  take(cgroup_file_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {  // "0::/path" (v2) or "4:memory:/path" (v1)
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos || line.size() <= b + 2) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty()) take(cgroup_file_limit("/sys/fs/cgroup" + path + "/memory.max"));
+    if (controllers.find("memory") != std::string::npos)
+      take(cgroup_file_limit("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes"));
+  }
+  return best;
+}
+
+// What RLIMIT_AS (ulimit -v) leaves: the limit less what is mapped now; 0 without a limit.
+double address_space_left() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  std::ifstream in("/proc/self/statm");
+  double mapped_pages = 0;
+  in >> mapped_pages;
+  return std::max(1.0, double(r.rlim_cur) - mapped_pages * double(::sysconf(_SC_PAGE_SIZE)));
+}
+
+struct HostMemory {
+  double bytes;
+  std::string what;  // how the message says it: "this machine has", ...
+};
+
+// The memory this process may allocate: physical RAM, or less where a cgroup limit or the
+// address-space limit says so.
+HostMemory host_memory() {
+  HostMemory m{double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE)), "this machine has"};
+  if (const double c = cgroup_memory_limit(); c > 0 && c < m.bytes) m = {c, "its memory limit (cgroup) is"};
+  if (const double a = address_space_left(); a > 0 && a < m.bytes)
+    m = {a, "the address-space limit (ulimit -v) leaves"};
+  return m;
+}
 
 std::string gib(double bytes) {
   char buf[64];
@@ -80,15 +141,15 @@ double device_memory_bytes(const torch::Device& device) {
   if (device.is_cuda()) return double(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
 #endif
   (void)device;
-  return double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  return host_memory().bytes;
 }
 
 void check_fits_device(const MemoryEstimate& estimate, const torch::Device& device, const std::string& what,
                        const std::string& what_to_lower) {
-  const double have = device_memory_bytes(device);
-  if (have <= 0 || estimate.total() <= have) return;
-  throw UserError(what + " needs " + estimate.describe() + " but " + (device.is_cuda() ? "the GPU" : "this machine") +
-                  " has " + gib(have) + "; lower " + what_to_lower);
+  const HostMemory host = device.is_cuda() ? HostMemory{device_memory_bytes(device), "the GPU has"} : host_memory();
+  if (host.bytes <= 0 || estimate.total() <= host.bytes) return;
+  throw UserError(what + " needs " + estimate.describe() + " but " + host.what + " " + gib(host.bytes) + "; lower " +
+                  what_to_lower);
 }
 
 }  // namespace roformer::runtime

@@ -24,7 +24,8 @@ struct MemoryEstimate {
 // autocast (2-byte activations).
 MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16);
 
-// The memory of the device: physical RAM for the CPU, total GPU memory for CUDA.
+// The memory of the device: for the CPU physical RAM, or less where a cgroup memory limit or the
+// address-space limit (what is left under ulimit -v) says so; total GPU memory for CUDA.
 double device_memory_bytes(const torch::Device& device);
 
 // Throws UserError with the estimate and `what_to_lower` when it exceeds the device's memory.

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
@@ -301,11 +302,18 @@ void write_sweep_report(const SweepSpec& spec, const std::string& out) {
       }
     }
   }
-  md << "\n## Plots\n\n![loss vs step](loss_vs_step.png)\n\n![perplexity vs length](ppl_vs_length.png)\n\n"
-        "![loss by position](loss_by_position.png)\n";
+  // The plots first, so the report links only those that were drawn (none without matplotlib).
+  for (const char* png : {"loss_vs_step.png", "ppl_vs_length.png", "loss_by_position.png"})
+    std::filesystem::remove(out + "/" + png);
+  draw_plots(out);
+  std::string plots;
+  for (const auto& [file, title] : {std::pair<const char*, const char*>{"loss_vs_step.png", "loss vs step"},
+                                    {"ppl_vs_length.png", "perplexity vs length"},
+                                    {"loss_by_position.png", "loss by position"}})
+    if (path_exists(out + "/" + file)) plots += std::string("\n![") + title + "](" + file + ")\n";
+  md << "\n## Plots\n" << (plots.empty() ? "\nNot drawn (no Python with matplotlib; see the log).\n" : plots);
   write_file_atomic(out + "/report.md", md.str());
   log::info("wrote ", out, "/report.md and report.json");
-  draw_plots(out);
 }
 
 }  // namespace roformer::sweep

@@ -156,11 +156,15 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
       throw UserError(path + ": eval.protocols entries must be one of " + join(allowed, ", ") + ", got '" + p + "'");
   }
   // Validate every point's config now, so a typo fails before hours of training; the scaling
-  // variants too, on the first variant they run on.
+  // variants too, on every variant they run on (a list may fit one head size and not another).
+  if (!s.scaling_on.empty() && s.scaling.empty())
+    throw UserError(path +
+                    ": eval.scaling_on names variants to scale but eval.scaling lists no scaling; add "
+                    "eval.scaling entries (name and set) or remove eval.scaling_on");
   bool scaled = false;
   for (const auto& v : s.variants) {
     const config::Config c = point_config(s, v, s.seeds.front()).config;
-    if (scaled || s.scaling.empty() || !scaling_applies(s, v, c)) continue;
+    if (s.scaling.empty() || !scaling_applies(s, v, c)) continue;
     scaled = true;
     for (const auto& sc : s.scaling) {
       SweepVariant with = v;

@@ -1,6 +1,8 @@
 // train.init_from: where the weights come from and whether they fit (see the header).
 #include "roformer/train/init_from.h"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "roformer/common/errors.h"
@@ -28,13 +30,16 @@ InitSource resolve_init_source(const std::string& path) {
 void check_init_compatible(const config::Config& saved, const config::Config& current, const InitSource& source) {
   const auto d = io::first_architecture_difference(saved, current);
   if (!d) return;
-  if (d->key == "model.position.max_positions" && config::position_length_limit(current.model) > 0)
-    throw UserError("train.init_from: the learned position table of " + source.dir + " has " + d->saved +
-                    " rows and this run asks for " + d->current + "; a learned table cannot grow (rows past " +
-                    d->saved +
-                    " were never trained, and no rule for them is defined here): keep "
-                    "model.position.max_positions=" +
-                    d->saved + " and data.seq_len within it, or extend a RoPE model");
+  if (d->key == "model.position.max_positions" && config::position_length_limit(current.model) > 0) {
+    const bool grow = std::strtoll(d->current.c_str(), nullptr, 10) > std::strtoll(d->saved.c_str(), nullptr, 10);
+    throw UserError(
+        "train.init_from: the learned position table of " + source.dir + " has " + d->saved +
+        " rows and this run asks for " + d->current + "; a learned table " +
+        (grow ? "cannot grow (rows past " + d->saved + " were never trained, and no rule for them is defined here)"
+              : "cannot shrink (its rows are the checkpoint's weights, one per position)") +
+        ": keep model.position.max_positions=" + d->saved + " and data.seq_len within it" +
+        (grow ? ", or extend a RoPE model" : ""));
+  }
   throw UserError("train.init_from: " + source.dir + " has " + d->key + " = " + d->saved + " but this run has " +
                   d->current + "; the weights only fit the same architecture (set " + d->key + "=" + d->saved +
                   "; the length, RoPE scaling, learning rate and data may differ)");

@@ -60,7 +60,8 @@ void RunLifecycle::claim_run_directory(const std::string& resume) {
 // uninterrupted run's bits, whatever else the machine is running now.
 int64_t RunLifecycle::thread_request() const {
   const int64_t requested = config_.train.threads;
-  if (requested != 0 || resume_dir_.empty()) return requested;
+  if (requested != 0 || resume_dir_.empty() || config_.train.resume_threads == config::ResumeThreads::free)
+    return requested;
   const std::optional<int> used = io::checkpoint_intra_op_threads(resume_dir_);
   if (!used) return requested;  // a checkpoint from before the count was kept
   const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -71,7 +72,7 @@ int64_t RunLifecycle::thread_request() const {
   }
   log::info("intra-op threads: ", *used,
             ", the count of the run being resumed, so the resume is bitwise "
-            "exact (train.threads sets another)");
+            "exact (train.resume_threads=free chooses from the free CPUs instead)");
   return *used;
 }
 

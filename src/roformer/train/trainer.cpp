@@ -123,7 +123,7 @@ class Trainer {
   void checkpoint();
   TrainResult finish(int exit_code);
 
-  const config::Config& cfg_;
+  config::Config cfg_;  // a copy: a resume fills in train.init_from from the checkpoint
   const config::TrainConfig& t_;
   const TrainOptions& opts_;
   const dist::DistEnv& env_;
@@ -171,7 +171,10 @@ void Trainer::check_inputs() {
                     "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
   life_.claim_run_directory(opts_.resume);
   if (const std::string& resume = life_.resume_dir(); !resume.empty()) {
-    io::check_same_architecture(io::checkpoint_config(resume), cfg_, resume);
+    const config::Config saved = io::checkpoint_config(resume);
+    io::check_same_architecture(saved, cfg_, resume);
+    // --init-from and --resume exclude each other, so config.yaml keeps what started the run.
+    if (t_.init_from.empty()) cfg_.train.init_from = saved.train.init_from;
     if (!t_.init_from.empty()) log::info("train.init_from (", t_.init_from, ") started this run; resuming it instead");
     return;
   }

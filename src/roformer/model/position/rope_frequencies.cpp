@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "roformer/common/errors.h"
 
 namespace roformer::model {
 namespace {
@@ -116,6 +120,21 @@ double yarn_default_magnitude(double factor) {
   return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
 }
 
+// Settings the config accepts one by one can still meet in a non-finite frequency or magnitude
+// (YaRN's mscale at an extreme factor, say): refused here, where training, evaluation and
+// `roformer config rope` all compute them, instead of rotating by NaN.
+static void check_finite(const RopeFrequencies& f, const config::RopeConfig& rope, int64_t seq_len) {
+  bool finite = std::isfinite(f.position_scale) && std::isfinite(f.magnitude) && f.magnitude > 0;
+  for (const double v : f.inv_freq) finite = finite && std::isfinite(v);
+  if (finite) return;
+  char what[160];
+  std::snprintf(what, sizeof what, "(scaling factor %g, at length %lld: magnitude %g, position scale %g)",
+                rope.scaling.factor, static_cast<long long>(seq_len), f.magnitude, f.position_scale);
+  throw UserError(std::string("model.position.rope: these settings give non-finite RoPE frequencies ") + what +
+                  "; check model.position.rope.scaling (its factor, original_max_positions and the YaRN mscale "
+                  "settings)");
+}
+
 RopeFrequencies rope_frequencies(const config::RopeConfig& rope, int64_t rotary_dim, int64_t seq_len) {
   using config::RopeScalingKind;
   const config::RopeScalingConfig& sc = rope.scaling;
@@ -152,6 +171,7 @@ RopeFrequencies rope_frequencies(const config::RopeConfig& rope, int64_t rotary_
       break;
   }
   if (rope.frequency_fraction < 1.0) keep_highest_frequencies(out.inv_freq, rope.frequency_fraction, rotary_dim);
+  check_finite(out, rope, seq_len);
   return out;
 }
 

@@ -56,10 +56,13 @@ TEST(LineChild, ASilentChildOrOneWithoutANewlineTimesOutAndIsNamed) {
 }
 
 TEST(LineChild, ALineLongerThanTheLimitIsRefused) {
-  LineChild child = shell("head -c 5000 /dev/zero | tr '\\0' x; echo", 1024);
-  std::string line;
-  EXPECT_EQ(child.read_line(line, 5), LineRead::too_long);
-  EXPECT_NE(child.describe(LineRead::too_long, 5).find("longer than 1024 bytes"), std::string::npos);
+  // In pieces through a pipe, and in one write that arrives with its newline.
+  for (const char* script : {"head -c 5000 /dev/zero | tr '\\0' x; echo", "printf '%05000d\\n' 0"}) {
+    LineChild child = shell(script, 1024);
+    std::string line;
+    EXPECT_EQ(child.read_line(line, 5), LineRead::too_long) << script;
+    EXPECT_NE(child.describe(LineRead::too_long, 5).find("longer than 1024 bytes"), std::string::npos);
+  }
 }
 
 TEST(LineChild, AWriteToAChildThatNeverReadsGivesUp) {

@@ -47,6 +47,7 @@ bool wait_ready(int fd, short events, Clock::time_point deadline) {
 bool read_fd_line(int fd, std::string& buffer, std::string& line) {
   for (;;) {
     const size_t nl = buffer.find('\n');
+    if (nl != std::string::npos && nl > kMaxLineBytes) return false;
     if (nl != std::string::npos) {
       line = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
@@ -133,6 +134,7 @@ LineRead LineChild::read_line(std::string& line, double timeout_s) {
   const auto deadline = deadline_after(timeout_s);
   for (;;) {
     const size_t nl = buffer_.find('\n');
+    if (nl != std::string::npos && nl > max_line_bytes_) return LineRead::too_long;  // arrived whole
     if (nl != std::string::npos) {
       line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);

@@ -82,6 +82,8 @@ CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
   cmd->add_option("--set", a.overrides, "override a runtime key, e.g. --set model.position.rope.scaling.kind=yarn")
       ->allow_extra_args(false);
   cmd->add_option("--out", a.out, "directory for eval.json and eval.csv (default: print only)")->check(non_empty());
+  cmd->add_flag("--per-token", a.per_token,
+                "the loss at every position of the window and its cumulative mean (eval.json), not 8 buckets");
   cmd->add_flag("--passkey", a.passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
   cmd->add_option("--depths", a.depths, "passkey depths in [0, 1], comma-separated")
       ->capture_default_str()
@@ -165,6 +167,7 @@ std::vector<std::string> eval_overrides(const EvalArgs& a) {
   if (!a.protocol.empty()) out.push_back("eval.protocol=" + a.protocol);
   if (a.stride >= 0) out.push_back("eval.stride=" + std::to_string(a.stride));
   if (!a.split.empty()) out.push_back("eval.split=" + a.split);
+  if (a.per_token) out.push_back("eval.per_token=true");
   return out;
 }
 

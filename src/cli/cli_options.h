@@ -25,6 +25,7 @@ struct EvalArgs {
   int64_t stride = -1;
   std::vector<std::string> overrides;
   bool passkey = false;
+  bool per_token = false;
   std::string depths = "0,0.25,0.5,0.75,1";
   int64_t trials = 5;
 };

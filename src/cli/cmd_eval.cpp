@@ -23,6 +23,10 @@ namespace {
 void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
   const std::vector<double> depths = parse_depths(o.depths);
   eval::LoadedCheckpoint c = eval::load_for_eval(o.checkpoint, overrides);
+  if (c.config.data.task.name != config::TaskKind::none)
+    throw UserError("--passkey builds byte prompts for a corpus checkpoint; '" + o.checkpoint +
+                    "' was trained on task " + config::task_kind_names().name(c.config.data.task.name) +
+                    ": drop --passkey (eval scores its task at each length)");
   const data::DatasetMeta meta = data::read_dataset_meta(c.config.data.path);
   if (meta.tokenizer != "byte")
     throw UserError("passkey prompts are built from bytes; this checkpoint's dataset uses the " + meta.tokenizer +

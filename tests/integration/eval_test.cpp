@@ -98,10 +98,31 @@ TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   // Training says the same for its first step.
   EXPECT_NE(read_file(t.run + "/train.log").find("attention kernel: short-attention"), std::string::npos);
   const std::string csv = read_file(t.dir.file("eval_out") + "/eval.csv");
-  EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib");
+  EXPECT_EQ(
+      csv.substr(0, csv.find('\n')),
+      "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_match");
   // bf16 autocast is a CUDA path; the checkpoint is pinned to the CPU, which evaluates in fp32.
   EXPECT_EQ(t.eval("--lengths 32 --set eval.precision=bf16")["precision"], "fp32");
+}
+
+// --per-token: the loss at every position, token-weighted, rebuilds the 8 buckets of the
+// default run, and its cumulative mean ends at the whole length's loss.
+TEST(Eval, PerTokenLossRebuildsTheBucketsAndEndsAtTheLoss) {
+  Trained t("causal_lm");
+  const json buckets = t.eval("--lengths 32 --set eval.max_tokens=0")["results"][0];
+  const json each = t.eval("--lengths 32 --set eval.max_tokens=0 --per-token")["results"][0];
+  const std::vector<double> by_position = each["loss_by_position"], cumulative = each["cumulative_loss"];
+  ASSERT_EQ(by_position.size(), 32u);
+  ASSERT_EQ(cumulative.size(), 32u);
+  EXPECT_FALSE(buckets.contains("cumulative_loss"));
+  // Every position holds the same number of windows under chunks, so a bucket is a plain mean.
+  for (int k = 0; k < 8; ++k) {
+    double sum = 0;
+    for (int p = 4 * k; p < 4 * k + 4; ++p) sum += by_position[static_cast<size_t>(p)];
+    EXPECT_NEAR(sum / 4, buckets["loss_by_position"][k].get<double>(), 0.02) << "bucket " << k;
+  }
+  EXPECT_NEAR(cumulative.back(), each["loss"].get<double>(), 1e-9);
+  EXPECT_NEAR(cumulative.front(), by_position.front(), 1e-12);
 }
 
 TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {

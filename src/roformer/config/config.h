@@ -229,6 +229,46 @@ struct ModelConfig {
 
 enum class DataSampling { random, packed };
 
+// Synthetic length-generalisation tasks (data/tasks/): sequences drawn by a generator instead
+// of read from a corpus; loss on the answer tokens only.
+enum class TaskKind {
+  none,
+  niah_single,
+  niah_multikey,
+  niah_multivalue,
+  niah_multiquery,
+  variable_tracking,
+  mqar,
+  flip_flop,
+  copy,
+  reverse_string,
+  duplicate_string,
+  odds_first,
+  parity_check,
+  even_pairs,
+  binary_addition,
+  bucket_sort,
+  cycle_navigation
+};
+enum class TaskFiller { noise, zipf };
+
+struct TaskConfig {
+  TaskKind name = TaskKind::none;
+  int64_t min_length = 0;    // training lengths drawn uniformly from [min_length, data.seq_len]; 0 = seq_len
+  int64_t symbols = 16;      // alphabet of the algorithmic tasks; keys (and values) of the retrieval tasks
+  int64_t keys = 4;          // needles with distinct keys (MK/MQ-NIAH), key-value pairs (MQAR)
+  int64_t queries = 2;       // keys asked for (MQ-NIAH)
+  int64_t values = 2;        // values of the one key (MV-NIAH)
+  int64_t value_tokens = 2;  // tokens per needle value (NIAH)
+  int64_t chains = 1;        // variable tracking
+  int64_t hops = 2;          // variable tracking
+  TaskFiller filler = TaskFiller::noise;
+  double gap_power = 0.01;      // MQAR: query gap g drawn with p(g) ~ a g^(a-1) (Zoology)
+  double p_ignore = 0.8;        // flip-flop: probability of an ignore instruction
+  int64_t eval_examples = 256;  // examples per evaluation length
+  void visit(FieldVisitor& v);
+};
+
 struct DataConfig {
   std::string path;       // prepared dataset directory (meta.json + shards)
   int64_t seq_len = 128;  // training length L
@@ -236,6 +276,7 @@ struct DataConfig {
   double mask_prob = 0.15;
   double mask_token_frac = 0.8;    // of selected tokens: replaced by [MASK]
   double random_token_frac = 0.1;  // of selected tokens: replaced by a random token
+  TaskConfig task;                 // name none: the corpus at path
   void visit(FieldVisitor& v);
 };
 
@@ -310,6 +351,7 @@ struct EvalConfig {
   int64_t batch_size = 8;                  // windows per forward pass
   int64_t mask_seed = 20210420;            // MLM evaluation masks (fixed so checkpoints see identical inputs)
   Precision precision = Precision::auto_;  // auto: bf16 autocast on CUDA, fp32 on the CPU
+  bool per_token = false;                  // the loss at every position of the window, not 8 buckets
   void visit(FieldVisitor& v);
 };
 
@@ -357,5 +399,6 @@ const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
 const EnumNames<Objective>& objective_names();
 const EnumNames<EvalProtocol>& eval_protocol_names();
 const EnumNames<FinetuneTask>& finetune_task_names();
+const EnumNames<TaskKind>& task_kind_names();
 
 }  // namespace roformer::config

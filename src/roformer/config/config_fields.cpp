@@ -225,8 +225,58 @@ void ModelConfig::visit(FieldVisitor& v) {
       "position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
 }
 
+const EnumNames<TaskKind>& task_kind_names() {
+  static const EnumNames<TaskKind> names{{{TaskKind::none, "none"},
+                                          {TaskKind::niah_single, "niah_single"},
+                                          {TaskKind::niah_multikey, "niah_multikey"},
+                                          {TaskKind::niah_multivalue, "niah_multivalue"},
+                                          {TaskKind::niah_multiquery, "niah_multiquery"},
+                                          {TaskKind::variable_tracking, "variable_tracking"},
+                                          {TaskKind::mqar, "mqar"},
+                                          {TaskKind::flip_flop, "flip_flop"},
+                                          {TaskKind::copy, "copy"},
+                                          {TaskKind::reverse_string, "reverse_string"},
+                                          {TaskKind::duplicate_string, "duplicate_string"},
+                                          {TaskKind::odds_first, "odds_first"},
+                                          {TaskKind::parity_check, "parity_check"},
+                                          {TaskKind::even_pairs, "even_pairs"},
+                                          {TaskKind::binary_addition, "binary_addition"},
+                                          {TaskKind::bucket_sort, "bucket_sort"},
+                                          {TaskKind::cycle_navigation, "cycle_navigation"}}};
+  return names;
+}
+
+void TaskConfig::visit(FieldVisitor& v) {
+  static const EnumNames<TaskFiller> fillers{{{TaskFiller::noise, "noise"}, {TaskFiller::zipf, "zipf"}}};
+  enum_field(v, "name", name, task_kind_names(),
+             "none (the corpus at data.path) or a synthetic task: niah_single, niah_multikey, niah_multivalue, "
+             "niah_multiquery, variable_tracking (RULER), mqar (Zoology), flip_flop, copy, reverse_string, "
+             "duplicate_string, odds_first, parity_check, even_pairs, binary_addition, bucket_sort, "
+             "cycle_navigation (Ruoss et al.)");
+  v.field("min_length", min_length, at_least(int64_t{0}),
+          "training lengths drawn per step uniformly from [min_length, data.seq_len] (a curriculum); 0 = seq_len");
+  v.field("symbols", symbols, between(int64_t{2}, int64_t{1} << 20),
+          "alphabet size of the algorithmic tasks; distinct keys (and values) of the retrieval tasks");
+  v.field("keys", keys, between(int64_t{1}, int64_t{1} << 20),
+          "needles with distinct keys (niah_multikey, niah_multiquery); key-value pairs (mqar)");
+  v.field("queries", queries, between(int64_t{1}, int64_t{1} << 20), "keys asked for (niah_multiquery)");
+  v.field("values", values, between(int64_t{1}, int64_t{1} << 20), "values of the one key (niah_multivalue)");
+  v.field("value_tokens", value_tokens, between(int64_t{1}, int64_t{64}), "tokens per needle value (niah_*)");
+  v.field("chains", chains, between(int64_t{1}, int64_t{1} << 20), "variable_tracking: chains interleaved");
+  v.field("hops", hops, between(int64_t{1}, int64_t{1} << 20), "variable_tracking: assignments after the first");
+  enum_field(v, "filler", filler, fillers,
+             "retrieval haystack: noise (one filler phrase repeated, RULER's passkey style) or zipf (filler "
+             "tokens drawn from a Zipf law)");
+  v.field("gap_power", gap_power, between(1e-6, 1.0),
+          "mqar: a in p(g) ~ a g^(a-1) for the gap between a pair and its query (Zoology: 0.01; 1 = uniform)");
+  v.field("p_ignore", p_ignore, between(0.0, 1.0),
+          "flip_flop: probability of an ignore instruction (Liu et al.: 0.8 to train; 0.98 sparse, 0.1 dense)");
+  v.field("eval_examples", eval_examples, between(int64_t{1}, int64_t{1} << 24),
+          "examples scored per evaluation length");
+}
+
 void DataConfig::visit(FieldVisitor& v) {
-  v.field("path", path, "prepared dataset directory (from `roformer prepare-data`)");
+  v.field("path", path, "prepared dataset directory (from `roformer prepare-data`); unused with a task");
   static const EnumNames<DataSampling> samplings{{{DataSampling::random, "random"}, {DataSampling::packed, "packed"}}};
   v.field("seq_len", seq_len, at_least(int64_t{2}), "training sequence length L");
   enum_field(v, "sampling", sampling, samplings,
@@ -236,6 +286,8 @@ void DataConfig::visit(FieldVisitor& v) {
           "MLM: of selected tokens, fraction replaced by [MASK]");
   v.field("random_token_frac", random_token_frac, between(0.0, 1.0),
           "MLM: of selected tokens, fraction replaced by a random token");
+  v.section(
+      "task", [this](FieldVisitor& s) { task.visit(s); }, "a synthetic task instead of the corpus");
 }
 
 void TrainConfig::visit(FieldVisitor& v) {
@@ -322,11 +374,15 @@ void EvalConfig::visit(FieldVisitor& v) {
   v.choice("split", split, {"valid", "test"}, "dataset split to evaluate");
   v.field("max_tokens", max_tokens, at_least(int64_t{0}), "tokens scored per length; 0 = all");
   v.field("batch_size", batch_size, at_least(int64_t{1}), "evaluation windows per forward pass");
-  v.field("mask_seed", mask_seed, at_least(int64_t{0}), "seed of the fixed MLM evaluation masks");
+  v.field("mask_seed", mask_seed, at_least(int64_t{0}),
+          "seed of the fixed MLM evaluation masks and of a task's evaluation examples");
   static const EnumNames<Precision> precisions{
       {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
   enum_field(v, "precision", precision, precisions,
              "auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 (CUDA only; the CPU runs fp32)");
+  v.field("per_token", per_token,
+          "the mean loss at every position t of the window and its cumulative mean over positions <= t "
+          "(loss_by_position and cumulative_loss in eval.json); false: 8 position buckets");
 }
 
 const EnumNames<FinetuneTask>& finetune_task_names() {

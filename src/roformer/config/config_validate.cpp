@@ -36,6 +36,19 @@ void validate_random_positions(const Config& c, const Origins& o) {
                  ": each sequence draws that many distinct positions below it");
 }
 
+void validate_task(const Config& c, const Origins& o) {
+  const TaskConfig& t = c.data.task;
+  if (t.name == TaskKind::none) return;
+  if (t.min_length > c.data.seq_len)
+    conflict(o, "data.task.min_length", "data.seq_len",
+             std::to_string(t.min_length) + " is above the longest training length " + std::to_string(c.data.seq_len) +
+                 "; lower it (0 trains at seq_len only)");
+  if (t.name == TaskKind::niah_multiquery && t.queries > t.keys)
+    conflict(o, "data.task.queries", "data.task.keys",
+             "cannot ask for " + std::to_string(t.queries) + " of " + std::to_string(t.keys) +
+                 " keys; raise keys or lower queries");
+}
+
 void validate_attention(const Config& c, const Origins& o) {
   const ModelConfig& m = c.model;
   const PositionFamily& family = position_family(m.position.kind);
@@ -79,6 +92,7 @@ void validate(const Config& c, const Origins& o) {
   if (c.dist.first_bucket_mb > c.dist.bucket_mb)
     conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
   validate_random_positions(c, o);
+  validate_task(c, o);
 }
 
 void resolve(Config& c) {

@@ -17,18 +17,27 @@ bool eval_uses_bf16(config::Precision precision, const torch::Device& device) {
   return device.is_cuda() && precision != config::Precision::fp32;
 }
 
-EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
-                    int64_t buckets, int64_t max_batches, bool bf16) {
+ExactCounts count_exact_rows(const torch::Tensor& scored, const torch::Tensor& right, int64_t rows, int64_t L) {
+  const torch::Tensor row = torch::div(scored, L, "floor").cpu();
+  const torch::Tensor per_row = torch::bincount(row, {}, rows);
+  const torch::Tensor wrong_per_row = torch::bincount(row, (~right).cpu().to(torch::kFloat64), rows);
+  return {(per_row > 0).sum().item<int64_t>(), ((per_row > 0) & (wrong_per_row == 0)).sum().item<int64_t>()};
+}
+
+namespace {
+
+// Scores `n` batches from `batch_at`; buckets by position within each batch's rows.
+EvalResult evaluate_batches(model::EncoderModel& model, int64_t n, const std::function<data::Batch(int64_t)>& batch_at,
+                            const torch::Device& device, int64_t buckets, bool bf16) {
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
   EvalResult r;
   r.bucket_loss_sum.assign(static_cast<size_t>(buckets), 0.0);
   r.bucket_tokens.assign(static_cast<size_t>(buckets), 0);
-  const int64_t L = windows.length();
-  const int64_t n = max_batches > 0 ? std::min(max_batches, windows.num_batches()) : windows.num_batches();
   for (int64_t i = 0; i < n; ++i) {
-    const data::Batch b = windows.batch(i);
+    const data::Batch b = batch_at(i);
+    const int64_t rows = b.input_ids.size(0), L = b.input_ids.size(1);
     const torch::Tensor ids = b.input_ids.to(device), targets = b.targets.to(device);
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);  // [N]
@@ -39,9 +48,13 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
     }
     const torch::Tensor gold = flat.index_select(0, scored);
     const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]
+    const torch::Tensor right = logits.argmax(-1) == gold;
     r.loss_sum += nll.sum().item<double>();
     r.tokens += scored.size(0);
-    r.correct += (logits.argmax(-1) == gold).sum().item<int64_t>();
+    r.correct += right.sum().item<int64_t>();
+    const ExactCounts exact = count_exact_rows(scored, right, rows, L);
+    r.sequences += exact.sequences;
+    r.exact += exact.exact;
     const torch::Tensor bucket = torch::div((scored % L) * buckets, L, "floor");  // position in the window -> bucket
     const torch::Tensor sums = torch::zeros({buckets}, torch::kFloat64).index_add_(0, bucket.cpu(), nll.cpu());
     const torch::Tensor counts = torch::bincount(bucket.cpu(), {}, buckets);
@@ -54,6 +67,21 @@ EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows
   }
   if (was_training) model->train();
   return r;
+}
+
+}  // namespace
+
+EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
+                    int64_t buckets, int64_t max_batches, bool bf16) {
+  const int64_t n = max_batches > 0 ? std::min(max_batches, windows.num_batches()) : windows.num_batches();
+  return evaluate_batches(
+      model, n, [&](int64_t i) { return windows.batch(i); }, device, buckets, bf16);
+}
+
+EvalResult evaluate(model::EncoderModel& model, const data::TaskEvalSet& examples, const torch::Device& device,
+                    int64_t buckets, bool bf16) {
+  return evaluate_batches(
+      model, examples.num_batches(), [&](int64_t i) { return examples.batch(i); }, device, buckets, bf16);
 }
 
 }  // namespace roformer::eval

@@ -5,9 +5,11 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <vector>
 
 #include "roformer/data/batches.h"
+#include "roformer/data/task_batches.h"
 #include "roformer/model/encoder.h"
 
 namespace roformer::eval {
@@ -18,15 +20,31 @@ struct EvalResult {
   int64_t correct = 0;
   std::vector<double> bucket_loss_sum;  // [buckets]: by position within the window
   std::vector<int64_t> bucket_tokens;
+  int64_t sequences = 0;  // rows with something scored
+  int64_t exact = 0;      // of them, rows whose every scored token was the top prediction
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
   double perplexity() const;
   double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }
+  double exact_match() const { return sequences ? static_cast<double>(exact) / static_cast<double>(sequences) : 0.0; }
 };
 
 // Runs every batch of `windows` (at most max_batches if > 0) in eval mode without gradients;
 // `bf16`: the forward pass under bf16 autocast (CUDA), the loss still in double.
 EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
                     int64_t buckets = 8, int64_t max_batches = 0, bool bf16 = false);
+
+// A synthetic task's examples at one length (data/task_batches.h): loss and accuracy on the
+// answer tokens, and exact match per example.
+EvalResult evaluate(model::EncoderModel& model, const data::TaskEvalSet& examples, const torch::Device& device,
+                    int64_t buckets = 8, bool bf16 = false);
+
+// Exact match of one batch of `rows` rows of length L: `scored` holds the flat indices of the
+// scored positions, `right` whether each one's top prediction was its target.
+struct ExactCounts {
+  int64_t sequences = 0;  // rows with something scored
+  int64_t exact = 0;      // of them, rows with nothing wrong
+};
+ExactCounts count_exact_rows(const torch::Tensor& scored, const torch::Tensor& right, int64_t rows, int64_t L);
 
 // Whether evaluation runs in bf16: eval.precision bf16, or auto, on a CUDA device.
 bool eval_uses_bf16(config::Precision precision, const torch::Device& device);

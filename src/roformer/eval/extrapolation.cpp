@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/config/position_families.h"
 #include "roformer/data/batches.h"
+#include "roformer/data/task_batches.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
@@ -47,24 +49,60 @@ LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::st
   return c;
 }
 
+namespace {
+
+using Scorer = std::function<EvalResult(int64_t length)>;
+
+// The corpus's split at each length under eval.protocol.
+Scorer corpus_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16) {
+  const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path);
+  auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split);
+  const data::MaskingRule rule = data::MaskingRule::from(meta, cfg.data);
+  return [&cfg, &model, device, bf16, store, rule](int64_t L) {
+    const data::EvalWindows windows(store, cfg.model.objective, L, cfg.eval.protocol,
+                                    cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
+                                    cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
+                                    static_cast<uint64_t>(cfg.eval.mask_seed), rule);
+    return evaluate(model, windows, device, cfg.eval.per_token ? L : 8, 0, bf16);
+  };
+}
+
+// data.task.eval_examples examples of the checkpoint's task at each length.
+Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16) {
+  const config::TaskConfig& task = cfg.data.task;
+  std::shared_ptr<const data::TaskGenerator> generator =
+      data::make_task_generator(task, cfg.model.objective == config::Objective::causal_lm);
+  for (int64_t L : cfg.eval.lengths)
+    data::check_task_fits(*generator, task, L, cfg.model.vocab_size, "evaluation length");
+  return [&cfg, &model, device, bf16, generator](int64_t L) {
+    const data::TaskEvalSet examples(generator, L, cfg.data.task.eval_examples, cfg.eval.batch_size, 0, 1,
+                                     static_cast<uint64_t>(cfg.eval.mask_seed));
+    return evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
+  };
+}
+
+}  // namespace
+
 ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
   LoadedCheckpoint loaded = load_for_eval(dir, overrides);
   const config::Config& cfg = loaded.config;
   model::EncoderModel& model = loaded.model;
   const torch::Device device = loaded.device;
-  const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path);
-  auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split);
+  const bool task = cfg.data.task.name != config::TaskKind::none;
 
   ExtrapolationReport report;
   report.checkpoint = dir;
   report.split = cfg.eval.split;
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
   const bool bf16 = eval_uses_bf16(cfg.eval.precision, device);
+  const Scorer score = task ? task_scorer(cfg, model, device, bf16) : corpus_scorer(cfg, model, device, bf16);
+  if (task) report.task = config::task_kind_names().name(cfg.data.task.name);
   report.precision = bf16 ? "bf16" : "fp32";
   report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
   if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
     report.scaling += "x" + std::to_string(static_cast<int64_t>(cfg.model.position.rope.scaling.factor));
   report.stride = cfg.eval.stride;
+  report.per_token = cfg.eval.per_token;
   report.train_length = cfg.data.seq_len;
   report.position = config::position_kind_names().name(cfg.model.position.kind);
   const int64_t limit = config::position_length_limit(cfg.model);
@@ -77,15 +115,11 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
       report.lengths.push_back(lr);
       continue;
     }
-    const data::EvalWindows windows(store, cfg.model.objective, L, cfg.eval.protocol,
-                                    cfg.eval.protocol == config::EvalProtocol::sliding ? cfg.eval.stride : 0,
-                                    cfg.eval.max_tokens, cfg.eval.batch_size, 0, 1,
-                                    static_cast<uint64_t>(cfg.eval.mask_seed), data::MaskingRule::from(meta, cfg.data));
     runtime::reset_peak_memory(device);
     const auto start = std::chrono::steady_clock::now();
     {
       model::AttentionKernelProbe probe;
-      lr.result = evaluate(model, windows, device, 8, 0, bf16);  // ends with a host read: the device is done
+      lr.result = score(L);  // ends with a host read: the device is done
       lr.attention = probe.summary();
     }
     lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -98,8 +132,11 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                       report.scaling + "): check model.position.* and the --set overrides " +
                       "(e.g. xpos.scale_base, rope.scaling.*), shorter --lengths, or the checkpoint's weights");
     lr.peak_mem_gib = runtime::peak_memory_gib(device);
-    log::info("length ", L, ": loss ", lr.result.loss(), ", ppl ", lr.result.perplexity(), " over ", lr.result.tokens,
-              " tokens in ", lr.seconds, " s",
+    log::info("length ", L, ": loss ", lr.result.loss(),
+              task ? ", exact match " + std::to_string(lr.result.exact_match()) + " of " +
+                         std::to_string(lr.result.sequences) + " examples"
+                   : ", ppl " + std::to_string(lr.result.perplexity()),
+              " over ", lr.result.tokens, " tokens in ", lr.seconds, " s",
               device.is_cuda() ? ", peak " + std::to_string(lr.peak_mem_gib) + " GiB" : "", ", attention ",
               lr.attention);
     report.lengths.push_back(lr);
@@ -116,15 +153,22 @@ std::string report_json(const ExtrapolationReport& r) {
                       {"scaling", r.scaling},
                       {"train_length", r.train_length},
                       {"position", r.position},
+                      {"task", r.task},
                       {"results", nlohmann::json::array()}};
   for (const auto& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
     if (!l.applicable) {
       e["reason"] = l.reason;
     } else {
-      std::vector<double> by_pos;
-      for (size_t k = 0; k < l.result.bucket_tokens.size(); ++k)
+      std::vector<double> by_pos, cumulative;
+      double sum = 0;
+      int64_t count = 0;
+      for (size_t k = 0; k < l.result.bucket_tokens.size(); ++k) {
         by_pos.push_back(l.result.bucket_tokens[k] ? l.result.bucket_loss_sum[k] / l.result.bucket_tokens[k] : 0.0);
+        sum += l.result.bucket_loss_sum[k];
+        count += l.result.bucket_tokens[k];
+        cumulative.push_back(count ? sum / static_cast<double>(count) : 0.0);
+      }
       e.update({{"loss", l.result.loss()},
                 {"ppl", l.result.perplexity()},
                 {"accuracy", l.result.accuracy()},
@@ -133,6 +177,8 @@ std::string report_json(const ExtrapolationReport& r) {
                 {"peak_mem_gib", l.peak_mem_gib},
                 {"attention", l.attention},
                 {"loss_by_position", by_pos}});
+      if (r.per_token) e["cumulative_loss"] = cumulative;
+      if (!r.task.empty()) e.update({{"exact_match", l.result.exact_match()}, {"examples", l.result.sequences}});
     }
     j["results"].push_back(e);
   }
@@ -141,15 +187,16 @@ std::string report_json(const ExtrapolationReport& r) {
 
 std::string report_csv(const ExtrapolationReport& r) {
   std::ostringstream os;
-  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib\n";
+  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_match\n";
   for (const auto& l : r.lengths) {
     os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0)
        << ",";
     if (l.applicable) {
       os << std::setprecision(10) << l.result.loss() << "," << l.result.perplexity() << "," << l.result.accuracy()
-         << "," << l.result.tokens << "," << l.seconds << "," << l.peak_mem_gib;
+         << "," << l.result.tokens << "," << l.seconds << "," << l.peak_mem_gib << "," << r.task << ",";
+      if (!r.task.empty()) os << l.result.exact_match();
     } else {
-      os << ",,,,,";
+      os << ",,,,,," << r.task << ",";
     }
     os << "\n";
   }
@@ -158,19 +205,32 @@ std::string report_csv(const ExtrapolationReport& r) {
 
 std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
-  os << r.position << " (scaling " << r.scaling << "), " << r.protocol << " protocol, split " << r.split
-     << ", trained at length " << r.train_length << ", " << r.precision << "\n";
-  os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB  attention\n";
+  const bool task = !r.task.empty();
+  os << r.position << " (scaling " << r.scaling << "), ";
+  if (task)
+    os << "task " << r.task;
+  else
+    os << r.protocol << " protocol, split " << r.split;
+  os << ", trained at length " << r.train_length << ", " << r.precision << "\n";
+  if (task)
+    os << "  length      loss  token acc  exact match  examples   seconds  peak GiB  attention\n";
+  else
+    os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB  attention\n";
   for (const auto& l : r.lengths) {
     os << std::setw(8) << l.length;
     if (!l.applicable) {
       os << "       n/a  (" << l.reason << ")\n";
       continue;
     }
-    os << std::fixed << std::setprecision(4) << std::setw(10) << l.result.loss() << std::setprecision(2)
-       << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11) << l.result.accuracy()
-       << std::setw(10) << l.result.tokens << std::setprecision(2) << std::setw(10) << l.seconds << std::setw(10)
-       << l.peak_mem_gib << "  " << l.attention << "\n";
+    os << std::fixed << std::setprecision(4) << std::setw(10) << l.result.loss();
+    if (task)
+      os << std::setw(11) << l.result.accuracy() << std::setw(13) << l.result.exact_match() << std::setw(10)
+         << l.result.sequences;
+    else
+      os << std::setprecision(2) << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11)
+         << l.result.accuracy() << std::setw(10) << l.result.tokens;
+    os << std::setprecision(2) << std::setw(10) << l.seconds << std::setw(10) << l.peak_mem_gib << "  " << l.attention
+       << "\n";
   }
   return os.str();
 }

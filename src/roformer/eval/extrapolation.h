@@ -1,7 +1,9 @@
 // Length-extrapolation evaluation of one checkpoint: loss/perplexity at each evaluation
-// length under one protocol (chunks or sliding), with the loss by position inside the window;
-// lengths a family cannot run (a learned table too short) are reported as not applicable.
-// Results are written as JSON and CSV and printed as a table.
+// length under one protocol (chunks or sliding), with the loss by position inside the window
+// (8 buckets, or every position and its cumulative mean with eval.per_token); a task
+// checkpoint (data.task) is scored on its task's examples instead: exact match and token
+// accuracy per length. Lengths a family cannot run (a learned table too short) are reported
+// as not applicable. Results are written as JSON and CSV and printed as a table.
 #pragma once
 
 #include <string>
@@ -28,6 +30,8 @@ struct ExtrapolationReport {
   std::string precision;  // fp32, or bf16 (autocast on CUDA)
   int64_t stride = 0, train_length = 0;
   std::string position;
+  bool per_token = false;  // loss_by_position has one entry per position (eval.per_token)
+  std::string task;        // the synthetic task (data.task) a task checkpoint is scored on; empty: the corpus
   std::vector<LengthResult> lengths;
 };
 

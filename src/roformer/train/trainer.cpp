@@ -23,6 +23,7 @@
 #include "roformer/data/batches.h"
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/prefetcher.h"
+#include "roformer/data/task_batches.h"
 #include "roformer/distributed/process_group.h"
 #include "roformer/distributed/reducer.h"
 #include "roformer/eval/evaluate.h"
@@ -53,7 +54,8 @@ double seconds_since(Clock::time_point t) {
 
 // Sums an evaluation's counts over ranks (each rank scored its own windows).
 void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::EvalResult& r) {
-  std::vector<double> v{r.loss_sum, static_cast<double>(r.tokens), static_cast<double>(r.correct)};
+  std::vector<double> v{r.loss_sum, static_cast<double>(r.tokens), static_cast<double>(r.correct),
+                        static_cast<double>(r.sequences), static_cast<double>(r.exact)};
   v.insert(v.end(), r.bucket_loss_sum.begin(), r.bucket_loss_sum.end());
   for (int64_t n : r.bucket_tokens) v.push_back(static_cast<double>(n));
   torch::Tensor t = torch::tensor(v, torch::kFloat64).to(device);
@@ -63,9 +65,11 @@ void reduce_eval(dist::Communicator& comm, const torch::Device& device, eval::Ev
   r.loss_sum = d[0];
   r.tokens = static_cast<int64_t>(d[1]);
   r.correct = static_cast<int64_t>(d[2]);
+  r.sequences = static_cast<int64_t>(d[3]);
+  r.exact = static_cast<int64_t>(d[4]);
   const size_t nb = r.bucket_loss_sum.size();
-  for (size_t i = 0; i < nb; ++i) r.bucket_loss_sum[i] = d[3 + i];
-  for (size_t i = 0; i < nb; ++i) r.bucket_tokens[i] = static_cast<int64_t>(d[3 + nb + i]);
+  for (size_t i = 0; i < nb; ++i) r.bucket_loss_sum[i] = d[5 + i];
+  for (size_t i = 0; i < nb; ++i) r.bucket_tokens[i] = static_cast<int64_t>(d[5 + nb + i]);
 }
 
 // The CUDA-graph step when train.cuda_graphs allows it (auto: on for a single-process CUDA
@@ -75,6 +79,8 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
                                               bool distributed, bool uncapturable) {
   const config::TrainConfig& t = cfg.train;
   const bool asked = t.cuda_graphs == config::CudaGraphs::on;
+  const config::TaskConfig& task = cfg.data.task;
+  const bool task_run = task.name != config::TaskKind::none;
   if (t.cuda_graphs == config::CudaGraphs::off || (!asked && !device.is_cuda())) return nullptr;
   std::string why;
   std::unique_ptr<GraphedStep> step;
@@ -83,6 +89,8 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
     why = "data parallel: the gradient reducer's collectives run outside a graph";
   } else if (t.positions == config::PositionSampling::random) {
     why = "train.positions=random: the graph's static input buffers hold no positions";
+  } else if (task_run && task.min_length > 0 && task.min_length < cfg.data.seq_len) {
+    why = "data.task.min_length: the sequence length changes from step to step";
   } else if (m.attention == config::AttentionKind::linear &&
              m.linear_attention.feature_map == config::FeatureMap::favor && m.linear_attention.redraw_interval > 0) {
     why = "FAVOR+ redraws its random features on a host schedule (set model.linear_attention.redraw_interval=0)";
@@ -93,7 +101,7 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
     o.autocast = autocast;
     o.uncapturable = uncapturable;
     o.capacity = scored_capacity(t.batch_size / t.grad_accum * cfg.data.seq_len,
-                                 cfg.model.objective == config::Objective::mlm, cfg.data.mask_prob);
+                                 cfg.model.objective == config::Objective::mlm && !task_run, cfg.data.mask_prob);
     step = make_graphed_step(model, optimizer, device, o, &why);
   }
   if (step) {
@@ -114,6 +122,8 @@ class Trainer {
 
  private:
   void check_inputs();
+  void check_task();
+  void build_data();
   void setup_device();
   void build();
   void restore();
@@ -136,8 +146,11 @@ class Trainer {
   bool autocast_ = false;
   dist::ProcessGroup* group_ = nullptr;  // life_'s, with several ranks
   dist::Communicator* comm_ = nullptr;
-  std::unique_ptr<data::TrainBatcher> batcher_;
+  std::unique_ptr<data::TrainBatcher> batcher_;      // the corpus, or
+  std::unique_ptr<data::TaskBatcher> task_batcher_;  // a synthetic task (data.task)
   std::unique_ptr<data::EvalWindows> valid_;
+  std::unique_ptr<data::TaskEvalSet> task_valid_;
+  std::shared_ptr<const data::TaskGenerator> task_;
   model::EncoderModel model_{nullptr};
   std::unique_ptr<FusedAdamW> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
@@ -162,13 +175,17 @@ void Trainer::check_inputs() {
                     " rank(s) x train.grad_accum=" + std::to_string(t_.grad_accum) +
                     " micro-batches; choose a multiple of " + std::to_string(world * t_.grad_accum));
   local_batch_ = t_.batch_size / world;
-  if (cfg_.data.path.empty())
-    throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data)");
-  meta_ = data::read_dataset_meta(cfg_.data.path, /*verify_checksums=*/true);
-  if (meta_.vocab_size > cfg_.model.vocab_size)
-    throw UserError("dataset '" + cfg_.data.path + "' has a vocabulary of " + std::to_string(meta_.vocab_size) +
-                    " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
-                    "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
+  if (cfg_.data.task.name != config::TaskKind::none) {
+    check_task();
+  } else {
+    if (cfg_.data.path.empty())
+      throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data) or set data.task");
+    meta_ = data::read_dataset_meta(cfg_.data.path, /*verify_checksums=*/true);
+    if (meta_.vocab_size > cfg_.model.vocab_size)
+      throw UserError("dataset '" + cfg_.data.path + "' has a vocabulary of " + std::to_string(meta_.vocab_size) +
+                      " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
+                      "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
+  }
   life_.claim_run_directory(opts_.resume);
   if (const std::string& resume = life_.resume_dir(); !resume.empty()) {
     const config::Config saved = io::checkpoint_config(resume);
@@ -181,6 +198,15 @@ void Trainer::check_inputs() {
   if (t_.init_from.empty()) return;
   init_ = resolve_init_source(t_.init_from);
   check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
+}
+
+// A synthetic task: its generator, and every training length holds an example.
+void Trainer::check_task() {
+  const config::TaskConfig& task = cfg_.data.task;
+  task_ = data::make_task_generator(task, cfg_.model.objective == config::Objective::causal_lm);
+  const int64_t shortest = task.min_length > 0 ? task.min_length : cfg_.data.seq_len;
+  data::check_task_fits(*task_, task, shortest, cfg_.model.vocab_size,
+                        task.min_length > 0 ? "data.task.min_length" : "data.seq_len");
 }
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.
@@ -198,24 +224,41 @@ void Trainer::setup_device() {
                       : "no peak known: set train.peak_tflops for MFU");
 }
 
+// The training batches and the validation set: the corpus's, or the task's.
+void Trainer::build_data() {
+  const int world = env_.world_size;
+  const auto seed = static_cast<uint64_t>(t_.seed);
+  const bool random_positions = t_.positions == config::PositionSampling::random;
+  if (task_) {
+    const config::TaskConfig& task = cfg_.data.task;
+    task_batcher_ =
+        std::make_unique<data::TaskBatcher>(task_, task.min_length, cfg_.data.seq_len, local_batch_, env_.rank, seed);
+    if (random_positions) task_batcher_->randomize_positions(t_.random_positions_max);
+    task_valid_ = std::make_unique<data::TaskEvalSet>(task_, cfg_.data.seq_len, task.eval_examples, local_batch_,
+                                                      env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed));
+    log::info("task ", config::task_kind_names().name(task.name), ": lengths ",
+              task.min_length > 0 ? std::to_string(task.min_length) + ".." : std::string(), cfg_.data.seq_len,
+              ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples");
+  } else {
+    auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train");
+    auto valid_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "valid");
+    const data::MaskingRule rule = data::MaskingRule::from(meta_, cfg_.data);
+    batcher_ = std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
+                                                    env_.rank, world, seed, cfg_.data.sampling, rule);
+    if (random_positions) batcher_->randomize_positions(t_.random_positions_max);
+    valid_ = std::make_unique<data::EvalWindows>(valid_store, cfg_.model.objective, cfg_.data.seq_len,
+                                                 config::EvalProtocol::chunks, 0,
+                                                 t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
+                                                 env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed), rule);
+  }
+  if (random_positions)
+    log::info("training positions: per sequence S sorted distinct draws from [0, ", t_.random_positions_max,
+              "); evaluation uses 0..S-1");
+}
+
 // Data, model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters).
 void Trainer::build() {
-  auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train");
-  auto valid_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "valid");
-  const data::MaskingRule rule = data::MaskingRule::from(meta_, cfg_.data);
-  const int world = env_.world_size;
-  batcher_ =
-      std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
-                                           env_.rank, world, static_cast<uint64_t>(t_.seed), cfg_.data.sampling, rule);
-  if (t_.positions == config::PositionSampling::random) {
-    batcher_->randomize_positions(t_.random_positions_max);
-    log::info("training positions: per sequence ", cfg_.data.seq_len, " sorted distinct draws from [0, ",
-              t_.random_positions_max, "); evaluation uses 0..S-1");
-  }
-  valid_ = std::make_unique<data::EvalWindows>(valid_store, cfg_.model.objective, cfg_.data.seq_len,
-                                               config::EvalProtocol::chunks, 0,
-                                               t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
-                                               env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed), rule);
+  build_data();
   runtime::check_fits_device(
       runtime::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_), device_,
       "training this model",
@@ -294,15 +337,17 @@ void Trainer::log_step(const StepResult& sr, double lr) {
 }
 
 void Trainer::evaluate(int64_t step) {
-  eval::EvalResult r = eval::evaluate(model_, *valid_, device_);
+  eval::EvalResult r =
+      task_valid_ ? eval::evaluate(model_, *task_valid_, device_) : eval::evaluate(model_, *valid_, device_);
   if (comm_) reduce_eval(*comm_, device_, r);
-  life_.metrics().write({{"type", "eval"},
-                         {"step", step},
-                         {"loss", r.loss()},
-                         {"ppl", r.perplexity()},
-                         {"accuracy", r.accuracy()},
-                         {"tokens", r.tokens}});
-  log::info("eval step ", step, ": loss ", r.loss(), ", ppl ", r.perplexity(), ", accuracy ", r.accuracy());
+  nlohmann::json record{{"type", "eval"},           {"step", step},      {"loss", r.loss()}, {"ppl", r.perplexity()},
+                        {"accuracy", r.accuracy()}, {"tokens", r.tokens}};
+  if (task_valid_) record["exact_match"] = r.exact_match();
+  life_.metrics().write(record);
+  log::info("eval step ", step, ": loss ", r.loss(), task_valid_ ? "" : ", ppl " + shortest_double(r.perplexity()),
+            ", accuracy ", r.accuracy(),
+            task_valid_ ? ", exact match " + shortest_double(r.exact_match()) + " of " + std::to_string(r.sequences)
+                        : std::string());
   result_.valid_loss = r.loss();
 }
 
@@ -335,7 +380,8 @@ TrainResult Trainer::run() {
   model_->train();
   graphed_ = graphed_step_for(cfg_, model_, *optimizer_, device_, autocast_, group_ != nullptr,
                               opts_.faults.uncapturable_step);
-  data::Prefetcher<data::Batch> batches([&](int64_t s) { return batcher_->batch(s); }, state_.step, t_.steps);
+  data::Prefetcher<data::Batch> batches(
+      [&](int64_t s) { return task_batcher_ ? task_batcher_->batch(s) : batcher_->batch(s); }, state_.step, t_.steps);
   elapsed_before_ = state_.elapsed_s;
   first_step_ = state_.step;
   if (life_.rank0() && Progress::stderr_is_terminal())
@@ -350,13 +396,15 @@ TrainResult Trainer::run() {
     profiler.before_step(state_.step);
     std::optional<model::AttentionKernelProbe> probe;  // the first step says which attention kernel runs
     if (state_.step == first_step_) probe.emplace();
-    const StepResult sr = step(batches.next(), lr);
+    const data::Batch batch = batches.next();
+    const int64_t tokens = t_.batch_size * batch.input_ids.size(1);
+    const StepResult sr = step(batch, lr);
     if (probe) log::info("attention kernel: ", probe->summary());
     profiler.after_step(state_.step);
     life_.record(sr, state_.step);
     ++state_.step;
-    state_.tokens_seen += t_.batch_size * cfg_.data.seq_len;
-    window_tokens_ += t_.batch_size * cfg_.data.seq_len;
+    state_.tokens_seen += tokens;
+    window_tokens_ += tokens;
     const bool stopping = life_.stopping(sr);
     const bool log_now = state_.step % t_.log_every == 0 || state_.step == t_.steps;
     const bool eval_now = state_.step % t_.eval_every == 0 && state_.step != t_.steps;

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The task study: position encodings judged by accuracy on the field's synthetic tasks instead
+# of perplexity. Every method trains the tiny task model of configs/tasks/base.yaml (2 layers,
+# width 64, causal, lengths 32..64) on each task, three seeds, and is scored by exact match at
+# 1x-32x the training length (64 ... 2048); on the retrieval tasks the rope checkpoints are also
+# scored with YaRN and NTK at evaluation time (factor = length / 64). Then
+# scripts/task_report.py writes the tables and plots.
+#   Usage: scripts/task_study.sh [OUT] (default sweeps/tasks). TASKS, METHODS, SEEDS, LENGTHS in the
+#          environment narrow it; BUDGET_MIN (default 100) stops starting new work after that many
+#          minutes. Runs are trained with --resume auto and finished evaluations are skipped, so a
+#          rerun continues where the last sitting stopped and ends with the same tables. STEPS
+#          (default configs/tasks/base.yaml's) shortens every run, for a trial of the pipeline.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-sweeps/tasks}"
+bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
+all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop reverse_string binary_addition"
+all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope"
+tasks="${TASKS:-$all_tasks}"
+methods="${METHODS:-$all_methods}"
+seeds="${SEEDS:-1234 1235 1236}"
+lengths="${LENGTHS:-64 128 256 512 1024 2048}"
+budget_min="${BUDGET_MIN:-100}"
+train_len=64
+retrieval="niah_single niah_multikey niah_multivalue niah_multiquery variable_tracking mqar"
+py="$here/.venv/bin/python"
+[ -x "$py" ] || py="$(command -v python3)"
+
+# Every input is checked before anything is trained, written or removed.
+bad() { echo "task_study: $*" >&2; exit 2; }
+for t in $tasks; do [[ " $all_tasks " == *" $t "* ]] || bad "TASKS: '$t' is not one of: $all_tasks"; done
+for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "METHODS: '$m' is not one of: $all_methods"; done
+for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whole number"; done
+for v in $lengths; do
+  [[ "$v" =~ ^[0-9]{1,6}$ ]] && [ "$v" -ge "$train_len" ] || bad "LENGTHS: '$v' is not a length >= $train_len"
+done
+[ -z "${STEPS:-}" ] || [[ "$STEPS" =~ ^[1-9][0-9]{0,6}$ ]] || bad "STEPS: '$STEPS' is not a step count"
+[[ "$budget_min" =~ ^[0-9]{1,5}$ ]] || bad "BUDGET_MIN: '$budget_min' is not a whole number of minutes"
+[ -n "$tasks" ] && [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$lengths" ] || bad "TASKS, METHODS, SEEDS and LENGTHS must not be empty"
+[ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+
+# The --set arguments of one method (the frontier study's settings at this length).
+method_args() {
+  case "$1" in
+    rope) echo "--set model.position.kind=rope" ;;
+    rope-randpos) echo "--set model.position.kind=rope --set train.positions=random --set train.random_positions_max=2048" ;;
+    none) echo "--set model.position.kind=none" ;;
+    alibi) echo "--set model.position.kind=alibi" ;;
+    t5_bias) echo "--set model.position.kind=t5_bias" ;;
+    kerple) echo "--set model.position.kind=kerple --set model.position.kerple.variant=log" ;;
+    fire) echo "--set model.position.kind=fire" ;;
+    fire-randpos) echo "--set model.position.kind=fire --set train.positions=random --set train.random_positions_max=2048" ;;
+    xpos) echo "--set model.position.kind=xpos" ;;
+    transformer_xl) echo "--set model.position.kind=transformer_xl" ;;
+    sinusoidal) echo "--set model.position.kind=sinusoidal --set model.embed_scale=sqrt_d" ;;
+    cope) echo "--set model.position.kind=cope" ;;
+  esac
+}
+
+started=$(date +%s)
+out_of_time() { [ $(( $(date +%s) - started )) -ge $((budget_min * 60)) ]; }
+steps="${STEPS:-$(sed -n 's/^  steps: \([0-9]*\).*/\1/p' "$here/configs/tasks/base.yaml")}"
+comma_lengths=$(echo $lengths | tr ' ' ',')
+
+# eval_once FILE CKPT [--set ...]: the checkpoint's eval.json at FILE unless it is there already.
+eval_once() {
+  local file="$1" ckpt="$2"
+  shift 2
+  [ -f "$file" ] && return 0
+  local tmp="$file.dir"
+  rm -rf "$tmp"
+  "$bin" eval "$ckpt" --out "$tmp" "$@" > "$tmp.log" 2>&1 || { echo "task_study: eval failed, see $tmp.log" >&2; exit 1; }
+  mv "$tmp/eval.json" "$file"
+  rm -rf "$tmp" "$tmp.log"
+}
+
+done_runs=0
+for seed in $seeds; do
+  for task in $tasks; do
+    for method in $methods; do
+      out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 3; }
+      name="$method-seed$seed"
+      run="$out/runs/$task/$name"
+      ckpt="$run/checkpoints/step_$steps"
+      if [ ! -f "$ckpt/meta.json" ]; then
+        mkdir -p "$out/runs/$task"
+        echo "[tasks] train $task $name"
+        # shellcheck disable=SC2046
+        "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" \
+          --set "train.steps=$steps" --set "train.checkpoint_every=$((steps < 500 ? steps : 500))" \
+          $(method_args "$method") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
+      fi
+      mkdir -p "$out/eval/$task"
+      eval_once "$out/eval/$task/$name.json" "$ckpt" --lengths "$comma_lengths"
+      if [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]]; then
+        for L in $lengths; do
+          [ "$L" -gt "$train_len" ] || continue
+          for kind in yarn ntk; do
+            eval_once "$out/eval/$task/rope+$kind-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+              --set "model.position.rope.scaling.kind=$kind" --set "model.position.rope.scaling.factor=$((L / train_len))" \
+              --set "model.position.rope.scaling.original_max_positions=$train_len"
+          done
+        done
+      fi
+      done_runs=$((done_runs + 1))
+    done
+  done
+done
+echo "task_study: $done_runs run(s) trained and evaluated in $(( ($(date +%s) - started) / 60 )) min"
+"$py" "$here/scripts/task_report.py" "$out"

@@ -1,0 +1,51 @@
+// Batches of a synthetic task (data/tasks/), pure functions of their index like the corpus's:
+//   TaskBatcher: step -> this rank's [b, S] batch, S drawn per step from [min, max] (the same S
+//                on every rank), row r of the global batch keyed by (seed, step, r), so W ranks
+//                of b rows see the examples of one process with W*b rows and a resume is exact;
+//   TaskEvalSet: the fixed examples scored at one length, example i keyed by (seed, length, i).
+// Targets are the examples' labels (-100 where nothing is scored).
+#pragma once
+
+#include <memory>
+
+#include "roformer/data/batches.h"
+#include "roformer/data/tasks/task_generator.h"
+
+namespace roformer::data {
+
+class TaskBatcher {
+ public:
+  TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
+              int64_t local_batch, int rank, uint64_t seed);
+  int64_t length(int64_t step) const;  // this step's sequence length
+  Batch batch(int64_t step) const;
+  // From now on every batch carries random sorted positions below `max` (data/random_positions.h).
+  void randomize_positions(int64_t max) { positions_max_ = max; }
+
+ private:
+  std::shared_ptr<const TaskGenerator> generator_;
+  int64_t min_length_, max_length_, local_batch_;
+  int rank_;
+  uint64_t seed_;
+  int64_t positions_max_ = 0;
+};
+
+class TaskEvalSet {
+ public:
+  TaskEvalSet(std::shared_ptr<const TaskGenerator> generator, int64_t length, int64_t examples, int64_t batch_size,
+              int rank, int world, uint64_t seed);
+  int64_t num_batches() const;  // this rank's
+  Batch batch(int64_t index) const;
+  int64_t length() const { return length_; }
+
+ private:
+  std::shared_ptr<const TaskGenerator> generator_;
+  int64_t length_, examples_, batch_size_;
+  int rank_, world_;
+  uint64_t seed_;
+};
+
+// Rows `keys` of one length as a batch: example i drawn from TaskRng(keys[i]).
+Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys);
+
+}  // namespace roformer::data

@@ -1,0 +1,179 @@
+// Flip-flop language modelling (Liu et al., NeurIPS 2023) and the algorithmic tasks of Ruoss et
+// al. (ACL 2023, after Deletang et al. 2023) and Kazemnejad et al. (NeurIPS 2023).
+//
+// An algorithmic example is [PAD..., input, ANSWER, answer]: the instance size is the largest
+// whose example fits the length, the rest is padding in front, so the length axis counts tokens
+// in the sequence like every other evaluation here. Binary tasks use symbols 4 (0) and 5 (1).
+#include <algorithm>
+
+#include "roformer/common/errors.h"
+#include "roformer/data/tasks/task_kinds.h"
+
+namespace roformer::data {
+namespace algorithmic {
+
+using config::TaskConfig;
+using config::TaskKind;
+
+// Pairs (instruction, bit): w writes its bit, r must repeat the bit of the latest w, i is
+// ignored. The first instruction is w, the last r (so every example is scored); the others are
+// i with probability p_ignore, else w or r alike. Bits after w and i are uniform. Tokens: w 4,
+// r 5, i 6, bits 7 and 8. An odd length starts with one pad.
+class FlipFlopTask : public TaskGenerator {
+ public:
+  FlipFlopTask(const TaskConfig& t, bool causal) : TaskGenerator(causal), p_ignore_(t.p_ignore) {}
+  static constexpr int64_t kW = 4, kR = 5, kI = 6, kBit0 = 7;
+  int64_t vocab_size() const override { return kBit0 + 2; }
+  int64_t min_length() const override { return 4; }
+
+  TaskExample make(int64_t n, TaskRng& rng) const override {
+    TaskExample ex(n);
+    const int64_t pairs = n / 2, start = n % 2;
+    int64_t written = 0;
+    for (int64_t k = 0; k < pairs; ++k) {
+      const int64_t p = start + 2 * k;
+      int64_t op = kW;
+      if (k == pairs - 1) op = kR;
+      else if (k > 0) op = rng.coin(p_ignore_) ? kI : rng.coin(0.5) ? kW : kR;
+      ex.inputs[static_cast<size_t>(p)] = op;
+      if (op == kR) {
+        place_answer(ex, p + 1, {kBit0 + written});
+        continue;
+      }
+      const int64_t bit = rng.below(2);
+      if (op == kW) written = bit;
+      ex.inputs[static_cast<size_t>(p + 1)] = kBit0 + bit;
+    }
+    return ex;
+  }
+
+ private:
+  double p_ignore_;
+};
+
+// One class for the string-to-string tasks: a rule maps a random input to its answer.
+class AlgorithmicTask : public TaskGenerator {
+ public:
+  AlgorithmicTask(const TaskConfig& t, bool causal) : TaskGenerator(causal), kind_(t.name) {
+    alphabet_ = is_binary() ? 2 : kind_ == TaskKind::cycle_navigation ? 3 : t.symbols;
+  }
+  int64_t vocab_size() const override {
+    // cycle_navigation: moves 4..6 (+1, -1, stay), positions 7..11 on a cycle of five.
+    return kind_ == TaskKind::cycle_navigation ? kTaskFirstSymbol + 8 : kTaskFirstSymbol + alphabet_;
+  }
+  int64_t min_length() const override { return total(1); }
+
+  TaskExample make(int64_t n, TaskRng& rng) const override {
+    int64_t k = 1;
+    while (total(k + 1) <= n) ++k;
+    std::vector<int64_t> input(static_cast<size_t>(k));
+    for (int64_t& s : input) s = rng.below(alphabet_);
+    std::vector<int64_t> answer = solve(input), tokens;
+    if (kind_ == TaskKind::binary_addition) {  // a, QUERY (+), b: both k bits, least significant first
+      std::vector<int64_t> b(static_cast<size_t>(k));
+      for (int64_t& s : b) s = rng.below(2);
+      answer = add_lsb_first(input, b);
+      tokens = symbols(input);
+      tokens.push_back(kTaskQuery);
+      for (int64_t s : symbols(b)) tokens.push_back(s);
+    } else {
+      tokens = symbols(input);
+    }
+    TaskExample ex(n);
+    const int64_t pad = n - static_cast<int64_t>(tokens.size()) - 1 - static_cast<int64_t>(answer.size());
+    std::copy(tokens.begin(), tokens.end(), ex.inputs.begin() + pad);
+    ex.inputs[static_cast<size_t>(pad) + tokens.size()] = kTaskAnswer;
+    const int64_t answer_offset = kind_ == TaskKind::cycle_navigation ? 3 : 0;
+    for (int64_t& s : answer) s = kTaskFirstSymbol + answer_offset + s;
+    place_answer(ex, pad + static_cast<int64_t>(tokens.size()) + 1, answer);
+    return ex;
+  }
+
+ private:
+  bool is_binary() const {
+    return kind_ == TaskKind::parity_check || kind_ == TaskKind::even_pairs || kind_ == TaskKind::binary_addition;
+  }
+  // Tokens in an example with an instance of size k.
+  int64_t total(int64_t k) const {
+    switch (kind_) {
+      case TaskKind::duplicate_string:
+        return 3 * k + 1;
+      case TaskKind::parity_check:
+      case TaskKind::even_pairs:
+      case TaskKind::cycle_navigation:
+        return k + 2;
+      case TaskKind::binary_addition:
+        return 3 * k + 3;
+      default:
+        return 2 * k + 1;  // copy, reverse_string, odds_first, bucket_sort
+    }
+  }
+  static std::vector<int64_t> symbols(const std::vector<int64_t>& s) {
+    std::vector<int64_t> out;
+    for (int64_t x : s) out.push_back(kTaskFirstSymbol + x);
+    return out;
+  }
+  static std::vector<int64_t> add_lsb_first(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> sum;
+    int64_t carry = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t s = a[i] + b[i] + carry;
+      sum.push_back(s % 2);
+      carry = s / 2;
+    }
+    sum.push_back(carry);
+    return sum;
+  }
+  std::vector<int64_t> solve(const std::vector<int64_t>& s) const;
+
+  TaskKind kind_;
+  int64_t alphabet_ = 2;
+};
+
+// The answer of each rule, in the input's alphabet (0-based).
+std::vector<int64_t> AlgorithmicTask::solve(const std::vector<int64_t>& s) const {
+  std::vector<int64_t> out;
+  switch (kind_) {
+    case TaskKind::copy:
+      return s;
+    case TaskKind::reverse_string:
+      return {s.rbegin(), s.rend()};
+    case TaskKind::duplicate_string:
+      out = s;
+      out.insert(out.end(), s.begin(), s.end());
+      return out;
+    case TaskKind::odds_first:  // positions 1, 3, 5, ... (1-based) first, then 2, 4, ...
+      for (size_t i = 0; i < s.size(); i += 2) out.push_back(s[i]);
+      for (size_t i = 1; i < s.size(); i += 2) out.push_back(s[i]);
+      return out;
+    case TaskKind::bucket_sort:
+      out = s;
+      std::sort(out.begin(), out.end());
+      return out;
+    case TaskKind::parity_check:  // 1 when the count of 1s is odd
+      return {static_cast<int64_t>(std::count(s.begin(), s.end(), 1) % 2)};
+    case TaskKind::even_pairs: {  // 1 when the pairs 01 and 10 together are even in number
+      int64_t changes = 0;
+      for (size_t i = 1; i < s.size(); ++i) changes += s[i] != s[i - 1];
+      return {changes % 2 == 0 ? 1 : 0};
+    }
+    case TaskKind::cycle_navigation: {  // moves 0: +1, 1: -1, 2: stay, from 0 on a cycle of 5
+      int64_t at = 0;
+      for (int64_t m : s) at = (at + (m == 0 ? 1 : m == 1 ? 4 : 0)) % 5;
+      return {at};
+    }
+    default:
+      return {};  // binary_addition: computed with its second operand in make()
+  }
+}
+
+}  // namespace algorithmic
+
+std::unique_ptr<TaskGenerator> make_flip_flop_task(const config::TaskConfig& t, bool causal) {
+  return std::make_unique<algorithmic::FlipFlopTask>(t, causal);
+}
+std::unique_ptr<TaskGenerator> make_algorithmic_task(const config::TaskConfig& t, bool causal) {
+  return std::make_unique<algorithmic::AlgorithmicTask>(t, causal);
+}
+
+}  // namespace roformer::data

@@ -1,0 +1,93 @@
+// The task seam (see task_generator.h): the random stream, the answer's two forms, the one
+// table from data.task.name to its generator, and the checks every task shares.
+#include "roformer/data/tasks/task_generator.h"
+
+#include <algorithm>
+
+#include "roformer/common/errors.h"
+#include "roformer/data/tasks/task_kinds.h"
+
+namespace roformer::data {
+
+int64_t TaskRng::below(int64_t n) {
+  // 53 random bits scaled: the bias is below n / 2^53, nothing for the tasks' small n.
+  return std::min(n - 1, static_cast<int64_t>(unit() * static_cast<double>(n)));
+}
+
+std::vector<int64_t> TaskRng::distinct(int64_t k, int64_t n) {
+  // A partial Fisher-Yates shuffle over a sparse map: O(k) whatever n is.
+  std::vector<std::pair<int64_t, int64_t>> swapped;  // position -> value where not the identity
+  auto at = [&](int64_t i) {
+    for (const auto& [p, v] : swapped)
+      if (p == i) return v;
+    return i;
+  };
+  auto set = [&](int64_t i, int64_t v) {
+    for (auto& [p, w] : swapped)
+      if (p == i) {
+        w = v;
+        return;
+      }
+    swapped.emplace_back(i, v);
+  };
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = i + below(n - i);
+    const int64_t vi = at(i), vj = at(j);
+    set(j, vi);
+    set(i, vj);
+    out.push_back(vj);
+  }
+  return out;
+}
+
+void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<int64_t>& answer) const {
+  for (size_t i = 0; i < answer.size(); ++i) {
+    const auto t = static_cast<size_t>(at) + i;
+    if (causal_) {
+      ex.inputs[t] = answer[i];
+      ex.labels[t - 1] = answer[i];  // t >= 1: every task puts a marker before its answer
+    } else {
+      ex.inputs[t] = kTaskMask;
+      ex.labels[t] = answer[i];
+    }
+  }
+}
+
+std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal) {
+  using config::TaskKind;
+  switch (task.name) {
+    case TaskKind::niah_single:
+    case TaskKind::niah_multikey:
+    case TaskKind::niah_multivalue:
+    case TaskKind::niah_multiquery:
+      return make_needle_task(task, causal);
+    case TaskKind::variable_tracking:
+      return make_variable_tracking_task(task, causal);
+    case TaskKind::mqar:
+      return make_mqar_task(task, causal);
+    case TaskKind::flip_flop:
+      return make_flip_flop_task(task, causal);
+    case TaskKind::none:
+      break;
+    default:
+      return make_algorithmic_task(task, causal);
+  }
+  throw UserError("data.task.name is none: this run reads the corpus at data.path, not a task");
+}
+
+void check_task_fits(const TaskGenerator& g, const config::TaskConfig& task, int64_t length, int64_t model_vocab,
+                     const std::string& where) {
+  const std::string name = config::task_kind_names().name(task.name);
+  if (g.vocab_size() > model_vocab)
+    throw UserError("data.task " + name + " uses " + std::to_string(g.vocab_size()) +
+                    " token ids but model.vocab_size is " + std::to_string(model_vocab) +
+                    "; set model.vocab_size >= " + std::to_string(g.vocab_size()) +
+                    " (or lower data.task.symbols)");
+  if (length < g.min_length())
+    throw UserError(where + " " + std::to_string(length) + " cannot hold one " + name + " example (it needs " +
+                    std::to_string(g.min_length()) + " tokens with these data.task settings); use lengths >= " +
+                    std::to_string(g.min_length()) + " or fewer keys, values or hops");
+}
+
+}  // namespace roformer::data

@@ -1,0 +1,75 @@
+// The seam of the synthetic length-generalisation tasks: one generator per task draws one
+// example of a given total length from a counter-based random stream, so an example is a pure
+// function of (seed, step, row) and a resumed or data-parallel run sees the same examples.
+//
+// An example is `inputs` and `labels` of equal length; labels[t] is what the model's output at
+// position t must predict (-100: nothing). Causal models predict the next token, so an answer
+// token at t is labelled at t-1 and stays in the input (teacher forcing); bidirectional models
+// (Ruoss et al.'s encoder) see [MASK] in the answer's place and are labelled at t. Tokens 0-3
+// are reserved by every task (pad, mask, query, answer marker); the task's own symbols follow.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "roformer/config/config.h"
+#include "roformer/data/counter_rng.h"
+
+namespace roformer::data {
+
+constexpr int64_t kTaskPad = 0, kTaskMask = 1, kTaskQuery = 2, kTaskAnswer = 3, kTaskFirstSymbol = 4;
+constexpr int64_t kNoLabel = -100;
+
+struct TaskExample {
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> labels;  // -100 where nothing is scored
+  explicit TaskExample(int64_t length)
+      : inputs(static_cast<size_t>(length), kTaskPad), labels(static_cast<size_t>(length), kNoLabel) {}
+  int64_t length() const { return static_cast<int64_t>(inputs.size()); }
+};
+
+// A stream of random numbers from one key (a SplitMix64 counter).
+class TaskRng {
+ public:
+  explicit TaskRng(uint64_t key) : key_(key) {}
+  uint64_t next() { return mix64(key_ ^ mix64(++counter_)); }
+  int64_t below(int64_t n);  // uniform in [0, n), n > 0
+  double unit() { return to_unit(next()); }
+  bool coin(double p) { return unit() < p; }
+  // k distinct values of [0, n), in random order (k <= n).
+  std::vector<int64_t> distinct(int64_t k, int64_t n);
+
+ private:
+  uint64_t key_, counter_ = 0;
+};
+
+class TaskGenerator {
+ public:
+  explicit TaskGenerator(bool causal) : causal_(causal) {}
+  virtual ~TaskGenerator() = default;
+  virtual int64_t vocab_size() const = 0;
+  // The shortest length that holds one example; lengths below it are refused.
+  virtual int64_t min_length() const = 0;
+  virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
+  bool causal() const { return causal_; }
+
+ protected:
+  // Writes `answer` at [at, at + answer.size()) with its labels (causal or bidirectional form).
+  void place_answer(TaskExample& ex, int64_t at, const std::vector<int64_t>& answer) const;
+
+ private:
+  bool causal_;
+};
+
+// The generator of data.task (name != none) for a causal or a bidirectional model.
+std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal);
+
+// Throws UserError naming data.task when `length` cannot hold an example or the model's
+// vocabulary is smaller than the task's.
+void check_task_fits(const TaskGenerator& generator, const config::TaskConfig& task, int64_t length,
+                     int64_t model_vocab, const std::string& where);
+
+}  // namespace roformer::data

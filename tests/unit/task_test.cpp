@@ -1,0 +1,410 @@
+// The synthetic tasks against their definitions: for every task an oracle written from the
+// paper (RULER's needles and variable tracking read back from the prompt, Zoology's MQAR
+// sampling as `multiquery_ar.py` defines it, flip-flop's last write, Ruoss et al.'s string
+// rules) recomputes each example's answer from its input and must agree with the labels, in
+// the causal and the bidirectional form; the distributions the papers specify (needle depth,
+// MQAR's gap law, flip-flop's ignore rate, Zipf filler) hold; batches are pure functions of
+// (seed, step, row) that ranks split like one process; exact match counts rows by hand.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "roformer/common/errors.h"
+#include "roformer/data/task_batches.h"
+#include "roformer/data/tasks/task_generator.h"
+#include "roformer/eval/evaluate.h"
+
+namespace task_test {
+
+using namespace roformer;
+using namespace roformer::data;
+using config::TaskKind;
+
+config::TaskConfig task_of(TaskKind kind) {
+  config::TaskConfig t;
+  t.name = kind;
+  return t;
+}
+
+TaskExample draw(const config::TaskConfig& t, bool causal, int64_t length, uint64_t key) {
+  TaskRng rng(key);
+  return make_task_generator(t, causal)->make(length, rng);
+}
+
+std::vector<int64_t> labels_of(const TaskExample& ex) {
+  std::vector<int64_t> out;
+  for (int64_t l : ex.labels)
+    if (l != kNoLabel) out.push_back(l);
+  return out;
+}
+
+int64_t index_of(const std::vector<int64_t>& v, int64_t token, int64_t from = 0) {
+  for (auto i = static_cast<size_t>(from); i < v.size(); ++i)
+    if (v[i] == token) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// --- Oracles, each written from the task's definition, reading the causal form's input. ---
+
+// RULER's haystack ids: 32 fillers after the reserved ids, then K keys, K values, '='.
+struct Haystack {
+  int64_t K;
+  bool key(int64_t t) const { return t >= 36 && t < 36 + K; }
+  bool value(int64_t t) const { return t >= 36 + K && t < 36 + 2 * K; }
+  int64_t equals() const { return 36 + 2 * K; }
+};
+
+std::vector<int64_t> needle_oracle(const TaskExample& ex, const config::TaskConfig& t) {
+  const Haystack h{t.symbols};
+  const auto& in = ex.inputs;
+  const int64_t q = index_of(in, kTaskQuery), a = index_of(in, kTaskAnswer, q);
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> needles;  // key, value tokens, in order
+  for (int64_t p = 0; p < q; ++p) {
+    if (!h.key(in[static_cast<size_t>(p)])) continue;
+    std::vector<int64_t> values(in.begin() + p + 1, in.begin() + p + 1 + t.value_tokens);
+    for (int64_t v : values) EXPECT_TRUE(h.value(v)) << "a needle's value token " << v;
+    needles.emplace_back(in[static_cast<size_t>(p)], values);
+    p += t.value_tokens;
+  }
+  std::vector<int64_t> answer;
+  if (t.name == TaskKind::niah_multivalue) {
+    EXPECT_EQ(static_cast<int64_t>(needles.size()), t.values);
+    for (const auto& n : needles) {
+      EXPECT_EQ(n.first, needles.front().first);  // one key
+      answer.insert(answer.end(), n.second.begin(), n.second.end());
+    }
+    return answer;
+  }
+  for (int64_t p = q + 1; p < a; ++p) {
+    int64_t found = 0;
+    for (const auto& n : needles)
+      if (n.first == in[static_cast<size_t>(p)]) {
+        answer.insert(answer.end(), n.second.begin(), n.second.end());
+        ++found;
+      }
+    EXPECT_EQ(found, 1) << "each queried key is in exactly one needle";
+  }
+  return answer;
+}
+
+std::vector<int64_t> variable_tracking_oracle(const TaskExample& ex, const config::TaskConfig& t) {
+  const Haystack h{t.symbols};
+  const auto& in = ex.inputs;
+  const int64_t q = index_of(in, kTaskQuery);
+  std::map<int64_t, int64_t> bound_from;  // source -> the name assigned from it
+  for (int64_t p = 1; p + 1 < q; ++p)
+    if (in[static_cast<size_t>(p)] == h.equals()) {
+      EXPECT_EQ(bound_from.count(in[static_cast<size_t>(p + 1)]), 0u) << "each source is assigned once";
+      bound_from[in[static_cast<size_t>(p + 1)]] = in[static_cast<size_t>(p - 1)];
+    }
+  std::vector<int64_t> answer;
+  for (int64_t cur = in[static_cast<size_t>(q + 1)]; bound_from.count(cur); cur = bound_from[cur])
+    answer.push_back(bound_from[cur]);
+  return answer;
+}
+
+// Zoology's multiquery_ar: the first 2 kv tokens are (key, value) pairs with distinct keys in
+// [1, V/2) and values in [V/2, V); labels sit at even offsets after them, on a re-query of a
+// key, and are that key's value; every key is queried once.
+std::vector<int64_t> mqar_oracle(const TaskExample& ex, const config::TaskConfig& t) {
+  const int64_t V = t.symbols, kv = t.keys, base = kTaskFirstSymbol;
+  std::map<int64_t, int64_t> value_of;
+  for (int64_t i = 0; i < kv; ++i) {
+    const int64_t k = ex.inputs[static_cast<size_t>(2 * i)] - base, v = ex.inputs[static_cast<size_t>(2 * i + 1)] - base;
+    EXPECT_TRUE(k >= 1 && k < V / 2) << k;
+    EXPECT_TRUE(v >= V / 2 && v < V) << v;
+    EXPECT_EQ(value_of.count(k), 0u) << "keys are distinct";
+    value_of[k] = v;
+  }
+  std::vector<int64_t> answer;
+  std::set<int64_t> queried;
+  for (int64_t p = 0; p < ex.length(); ++p) {
+    if (ex.labels[static_cast<size_t>(p)] == kNoLabel) continue;
+    EXPECT_GE(p, 2 * kv);
+    EXPECT_EQ((p - 2 * kv) % 2, 0);
+    const int64_t k = ex.inputs[static_cast<size_t>(p)] - base;
+    EXPECT_EQ(value_of.count(k), 1u);
+    queried.insert(k);
+    answer.push_back(base + value_of[k]);
+  }
+  EXPECT_EQ(static_cast<int64_t>(queried.size()), kv);
+  return answer;
+}
+
+std::vector<int64_t> flip_flop_oracle(const TaskExample& ex) {
+  std::vector<int64_t> answer;
+  int64_t last_write = -1;
+  for (int64_t p = ex.length() % 2; p + 1 < ex.length(); p += 2) {
+    const int64_t op = ex.inputs[static_cast<size_t>(p)], bit = ex.inputs[static_cast<size_t>(p + 1)];
+    if (op == 4) last_write = bit;  // w
+    if (op == 5) answer.push_back(last_write);  // r: the latest write
+  }
+  return answer;
+}
+
+// Ruoss et al.'s rules on the input between the padding and the ANSWER marker.
+std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
+  const auto& in = ex.inputs;
+  int64_t start = 0;
+  while (in[static_cast<size_t>(start)] == kTaskPad) ++start;
+  const int64_t a = index_of(in, kTaskAnswer, start);
+  std::vector<int64_t> s(in.begin() + start, in.begin() + a), out;
+  auto bits_value = [](const std::vector<int64_t>& bits) {  // least significant first, ids 4 and 5
+    int64_t v = 0;
+    for (size_t i = bits.size(); i-- > 0;) v = 2 * v + (bits[i] - 4);
+    return v;
+  };
+  switch (kind) {
+    case TaskKind::copy: return s;
+    case TaskKind::reverse_string: return {s.rbegin(), s.rend()};
+    case TaskKind::duplicate_string:
+      out = s;
+      out.insert(out.end(), s.begin(), s.end());
+      return out;
+    case TaskKind::odds_first:
+      for (size_t i = 0; i < s.size(); ++i)
+        if (i % 2 == 0) out.push_back(s[i]);
+      for (size_t i = 0; i < s.size(); ++i)
+        if (i % 2 == 1) out.push_back(s[i]);
+      return out;
+    case TaskKind::bucket_sort: std::sort(s.begin(), s.end()); return s;
+    case TaskKind::parity_check: return {4 + std::count(s.begin(), s.end(), 5) % 2};
+    case TaskKind::even_pairs: {
+      int64_t ab = 0;
+      for (size_t i = 0; i + 1 < s.size(); ++i) ab += s[i] != s[i + 1];
+      return {ab % 2 == 0 ? 5 : 4};
+    }
+    case TaskKind::cycle_navigation: {
+      int64_t at = 0;
+      for (int64_t m : s) at += m == 4 ? 1 : m == 5 ? -1 : 0;
+      return {7 + ((at % 5) + 5) % 5};
+    }
+    case TaskKind::binary_addition: {
+      const int64_t plus = index_of(s, kTaskQuery);
+      const std::vector<int64_t> x(s.begin(), s.begin() + plus), y(s.begin() + plus + 1, s.end());
+      EXPECT_EQ(x.size(), y.size());
+      int64_t sum = bits_value(x) + bits_value(y);
+      for (size_t i = 0; i <= x.size(); ++i, sum /= 2) out.push_back(4 + sum % 2);
+      return out;
+    }
+    default: ADD_FAILURE() << "no oracle"; return out;
+  }
+}
+
+std::vector<int64_t> oracle(const TaskExample& ex, const config::TaskConfig& t) {
+  switch (t.name) {
+    case TaskKind::niah_single:
+    case TaskKind::niah_multikey:
+    case TaskKind::niah_multivalue:
+    case TaskKind::niah_multiquery: return needle_oracle(ex, t);
+    case TaskKind::variable_tracking: return variable_tracking_oracle(ex, t);
+    case TaskKind::mqar: return mqar_oracle(ex, t);
+    case TaskKind::flip_flop: return flip_flop_oracle(ex);
+    default: return algorithmic_oracle(ex, t.name);
+  }
+}
+
+std::vector<TaskKind> all_tasks() {
+  std::vector<TaskKind> out;
+  for (const auto& [kind, name] : config::task_kind_names().entries)
+    if (kind != TaskKind::none) out.push_back(kind);
+  return out;
+}
+
+// Every task at several lengths and settings: the labels are the oracle's answer; the causal
+// form keeps each answer token in the input after its label (teacher forcing), the
+// bidirectional form masks it and labels it in place; both forms draw the same example.
+TEST(Tasks, EveryExampleAnswersWhatItsDefinitionAsks) {
+  for (TaskKind kind : all_tasks()) {
+    for (int setting = 0; setting < 2; ++setting) {
+      config::TaskConfig t = task_of(kind);
+      if (setting == 1) {  // more keys, values, hops, longer values, a Zipf haystack
+        t.keys = 6, t.queries = 3, t.values = 3, t.value_tokens = 3, t.chains = 2, t.hops = 3, t.symbols = 24;
+        t.filler = config::TaskFiller::zipf, t.p_ignore = 0.3;
+      }
+      const auto generator = make_task_generator(t, true);
+      for (int64_t length : {generator->min_length(), generator->min_length() + 1, int64_t{61}, int64_t{200}}) {
+        if (kind == TaskKind::binary_addition && length > 61) continue;  // the oracle's sums fit 62 bits
+        for (uint64_t key = 0; key < 40; ++key) {
+          SCOPED_TRACE(config::task_kind_names().name(kind) + " setting " + std::to_string(setting) + " length " +
+                       std::to_string(length) + " key " + std::to_string(key));
+          const TaskExample c = draw(t, true, length, key), b = draw(t, false, length, key);
+          ASSERT_EQ(c.length(), length);
+          const std::vector<int64_t> answer = labels_of(c);
+          ASSERT_FALSE(answer.empty());
+          EXPECT_EQ(answer, oracle(c, t));
+          EXPECT_EQ(labels_of(b), answer);
+          for (int64_t p = 0; p < length; ++p) {
+            const auto i = static_cast<size_t>(p);
+            EXPECT_TRUE(c.inputs[i] >= 0 && c.inputs[i] < generator->vocab_size());
+            if (kind == TaskKind::mqar) {  // labels on the query itself, the value never shown
+              EXPECT_EQ(b.inputs[i], c.inputs[i]);
+              EXPECT_EQ(b.labels[i], c.labels[i]);
+            } else if (b.labels[i] != kNoLabel) {
+              EXPECT_EQ(b.inputs[i], kTaskMask);
+              EXPECT_EQ(c.inputs[i], b.labels[i]);
+              EXPECT_EQ(c.labels[i - 1], b.labels[i]);
+            } else {
+              EXPECT_EQ(b.inputs[i], c.inputs[i]);
+            }
+          }
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// RULER places a needle at a depth uniform on 0-100 %: over 4,000 haystacks every fifth of
+// the depth holds a fifth of the needles, and both ends are reached.
+TEST(Tasks, NeedleDepthIsUniformOverTheHaystack) {
+  const config::TaskConfig t = task_of(TaskKind::niah_single);
+  const int64_t length = 120, room = length - 5 - 3;  // query block 5 tokens, needle 3
+  std::vector<int64_t> fifths(5, 0);
+  int64_t at_start = 0, at_end = 0;
+  const int n = 4000;
+  for (int key = 0; key < n; ++key) {
+    const TaskExample ex = draw(t, true, length, static_cast<uint64_t>(key));
+    int64_t p = 0;
+    while (!(ex.inputs[static_cast<size_t>(p)] >= 36 && ex.inputs[static_cast<size_t>(p)] < 36 + t.symbols)) ++p;
+    const double depth = static_cast<double>(p) / static_cast<double>(room);
+    ASSERT_LE(depth, 1.0);
+    ++fifths[static_cast<size_t>(std::min<int64_t>(4, static_cast<int64_t>(depth * 5)))];
+    at_start += p == 0;
+    at_end += p == room;
+  }
+  const double sd = std::sqrt(0.2 * 0.8 / n);
+  for (int64_t f : fifths) EXPECT_NEAR(static_cast<double>(f) / n, 0.2, 4 * sd);
+  EXPECT_GT(at_start, 0);
+  EXPECT_GT(at_end, 0);
+}
+
+// Zoology draws the gap g between a pair and its query with p(g) ~ a (g + 1)^(a - 1): with one
+// pair the gap's law is exactly that; checked at a = 0.01 (Zoology's default) and a = 1 (uniform).
+TEST(Tasks, MqarGapsFollowZoologysPowerLaw) {
+  for (double a : {0.01, 1.0}) {
+    config::TaskConfig t = task_of(TaskKind::mqar);
+    t.keys = 1, t.gap_power = a;
+    const int64_t space = 50, length = 2 + 2 * space;
+    double total = 0;
+    std::vector<double> p(space);
+    for (int64_t g = 0; g < space; ++g) total += p[static_cast<size_t>(g)] = a * std::pow(g + 1.0, a - 1);
+    const int n = 20000;
+    std::vector<int64_t> count(space, 0);
+    for (int key = 0; key < n; ++key) {
+      const TaskExample ex = draw(t, true, length, static_cast<uint64_t>(key));
+      for (int64_t q = 2; q < length; ++q)
+        if (ex.labels[static_cast<size_t>(q)] != kNoLabel) ++count[static_cast<size_t>((q - 2) / 2)];
+    }
+    for (int64_t g : {0, 1, 9, 49}) {
+      const double expect = p[static_cast<size_t>(g)] / total;
+      EXPECT_NEAR(static_cast<double>(count[static_cast<size_t>(g)]) / n, expect, 4 * std::sqrt(expect / n) + 1e-4)
+          << "a " << a << " gap " << g;
+    }
+  }
+}
+
+// Flip-flop instructions after the first are i with probability p_ignore; Zipf filler tokens
+// are drawn with P(i) ~ 1/(i+1), so the first is twice as common as the second.
+TEST(Tasks, FlipFlopIgnoreRateAndZipfFillerFollowTheirLaws) {
+  for (double p_ignore : {0.1, 0.8, 0.98}) {
+    config::TaskConfig t = task_of(TaskKind::flip_flop);
+    t.p_ignore = p_ignore;
+    int64_t ignores = 0, total = 0;
+    for (uint64_t key = 0; key < 200; ++key) {
+      const TaskExample ex = draw(t, true, 200, key);
+      for (int64_t p = 2; p < 198; p += 2, ++total) ignores += ex.inputs[static_cast<size_t>(p)] == 6;
+    }
+    const double rate = static_cast<double>(ignores) / static_cast<double>(total);
+    EXPECT_NEAR(rate, p_ignore, 4 * std::sqrt(p_ignore * (1 - p_ignore) / static_cast<double>(total)) + 1e-3);
+  }
+  config::TaskConfig t = task_of(TaskKind::niah_single);
+  t.filler = config::TaskFiller::zipf;
+  double first = 0, second = 0;
+  for (uint64_t key = 0; key < 300; ++key) {
+    const TaskExample ex = draw(t, true, 400, key);
+    first += static_cast<double>(std::count(ex.inputs.begin(), ex.inputs.end(), 4));
+    second += static_cast<double>(std::count(ex.inputs.begin(), ex.inputs.end(), 5));
+  }
+  EXPECT_NEAR(first / second, 2.0, 0.1);
+}
+
+TEST(Tasks, DistinctDrawsAreDistinctAndCoverTheirRange) {
+  TaskRng rng(7);
+  std::set<int64_t> seen;
+  for (int i = 0; i < 200; ++i) {
+    const std::vector<int64_t> d = rng.distinct(5, 9);
+    ASSERT_EQ(std::set<int64_t>(d.begin(), d.end()).size(), 5u);
+    for (int64_t x : d) ASSERT_TRUE(x >= 0 && x < 9);
+    seen.insert(d.begin(), d.end());
+  }
+  EXPECT_EQ(seen.size(), 9u);
+  const std::vector<int64_t> all = rng.distinct(6, 6);
+  EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), 6u);
+}
+
+// A batch is a function of (seed, step, global row): two ranks of 3 rows give the rows of one
+// process with 6, at one length per step drawn from [min, max]; the evaluation examples split
+// over ranks the same way.
+TEST(Tasks, BatchesArePureFunctionsThatRanksSplit) {
+  std::shared_ptr<const TaskGenerator> g = make_task_generator(task_of(TaskKind::copy), true);
+  const TaskBatcher one(g, 10, 30, 6, 0, 99), r0(g, 10, 30, 3, 0, 99), r1(g, 10, 30, 3, 1, 99);
+  std::set<int64_t> lengths;
+  for (int64_t step = 0; step < 60; ++step) {
+    const Batch whole = one.batch(step), a = r0.batch(step), b = r1.batch(step);
+    lengths.insert(whole.input_ids.size(1));
+    ASSERT_TRUE(torch::equal(whole.input_ids, torch::cat({a.input_ids, b.input_ids})));
+    ASSERT_TRUE(torch::equal(whole.targets, torch::cat({a.targets, b.targets})));
+    ASSERT_EQ(whole.scored, a.scored + b.scored);
+    ASSERT_TRUE(torch::equal(whole.input_ids, one.batch(step).input_ids));
+  }
+  EXPECT_EQ(*lengths.begin(), 10);
+  EXPECT_EQ(*lengths.rbegin(), 30);
+  EXPECT_FALSE(torch::equal(one.batch(0).input_ids, TaskBatcher(g, 10, 30, 6, 0, 98).batch(0).input_ids));
+  const TaskEvalSet all(g, 40, 7, 3, 0, 1, 5), e0(g, 40, 7, 3, 0, 2, 5), e1(g, 40, 7, 3, 1, 2, 5);
+  std::vector<torch::Tensor> whole, split;
+  for (int64_t i = 0; i < all.num_batches(); ++i) whole.push_back(all.batch(i).input_ids);
+  for (const TaskEvalSet* e : {&e0, &e1})
+    for (int64_t i = 0; i < e->num_batches(); ++i) split.push_back(e->batch(i).input_ids);
+  EXPECT_TRUE(torch::equal(torch::cat(whole), torch::cat(split)));
+  EXPECT_EQ(torch::cat(whole).size(0), 7);
+}
+
+// Three rows by hand: row 0 all right (exact), row 1 one wrong, row 2 nothing scored.
+TEST(Tasks, ExactMatchCountsRowsByHand) {
+  const torch::Tensor scored = torch::tensor({1, 3, 5, 6}, torch::kLong);  // rows 0, 0, 1, 1 of length 4
+  const torch::Tensor right = torch::tensor({true, true, true, false});
+  const eval::ExactCounts c = eval::count_exact_rows(scored, right, 3, 4);
+  EXPECT_EQ(c.sequences, 2);
+  EXPECT_EQ(c.exact, 1);
+}
+
+TEST(Tasks, LengthsAndVocabulariesThatCannotHoldAnExampleAreRefused) {
+  config::TaskConfig t = task_of(TaskKind::niah_multikey);
+  t.keys = 4;
+  const auto g = make_task_generator(t, true);
+  EXPECT_EQ(g->min_length(), 4 * 3 + 2 + 1 + 2);
+  EXPECT_NO_THROW(check_task_fits(*g, t, g->min_length(), 128, "data.seq_len"));
+  try {
+    check_task_fits(*g, t, g->min_length() - 1, 128, "data.seq_len");
+    ADD_FAILURE() << "a length below the example was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.seq_len 16 cannot hold one niah_multikey example"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(check_task_fits(*g, t, 64, 40, "data.seq_len"), UserError);  // vocabulary 69
+  t.keys = 17;  // more distinct keys than symbols
+  EXPECT_THROW(make_task_generator(t, true), UserError);
+  config::TaskConfig vt = task_of(TaskKind::variable_tracking);
+  vt.chains = 4, vt.hops = 4;  // 20 names > 16 symbols
+  EXPECT_THROW(make_task_generator(vt, true), UserError);
+  config::TaskConfig mq = task_of(TaskKind::mqar);
+  mq.keys = 8;  // needs 18 symbols
+  EXPECT_THROW(make_task_generator(mq, true), UserError);
+}
+
+}  // namespace task_test

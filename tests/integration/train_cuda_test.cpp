@@ -227,4 +227,31 @@ TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
   }
 }
 
+// A synthetic task on CUDA: at one length the whole step is captured (the answers fill the
+// scored capacity), and the graphed run follows the CPU's fp32 loss curve; with a length
+// curriculum the step runs eagerly and says why; the task checkpoint evaluates on CUDA.
+TEST(TrainCudaTasks, ATaskTrainsGraphedAtOneLengthAndEagerlyOverACurriculum) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  TempDir dir;
+  const std::string config = source_dir() + "/configs/tasks/copy.yaml";
+  const std::string tiny = " --set train.steps=40 --set train.checkpoint_every=40 --set train.eval_every=40 "
+                           "--set data.task.eval_examples=32 --set train.precision=fp32 --set train.deterministic=true ";
+  auto train = [&](const std::string& name, const std::string& device, const std::string& extra) {
+    const auto r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + dir.file(name) +
+                               "' --set train.device=" + device + tiny + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  const std::string graphed = train("graphed", "cuda", "--set data.task.min_length=0");
+  EXPECT_NE(graphed.find("CUDA graphs: the whole step is captured"), std::string::npos) << graphed;
+  train("cpu", "cpu", "--set data.task.min_length=0");
+  expect_same_loss_curve(dir.file("cpu"), dir.file("graphed"));
+  const std::string curriculum = train("curriculum", "cuda", "");
+  EXPECT_NE(curriculum.find("data.task.min_length: the sequence length changes"), std::string::npos) << curriculum;
+  const auto r = run_command("'" + roformer_binary() + "' eval '" + dir.file("curriculum") +
+                             "/checkpoints/step_40' --lengths 64,256 --set train.device=cuda");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("task copy"), std::string::npos) << r.output;
+}
+
 }  // namespace train_cuda_test

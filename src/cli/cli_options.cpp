@@ -52,7 +52,8 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
 CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "finetune", "Fine-tune a pretrained checkpoint on a task (GLUE classification/regression, triplet ranking)");
-  cmd->add_option("checkpoint", a.checkpoint, "pretrained checkpoint directory (RUN/checkpoints/step_N)")
+  cmd->add_option("checkpoint", a.checkpoint,
+                  "pretrained checkpoint (RUN/checkpoints/step_N), or a run directory: its newest complete one")
       ->required()
       ->check(non_empty());
   cmd->add_option("task", a.task, "task YAML (finetune.* and train.* keys; see configs/finetune/)")
@@ -70,7 +71,8 @@ CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a) {
 
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint at several sequence lengths (extrapolation)");
-  cmd->add_option("checkpoint", a.checkpoint, "checkpoint directory (RUN/checkpoints/step_N)")
+  cmd->add_option("checkpoint", a.checkpoint,
+                  "checkpoint (RUN/checkpoints/step_N), or a run directory: its newest complete one")
       ->required()
       ->check(non_empty());
   cmd->add_option("--lengths", a.lengths, "comma-separated evaluation lengths (default: eval.lengths)")
@@ -140,7 +142,8 @@ std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
   CLI::App* out = cmd->add_subcommand("native-to-hf",
                                       "checkpoint directory (RoPE, interleaved, base 10000) -> "
                                       "a directory for transformers' from_pretrained");
-  out->add_option("checkpoint", a.from, "checkpoint directory, e.g. RUN/checkpoints/step_600")
+  out->add_option("checkpoint", a.from,
+                  "checkpoint (e.g. RUN/checkpoints/step_600), or a run directory: its newest complete one")
       ->required()
       ->check(non_empty());
   out->add_option("out_dir", a.to, "new Hugging Face directory")->required()->check(non_empty());
@@ -149,7 +152,9 @@ std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
 
 CLI::App* declare_forward(CLI::App& app, ForwardArgs& a) {
   CLI::App* cmd = app.add_subcommand("forward", "Run a checkpoint on token ids; write logits and last_hidden_state");
-  cmd->add_option("checkpoint", a.checkpoint, "checkpoint directory")->required()->check(non_empty());
+  cmd->add_option("checkpoint", a.checkpoint, "checkpoint, or a run directory: its newest complete one")
+      ->required()
+      ->check(non_empty());
   cmd->add_option("--input-ids", a.input_ids, "JSON file: [[id, ...], ...]")->required()->check(non_empty());
   cmd->add_option("--attention-mask", a.attention_mask, "JSON file: 1 = token, 0 = padding (same shape)")
       ->check(non_empty());

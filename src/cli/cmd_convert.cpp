@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "roformer/convert/hf_roformer.h"
 #include "roformer/eval/forward.h"
+#include "roformer/io/checkpoint.h"
 
 namespace roformer::cli {
 
@@ -18,7 +19,10 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   };
   const auto [in, out] = declare_convert(app, *paths);
   in->callback([paths, report] { report(convert::convert_hf_to_native(paths->from, paths->to), paths->to); });
-  out->callback([paths, report] { report(convert::convert_native_to_hf(paths->from, paths->to), paths->to); });
+  out->callback([paths, report] {
+    report(convert::convert_native_to_hf(io::checkpoint_argument(paths->from, "convert native-to-hf"), paths->to),
+           paths->to);
+  });
   (void)exit_code;
 }
 
@@ -26,6 +30,7 @@ void add_forward_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ForwardArgs>();
   CLI::App* cmd = declare_forward(app, *a);
   cmd->callback([a] {
+    a->checkpoint = io::checkpoint_argument(a->checkpoint, "forward");
     const eval::ForwardSummary s =
         eval::run_forward({a->checkpoint, a->input_ids, a->attention_mask, a->token_type_ids, a->output, a->overrides});
     std::cout << "wrote " << a->output << ": logits [" << s.batch << ", " << s.length << ", " << s.vocab

@@ -14,6 +14,7 @@
 #include "roformer/data/dataset_meta.h"
 #include "roformer/eval/extrapolation.h"
 #include "roformer/eval/passkey.h"
+#include "roformer/io/checkpoint.h"
 
 namespace roformer::cli {
 
@@ -68,6 +69,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<EvalArgs>();
   CLI::App* cmd = declare_eval(app, *o);
   cmd->callback([o, &exit_code] {
+    o->checkpoint = io::checkpoint_argument(o->checkpoint, "eval");
     const std::vector<std::string> overrides = eval_overrides(*o);
     if (!o->out.empty() && path_exists(o->out) && !is_directory(o->out))  // before minutes of evaluation
       throw UserError("--out '" + o->out + "' exists and is not a directory; name a directory for the results");

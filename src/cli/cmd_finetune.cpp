@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "roformer/common/log.h"
 #include "roformer/finetune/finetuner.h"
+#include "roformer/io/checkpoint.h"
 
 namespace roformer::cli {
 
@@ -13,6 +14,7 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<FinetuneArgs>();
   CLI::App* cmd = declare_finetune(app, *o);
   cmd->callback([o, &exit_code] {
+    o->checkpoint = io::checkpoint_argument(o->checkpoint, "finetune");
     const config::LoadedConfig loaded = finetune::finetune_config(o->checkpoint, o->task, o->overrides);
     finetune::FinetuneOptions opts;
     opts.env = dist::read_dist_env();

@@ -125,6 +125,32 @@ TEST(Eval, PerTokenLossRebuildsTheBucketsAndEndsAtTheLoss) {
   EXPECT_NEAR(cumulative.front(), by_position.front(), 1e-12);
 }
 
+// The header names every method evaluation applies, and a RoPE method on a family it cannot
+// change is named as such and warned about; a run directory stands for its newest checkpoint.
+TEST(Eval, HeadersNameEveryMethodAndRunDirectoriesMeanTheirNewestCheckpoint) {
+  Trained alibi("causal_lm", "--set model.position.kind=alibi");
+  const std::string bin = "'" + roformer_binary() + "' eval ";
+  auto r = run_command(bin + "'" + alibi.checkpoint + "' --lengths 64 --set model.position.rope.scaling.kind=yarn " +
+                       "--set model.position.rope.scaling.factor=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("alibi (methods: yarn x8 (no effect on alibi))"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does nothing for position kind alibi"), std::string::npos) << r.output;
+  Trained rope("causal_lm");
+  r = run_command(bin + "'" + rope.checkpoint + "' --lengths 64 --set model.position.rope.mode=rerope " +
+                  "--set model.position.rope.rerope.window=8 --set model.attention_scale=logn_past_training");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rope (methods: rerope window 8, log-n past 32)"), std::string::npos) << r.output;
+  const json by_checkpoint = rope.eval("--lengths 64");
+  r = run_command(bin + "'" + rope.run + "' --lengths 64 --out '" + rope.dir.file("by_run") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is a run directory; using its newest complete checkpoint " + rope.checkpoint),
+            std::string::npos)
+      << r.output;
+  const json by_run = json::parse(read_file(rope.dir.file("by_run") + "/eval.json"));
+  EXPECT_EQ(by_run["results"][0]["loss"], by_checkpoint["results"][0]["loss"]);
+  EXPECT_EQ(by_run["methods"], "none");
+}
+
 TEST(Eval, ProtocolsAndScalingBehaveAsDefined) {
   Trained t("causal_lm");
   const json chunks = t.eval("--lengths 32,64 --set eval.max_tokens=0");

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 std::string train(const std::string& config, const std::string& run, const std::string& extra, int* exit_code) {
   const CommandResult r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + run +
-                                     "' --set train.device=cpu " + extra);
+                                      "' --set train.device=cpu " + extra);
   *exit_code = r.exit_code;
   return r.output;
 }
@@ -25,9 +25,9 @@ TEST(TaskTrain, ATinyModelLearnsSingleNeedleRetrieval) {
   TempDir dir;
   const std::string run = dir.file("run");
   int code = -1;
-  const std::string out = train(source_dir() + "/configs/tasks/niah_single.yaml", run,
-                                "--set train.steps=600 --set train.eval_every=600 --set train.checkpoint_every=600",
-                                &code);
+  const std::string out =
+      train(source_dir() + "/configs/tasks/niah_single.yaml", run,
+            "--set train.steps=600 --set train.eval_every=600 --set train.checkpoint_every=600", &code);
   ASSERT_EQ(code, 0) << out;
   const std::vector<json> evals = metric_records(run, "eval");
   ASSERT_EQ(evals.size(), 2u);
@@ -57,7 +57,8 @@ TEST(TaskTrain, ACurriculumRunResumesBitwiseAndEvalScoresEachLength) {
   EXPECT_EQ(metrics_trajectory(straight), metrics_trajectory(resumed));
 
   const std::string ckpt = straight + "/checkpoints/step_40", out_dir = dir.file("eval");
-  CommandResult r = run_command("'" + roformer_binary() + "' eval '" + ckpt + "' --lengths 24,48 --out '" + out_dir + "'");
+  CommandResult r =
+      run_command("'" + roformer_binary() + "' eval '" + ckpt + "' --lengths 24,48 --out '" + out_dir + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("task copy, trained at length 24"), std::string::npos) << r.output;
   const json report = json::parse(read_file(out_dir + "/eval.json"));

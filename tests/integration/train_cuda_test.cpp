@@ -234,8 +234,9 @@ TEST(TrainCudaTasks, ATaskTrainsGraphedAtOneLengthAndEagerlyOverACurriculum) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   TempDir dir;
   const std::string config = source_dir() + "/configs/tasks/copy.yaml";
-  const std::string tiny = " --set train.steps=40 --set train.checkpoint_every=40 --set train.eval_every=40 "
-                           "--set data.task.eval_examples=32 --set train.precision=fp32 --set train.deterministic=true ";
+  const std::string tiny =
+      " --set train.steps=40 --set train.checkpoint_every=40 --set train.eval_every=40 "
+      "--set data.task.eval_examples=32 --set train.precision=fp32 --set train.deterministic=true ";
   auto train = [&](const std::string& name, const std::string& device, const std::string& extra) {
     const auto r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + dir.file(name) +
                                "' --set train.device=" + device + tiny + extra);

@@ -102,7 +102,7 @@ std::vector<int64_t> variable_tracking_oracle(const TaskExample& ex, const confi
       bound_from[in[static_cast<size_t>(p + 1)]] = in[static_cast<size_t>(p - 1)];
     }
   std::vector<int64_t> answer;
-  for (int64_t cur = in[static_cast<size_t>(q + 1)]; bound_from.count(cur); cur = bound_from[cur])
+  for (int64_t cur = in [static_cast<size_t>(q + 1)]; bound_from.count(cur); cur = bound_from[cur])
     answer.push_back(bound_from[cur]);
   return answer;
 }
@@ -114,7 +114,8 @@ std::vector<int64_t> mqar_oracle(const TaskExample& ex, const config::TaskConfig
   const int64_t V = t.symbols, kv = t.keys, base = kTaskFirstSymbol;
   std::map<int64_t, int64_t> value_of;
   for (int64_t i = 0; i < kv; ++i) {
-    const int64_t k = ex.inputs[static_cast<size_t>(2 * i)] - base, v = ex.inputs[static_cast<size_t>(2 * i + 1)] - base;
+    const int64_t k = ex.inputs[static_cast<size_t>(2 * i)] - base,
+                  v = ex.inputs[static_cast<size_t>(2 * i + 1)] - base;
     EXPECT_TRUE(k >= 1 && k < V / 2) << k;
     EXPECT_TRUE(v >= V / 2 && v < V) << v;
     EXPECT_EQ(value_of.count(k), 0u) << "keys are distinct";
@@ -140,7 +141,7 @@ std::vector<int64_t> flip_flop_oracle(const TaskExample& ex) {
   int64_t last_write = -1;
   for (int64_t p = ex.length() % 2; p + 1 < ex.length(); p += 2) {
     const int64_t op = ex.inputs[static_cast<size_t>(p)], bit = ex.inputs[static_cast<size_t>(p + 1)];
-    if (op == 4) last_write = bit;  // w
+    if (op == 4) last_write = bit;              // w
     if (op == 5) answer.push_back(last_write);  // r: the latest write
   }
   return answer;
@@ -159,8 +160,10 @@ std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
     return v;
   };
   switch (kind) {
-    case TaskKind::copy: return s;
-    case TaskKind::reverse_string: return {s.rbegin(), s.rend()};
+    case TaskKind::copy:
+      return s;
+    case TaskKind::reverse_string:
+      return {s.rbegin(), s.rend()};
     case TaskKind::duplicate_string:
       out = s;
       out.insert(out.end(), s.begin(), s.end());
@@ -171,8 +174,11 @@ std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
       for (size_t i = 0; i < s.size(); ++i)
         if (i % 2 == 1) out.push_back(s[i]);
       return out;
-    case TaskKind::bucket_sort: std::sort(s.begin(), s.end()); return s;
-    case TaskKind::parity_check: return {4 + std::count(s.begin(), s.end(), 5) % 2};
+    case TaskKind::bucket_sort:
+      std::sort(s.begin(), s.end());
+      return s;
+    case TaskKind::parity_check:
+      return {4 + std::count(s.begin(), s.end(), 5) % 2};
     case TaskKind::even_pairs: {
       int64_t ab = 0;
       for (size_t i = 0; i + 1 < s.size(); ++i) ab += s[i] != s[i + 1];
@@ -191,7 +197,9 @@ std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
       for (size_t i = 0; i <= x.size(); ++i, sum /= 2) out.push_back(4 + sum % 2);
       return out;
     }
-    default: ADD_FAILURE() << "no oracle"; return out;
+    default:
+      ADD_FAILURE() << "no oracle";
+      return out;
   }
 }
 
@@ -200,11 +208,16 @@ std::vector<int64_t> oracle(const TaskExample& ex, const config::TaskConfig& t) 
     case TaskKind::niah_single:
     case TaskKind::niah_multikey:
     case TaskKind::niah_multivalue:
-    case TaskKind::niah_multiquery: return needle_oracle(ex, t);
-    case TaskKind::variable_tracking: return variable_tracking_oracle(ex, t);
-    case TaskKind::mqar: return mqar_oracle(ex, t);
-    case TaskKind::flip_flop: return flip_flop_oracle(ex);
-    default: return algorithmic_oracle(ex, t.name);
+    case TaskKind::niah_multiquery:
+      return needle_oracle(ex, t);
+    case TaskKind::variable_tracking:
+      return variable_tracking_oracle(ex, t);
+    case TaskKind::mqar:
+      return mqar_oracle(ex, t);
+    case TaskKind::flip_flop:
+      return flip_flop_oracle(ex);
+    default:
+      return algorithmic_oracle(ex, t.name);
   }
 }
 
@@ -397,7 +410,7 @@ TEST(Tasks, LengthsAndVocabulariesThatCannotHoldAnExampleAreRefused) {
         << e.what();
   }
   EXPECT_THROW(check_task_fits(*g, t, 64, 40, "data.seq_len"), UserError);  // vocabulary 69
-  t.keys = 17;  // more distinct keys than symbols
+  t.keys = 17;                                                              // more distinct keys than symbols
   EXPECT_THROW(make_task_generator(t, true), UserError);
   config::TaskConfig vt = task_of(TaskKind::variable_tracking);
   vt.chains = 4, vt.hops = 4;  // 20 names > 16 symbols

@@ -28,8 +28,8 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
     const TaskExample ex = generator.make(length, rng);
     std::copy(ex.inputs.begin(), ex.inputs.end(), ids + i * length);
     std::copy(ex.labels.begin(), ex.labels.end(), tg + i * length);
-    out.scored += static_cast<int64_t>(std::count_if(ex.labels.begin(), ex.labels.end(),
-                                                     [](int64_t l) { return l != kNoLabel; }));
+    out.scored += static_cast<int64_t>(
+        std::count_if(ex.labels.begin(), ex.labels.end(), [](int64_t l) { return l != kNoLabel; }));
   }
   return out;
 }

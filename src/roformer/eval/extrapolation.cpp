@@ -15,6 +15,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
+#include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/config/position_families.h"
 #include "roformer/data/batches.h"
@@ -83,6 +84,39 @@ Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const 
 
 }  // namespace
 
+// Every method this evaluation applies on top of the trained family, e.g. "yarn x8, log-n past
+// training"; "none" when there is none. A RoPE method on a family it cannot change is named as
+// such and warned about, so a header never claims a method that did nothing.
+std::string plain_number(double v) {
+  return v == std::floor(v) && std::abs(v) < 1e15 ? std::to_string(static_cast<int64_t>(v)) : shortest_double(v);
+}
+
+std::string applied_methods(const config::ModelConfig& m) {
+  std::vector<std::string> methods;
+  const config::PositionTraits traits = config::position_family(m.position.kind).traits;
+  const std::string family = config::position_kind_names().name(m.position.kind);
+  const config::RopeScalingConfig& s = m.position.rope.scaling;
+  if (s.kind != config::RopeScalingKind::none) {
+    std::string name = config::rope_scaling_kind_names().name(s.kind) + " x" + plain_number(s.factor);
+    if (!traits.context_extension) {
+      log::warn("model.position.rope.scaling.kind=", config::rope_scaling_kind_names().name(s.kind),
+                " does nothing for position kind ", family, ": the results are the checkpoint's own");
+      name += " (no effect on " + family + ")";
+    }
+    methods.push_back(name);
+  }
+  if (m.position.rope.mode == config::RopeMode::rerope) {
+    std::string name = "rerope window " + std::to_string(m.position.rope.rerope.window);
+    if (m.position.rope.rerope.leak > 0) name += " leak " + plain_number(m.position.rope.rerope.leak);
+    methods.push_back(name);
+  }
+  if (m.attention_scale == config::AttentionScale::logn)
+    methods.push_back("log-n (L = " + std::to_string(m.attention_scale_length) + ")");
+  if (m.attention_scale == config::AttentionScale::logn_past_training)
+    methods.push_back("log-n past " + std::to_string(m.attention_scale_length));
+  return methods.empty() ? "none" : join(methods, ", ");
+}
+
 ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
   LoadedCheckpoint loaded = load_for_eval(dir, overrides);
   const config::Config& cfg = loaded.config;
@@ -101,6 +135,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
   if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
     report.scaling += "x" + std::to_string(static_cast<int64_t>(cfg.model.position.rope.scaling.factor));
+  report.methods = applied_methods(cfg.model);
   report.stride = cfg.eval.stride;
   report.per_token = cfg.eval.per_token;
   report.train_length = cfg.data.seq_len;
@@ -151,6 +186,7 @@ std::string report_json(const ExtrapolationReport& r) {
                       {"stride", r.stride},
                       {"precision", r.precision},
                       {"scaling", r.scaling},
+                      {"methods", r.methods},
                       {"train_length", r.train_length},
                       {"position", r.position},
                       {"task", r.task},
@@ -206,7 +242,7 @@ std::string report_csv(const ExtrapolationReport& r) {
 std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
   const bool task = !r.task.empty();
-  os << r.position << " (scaling " << r.scaling << "), ";
+  os << r.position << " (methods: " << r.methods << "), ";
   if (task)
     os << "task " << r.task;
   else

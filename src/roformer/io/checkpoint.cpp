@@ -115,6 +115,18 @@ std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir) {
   return all.back();
 }
 
+std::string checkpoint_argument(const std::string& path, const std::string& command) {
+  if (is_complete_checkpoint(path) || !is_directory(path + "/checkpoints")) return path;
+  const auto latest = latest_checkpoint(path);
+  if (!latest)
+    throw UserError(command + ": '" + path +
+                    "' is a run directory without a complete checkpoint (a run killed before its first save, "
+                    "or one still writing it); resume it with roformer train --resume auto, or name a checkpoint");
+  log::info(command, ": ", path, " is a run directory; using its newest complete checkpoint ", latest->dir, " (step ",
+            latest->step, ")");
+  return latest->dir;
+}
+
 namespace {
 
 // Removes a checkpoint without ever leaving a partial step_N behind: it is first renamed to a

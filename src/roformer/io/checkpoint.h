@@ -23,6 +23,12 @@ struct CheckpointInfo {
 // Newest complete checkpoint under run_dir/checkpoints (incomplete temporaries are ignored).
 std::optional<CheckpointInfo> latest_checkpoint(const std::string& run_dir);
 
+// A path given where a checkpoint is expected (eval, finetune, convert, forward): a run
+// directory with complete checkpoints stands for its newest one (logged, naming `command`);
+// anything else is returned as given, for the loader's own checks. A run directory whose
+// checkpoints are all incomplete is a UserError.
+std::string checkpoint_argument(const std::string& path, const std::string& command);
+
 // Whether `dir` is a complete checkpoint (all four files, meta.json says complete).
 bool is_complete_checkpoint(const std::string& dir);
 

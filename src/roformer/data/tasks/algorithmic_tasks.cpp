@@ -33,8 +33,10 @@ class FlipFlopTask : public TaskGenerator {
     for (int64_t k = 0; k < pairs; ++k) {
       const int64_t p = start + 2 * k;
       int64_t op = kW;
-      if (k == pairs - 1) op = kR;
-      else if (k > 0) op = rng.coin(p_ignore_) ? kI : rng.coin(0.5) ? kW : kR;
+      if (k == pairs - 1)
+        op = kR;
+      else if (k > 0)
+        op = rng.coin(p_ignore_) ? kI : rng.coin(0.5) ? kW : kR;
       ex.inputs[static_cast<size_t>(p)] = op;
       if (op == kR) {
         place_answer(ex, p + 1, {kBit0 + written});

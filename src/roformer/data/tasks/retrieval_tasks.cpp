@@ -95,8 +95,10 @@ class NeedleTask : public TaskGenerator {
       for (int64_t i = 0; i < m_; ++i) nd.push_back(v_.value(rng.below(v_.symbols)));
     }
     std::vector<int64_t> asked;  // needle indices queried, in query order
-    if (kind_ == TaskKind::niah_multiquery) asked = rng.distinct(queried_, keys_);
-    else asked = {kind_ == TaskKind::niah_multikey ? rng.below(keys_) : 0};
+    if (kind_ == TaskKind::niah_multiquery)
+      asked = rng.distinct(queried_, keys_);
+    else
+      asked = {kind_ == TaskKind::niah_multikey ? rng.below(keys_) : 0};
     std::vector<int64_t> answer;
     if (kind_ == TaskKind::niah_multivalue) {
       for (const auto& nd : needles) answer.insert(answer.end(), nd.begin() + 1, nd.end());  // order of appearance
@@ -131,10 +133,9 @@ class VariableTrackingTask : public TaskGenerator {
   VariableTrackingTask(const TaskConfig& t, bool causal)
       : TaskGenerator(causal), chains_(t.chains), hops_(t.hops), filler_(t.filler) {
     v_.symbols = t.symbols;
-    need(chains_ * (hops_ + 1) <= t.symbols, "variable_tracking needs chains x (hops + 1) = " +
-                                                 std::to_string(chains_ * (hops_ + 1)) +
-                                                 " distinct names, more than symbols (" + std::to_string(t.symbols) +
-                                                 "); raise data.task.symbols");
+    need(chains_ * (hops_ + 1) <= t.symbols,
+         "variable_tracking needs chains x (hops + 1) = " + std::to_string(chains_ * (hops_ + 1)) +
+             " distinct names, more than symbols (" + std::to_string(t.symbols) + "); raise data.task.symbols");
   }
   int64_t vocab_size() const override { return v_.size(); }
   int64_t min_length() const override { return 3 * chains_ * (hops_ + 1) + 3 + hops_ + 1; }

@@ -82,8 +82,7 @@ void check_task_fits(const TaskGenerator& g, const config::TaskConfig& task, int
   if (g.vocab_size() > model_vocab)
     throw UserError("data.task " + name + " uses " + std::to_string(g.vocab_size()) +
                     " token ids but model.vocab_size is " + std::to_string(model_vocab) +
-                    "; set model.vocab_size >= " + std::to_string(g.vocab_size()) +
-                    " (or lower data.task.symbols)");
+                    "; set model.vocab_size >= " + std::to_string(g.vocab_size()) + " (or lower data.task.symbols)");
   if (length < g.min_length())
     throw UserError(where + " " + std::to_string(length) + " cannot hold one " + name + " example (it needs " +
                     std::to_string(g.min_length()) + " tokens with these data.task settings); use lengths >= " +

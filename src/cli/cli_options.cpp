@@ -99,6 +99,10 @@ CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
 CLI::App* declare_sweep(CLI::App& app, SweepArgs& a) {
   CLI::App* cmd = app.add_subcommand("sweep", "Train and evaluate a grid of configs (ablation) and write one report");
   cmd->add_option("ablation", a.file, "sweep file (configs/ablation/*.yaml)")->required()->check(non_empty());
+  cmd->add_option("--set", a.overrides,
+                  "override a config key for every point, after the file's set and before each variant's: "
+                  "--set train.steps=100 (repeatable; use a new --out when the model changes)")
+      ->allow_extra_args(false);
   cmd->add_option("--seeds", a.seeds, "number of seeds (overrides the file's list: base seed, base+1, ...)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--out", a.out, "output directory (default sweeps/<sweep name>); rerunning resumes it")

@@ -32,7 +32,8 @@ struct EvalArgs {
 
 struct SweepArgs {
   std::string file, out;
-  int64_t seeds = 0;  // 0: not given (the file's list)
+  std::vector<std::string> overrides;  // --set: after the file's own set, before each variant's
+  int64_t seeds = 0;                   // 0: not given (the file's list)
   bool report_only = false;
 };
 

@@ -1,4 +1,4 @@
-// `roformer sweep ABLATION.yaml [--seeds N] [--out DIR] [--report-only]`.
+// `roformer sweep ABLATION.yaml [--seeds N] [--set k=v ...] [--out DIR] [--report-only]`.
 #include <filesystem>
 
 #include "cli/cli_options.h"
@@ -12,7 +12,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<SweepArgs>();
   CLI::App* cmd = declare_sweep(app, *o);
   cmd->callback([o, &exit_code] {
-    const sweep::SweepSpec spec = sweep::load_sweep(o->file);
+    const sweep::SweepSpec spec = sweep::load_sweep(o->file, o->overrides);
     const std::string out = o->out.empty() ? "sweeps/" + spec.name : o->out;
     if (o->report_only) {
       sweep::write_sweep_report(spec, out);

@@ -233,6 +233,24 @@ TEST(Config, EveryShippedSweepFileLoads) {
   EXPECT_GE(count, 6);  // configs/ablation (4) and the scale ladder's rungs (2)
 }
 
+// `roformer sweep --set`: after the file's own set (it wins over the file), before each
+// variant's (the variant still wins); a typo names the sweep file and the variant.
+TEST(Config, SweepSetAppliesToEveryPointBetweenTheFileAndTheVariant) {
+  const std::string file = roformer::testing::source_dir() + "/configs/ablation/quickstart.yaml";
+  const sweep::SweepSpec plain = sweep::load_sweep(file);
+  const sweep::SweepSpec set = sweep::load_sweep(file, {"train.steps=7", "model.position.kind=alibi"});
+  for (const auto& v : set.variants) {
+    const Config c = sweep::point_config(set, v, 1234).config;
+    const Config p = sweep::point_config(plain, v, 1234).config;
+    EXPECT_EQ(c.train.steps, 7) << v.name;
+    EXPECT_NE(p.train.steps, 7) << v.name;
+    EXPECT_EQ(c.model.position.kind, p.model.position.kind) << v.name;  // every variant sets its own kind
+  }
+  const std::string error = roformer::testing::user_error([&] { sweep::load_sweep(file, {"train.stepz=3"}); });
+  EXPECT_NE(error.find("quickstart.yaml, variant '"), std::string::npos) << error;
+  EXPECT_NE(error.find("train.stepz"), std::string::npos) << error;
+}
+
 // The position-family table: one row per kind, in order; each family's settings are its own;
 // the validator's family lists come from the traits.
 TEST(PositionFamilies, OneRowPerKindInEnumOrder) {

@@ -257,6 +257,10 @@ void apply_layer(LoadedConfig& loaded, const YAML::Node& root, const Source& src
   if (!root || root.IsNull()) return;  // an empty file is a valid (empty) layer
   if (!root.IsMap())
     throw UserError(locate(src, root) + ": a config must be a mapping of sections (model:, train:, ...)");
+  if (const YAML::Node v = root["variants"]; v && root["config"])  // a sweep file given as a config
+    throw UserError(locate(src, v) +
+                    ": this is a sweep file (variants of a base config), not a config; run it with "
+                    "`roformer sweep FILE`, or give its base config (its 'config:' key)");
   YamlApplier applier(root, "", src, loaded.origins, allow_base);
   loaded.config.visit(applier);
   applier.finish();

@@ -94,7 +94,18 @@ config::LoadedConfig point_config(const SweepSpec& s, const SweepVariant& v, int
 }
 
 // Every entry of the sweep file checked, and every point's config validated, before any run.
-static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
+// point_config, with a config error placed: the sweep file and the variant it came from.
+static config::LoadedConfig checked_point(const SweepSpec& s, const SweepVariant& v, const std::string& scaling = "") {
+  try {
+    return point_config(s, v, s.seeds.front());
+  } catch (const UserError& e) {
+    throw UserError(s.file + ", variant '" + v.name + "'" + (scaling.empty() ? "" : " with scaling '" + scaling + "'") +
+                    " (the file's set, then --set, then the variant's set): " + e.what());
+  }
+}
+
+static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root,
+                             const std::vector<std::string>& cli_overrides) {
   if (!root.IsMap()) throw UserError(path + ": a sweep file is a mapping (name, config, variants, seeds, eval)");
   static const std::vector<std::string> known{"name", "config", "set", "seeds", "variants", "eval"};
   for (const auto& kv : root) {
@@ -111,6 +122,7 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
   if (!path_exists(s.config))
     throw UserError(where(path, root["config"]) + ": config file '" + s.config + "' does not exist");
   s.overrides = string_list(path, root["set"], "set");
+  s.overrides.insert(s.overrides.end(), cli_overrides.begin(), cli_overrides.end());
   for (const auto& x : list_at(path, root["seeds"], "seeds")) {
     const int64_t seed = int_at(path, x, "a seed", 0, std::numeric_limits<int64_t>::max());
     if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
@@ -163,27 +175,29 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root) {
                     "eval.scaling entries (name and set) or remove eval.scaling_on");
   bool scaled = false;
   for (const auto& v : s.variants) {
-    const config::Config c = point_config(s, v, s.seeds.front()).config;
+    const config::Config c = checked_point(s, v).config;
     if (s.scaling.empty() || !scaling_applies(s, v, c)) continue;
     scaled = true;
     for (const auto& sc : s.scaling) {
       SweepVariant with = v;
       with.overrides.insert(with.overrides.end(), sc.overrides.begin(), sc.overrides.end());
-      point_config(s, with, s.seeds.front());
+      checked_point(s, with, sc.name);
     }
   }
   if (!s.scaling_on.empty() && !scaled)
     throw UserError(path + ": eval.scaling_on names no rope variant (scaling applies to model.position.kind=rope)");
-  if (s.lengths.empty()) s.lengths = point_config(s, s.variants.front(), s.seeds.front()).config.eval.lengths;
+  if (s.lengths.empty()) s.lengths = checked_point(s, s.variants.front()).config.eval.lengths;
   return s;
 }
 
-SweepSpec load_sweep(const std::string& path) {
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& overrides) {
   if (!path_exists(path)) throw UserError("sweep file '" + path + "' does not exist");
-  return parse_sweep_text(read_text_file(path), path);  // a regular file of bounded size (not a FIFO or device)
+  return parse_sweep_text(read_text_file(path), path,
+                          overrides);  // a regular file of bounded size (not a FIFO or device)
 }
 
-SweepSpec parse_sweep_text(const std::string& text, const std::string& path) {
+SweepSpec parse_sweep_text(const std::string& text, const std::string& path,
+                           const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -192,7 +206,7 @@ SweepSpec parse_sweep_text(const std::string& text, const std::string& path) {
                     ": YAML syntax error: " + e.msg);
   }
   try {
-    return parse_sweep(path, root);
+    return parse_sweep(path, root, overrides);
   } catch (const YAML::Exception& e) {  // a shape the checks did not foresee: still the file's fault
     throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) + ": " +
                     e.msg);

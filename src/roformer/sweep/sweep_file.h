@@ -36,10 +36,13 @@ struct SweepSpec {
 bool scaling_applies(const SweepSpec& s, const SweepVariant& v, const config::Config& c);
 
 // parse_sweep_text on the file's text (a regular file of bounded size).
-SweepSpec load_sweep(const std::string& path);
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& overrides = {});
 // The sweep file's text, parsed as if read from `path` (the base config is resolved against its
 // folder); throws UserError naming path:line:col and the key.
-SweepSpec parse_sweep_text(const std::string& text, const std::string& path);
+// `overrides` (`roformer sweep --set`) follow the file's own `set` list, so they apply to every
+// point and win over the file (a variant's `set` still wins over both).
+SweepSpec parse_sweep_text(const std::string& text, const std::string& path,
+                           const std::vector<std::string>& overrides = {});
 
 // A point's run name ("variant-seedN") and its resolved config.
 std::string run_name(const SweepVariant& v, int64_t seed);

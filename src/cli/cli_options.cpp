@@ -46,6 +46,9 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
                   "start a new run from this checkpoint's weights (fresh optimizer, schedule and step count; "
                   "same as --set train.init_from=DIR); not with --resume")
       ->check(non_empty());
+  cmd->add_flag("--verbose", a.verbose,
+                "debug logging on the console: the whole resolved config (otherwise a two-line summary; "
+                "RUN/config.yaml and RUN/train.log always hold it)");
   return cmd;
 }
 
@@ -66,6 +69,9 @@ CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a) {
                   "auto: continue from the newest complete checkpoint of the run directory "
                   "(or start fresh if none); or a checkpoint directory")
       ->check(non_empty());
+  cmd->add_flag("--verbose", a.verbose,
+                "debug logging on the console: the whole resolved config (otherwise a two-line summary; "
+                "RUN/config.yaml and RUN/train.log always hold it)");
   return cmd;
 }
 

@@ -13,11 +13,13 @@ namespace roformer::cli {
 struct TrainArgs {
   std::string file, run_dir, resume, init_from;
   std::vector<std::string> overrides;
+  bool verbose = false;  // log_level=debug: the resolved config (and debug lines) on the console
 };
 
 struct FinetuneArgs {
   std::string checkpoint, task, run_dir, resume;
   std::vector<std::string> overrides;
+  bool verbose = false;
 };
 
 struct EvalArgs {

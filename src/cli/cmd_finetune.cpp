@@ -18,7 +18,7 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
     const config::LoadedConfig loaded = finetune::finetune_config(o->checkpoint, o->task, o->overrides);
     finetune::FinetuneOptions opts;
     opts.env = dist::read_dist_env();
-    log::init_for_rank(loaded.config.log_level, opts.env.rank, opts.env.world_size);
+    log::init_for_rank(o->verbose ? "debug" : loaded.config.log_level, opts.env.rank, opts.env.world_size);
     opts.checkpoint = o->checkpoint;
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;

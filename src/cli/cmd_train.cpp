@@ -27,7 +27,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     }
     train::TrainOptions opts;
     opts.env = dist::read_dist_env();
-    log::init_for_rank(loaded.config.log_level, opts.env.rank, opts.env.world_size);
+    log::init_for_rank(o->verbose ? "debug" : loaded.config.log_level, opts.env.rank, opts.env.world_size);
     opts.run_dir = o->run_dir;
     opts.resume = o->resume;
     opts.faults = train::FaultInjection::from_environment();

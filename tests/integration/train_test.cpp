@@ -90,6 +90,22 @@ TEST(Train, LossFallsAndMetricsHaveTheirSchema) {
   EXPECT_NE(read_file(run + "/train.log").find("done: 40 steps"), std::string::npos);
 }
 
+// The console gets a two-line summary of the resolved config; train.log and config.yaml hold
+// every key, and --verbose prints them on the console too.
+TEST(Train, TheConsoleSummarisesTheConfigAndVerbosePrintsItAll) {
+  Fixture f;
+  const std::string quiet = f.dir.file("quiet"), loud = f.dir.file("loud");
+  auto r = f.train(quiet, "--set train.steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layers of width 32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("activation_kernel:"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(quiet + "/train.log").find("activation_kernel:"), std::string::npos);
+  EXPECT_NE(read_file(quiet + "/config.yaml").find("activation_kernel:"), std::string::npos);
+  r = f.train(loud, "--set train.steps=2 --verbose");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("activation_kernel:"), std::string::npos) << r.output;
+}
+
 TEST(Train, ResumeIsBitwiseIdenticalAndTheNegativeControlDiverges) {
   Fixture f;
   const std::string straight = f.dir.file("straight"), resumed = f.dir.file("resumed"), control = f.dir.file("control");

@@ -155,4 +155,21 @@ std::string schema_markdown() {
   return os.str();
 }
 
+std::string config_summary(const Config& c) {
+  const ModelConfig& m = c.model;
+  std::ostringstream os;
+  os << c.name << ": " << position_kind_names().name(m.position.kind) << ", " << objective_names().name(m.objective)
+     << ", " << m.num_layers << " layers of width " << m.hidden_size << " (" << m.num_heads << " heads, ffn "
+     << m.ffn_size << "), vocabulary " << m.vocab_size << "\n  data ";
+  if (c.data.task.name != TaskKind::none) {
+    os << "task " << task_kind_names().name(c.data.task.name) << " at lengths ";
+    if (c.data.task.min_length > 0) os << c.data.task.min_length << "..";
+  } else {
+    os << c.data.path << " at length ";
+  }
+  os << c.data.seq_len << "; " << c.train.steps << " steps of " << c.train.batch_size << " sequences, lr "
+     << shortest_double(c.train.lr) << ", seed " << c.train.seed;
+  return os.str();
+}
+
 }  // namespace roformer::config

@@ -48,6 +48,9 @@ void resolve(Config& config);
 // The resolved config as YAML, every field present; loading it gives the same Config.
 std::string dump_yaml(const Config& config);
 
+// Two lines for the console: the model, the data and the training budget of a run.
+std::string config_summary(const Config& config);
+
 // One line per field: key path, type, default, help.
 std::string schema_text();
 // The same keys as markdown tables, one per top-level section (docs/configs.md embeds it).

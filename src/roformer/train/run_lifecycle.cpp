@@ -102,7 +102,9 @@ void RunLifecycle::open_run_directory(const std::string& header, int64_t resumed
   log::add_file(run_dir_ + "/train.log");
   const std::string yaml = config::dump_yaml(config_);
   write_file_atomic(run_dir_ + "/config.yaml", "# git revision: " + git_rev_ + "\n" + header + yaml);
-  log::info("resolved config (", run_dir_, "/config.yaml):\n", yaml);
+  log::debug("resolved config:\n", yaml);  // the log file always; the console with --verbose
+  log::info("config ", config::config_summary(config_), "\n  every key: ", run_dir_,
+            "/config.yaml (--verbose prints it here)");
   metrics_ = MetricsWriter(run_dir_ + "/metrics.jsonl", resume_dir_.empty() ? -1 : resumed_step);
   if (tensorboard_) metrics_.add_tensorboard(std::move(tensorboard_), run_dir_ + "/tensorboard", resumed_step);
 }

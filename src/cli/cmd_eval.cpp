@@ -43,7 +43,9 @@ void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
   }
   const auto cells = eval::passkey_accuracy(c.model, lengths, depths, o.trials, 17, c.device);
   nlohmann::json j = {{"checkpoint", o.checkpoint}, {"trials", o.trials}, {"cells", nlohmann::json::array()}};
-  std::cout << "passkey accuracy (" << o.trials << " prompts per cell)\n  length";
+  std::cout << "passkey accuracy (" << o.trials
+            << " prompts per cell): the fraction whose hidden number the model completes digit for digit "
+               "(greedy); 0 means it retrieved none at that length and depth\n  length";
   for (double d : depths) std::cout << "  depth " << d;
   std::cout << "\n";
   for (int64_t L : lengths) {

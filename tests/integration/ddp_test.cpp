@@ -278,4 +278,27 @@ TEST(DataParallel, SignalToOneRankStopsEveryRankAfterTheSameStepWithACheckpoint)
   EXPECT_TRUE(roformer::path_exists(run + "/checkpoints/step_" + stopped_at(log0) + "/meta.json"));
 }
 
+// A peer that vanishes mid-run (rank 1 SIGKILLs itself before step 6) is not this rank's bug:
+// rank 0, started without the launcher so nothing stops it first, fails its next collective
+// on the lost connection and exits 2 saying another rank is gone and how to continue.
+TEST(DataParallel, ARankWhosePeerVanishesSaysSoWithExitTwo) {
+  TrainFixture f;
+  const std::string run = f.dir.file("run");
+  const std::string port =
+      "$(python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])')";
+  const std::string train = "'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + run +
+                            "' --set train.steps=40 --set train.log_every=1";
+  const auto r = run_command("export MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+                             " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ROFORMER_FAULT_KILL_RANK=1:6; "
+                             "(RANK=1 LOCAL_RANK=1 " +
+                             train + " > '" + f.dir.file("rank1.log") +
+                             "' 2>&1 &); "
+                             "RANK=0 LOCAL_RANK=0 " +
+                             train);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("failed: another rank is gone"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--resume auto"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
 }  // namespace ddp_test

@@ -53,4 +53,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c1
 
 bool nccl_available();
 
+// Rethrows a failed collective: as a UserError (exit 2) when its message says another rank is
+// gone (its process ended, its connection broke, or it stopped answering within dist.timeout_s),
+// since nothing in this process is wrong and the run resumes from its last checkpoint; as it
+// was otherwise.
+[[noreturn]] void rethrow_collective_failure(const std::string& engine, const std::string& op, const std::exception& e);
+
 }  // namespace roformer::dist

@@ -16,7 +16,13 @@ namespace {
 class GlooHandle : public CollectiveHandle {
  public:
   explicit GlooHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  void wait() override { work_->wait(); }
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure("Gloo", "allreduce", e);
+    }
+  }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
@@ -47,9 +53,19 @@ class GlooCommunicator : public Communicator {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    group_->broadcast(tensors, options)->wait();
+    try {
+      group_->broadcast(tensors, options)->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure("Gloo", "broadcast", e);
+    }
   }
-  void barrier() override { group_->barrier()->wait(); }
+  void barrier() override {
+    try {
+      group_->barrier()->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure("Gloo", "barrier", e);
+    }
+  }
 
  private:
   int rank_, size_;

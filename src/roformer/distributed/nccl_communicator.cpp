@@ -162,7 +162,7 @@ class NcclCommunicator : public Communicator {
   void wait_for(const std::shared_ptr<PendingOp>& op) {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait(lock, [&] { return op->finished.load() || !error_.empty(); });
-    if (!error_.empty()) throw std::runtime_error(error_);
+    if (!error_.empty()) rethrow_collective_failure("NCCL", "collective", std::runtime_error(error_));
     // The compute stream continues after the collective.
     check_cuda(
         cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)), op->done, 0),

@@ -92,6 +92,29 @@ void ProcessGroup::check_same_fingerprint(const std::string& what, const std::st
   }
 }
 
+void rethrow_collective_failure(const std::string& engine, const std::string& op, const std::exception& e) {
+  static const char* const kPeerGone[] = {"Connection reset by peer",
+                                          "Connection closed by peer",
+                                          "Broken pipe",
+                                          "remote process exited",
+                                          "network error",
+                                          "Connection refused",
+                                          "timed out",
+                                          "Timed out",
+                                          "Socket closed"};
+  const std::string what = e.what();
+  for (const char* marker : kPeerGone) {
+    if (what.find(marker) == std::string::npos) continue;
+    const std::string first_line = what.substr(0, what.find('\n'));
+    throw UserError(engine + " " + op + " failed: another rank is gone (its process ended, its node or network " +
+                    "went away, or it stopped answering within dist.timeout_s): " + first_line +
+                    ". The launcher's report names the rank that ended first and how; fix that, then rerun with "
+                    "--resume auto to continue from the last checkpoint");
+  }
+  if (dynamic_cast<const UserError*>(&e)) throw UserError(what);
+  throw std::runtime_error(engine + " " + op + " failed: " + what);
+}
+
 void ProcessGroup::store_barrier(const std::string& name) {
   const std::string key = "roformer/barrier/" + name + "/" + std::to_string(barrier_count_++);
   if (store_->add(key, 1) == size()) store_->set(key + "/done", as_bytes("1"));

@@ -266,8 +266,10 @@ std::string report_table(const ExtrapolationReport& r) {
       os << std::setprecision(2) << std::setw(10) << l.result.perplexity() << std::setprecision(4) << std::setw(11)
          << l.result.accuracy() << std::setw(10) << l.result.tokens;
     os << std::setprecision(2) << std::setw(10) << l.seconds;
-    if (l.peak_mem_gib > 0) os << std::setw(10) << l.peak_mem_gib;
-    else os << std::setw(10) << "-";  // the CPU: no device memory to report
+    if (l.peak_mem_gib > 0)
+      os << std::setw(10) << l.peak_mem_gib;
+    else
+      os << std::setw(10) << "-";  // the CPU: no device memory to report
     os << "  " << l.attention << "\n";
   }
   return os.str();

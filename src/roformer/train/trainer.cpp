@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <optional>
 #include <thread>
 
@@ -396,6 +397,7 @@ TrainResult Trainer::run() {
     profiler.before_step(state_.step);
     std::optional<model::AttentionKernelProbe> probe;  // the first step says which attention kernel runs
     if (state_.step == first_step_) probe.emplace();
+    if (env_.rank == opts_.faults.kill_rank && state_.step == opts_.faults.kill_rank_step) std::raise(SIGKILL);
     const data::Batch batch = batches.next();
     const int64_t tokens = t_.batch_size * batch.input_ids.size(1);
     const StepResult sr = step(batch, lr);
@@ -449,6 +451,19 @@ FaultInjection FaultInjection::from_environment() {
       throw UserError("ROFORMER_FAULT_FULL_DISK_AT='" + spec +
                       "' is not STEP:FILE; unset it (it is for fault-injection tests)");
     f.fail_checkpoint_file = spec.substr(colon + 1);
+  }
+  if (const char* v = std::getenv("ROFORMER_FAULT_KILL_RANK"); v && *v) {  // RANK:STEP
+    const std::string spec = v;
+    const size_t colon = spec.find(':');
+    try {
+      f.kill_rank = std::stoi(spec.substr(0, colon));
+      f.kill_rank_step = colon == std::string::npos ? -1 : std::stoll(spec.substr(colon + 1));
+    } catch (const std::exception&) {
+      f.kill_rank_step = -1;
+    }
+    if (f.kill_rank < 0 || f.kill_rank_step < 0)
+      throw UserError("ROFORMER_FAULT_KILL_RANK='" + spec +
+                      "' is not RANK:STEP; unset it (it is for fault-injection tests)");
   }
   f.skip_rng_restore = std::getenv("ROFORMER_FAULT_SKIP_RNG_RESTORE") != nullptr;
   f.uncapturable_step = std::getenv("ROFORMER_FAULT_UNCAPTURABLE_STEP") != nullptr;

@@ -22,6 +22,8 @@ struct FaultInjection {
   std::string fail_checkpoint_file;      //   fails as on a full disk
   bool skip_rng_restore = false;         // ROFORMER_FAULT_SKIP_RNG_RESTORE: resume without the RNG state
   bool uncapturable_step = false;        // ROFORMER_FAULT_UNCAPTURABLE_STEP: the CUDA-graph capture fails
+  int kill_rank = -1;                    // ROFORMER_FAULT_KILL_RANK=RANK:STEP: that rank SIGKILLs itself
+  int64_t kill_rank_step = -1;           //   before that step (a peer that vanishes mid-run)
   static FaultInjection from_environment();
 };
 

@@ -28,6 +28,12 @@ neighbour="${NEIGHBOUR:-0}"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: STEPS must be a positive whole number, got '$steps'" >&2; exit 2; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: REPEATS must be a positive whole number, got '$repeats'" >&2; exit 2; }
 case "$which" in quickstart | medium | all) ;; *) echo "bench_vs_pytorch: the size is quickstart, medium or all, got '$which'" >&2; exit 2 ;; esac
+for side in $sides; do
+  case "$side" in roformer | peer | peer-compile | hf) ;;
+    *) echo "bench_vs_pytorch: SIDES: unknown side '$side' (roformer, peer, peer-compile, hf)" >&2; exit 2 ;; esac
+done
+[ -n "$sides" ] || { echo "bench_vs_pytorch: SIDES must name at least one side" >&2; exit 2; }
+case "$neighbour" in 0 | 1) ;; *) echo "bench_vs_pytorch: NEIGHBOUR is 0 or 1, got '$neighbour'" >&2; exit 2 ;; esac
 threads="$(nproc)"
 ours_threads="$threads"
 [ "$neighbour" = 1 ] && ours_threads=0  # roformer's default (the CPUs others leave free), as a user runs it

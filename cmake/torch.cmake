@@ -71,6 +71,13 @@ endif()
 
 # CMP0104 OLD: enable_language(CUDA) inside LibTorch's config must not invent a default
 # CMAKE_CUDA_ARCHITECTURES (LibTorch ignores it and warns); TORCH_CUDA_ARCH_LIST rules.
+# The PyPI wheel builds Kineto into libtorch_cpu.so and ships no libkineto, so LibTorch's config
+# warns "library kineto not found" on every configure: its lookup is pointed at libtorch_cpu.so,
+# which is linked anyway (a LibTorch that has libkineto is left to find its own).
+if(NOT kineto_LIBRARY AND NOT EXISTS "${ROFORMER_TORCH_ROOT}/lib/libkineto.a"
+   AND EXISTS "${ROFORMER_TORCH_ROOT}/lib/libtorch_cpu.so")
+  set(kineto_LIBRARY "${ROFORMER_TORCH_ROOT}/lib/libtorch_cpu.so" CACHE FILEPATH "Kineto (inside libtorch_cpu.so)" FORCE)
+endif()
 cmake_policy(PUSH)
 cmake_policy(SET CMP0104 OLD)
 find_package(Torch REQUIRED)

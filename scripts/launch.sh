@@ -76,6 +76,7 @@ set -m
 for ((local = 0; local < nproc; local++)); do
   rank=$((node_rank * nproc + local))
   (
+    export ROFORMER_RANK_PREFIXED=1  # roformer's log leaves the "[rank R]" to the prefix below
     export RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$local LOCAL_WORLD_SIZE=$nproc \
            MASTER_ADDR=$master_addr MASTER_PORT=$master_port GROUP_RANK=$node_rank
     exec "$@" > >(sed -u "s/^/[rank $rank] /") 2> >(sed -u "s/^/[rank $rank] /" >&2)

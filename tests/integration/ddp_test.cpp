@@ -208,6 +208,9 @@ TEST(DataParallel, TrainerWithTwoRanksFollowsTheSingleProcessLossCurve) {
     ASSERT_EQ(f.train(1, one, extra).exit_code, 0);
     const auto r = f.train(2, two, extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;
+    // The launcher tags each line with its rank; the log does not tag it a second time.
+    EXPECT_NE(r.output.find("[rank 0] ["), std::string::npos) << r.output;
+    EXPECT_FALSE(std::regex_search(r.output, std::regex(R"(\[rank 0\] \[[0-9:]+\] \[rank 0\])"))) << r.output;
     const auto a = losses(one, "train"), b = losses(two, "train");
     ASSERT_EQ(a.size(), b.size());
     ASSERT_EQ(a.size(), 8u);

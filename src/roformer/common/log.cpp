@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -74,7 +75,10 @@ void init(Level console_level, int rank, int world_size) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto logger = logger_locked(s);
   s.console->set_level(to_spd(console_level));
-  s.pattern = world_size > 1 ? "[%H:%M:%S] [rank " + std::to_string(rank) + "] [%^%l%$] %v" : "[%H:%M:%S] [%^%l%$] %v";
+  // scripts/launch.sh prefixes every line of a rank's output itself (ROFORMER_RANK_PREFIXED=1).
+  const bool tagged_outside = std::getenv("ROFORMER_RANK_PREFIXED") != nullptr;
+  s.pattern = world_size > 1 && !tagged_outside ? "[%H:%M:%S] [rank " + std::to_string(rank) + "] [%^%l%$] %v"
+                                                : "[%H:%M:%S] [%^%l%$] %v";
   logger->set_pattern(s.pattern);
 }
 

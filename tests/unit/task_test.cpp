@@ -160,13 +160,14 @@ std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
     return v;
   };
   switch (kind) {
-    case TaskKind::copy:
-      return s;
-    case TaskKind::reverse_string:
-      return {s.rbegin(), s.rend()};
-    case TaskKind::duplicate_string:
-      out = s;
-      out.insert(out.end(), s.begin(), s.end());
+    case TaskKind::copy:  // the answer's i-th symbol is the input's i-th
+      for (size_t i = 0; i < s.size(); ++i) out.push_back(s[i]);
+      return out;
+    case TaskKind::reverse_string:  // ... the input's (n-1-i)-th
+      for (size_t i = 0; i < s.size(); ++i) out.push_back(s[s.size() - 1 - i]);
+      return out;
+    case TaskKind::duplicate_string:  // ... the input's (i mod n)-th, for 2n symbols
+      for (size_t i = 0; i < 2 * s.size(); ++i) out.push_back(s[i % s.size()]);
       return out;
     case TaskKind::odds_first:
       for (size_t i = 0; i < s.size(); ++i)

@@ -89,12 +89,14 @@ def plot(cells, lengths, path):
     cols = min(4, len(tasks))
     rows = (len(tasks) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    methods = ordered({m for t in cells.values() for m in t}, METHOD_ORDER)
+    colour = {m: plt.cm.tab20(i % 20) for i, m in enumerate(methods)}  # one colour per method, every panel
     for ax, task in zip(axes.flat, tasks):
         for method in ordered(cells[task], METHOD_ORDER):
             by_length = cells[task][method]
             xs = [L for L in lengths if L in by_length]
             render.band(ax, xs, [[100 * v for v in by_length[L].values()] for L in xs], method,
-                        ls="--" if "+" in method else "-")
+                        ls="--" if "+" in method else "-", color=colour[method])
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths)
         ax.set_xticklabels([str(L) for L in lengths], fontsize=7)
@@ -112,9 +114,11 @@ def plot(cells, lengths, path):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    legend_rows = (len(labels) + 6) // 7
     fig.legend(handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, frameon=False)
-    fig.subplots_adjust(bottom=0.12)
-    render.save(fig, path)
+    fig.tight_layout(rect=(0, 0.05 * legend_rows + 0.02 / rows, 1, 1))  # room for the legend below the panels
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
     return True
 
 

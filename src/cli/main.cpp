@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) should fail a write with EFBIG, reported like a full disk,
   // rather than kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Tables go to stdout, progress and logs to stderr: stdout is flushed at every write, so a log
+  // file that takes both (`> run.log 2>&1`) has each table where it was printed, not at the end.
+  std::cout.setf(std::ios::unitbuf);
   CLI::App app{
       "roformer: train and evaluate transformer encoders with rotary (RoFormer) and other position\n"
       "encodings on LibTorch. Run `roformer COMMAND --help` for a command's options."};

@@ -75,9 +75,14 @@ def length_axes(ax, train_len=None, yticks=None, xbase=2):
 
     ax.set_xscale("log", base=xbase)
     ax.set_yscale("log")
+    # Plain numbers on both axes (128, not 2^7; 9, not 9x10^0): lengths at the powers of the
+    # base, perplexities at 1, 1.5, 2, ..., 9 x each power of ten unless `yticks` are given.
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     if yticks:
         ax.set_yticks(yticks)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    else:
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(True, which="major", alpha=0.3)
     if train_len:

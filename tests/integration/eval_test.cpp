@@ -223,8 +223,7 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // stdout (the tables) and stderr (the log) share the pipe in order: the first run's table
   // comes before the second run starts, not at the end of the sweep.
-  EXPECT_LT(r.output.find("rope (methods: none), chunks protocol"), r.output.find("[2/4] rope-seed2"))
-      << r.output;
+  EXPECT_LT(r.output.find("rope (methods: none), chunks protocol"), r.output.find("[2/4] rope-seed2")) << r.output;
   const std::string report = read_file(out + "/report.md");
   for (const std::string fragment :
        {"| rope |", "| alibi |", "chunks protocol", "sliding protocol", "| rope | yarn-2 |", "## In-distribution"})

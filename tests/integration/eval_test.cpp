@@ -349,6 +349,21 @@ TEST(Eval, FrontierFamiliesTrainAndEvaluatePastTheTrainingLength) {
   }
 }
 
+// The methods of 2025 the same way: FoX (its decay from the forget gates) and stick-breaking
+// attention over RoPE form their scores; SSMax with QK-norm keeps the fused kernels (our CPU op here).
+TEST(Eval, Methods2025TrainAndEvaluatePastTheTrainingLength) {
+  const std::vector<std::pair<std::string, std::string>> methods{
+      {"--set model.position.kind=fox", "explicit-scores"},
+      {"--set model.position.kind=rope --set model.attention_normalizer=stick_breaking", "explicit-scores"},
+      {"--set model.position.kind=none --set model.attention_scale=ssmax --set model.qk_norm=true", "short-attention"}};
+  for (const auto& [method, kernel] : methods) {
+    SCOPED_TRACE(method);
+    Trained t("causal_lm", method);
+    const json j = expect_trains_and_evaluates_at_4x(t);
+    EXPECT_EQ(j["results"][1]["attention"], kernel);
+  }
+}
+
 // Issue 37's evaluation-time methods on a plain RoPE checkpoint (no retraining; the keys are not
 // architecture): ReRoPE and Leaky ReRoPE with a window covering the training length and log-n
 // past it leave the 1x loss as trained, while Llama 3's static rule changes it; at 4x every

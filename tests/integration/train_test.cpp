@@ -5,6 +5,7 @@
 // checkpoints are never picked; bad resumes and mismatched data are refused; steps reuse host
 // memory instead of faulting it in again.
 #include <gtest/gtest.h>
+#include <cmath>
 #include <cstdio>
 
 #include <signal.h>
@@ -143,6 +144,34 @@ TEST(Train, RandomPositionsResumeBitwiseAndChangeTheRun) {
   EXPECT_EQ(trajectory(straight), trajectory(resumed));
   ASSERT_EQ(f.train(plain).exit_code, 0);
   EXPECT_NE(trajectory(straight), trajectory(plain));
+}
+
+// The attention options of 2025 carry state a resume must restore exactly (FoX's gates, SSMax's
+// s, QK-norm and output-gate weights; stick-breaking's weights through them): stopped at step 20
+// and resumed in a fresh process, each run ends bitwise equal to the uninterrupted one.
+TEST(Train, The2025AttentionOptionsResumeBitwise) {
+  Fixture f;
+  const std::vector<std::string> variants{
+      "--set model.objective=causal_lm --set model.position.kind=fox --set model.qk_norm=true "
+      "--set model.output_gate=true --set model.attention_scale=ssmax ",
+      "--set model.objective=causal_lm --set model.position.kind=rope "
+      "--set model.attention_normalizer=stick_breaking "};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    SCOPED_TRACE(variants[i]);
+    const std::string straight = f.dir.file("straight" + std::to_string(i)),
+                      resumed = f.dir.file("resumed" + std::to_string(i));
+    auto r = f.train(straight, variants[i]);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(f.train(resumed, variants[i] + "--set train.checkpoint_every=20").exit_code, 0);
+    ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_40'").exit_code, 0);
+    r = f.train(resumed, variants[i] + "--resume auto");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(weight_difference(straight, resumed, 40), "");
+    EXPECT_EQ(trajectory(straight), trajectory(resumed));
+    const std::vector<json> evals = records(straight, "eval");
+    ASSERT_FALSE(evals.empty());
+    EXPECT_TRUE(std::isfinite(evals.back()["loss"].get<double>()));
+  }
 }
 
 // train.init_from: a new run starts from another run's weights (its step-0 evaluation is the

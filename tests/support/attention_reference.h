@@ -68,6 +68,7 @@ struct Fixture {
     torch::NoGradGuard no_grad;
     ctx.mask = roformer::model::AttentionMask(position->relative_bias(kS, torch::kCPU), {}, causal, kS, torch::kFloat64,
                                               torch::kCPU, position->traits().forms_scores);
+    if (attn->ssmax_scale.defined()) ctx.ssmax_log_keys = roformer::model::ssmax_log_keys(kS, causal, {}, torch::kCPU);
     return attn->attend(x, ctx);
   }
   // The output equals `want` with all queries at once and in blocks of 3 rows (3 + 3 + 1).

@@ -307,11 +307,11 @@ TEST(FrontierPosition, TermsOfQueryRowsEqualThoseRowsOfTheWholeTerm) {
     torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(kD));
     if (causal) scores = scores.masked_fill(torch::ones({kS, kS}, torch::kBool).triu(1), -1e30);
     for (const torch::Tensor& pos : {torch::arange(kS, torch::kLong), torch::tensor({{0, 1, 3, 4, 8, 9, 13}})}) {
-      const torch::Tensor whole = f.position->score_term(q, k, scores, pos, 1, 0, kS);
+      const torch::Tensor whole = f.position->score_term(q, k, scores, pos, 1, 0, kS, {});
       for (int64_t begin = 0; begin < kS; ++begin)
         for (int64_t end = begin + 1; end <= kS; ++end) {
           const torch::Tensor rows =
-              f.position->score_term(q, k, scores.narrow(2, begin, end - begin), pos, 1, begin, end);
+              f.position->score_term(q, k, scores.narrow(2, begin, end - begin), pos, 1, begin, end, {});
           ASSERT_TRUE(torch::allclose(rows, whole.narrow(2, begin, end - begin), 1e-12, 1e-12))
               << "positions " << pos.dim() << "-D, rows " << begin << ".." << end;
         }

@@ -21,15 +21,19 @@ using config::PositionKind;
 
 namespace {
 
-const std::vector<PositionKind> kFamilies{
-    PositionKind::rope,     PositionKind::sinusoidal, PositionKind::learned, PositionKind::t5_bias,
-    PositionKind::alibi,    PositionKind::none,       PositionKind::shaw,    PositionKind::transformer_xl,
-    PositionKind::deberta,  PositionKind::xpos,       PositionKind::fire,    PositionKind::kerple,
-    PositionKind::sandwich, PositionKind::cope};
+const std::vector<PositionKind> kFamilies{PositionKind::rope,     PositionKind::sinusoidal,     PositionKind::learned,
+                                          PositionKind::t5_bias,  PositionKind::alibi,          PositionKind::none,
+                                          PositionKind::shaw,     PositionKind::transformer_xl, PositionKind::deberta,
+                                          PositionKind::xpos,     PositionKind::fire,           PositionKind::kerple,
+                                          PositionKind::sandwich, PositionKind::cope,           PositionKind::fox};
 
 // CoPE is defined for causal attention only (config validation refuses it with MLM).
 bool defined_for(PositionKind kind, config::Objective objective) {
   return kind != PositionKind::cope || objective == config::Objective::causal_lm;
+}
+bool defined_for(const config::ModelConfig& c) {
+  return defined_for(c.position.kind, c.objective) && (c.attention_normalizer == config::AttentionNormalizer::softmax ||
+                                                       c.objective == config::Objective::causal_lm);
 }
 
 std::string name(PositionKind k) {
@@ -89,6 +93,25 @@ std::vector<Case> all_cases() {
                    c.attention_scale = config::AttentionScale::logn;
                    c.attention_scale_length = 3;  // inside the inputs: the factor is not 1 everywhere
                  }});
+  // The options of 2025: FoX with RoPE and its constant-gate ablation, stick-breaking (causal
+  // only) over RoPE and ALiBi, SSMax, QK-norm with an output gate.
+  out.push_back({"fox+rope", PositionKind::fox, [](config::ModelConfig& c) { c.position.fox.rope = true; }});
+  out.push_back({"fox_bias_only", PositionKind::fox,
+                 [](config::ModelConfig& c) { c.position.fox.gate = config::FoxGate::bias_only; }});
+  for (PositionKind kind : {PositionKind::rope, PositionKind::alibi, PositionKind::fire})
+    out.push_back({name(kind) + "+stick_breaking", kind, [](config::ModelConfig& c) {
+                     c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
+                   }});
+  out.push_back({"none+stick_breaking_discard", PositionKind::none, [](config::ModelConfig& c) {
+                   c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
+                   c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
+                 }});
+  out.push_back({"none+ssmax", PositionKind::none,
+                 [](config::ModelConfig& c) { c.attention_scale = config::AttentionScale::ssmax; }});
+  out.push_back({"rope+qk_norm+output_gate", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.qk_norm = true;
+                   c.output_gate = true;
+                 }});
   return out;
 }
 
@@ -137,7 +160,7 @@ TEST(Model, CausalAttentionLeaksNothingFromTheFuture) {
 
 TEST(Model, PaddingDoesNotInfluenceRealTokens) {
   for (const Case& kase : all_cases()) {
-    if (!defined_for(kase.kind, config::Objective::mlm)) continue;
+    if (!defined_for(tiny(kase, config::Objective::mlm))) continue;
     SCOPED_TRACE(kase.name);
     EncoderModel m = build_double(tiny(kase, config::Objective::mlm));
     torch::NoGradGuard no_grad;
@@ -158,7 +181,7 @@ TEST(Model, PaddingDoesNotInfluenceRealTokens) {
 TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
   for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
     for (const Case& kase : all_cases()) {
-      if (!defined_for(kase.kind, objective)) continue;
+      if (!defined_for(tiny(kase, objective))) continue;
       SCOPED_TRACE(kase.name + (objective == config::Objective::mlm ? " mlm" : " causal"));
       config::ModelConfig c = tiny(kase, objective);
       EncoderModel m = build_double(c, 11);
@@ -200,13 +223,18 @@ TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
 
 TEST(Model, ParameterCountMatchesTheClosedForm) {
   for (PositionKind kind : kFamilies) {
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
       config::ModelConfig c = tiny(kind, config::Objective::mlm);
       if (variant == 1) {
         c.embedding_size = 6;  // with the E -> H projection
         c.type_vocab_size = 2;
       }
       if (variant == 2) c.norm = config::NormPlacement::pre;
+      if (variant == 3) {  // the attention options of 2025
+        c.qk_norm = true;
+        c.output_gate = true;
+        c.attention_scale = config::AttentionScale::ssmax;
+      }
       SCOPED_TRACE(name(kind) + " variant " + std::to_string(variant));
       const int64_t V = c.vocab_size, E = c.embed_dim(), H = c.hidden_size, F = c.ffn_size, L = c.num_layers;
       int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                       // embeddings + LayerNorm
@@ -214,6 +242,7 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       expect += L * (4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H);  // layers
       expect += H * E + E + 2 * E + V;                                              // LM head (decoder tied)
       if (c.norm == config::NormPlacement::pre) expect += 2 * H;                    // final LayerNorm
+      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);                // q_norm, k_norm, W_g, SSMax's s
       // The family's own parameters: its row's count (config/position_families), checked here
       // against the module build_model makes; the memory estimate must count the same.
       expect += static_cast<int64_t>(config::position_parameters(c));

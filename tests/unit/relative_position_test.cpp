@@ -177,7 +177,7 @@ TEST(RelativePosition, ScoreTermsDependOnlyOnPositionDifferences) {
       torch::Tensor q = f.q.unsqueeze(0).clone(), k = f.k.unsqueeze(0).clone(), v = f.v.unsqueeze(0).clone();
       f.position->rotate(q, k, v, p);
       torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * f.position->score_scale(kD);
-      if (f.position->traits().forms_scores) s = s + f.position->score_term(q, k, {}, p, 1, 0, kS);
+      if (f.position->traits().forms_scores) s = s + f.position->score_term(q, k, {}, p, 1, 0, kS, {});
       return s;
     };
     const torch::Tensor base = scores(pos);
@@ -209,16 +209,16 @@ TEST(RelativePosition, TermsOfQueryRowsEqualThoseRowsOfTheWholeTerm) {
     const torch::Tensor q = f.q.unsqueeze(0), k = f.k.unsqueeze(0);
     const torch::Tensor probs = torch::softmax(torch::randn({1, kHeads, kS, kS}, kDouble), -1);
     const torch::Tensor shared = torch::arange(kS, torch::kLong);
-    EXPECT_TRUE(torch::allclose(f.position->score_term(q, k, {}, shared, 1, 0, kS),
-                                f.position->score_term(q, k, {}, shared.unsqueeze(0), 1, 0, kS), 1e-12, 1e-12));
+    EXPECT_TRUE(torch::allclose(f.position->score_term(q, k, {}, shared, 1, 0, kS, {}),
+                                f.position->score_term(q, k, {}, shared.unsqueeze(0), 1, 0, kS, {}), 1e-12, 1e-12));
     for (const torch::Tensor& pos : {shared, torch::tensor({{0, 1, 3, 4, 8, 9, 13}}, torch::kLong)}) {
-      const torch::Tensor whole = f.position->score_term(q, k, {}, pos, 1, 0, kS);
+      const torch::Tensor whole = f.position->score_term(q, k, {}, pos, 1, 0, kS, {});
       const torch::Tensor whole_out = f.position->output_term(probs, pos, 1, 0);
       ASSERT_EQ(whole_out.defined(), kind == PositionKind::shaw);
       for (int64_t begin = 0; begin < kS; ++begin)
         for (int64_t end = begin + 1; end <= kS; ++end) {
           const int64_t C = end - begin;
-          const torch::Tensor rows = f.position->score_term(q, k, {}, pos, 1, begin, end);
+          const torch::Tensor rows = f.position->score_term(q, k, {}, pos, 1, begin, end, {});
           ASSERT_TRUE(torch::allclose(rows, whole.narrow(2, begin, C), 1e-12, 1e-12))
               << "positions " << pos.dim() << "-D, rows " << begin << ".." << end;
           if (!whole_out.defined()) continue;

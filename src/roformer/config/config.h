@@ -26,7 +26,8 @@ enum class PositionKind {
   fire,
   kerple,
   sandwich,
-  cope
+  cope,
+  fox
 };
 enum class KerpleVariant { log, power };
 enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
@@ -40,7 +41,10 @@ using AttentionKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
-enum class AttentionScale { none, logn, logn_past_training };
+enum class AttentionScale { none, logn, logn_past_training, ssmax };
+enum class AttentionNormalizer { softmax, stick_breaking };
+enum class StickBreakingRemainder { current, discard };
+enum class FoxGate { data, bias_only };
 enum class FeatureMap { elu1, favor };
 enum class Objective { mlm, causal_lm };
 
@@ -170,6 +174,15 @@ struct LinearAttentionConfig {
   void visit(FieldVisitor& v);
 };
 
+// FoX, the Forgetting Transformer (Lin et al., ICLR 2025): per layer and head a forget gate
+// f_t = sigmoid(w . x_t + b) from the layer's input, and scores q.k / sqrt(d) + c_i - c_j with
+// c = cumsum(log f) (causal). Bidirectional attention (MLM) uses -|c_i - c_j|, our own form.
+struct FoxConfig {
+  FoxGate gate = FoxGate::data;  // data: f_t from x_t; bias_only: one learned f per head (ALiBi with a learned slope)
+  bool rope = false;             // also rotate q and k with model.position.rope (the authors' use_rope)
+  void visit(FieldVisitor& v);
+};
+
 struct PositionConfig {
   PositionKind kind = PositionKind::rope;
   int64_t max_positions = 512;  // learned table size (the only family with a hard limit)
@@ -182,6 +195,7 @@ struct PositionConfig {
   KerpleConfig kerple;
   SandwichConfig sandwich;
   CopeConfig cope;
+  FoxConfig fox;
   void visit(FieldVisitor& v);
 };
 
@@ -217,8 +231,18 @@ struct ModelConfig {
   // log-n scaling of the queries, q_i * max(1, log(i + 1) / log(L)) (Su's entropy-invariant
   // form): logn in training and evaluation; logn_past_training in evaluation only (Qwen's
   // use_logn_attn). L = attention_scale_length, 0 resolving to data.seq_len.
+  // ssmax (Nakanishi 2025, Scalable-Softmax): the logits times s_h log n, n the keys a query
+  // sees, s_h learned per layer and head from ssmax_init.
   AttentionScale attention_scale = AttentionScale::none;
   int64_t attention_scale_length = 0;
+  double ssmax_init = 0.43;
+  // stick_breaking (Tan et al., ICLR 2025): A_ij = sigmoid(z_ij) prod_{j<k<i} (1 - sigmoid(z_ik)),
+  // strictly causal; what the sticks leave, 1 - sum_j A_ij, goes to the query's own value
+  // (remainder current, the authors' models) or nowhere (discard).
+  AttentionNormalizer attention_normalizer = AttentionNormalizer::softmax;
+  StickBreakingRemainder stick_breaking_remainder = StickBreakingRemainder::current;
+  bool qk_norm = false;      // RMSNorm of q and k per head (learned weight per head and feature) before rotation
+  bool output_gate = false;  // attention output times sigmoid(W_g x) before output.dense (FoX "Pro", gated attention)
   LinearAttentionConfig linear_attention;
   PositionConfig position;
   void visit(FieldVisitor& v);

@@ -133,6 +133,14 @@ void CopeConfig::visit(FieldVisitor& v) {
           "contextual positions 0..N-1 (counts clamp at N-1); 0 = data.seq_len");
 }
 
+void FoxConfig::visit(FieldVisitor& v) {
+  static const EnumNames<FoxGate> gates{{{FoxGate::data, "data"}, {FoxGate::bias_only, "bias_only"}}};
+  enum_field(v, "gate", gate, gates,
+             "data: f_t = sigmoid(w . x_t + b) per head (FoX); bias_only: one learned f per head, the data-independent "
+             "ablation (ALiBi with a learned slope)");
+  v.field("rope", rope, "also rotate q and k with model.position.rope (FoX: off)");
+}
+
 void LinearAttentionConfig::visit(FieldVisitor& v) {
   static const EnumNames<FeatureMap> maps{{{FeatureMap::elu1, "elu1"}, {FeatureMap::favor, "favor"}}};
   enum_field(v, "feature_map", feature_map, maps,
@@ -144,7 +152,7 @@ void LinearAttentionConfig::visit(FieldVisitor& v) {
 void PositionConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, position_kind_names(),
              "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, "
-             "deberta, xpos, fire, kerple, sandwich, cope");
+             "deberta, xpos, fire, kerple, sandwich, cope, fox");
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
   v.section(
@@ -165,6 +173,8 @@ void PositionConfig::visit(FieldVisitor& v) {
       "sandwich", [this](FieldVisitor& s) { sandwich.visit(s); }, "Sandwich parameter-free bias (Chi et al. 2023)");
   v.section(
       "cope", [this](FieldVisitor& s) { cope.visit(s); }, "CoPE contextual positions (Golovneva et al. 2024)");
+  v.section(
+      "fox", [this](FieldVisitor& s) { fox.visit(s); }, "FoX forget-gate decay (Lin et al. 2025)");
 }
 
 void ModelConfig::visit(FieldVisitor& v) {
@@ -213,12 +223,28 @@ void ModelConfig::visit(FieldVisitor& v) {
              "softmax, or linear (kernelised, O(S); RoPE as in RoFormer Eq. 19; no score-bias families)");
   static const EnumNames<AttentionScale> attention_scales{{{AttentionScale::none, "none"},
                                                            {AttentionScale::logn, "logn"},
-                                                           {AttentionScale::logn_past_training, "logn_past_training"}}};
+                                                           {AttentionScale::logn_past_training, "logn_past_training"},
+                                                           {AttentionScale::ssmax, "ssmax"}}};
   enum_field(v, "attention_scale", attention_scale, attention_scales,
-             "queries times max(1, log(i+1)/log(L)): none, logn (training and evaluation, Su), logn_past_training "
-             "(evaluation only, Qwen's use_logn_attn)");
+             "query scaling: none; logn: queries times max(1, log(i+1)/log(L)) in training and evaluation (Su); "
+             "logn_past_training: the same in evaluation only (Qwen's use_logn_attn); ssmax: logits times s_h log n, "
+             "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025)");
   v.field("attention_scale_length", attention_scale_length, between(int64_t{0}, int64_t{1} << 40),
           "L of the log-n scale; 0 = data.seq_len");
+  v.field("ssmax_init", ssmax_init, between(-100.0, 100.0), "ssmax: the initial s of every head (0.43)");
+  static const EnumNames<AttentionNormalizer> normalizers{
+      {{AttentionNormalizer::softmax, "softmax"}, {AttentionNormalizer::stick_breaking, "stick_breaking"}}};
+  enum_field(v, "attention_normalizer", attention_normalizer, normalizers,
+             "softmax, or stick_breaking (Tan et al. 2025: A_ij = sigmoid(z_ij) prod_{j<k<i} (1 - sigmoid(z_ik)), "
+             "strictly causal, any position family or none; needs objective causal_lm)");
+  static const EnumNames<StickBreakingRemainder> remainders{
+      {{StickBreakingRemainder::current, "current"}, {StickBreakingRemainder::discard, "discard"}}};
+  enum_field(v, "stick_breaking_remainder", stick_breaking_remainder, remainders,
+             "stick_breaking: the weight the sticks leave, 1 - sum_j A_ij, goes to the query's own value (current, "
+             "the authors' models) or nowhere (discard, flash-linear-attention's layer)");
+  v.field("qk_norm", qk_norm, "RMSNorm of q and k per head, a learned weight per head and feature, before rotation");
+  v.field("output_gate", output_gate,
+          "attention output times sigmoid(W_g x) before output.dense (FoX's Pro block; gated attention)");
   v.section(
       "linear_attention", [this](FieldVisitor& s) { linear_attention.visit(s); }, "model.attention=linear settings");
   v.section(

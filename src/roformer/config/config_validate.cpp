@@ -52,7 +52,9 @@ void validate_task(const Config& c, const Origins& o) {
 void validate_attention(const Config& c, const Origins& o) {
   const ModelConfig& m = c.model;
   const PositionFamily& family = position_family(m.position.kind);
-  if (m.attention_scale != AttentionScale::none && m.attention_scale_length == 1)
+  const bool logn =
+      m.attention_scale == AttentionScale::logn || m.attention_scale == AttentionScale::logn_past_training;
+  if (logn && m.attention_scale_length == 1)
     invalid(o, "model.attention_scale_length",
             "log-n divides by log(L), which is 0 at L = 1; use the training length (0 = data.seq_len)");
   if (m.attention == AttentionKind::linear && m.attention_scale != AttentionScale::none)
@@ -63,6 +65,16 @@ void validate_attention(const Config& c, const Origins& o) {
              "linear attention never forms the score matrix, so a score term (" +
                  position_kind_names().name(m.position.kind) + ") has no place in its kernelised numerator; use " +
                  family_names(takes_linear_attention));
+  if (m.attention_normalizer == AttentionNormalizer::stick_breaking) {
+    if (m.objective != Objective::causal_lm)
+      conflict(o, "model.attention_normalizer", "model.objective",
+               "stick-breaking breaks the stick from each query back over the keys before it (strictly causal, as "
+               "the authors define it); use objective causal_lm, or attention_normalizer softmax for MLM");
+    if (m.attention == AttentionKind::linear)
+      conflict(o, "model.attention_normalizer", "model.attention",
+               "stick-breaking weighs every (query, key) pair, which linear attention never forms; use attention "
+               "softmax");
+  }
   if (!family.causal_only.empty() && m.objective != Objective::causal_lm)
     conflict(o, "model.position.kind", "model.objective",
              family.causal_only + "; use objective causal_lm, or another family for MLM");

@@ -116,6 +116,11 @@ void validate_sandwich(const Config& c, const Origins& o) {
                 ") must be even: the sinusoids come in d'/2 frequencies");
 }
 
+// FoX's RoPE switch brings RoPE's settings and their checks.
+void validate_fox(const Config& c, const Origins& o) {
+  if (c.model.position.fox.rope) validate_rotary(c, o);
+}
+
 // ---- derived defaults (every family's, whichever trains: checkpoints compare resolved values) --
 
 void resolve_rope(Config& c) {
@@ -170,6 +175,10 @@ double kerple_parameters(const ModelConfig& m) {
 }  // r1, r2
 double cope_parameters(const ModelConfig& m) {  // e per layer
   return layers(m) * double(m.head_dim()) * double(m.position.cope.max_positions);
+}
+double fox_parameters(const ModelConfig& m) {  // the forget gate per layer: w [heads, hidden] and b, or b alone
+  const double heads = double(m.num_heads);
+  return layers(m) * (m.position.fox.gate == FoxGate::data ? heads * double(m.hidden_size) + heads : heads);
 }
 
 const std::string kOffsetRow = "this family's bias is one row of offsets for positions 0..S-1 per pass";
@@ -259,6 +268,15 @@ std::vector<PositionFamily> make_families() {
        nullptr,
        resolve_cope,
        cope_parameters},
+      {K::fox,
+       "fox",
+       {"model.position.fox.", "model.position.rope."},
+       offsets,
+       "FoX's decay comes from the tokens' forget gates, not from their positions",
+       "",
+       validate_fox,
+       nullptr,
+       fox_parameters},
   };
   for (size_t i = 0; i < f.size(); ++i)
     if (static_cast<size_t>(f[i].kind) != i)

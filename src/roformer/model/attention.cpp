@@ -13,6 +13,7 @@
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
+#include "roformer/model/stick_breaking.h"
 #include "roformer/ops/short_attention/short_attention.h"
 
 namespace roformer::model {
@@ -59,6 +60,24 @@ torch::Tensor logn_scale(const torch::Tensor& positions, int64_t length) {
   return (torch::log1p(p) / std::log(static_cast<double>(length))).clamp_min(1.0);
 }
 
+torch::Tensor ssmax_log_keys(int64_t S, bool causal, const torch::Tensor& key_keep, const torch::Device& device) {
+  const auto opts = torch::dtype(torch::kFloat64).device(device);
+  if (causal) return torch::log(torch::arange(1, S + 1, opts)).view({1, 1, S, 1});
+  if (!key_keep.defined()) return torch::full({1, 1, 1, 1}, std::log(static_cast<double>(S)), opts);
+  return torch::log(key_keep.to(opts).sum(-1).clamp_min(1.0)).view({-1, 1, 1, 1});
+}
+
+HeadNormImpl::HeadNormImpl(int64_t heads, int64_t head_dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({heads, head_dim}));
+}
+
+torch::Tensor HeadNormImpl::forward(const torch::Tensor& x) const {
+  const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor h = x.to(acc);
+  const torch::Tensor normed = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return (normed * weight.to(acc).unsqueeze(1)).to(x.scalar_type());  // weight [heads, 1, D]
+}
+
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
   key = register_module("key", torch::nn::Linear(hidden, hidden));
@@ -79,9 +98,21 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       kind_(c.attention),
       kernel_(c.attention_kernel),
       linear_(c.linear_attention),
+      normalizer_(c.attention_normalizer),
+      remainder_(c.stick_breaking_remainder),
+      ssmax_init_(c.ssmax_init),
       position_(std::move(position)) {
   self = register_module("self", SelfAttentionProj(c.hidden_size));
   output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-6));  // the FoX authors' eps
+    k_norm = register_module("k_norm", HeadNorm(heads_, head_dim_, 1e-6));
+  }
+  if (c.output_gate)
+    output_gate = register_module(
+        "output_gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.hidden_size).bias(false)));
+  if (c.attention_scale == config::AttentionScale::ssmax)
+    ssmax_scale = register_parameter("ssmax_scale", torch::full({heads_}, c.ssmax_init));
   if (kind_ == config::AttentionKind::linear && linear_.feature_map == config::FeatureMap::favor) {
     // From the global generator that build_model seeds: the same model seed gives the same features.
     favor_seed_ = static_cast<uint64_t>(torch::randint(1LL << 40, {1}, torch::kLong).item<int64_t>());
@@ -89,6 +120,17 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
         register_buffer("favor_projection", orthogonal_random_projection(head_dim_, head_dim_, favor_seed_));
     favor_forwards = register_buffer("favor_forwards", torch::zeros({}, torch::kLong));
   }
+}
+
+void AttentionImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  if (q_norm) q_norm->weight.fill_(1.0);
+  if (k_norm) k_norm->weight.fill_(1.0);
+  if (ssmax_scale.defined()) ssmax_scale.fill_(ssmax_init_);
+}
+
+bool AttentionImpl::forms_scores() const {
+  return position_->traits().forms_scores || normalizer_ == config::AttentionNormalizer::stick_breaking;
 }
 
 void AttentionImpl::maybe_redraw_features() {
@@ -123,9 +165,18 @@ torch::Tensor AttentionImpl::attend_linear(const torch::Tensor& q, const torch::
   return linear_attention(phi_q, phi_k, rot_q, rot_k, vv, ctx.causal, ctx.key_keep).to(v.scalar_type());
 }
 
+std::pair<torch::Tensor, torch::Tensor> AttentionImpl::normalise(const torch::Tensor& scores, int64_t begin) const {
+  // In fp32 at least (half-precision scores lose the small weights).
+  const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  if (normalizer_ == config::AttentionNormalizer::softmax) return {torch::softmax(scores.to(acc), -1), {}};
+  StickBreaking sb = stick_breaking_weights(scores.to(acc), begin);
+  if (remainder_ == config::StickBreakingRemainder::discard) sb.remainder = torch::Tensor();
+  return {sb.weights, sb.remainder};
+}
+
 torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
-                                                    const torch::Tensor& v, const AttentionContext& ctx, int64_t begin,
-                                                    int64_t end) {
+                                                    const torch::Tensor& v, const AttentionContext& ctx,
+                                                    const torch::Tensor& state, int64_t begin, int64_t end) {
   const int64_t S = q.size(2);
   torch::Tensor scores = position_->content_scores(q, k, ctx.positions, begin, end);  // [B, H, C, S]
   if (ctx.mask.defined()) {
@@ -136,24 +187,28 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
-  const torch::Tensor score_term = position_->score_term(q, k, scores, ctx.positions, layer_, begin, end);
-  if (score_term.defined()) scores = scores + score_term.to(scores.scalar_type());
-  // Softmax in fp32 at least (half-precision scores lose the small weights), then back.
-  const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  if (position_->traits().forms_scores) {
+    const torch::Tensor score_term = position_->score_term(q, k, scores, ctx.positions, layer_, begin, end, state);
+    if (score_term.defined()) scores = scores + score_term.to(scores.scalar_type());
+  }
+  const auto [weights, remainder] = normalise(scores, begin);
   const torch::Tensor probs =
-      torch::dropout(torch::softmax(scores.to(acc), -1), is_training() ? dropout_ : 0.0, is_training())
-          .to(v.scalar_type());
+      torch::dropout(weights, is_training() ? dropout_ : 0.0, is_training()).to(v.scalar_type());
   torch::Tensor out = at::matmul(probs, v);  // [B, H, C, D]
-  const torch::Tensor output_term = position_->output_term(probs, ctx.positions, layer_, begin);
+  if (remainder.defined())                   // stick-breaking's leftover weight on the query's own value
+    out = out + remainder.unsqueeze(-1).to(v.scalar_type()) * v.narrow(2, begin, end - begin);
+  const torch::Tensor output_term =
+      position_->traits().forms_scores ? position_->output_term(probs, ctx.positions, layer_, begin) : torch::Tensor();
   return output_term.defined() ? out + output_term.to(out.scalar_type()) : out;
 }
 
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                               const AttentionContext& ctx) {
+                                               const AttentionContext& ctx, const torch::Tensor& state) {
   const int64_t S = q.size(2);
   record_kernel(attention_kernel::kExplicitScores);
-  return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S,
-                         [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, begin, end); });
+  return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
+    return attend_rows_with_terms(q, k, v, ctx, state, begin, end);
+  });
 }
 
 bool AttentionImpl::short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const {
@@ -185,7 +240,7 @@ torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const tor
                                                const AttentionContext& ctx) {
   const int64_t S = x.size(1);
   if (kind_ != config::AttentionKind::softmax || at::autocast::is_autocast_enabled(at::kCPU) ||
-      ctx.query_scale.defined() || position_->traits().forms_scores ||
+      ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || forms_scores() || q_norm ||
       !short_attention_allowed(S, ctx, is_training() ? dropout_ : 0.0) ||
       !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
     return {};
@@ -196,26 +251,37 @@ torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const tor
   return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
 }
 
-torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
+torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const AttentionContext& ctx) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
   // gradient in backward) instead of three; the parameters stay three Linears (HF names).
   const torch::Tensor w = torch::cat({self->query->weight, self->key->weight, self->value->weight});
   const torch::Tensor b = torch::cat({self->query->bias, self->key->bias, self->value->bias});
   const torch::Tensor fused = attend_projection(x, w, b, ctx);
-  if (fused.defined()) return dense(output->dense, fused.transpose(1, 2).reshape({B, S, width}));
+  if (fused.defined()) return fused;
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split(width, -1);  // 3 x [B, S, H*D]
   auto split_heads = [&](const torch::Tensor& t) { return t.view({B, S, heads_, head_dim_}).transpose(1, 2); };
   torch::Tensor q = split_heads(qkv[0]);  // [B, H, S, D] views of the projection, no copies
   torch::Tensor k = split_heads(qkv[1]);
   torch::Tensor v = split_heads(qkv[2]);
-  if (kind_ == config::AttentionKind::linear)
-    return dense(output->dense, attend_linear(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
+  if (q_norm) {  // before the rotation, as the FoX authors' layer and Llama 4 do
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  if (kind_ == config::AttentionKind::linear) return attend_linear(q, k, v, ctx);
   position_->rotate(q, k, v, ctx.positions);
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
-  if (position_->traits().forms_scores)
-    return dense(output->dense, attend_with_terms(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
-  return dense(output->dense, attend_sdpa(q, k, v, ctx).transpose(1, 2).reshape({B, S, width}));
+  if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
+    q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
+  if (forms_scores()) return attend_with_terms(q, k, v, ctx, position_->layer_state(x, layer_));
+  return attend_sdpa(q, k, v, ctx);
+}
+
+torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
+  const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
+  torch::Tensor merged = attend_heads(x, ctx).transpose(1, 2).reshape({B, S, width});
+  if (output_gate) merged = merged * torch::sigmoid(dense(output_gate, x));
+  return dense(output->dense, merged);
 }
 
 }  // namespace roformer::model

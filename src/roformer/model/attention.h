@@ -6,7 +6,9 @@
 // (Shaw, Transformer-XL, DeBERTa) get the scores formed explicitly, per block of queries when
 // the whole [B, H, S, S] scores would pass the encoder's limit. With
 // model.attention=linear the scores are never formed (linear_attention.h): the rotate hook then
-// rotates the feature maps of q and k, as RoFormer's Eq. 19 does.
+// rotates the feature maps of q and k, as RoFormer's Eq. 19 does. The options of 2025 attach
+// here: QK-norm before the rotation, SSMax's learned log-n on the queries, stick-breaking in
+// place of the softmax (stick_breaking.h), and an output gate before output.dense.
 #pragma once
 
 #include <ATen/ops/linear.h>
@@ -15,6 +17,8 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+
+#include <utility>
 
 #include "roformer/config/config.h"
 #include "roformer/model/attention_mask.h"
@@ -53,7 +57,24 @@ struct AttentionContext {
   torch::Tensor key_keep;        // [B, S] 1 = token, 0 = padding, or undefined (linear attention's padding)
   int64_t score_block_rows = 0;  // query rows per block when attention forms the scores; 0: all at once
   torch::Tensor query_scale;     // log-n factor per query, [1|B, 1, S, 1], or undefined
+  torch::Tensor ssmax_log_keys;  // SSMax: log n, n the keys each query sees, [1|B, 1, S|1, 1], or undefined
 };
+
+// SSMax's log n: causal, n = i + 1 for query row i; bidirectional, the sequence's unpadded keys
+// (key_keep [B, S], or all S). Float64 [1, 1, S, 1] or [B, 1, 1, 1].
+torch::Tensor ssmax_log_keys(int64_t S, bool causal, const torch::Tensor& key_keep, const torch::Device& device);
+
+// RMSNorm of each head's features with a learned weight per head and feature (QK-norm).
+class HeadNormImpl : public torch::nn::Module {
+ public:
+  HeadNormImpl(int64_t heads, int64_t head_dim, double eps);
+  // x [B, heads, S, head_dim] -> normalised x, in x's dtype (computed in fp32 at least).
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight;  // [heads, head_dim]
+ private:
+  double eps_;
+};
+TORCH_MODULE(HeadNorm);
 
 // log-n's factor on the query at each position p: max(1, log(p + 1) / log(length)), float64, the
 // shape of `positions` (1 for every position inside the length).
@@ -66,9 +87,14 @@ class AttentionImpl : public torch::nn::Module {
 
   // x: [B, S, H] -> context projected by output.dense: [B, S, H] (before dropout/residual).
   torch::Tensor attend(const torch::Tensor& x, const AttentionContext& ctx);
+  // Initialises what build_model's generic draw must not: QK-norm weights (1), SSMax's s.
+  void reset_parameters();
 
   SelfAttentionProj self{nullptr};
   DenseNorm output{nullptr};
+  HeadNorm q_norm{nullptr}, k_norm{nullptr};  // model.qk_norm only
+  torch::nn::Linear output_gate{nullptr};     // model.output_gate only: W_g [H, H], no bias
+  torch::Tensor ssmax_scale;                  // attention_scale ssmax only: s per head [heads]
   // FAVOR+ only: the random projection [D, D] and the training forwards seen (for redraws);
   // buffers, so checkpoints carry them and a resumed run draws what it would have drawn.
   torch::Tensor favor_projection, favor_forwards;
@@ -84,11 +110,20 @@ class AttentionImpl : public torch::nn::Module {
                             const AttentionContext& ctx);
   // q, k, v: [B, H, S, D] -> [B, H, S, D] with the scores formed here, for families with
   // score terms: softmax(q.k * scale + term + mask) v + output term, in blocks of query rows.
+  // `state` is the family's layer_state. Stick-breaking replaces the softmax here.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const AttentionContext& ctx);
+                                  const AttentionContext& ctx, const torch::Tensor& state);
   // The same for query rows [begin, end): -> [B, H, end - begin, D].
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const AttentionContext& ctx, int64_t begin, int64_t end);
+                                       const AttentionContext& ctx, const torch::Tensor& state, int64_t begin,
+                                       int64_t end);
+  // The weights of scores [B, H, C, S] (rows begin..): softmax or stick-breaking, fp32 at least;
+  // with stick-breaking's remainder when it goes to the query's own value (else undefined).
+  std::pair<torch::Tensor, torch::Tensor> normalise(const torch::Tensor& scores, int64_t begin) const;
+  // x [B, S, H] -> the heads' attention output [B, H, S, D], every path but the final projection.
+  torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx);
+  // Whether this layer forms its scores itself: the family's terms, or stick-breaking.
+  bool forms_scores() const;
 
   // The projection, bias, rotation and attention in one op (ops::short_attention_qkv) where
   // use_short_attention would run and the position family's rotation can ride along: x [B, S, E],
@@ -107,6 +142,9 @@ class AttentionImpl : public torch::nn::Module {
   config::AttentionKind kind_;
   config::AttentionKernel kernel_;
   config::LinearAttentionConfig linear_;
+  config::AttentionNormalizer normalizer_;
+  config::StickBreakingRemainder remainder_;
+  double ssmax_init_;
   uint64_t favor_seed_ = 0;
   std::shared_ptr<PositionEncodingImpl> position_;  // shared with the model; not registered here
 };

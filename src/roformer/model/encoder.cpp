@@ -154,13 +154,16 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   // In the dtype the scores have; families with score terms form their scores themselves, so
   // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
   const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
+  const bool stick_breaking = config_.attention_normalizer == config::AttentionNormalizer::stick_breaking;
+  const bool forms_scores = position->traits().forms_scores || stick_breaking;
   ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
-                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device,
-                           position->traits().forms_scores, attention_whole_limit_bytes);
-  if (position->traits().forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
+                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device, forms_scores,
+                           attention_whole_limit_bytes);
+  if (forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
     const int64_t B = in.input_ids.size(0);
-    const double pair_bytes = double(B) * double(config_.num_heads) * score_bytes +
+    // Stick-breaking holds about six more such tensors: two log-sigmoids, the suffix sums, the weights.
+    const double pair_bytes = double(B) * double(config_.num_heads) * score_bytes * (stick_breaking ? 7.0 : 1.0) +
                               position->score_term_bytes_per_pair(B, config_.num_heads, score_bytes);
     const double row_bytes = pair_bytes * double(S);
     ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes, device);
@@ -171,6 +174,8 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
     const torch::Tensor scale = logn_scale(positions, config_.attention_scale_length);  // [S] or [B, S]
     ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
   }
+  if (config_.attention_scale == AttentionScale::ssmax)
+    ctx.ssmax_log_keys = ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
   return ctx;
 }
 
@@ -240,6 +245,7 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {
     }
   }
   model->position->reset_parameters();  // families whose papers initialise otherwise
+  for (const auto& layer : *model->encoder->layer) layer->as<EncoderLayer>()->attention->reset_parameters();
   // Scaled embeddings start at unit size after the sqrt(E) factor (fairseq's initialisation).
   if (config.embed_scale == config::EmbedScale::sqrt_d)
     model->embeddings->word_embeddings->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(config.embed_dim())));

@@ -100,7 +100,8 @@ std::string count(double n) {
 }
 
 // Parameters of build_model's encoder: embeddings (the MLM/LM decoder is tied to them),
-// layers, head; the position family's own parameters (its row in config/position_families).
+// layers, head; the position family's own parameters (its row in config/position_families);
+// the attention options' (QK-norm, output gate, SSMax).
 double count_parameters(const config::ModelConfig& m) {
   const double H = double(m.hidden_size), F = double(m.ffn_size), E = double(m.embed_dim());
   const double V = double(m.vocab_size), L = double(m.num_layers);
@@ -110,6 +111,9 @@ double count_parameters(const config::ModelConfig& m) {
   if (m.norm == config::NormPlacement::pre) n += 2 * H;  // final LayerNorm
   n += H * E + E + 2 * E + V;                            // head transform, its LayerNorm, decoder bias
   n += config::position_parameters(m);                   // the position family's own
+  if (m.qk_norm) n += L * 2 * H;                         // q_norm, k_norm: [heads, head_dim] each
+  if (m.output_gate) n += L * H * H;                     // W_g
+  if (m.attention_scale == config::AttentionScale::ssmax) n += L * double(m.num_heads);  // s per head
   return n;
 }
 

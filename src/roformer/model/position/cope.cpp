@@ -36,8 +36,8 @@ void CopeImpl::reset_parameters() {
 }
 
 torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& scores,
-                                   const torch::Tensor& /*positions*/, int64_t layer_index, int64_t begin,
-                                   int64_t end) {
+                                   const torch::Tensor& /*positions*/, int64_t layer_index, int64_t begin, int64_t end,
+                                   const torch::Tensor& /*state*/) {
   const torch::Tensor pos = cope_positions(scores, config_.max_positions);  // [B, H, C, S]
   const torch::Tensor rows = q.narrow(2, begin, end - begin).to(pos.scalar_type());
   const torch::Tensor at_integers = torch::matmul(rows, layers_[layer_index]->pos_emb.to(pos.scalar_type()));

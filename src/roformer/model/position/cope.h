@@ -34,7 +34,8 @@ class CopeImpl : public PositionEncodingImpl {
  public:
   CopeImpl(const config::CopeConfig& config, int64_t num_layers, int64_t head_dim);
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
-                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
+                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
+                           const torch::Tensor& /*state*/) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   void reset_parameters() override;
 

@@ -68,7 +68,8 @@ void FireImpl::reset_parameters() {
 }
 
 torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& /*scores*/,
-                                   const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end) {
+                                   const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
+                                   const torch::Tensor& /*state*/) {
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor c = f->c.to(dt);

@@ -6,7 +6,8 @@
 //   content_scores: the scaled q.k scores of query rows when attention forms them (a family
 //                that picks a relative position per pair, ReRoPE, forms them itself)
 //   score_term:  a term added to the scores, per layer and query rows: from q and k (Shaw,
-//                Transformer-XL, DeBERTa), the scores themselves (CoPE) or the positions (FIRE)
+//                Transformer-XL, DeBERTa), the scores themselves (CoPE), the positions (FIRE)
+//                or the layer's input through layer_state (FoX's forget gates)
 //   output_term: a term from the attention weights (Shaw's relative values)
 // What attention must know about a family beyond that math is one Traits value, set by the
 // family's constructor: whether attention forms the scores (content_scores, score_term and
@@ -58,13 +59,18 @@ class PositionEncodingImpl : public torch::nn::Module {
   // q [B, H, S, D] (after rotate), k [B, H, S, D] -> [B, H, C, S]; q_rows . k * score_scale here.
   virtual torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                        int64_t begin, int64_t end);
+  // What a family whose term depends on the tokens (FoX's forget gates) derives from layer
+  // `layer`'s input x [B, S, hidden], once per layer before any block of query rows; handed
+  // back to score_term as `state`. Undefined for families of positions alone.
+  virtual torch::Tensor layer_state(const torch::Tensor& x, int64_t layer) { return {}; }
   // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
-  // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin.
-  // Attention asks for all rows at once, or for blocks of them at long lengths. Only called
-  // when traits().forms_scores; undefined when the family has nothing to add.
+  // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin;
+  // `state` is layer_state's. Attention asks for all rows at once, or for blocks of them at
+  // long lengths. Only called when traits().forms_scores; undefined when there is nothing to add.
   virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
-                                   const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) {
+                                   const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
+                                   const torch::Tensor& state) {
     return {};
   }
   // Bytes the score term holds per (query, key) pair beyond the scores themselves, for a batch

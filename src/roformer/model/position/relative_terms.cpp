@@ -65,7 +65,8 @@ torch::Tensor ShawImpl::table_index(const torch::Tensor& positions, int64_t begi
 }
 
 torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
-                                   const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end) {
+                                   const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
+                                   const torch::Tensor& /*state*/) {
   const torch::Tensor& w = tables(layer_index)->relative_key->weight;  // [2k+1, D]
   const torch::Tensor rows = q.narrow(2, begin, end - begin);
   const torch::Tensor by_distance = torch::matmul(rows, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, C, 2k+1]
@@ -107,7 +108,8 @@ TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t
 // so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
 torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& /*scores*/, const torch::Tensor& positions,
-                                            int64_t layer_index, int64_t begin, int64_t end) {
+                                            int64_t layer_index, int64_t begin, int64_t end,
+                                            const torch::Tensor& /*state*/) {
   const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), half = hidden_ / 2;
   const torch::Tensor angles = cached(angles_, positions, torch::kFloat64, [&] {
@@ -186,7 +188,8 @@ std::pair<torch::Tensor, torch::Tensor> DebertaImpl::table_index(const torch::Te
 // Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers rows j of K Q_r^T at
 // delta(j, i), [B, H, S, C], and is transposed.
 torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
-                                      const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end) {
+                                      const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
+                                      const torch::Tensor& /*state*/) {
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
   const auto [c2p_index, p2c_index] = table_index(positions, begin, end);  // [.., C, S] each

@@ -35,7 +35,8 @@ class ShawImpl : public PositionEncodingImpl {
  public:
   ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim);
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
-                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
+                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
+                           const torch::Tensor& /*state*/) override;
   torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
                             int64_t begin) override;
 
@@ -66,7 +67,8 @@ class TransformerXlImpl : public PositionEncodingImpl {
  public:
   TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads);
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
-                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
+                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
+                           const torch::Tensor& /*state*/) override;
 
   torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
 
@@ -93,7 +95,8 @@ class DebertaImpl : public PositionEncodingImpl {
  public:
   DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden);
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
-                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end) override;
+                           const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
+                           const torch::Tensor& /*state*/) override;
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers

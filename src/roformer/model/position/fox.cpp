@@ -1,0 +1,56 @@
+// FoX's forget-gate decay (see fox.h).
+#include "roformer/model/position/fox.h"
+
+#include <ATen/ops/linear.h>
+#include <torch/torch.h>
+
+namespace roformer::model {
+
+FoxLayerImpl::FoxLayerImpl(config::FoxGate gate, int64_t hidden, int64_t heads) {
+  if (gate == config::FoxGate::data)
+    fgate_proj = register_module("fgate_proj", torch::nn::Linear(hidden, heads));
+  else
+    fgate_bias = register_parameter("fgate_bias", torch::zeros({heads}));
+}
+
+torch::Tensor FoxLayerImpl::gate_logits(const torch::Tensor& x) const {
+  if (fgate_proj) return at::linear(x, fgate_proj->weight, fgate_proj->bias);
+  return fgate_bias.to(x.scalar_type()).expand({x.size(0), x.size(1), fgate_bias.size(0)});
+}
+
+FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64_t hidden, int64_t heads,
+                 bool bidirectional)
+    : bidirectional_(bidirectional) {
+  traits_.forms_scores = true;
+  traits_.rotation = config.fox.rope ? Rotation::applied : Rotation::none;
+  if (config.fox.rope) rope_ = std::make_shared<RopeImpl>(config.rope, hidden / heads);
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers_.emplace_back(config.fox.gate, hidden, heads);
+    layer->push_back(layers_.back());
+  }
+}
+
+void FoxImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) {
+  if (rope_) rope_->rotate(q, k, v, positions);
+}
+
+torch::Tensor FoxImpl::layer_state(const torch::Tensor& x, int64_t layer_index) {
+  // The gates' logs and their running sum in fp32 at least, as the authors' kernel takes them.
+  const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor log_f = torch::log_sigmoid(layers_[layer_index]->gate_logits(x).to(acc));  // [B, S, heads]
+  return log_f.transpose(1, 2).cumsum(-1);                                                        // c: [B, heads, S]
+}
+
+torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
+                                  const torch::Tensor& /*scores*/, const torch::Tensor& /*positions*/,
+                                  int64_t /*layer*/, int64_t begin, int64_t end, const torch::Tensor& state) {
+  const torch::Tensor d = state.narrow(2, begin, end - begin).unsqueeze(-1) - state.unsqueeze(2);  // c_i - c_j
+  return bidirectional_ ? -d.abs() : d;  // causal: keys after the query are hidden by the mask
+}
+
+double FoxImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
+  return (bidirectional_ ? 2.0 : 1.0) * 4.0 * double(batch) * double(heads);  // the difference (and its abs), fp32
+}
+
+}  // namespace roformer::model

@@ -378,6 +378,10 @@ TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
        "model.position.rope.rerope.leak=16",
        true},
       {"--set model.attention_scale=logn_past_training", true},
+      {"--set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=32 --set "
+       "model.position.rope.self_extend.group=4",
+       true},
+      {"--set model.position.rope.mode=string --set model.position.rope.string.local=4", false},
       {"--set model.position.rope.scaling.kind=llama3 --set model.position.rope.scaling.factor=4", false}};
   for (const auto& [method, same_at_1x] : methods) {
     SCOPED_TRACE(method);

@@ -54,7 +54,8 @@ Weights softmax_of(bool causal, const std::function<double(int64_t, int64_t, int
 }
 
 // The heads' outputs sum_j a_ij v_j (+ own_value(h, i) v_i), merged to [1, S, hidden], before output.dense.
-torch::Tensor context(const Fixture& f, const Weights& weights, const std::function<double(int64_t, int64_t)>& own = {}) {
+torch::Tensor context(const Fixture& f, const Weights& weights,
+                      const std::function<double(int64_t, int64_t)>& own = {}) {
   torch::Tensor ctx = torch::zeros({kS, kHeads, kD}, kDouble);
   for (int64_t h = 0; h < kHeads; ++h)
     for (int64_t i = 0; i < kS; ++i) {
@@ -114,8 +115,8 @@ TEST(Fox, EqualsTheAuthorsLayerInDouble) {
       return causal ? c[h][i] - c[h][j] : -std::abs(c[h][i] - c[h][j]);
     };
     f.expect_output(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
-                                                   return content(f.q, f.k, h, i, j) + decay(h, i, j);
-                                                 }))));
+                                                 return content(f.q, f.k, h, i, j) + decay(h, i, j);
+                                               }))));
     // Mutations: the sign of the decay; the gate of the key itself counted (sum from l = j).
     f.expect_output_differs(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
                                                          return content(f.q, f.k, h, i, j) - decay(h, i, j);
@@ -213,8 +214,7 @@ TEST(StickBreaking, EqualsTheAuthorsReferenceInDouble) {
       f.expect_output(true, project(f, context(f, sb, rem)));
       // Mutations: the query attends to itself (attend_current); the remainder on the wrong value.
       f.expect_output_differs(true, project(f, context(f, stick_breaking_of(z, true), rem)));
-      if (keep)
-        f.expect_output_differs(true, project(f, context(f, sb, [&](int64_t h, int64_t i) { return 0.0; })));
+      if (keep) f.expect_output_differs(true, project(f, context(f, sb, [&](int64_t h, int64_t i) { return 0.0; })));
     }
   }
 }
@@ -246,8 +246,8 @@ TEST(Ssmax, ScalesTheLogitsBySLogN) {
     const std::vector<double> s{0.7, -0.4};
     auto n = [&](int64_t i) { return causal ? double(i + 1) : double(kS); };
     f.expect_output(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
-                                                   return s[h] * std::log(n(i)) * content(f.q, f.k, h, i, j);
-                                                 }))));
+                                                 return s[h] * std::log(n(i)) * content(f.q, f.k, h, i, j);
+                                               }))));
     f.expect_output_differs(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
                                                          return s[h] * std::log(n(i) + 1) * content(f.q, f.k, h, i, j);
                                                        }))));
@@ -279,9 +279,8 @@ TEST(QkNorm, NormalisesEachHeadWithItsOwnWeights) {
   for (bool per_head : {true, false}) {
     const torch::Tensor qn = rms(f.q, f.attn->q_norm->weight.detach(), per_head);
     const torch::Tensor kn = rms(f.k, f.attn->k_norm->weight.detach(), per_head);
-    const torch::Tensor want = project(f, context(f, softmax_of(false, [&](int64_t h, int64_t i, int64_t j) {
-                                                   return content(qn, kn, h, i, j);
-                                                 })));
+    const torch::Tensor want = project(
+        f, context(f, softmax_of(false, [&](int64_t h, int64_t i, int64_t j) { return content(qn, kn, h, i, j); })));
     if (per_head)
       f.expect_output(false, want);
     else
@@ -293,9 +292,8 @@ TEST(OutputGate, MultipliesTheHeadsBySigmoidOfTheInputProjection) {
   config::ModelConfig c = small_model(PositionKind::none, true);
   c.output_gate = true;
   Fixture f(c);
-  const torch::Tensor ctx = context(f, softmax_of(true, [&](int64_t h, int64_t i, int64_t j) {
-                                      return content(f.q, f.k, h, i, j);
-                                    }));
+  const torch::Tensor ctx =
+      context(f, softmax_of(true, [&](int64_t h, int64_t i, int64_t j) { return content(f.q, f.k, h, i, j); }));
   torch::Tensor gated = torch::zeros_like(ctx);
   const torch::Tensor w = f.attn->output_gate->weight.detach();
   for (int64_t t = 0; t < kS; ++t)

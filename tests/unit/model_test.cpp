@@ -89,6 +89,16 @@ std::vector<Case> all_cases() {
                    c.position.rope.rerope.window = 3;
                    c.position.rope.rerope.leak = 4;
                  }});
+  out.push_back({"rope+string", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.position.rope.mode = config::RopeMode::string;
+                   c.position.rope.string.shift_fraction = 0.4;
+                   c.position.rope.string.local = 1;
+                 }});
+  out.push_back({"rope+self_extend", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.position.rope.mode = config::RopeMode::self_extend;
+                   c.position.rope.self_extend.group = 2;
+                   c.position.rope.self_extend.window = 3;
+                 }});
   out.push_back({"rope+logn", PositionKind::rope, [](config::ModelConfig& c) {
                    c.attention_scale = config::AttentionScale::logn;
                    c.attention_scale_length = 3;  // inside the inputs: the factor is not 1 everywhere

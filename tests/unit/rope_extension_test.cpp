@@ -212,6 +212,85 @@ TEST(RopeExtension, ReRopeWithAWindowPastTheSequenceIsPlainRope) {
   }
 }
 
+namespace {
+
+config::ModelConfig remap_config(bool causal, config::RopeMode mode) {
+  config::ModelConfig c = small_model(config::PositionKind::rope, causal);
+  c.position.rope.mode = mode;
+  c.position.rope.string.shift_fraction = 0.5;  // S = floor(0.5 x 7) = 3
+  c.position.rope.string.local = 1;             // W: d >= 3 becomes d - 2
+  c.position.rope.string.attention_factor = 1.2;
+  c.position.rope.self_extend.group = 2;
+  c.position.rope.self_extend.window = 3;
+  return c;
+}
+
+// STRING (the paper's Section 4 and the authors' string_for_llama.py): d >= S becomes d - S + W,
+// the query rotated to i - S + W against keys in place; mirrored for keys after the query (ours).
+double string_rel(int64_t i, int64_t j, int64_t shift, int64_t local) {
+  const int64_t d = i - j;
+  if (d >= shift) return double(d - shift + local);
+  if (-d >= shift) return -double(-d - shift + local);
+  return double(d);
+}
+
+// Self-Extend (the authors' self_extend_forward): neighbours (d < W) keep i - j; farther keys
+// the grouped query position i // G + W - W // G against the key's j // G; mirrored after the query.
+double self_extend_rel(int64_t i, int64_t j, int64_t group, int64_t window, int64_t offset) {
+  const int64_t d = i - j;
+  if (d >= window) return double(i / group + offset - j / group);
+  if (-d >= window) return double(i / group - offset - j / group);
+  return double(d);
+}
+
+}  // namespace
+
+TEST(RopeExtension, StringEqualsItsShiftedPositionsInDouble) {
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "bidirectional");
+    Fixture f(remap_config(causal, config::RopeMode::string));
+    f.expect_output(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      return 1.44 * rope_score(f.q[h][i], f.k[h][j], string_rel(i, j, 3, 1));
+    }));
+    // Mutations: W one larger; the logit factor left out.
+    f.expect_output_differs(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      return 1.44 * rope_score(f.q[h][i], f.k[h][j], string_rel(i, j, 3, 2));
+    }));
+    f.expect_output_differs(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      return rope_score(f.q[h][i], f.k[h][j], string_rel(i, j, 3, 1));
+    }));
+  }
+  // W >= S would move positions up: the pass stays plain RoPE (attention factor 1 here).
+  config::ModelConfig c = remap_config(true, config::RopeMode::string);
+  c.position.rope.string.local = 3;
+  c.position.rope.string.attention_factor = 1.0;
+  Fixture plain(remap_config(true, config::RopeMode::rotate)), wide(c);
+  EXPECT_TRUE(torch::allclose(plain.run(true), wide.run(true), 1e-12, 1e-12));
+}
+
+TEST(RopeExtension, SelfExtendEqualsItsGroupedPositionsInDouble) {
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "bidirectional");
+    Fixture f(remap_config(causal, config::RopeMode::self_extend));
+    f.expect_output(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      return rope_score(f.q[h][i], f.k[h][j], self_extend_rel(i, j, 2, 3, 3 - 3 / 2));
+    }));
+    // Mutations: the neighbour window one narrower; the shift W - W/G in real numbers (1.5).
+    f.expect_output_differs(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      return rope_score(f.q[h][i], f.k[h][j], self_extend_rel(i, j, 2, 2, 3 - 3 / 2));
+    }));
+    f.expect_output_differs(causal, f.expected(causal, [&](int64_t h, int64_t i, int64_t j) {
+      const double rel = self_extend_rel(i, j, 2, 3, 3 - 3 / 2);
+      return rope_score(f.q[h][i], f.k[h][j], std::abs(i - j) >= 3 ? rel + (i > j ? -0.5 : 0.5) : rel);
+    }));
+  }
+  // A window past the sequence: plain RoPE.
+  config::ModelConfig c = remap_config(true, config::RopeMode::self_extend);
+  c.position.rope.self_extend.window = kS;
+  Fixture plain(remap_config(true, config::RopeMode::rotate)), wide(c);
+  EXPECT_TRUE(torch::allclose(plain.run(true), wide.run(true), 1e-12, 1e-12));
+}
+
 TEST(RopeExtension, LognFactorPerPosition) {
   const torch::Tensor p = torch::arange(0, 40, torch::kLong);
   const torch::Tensor s = logn_scale(p, 16);

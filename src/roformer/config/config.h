@@ -71,11 +71,34 @@ struct RopeScalingConfig {
 // How RoPE's relative position enters the scores: rotate (RoPE: q and k rotated once, exact
 // relative positions) or rerope (ReRoPE / Leaky ReRoPE: the relative position capped past a
 // window, the scores formed per pair from several rotations; an evaluation-time choice).
-enum class RopeMode { rotate, rerope };
+// string (STRING, An et al., ICLR 2025) and self_extend (Jin et al., ICML 2024) remap it the same
+// way: past a threshold the scores come from a second rotation of the query and keys.
+enum class RopeMode { rotate, rerope, string, self_extend };
 
 struct ReRopeConfig {
   int64_t window = 0;  // w (rope.mode rerope needs one); 0 = none
   double leak = 0.0;   // k of Leaky ReRoPE (slope 1/k past w); 0 = ReRoPE (constant past w)
+  void visit(FieldVisitor& v);
+};
+
+// STRING (An et al., ICLR 2025; HKUNLP/STRING): relative positions d >= S become d - S + W, so
+// the far keys reuse the well-trained positions near W; S = floor(shift_fraction x the pass's
+// length) (the authors: 0.33 of the test length), W = local (the authors: 128). A pass with
+// W >= S stays plain RoPE (the shift would move positions up). The authors also scale RoPE's
+// cos and sin by attention_factor (0.1 ln 2 + 1), which multiplies every logit by its square.
+struct StringConfig {
+  double shift_fraction = 0.33;
+  int64_t local = 128;
+  double attention_factor = 1.0 + 0.1 * 0.6931471805599453;
+  void visit(FieldVisitor& v);
+};
+
+// Self-Extend (Jin et al., ICML 2024; datamllab/LongLM): keys within the neighbour window W of
+// the query keep RoPE's positions; farther keys are grouped: the query at floor(i / G) + W -
+// floor(W / G), the key at floor(j / G).
+struct SelfExtendConfig {
+  int64_t group = 8;      // G (the authors' group_size_1)
+  int64_t window = 1024;  // W (the authors' group_size_2)
   void visit(FieldVisitor& v);
 };
 
@@ -94,6 +117,8 @@ struct RopeConfig {
   RopeScalingConfig scaling;
   RopeMode mode = RopeMode::rotate;
   ReRopeConfig rerope;
+  StringConfig string;
+  SelfExtendConfig self_extend;
   void visit(FieldVisitor& v);
 };
 
@@ -420,6 +445,7 @@ struct Config {
 // Enum <-> YAML name tables (config_fields.cpp), shared by the CLI and the dump.
 const EnumNames<PositionKind>& position_kind_names();
 const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
+const EnumNames<AttentionScale>& attention_scale_names();
 const EnumNames<Objective>& objective_names();
 const EnumNames<EvalProtocol>& eval_protocol_names();
 const EnumNames<FinetuneTask>& finetune_task_names();

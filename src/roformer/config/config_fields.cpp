@@ -4,6 +4,14 @@
 
 namespace roformer::config {
 
+const EnumNames<AttentionScale>& attention_scale_names() {
+  static const EnumNames<AttentionScale> names{{{AttentionScale::none, "none"},
+                                                {AttentionScale::logn, "logn"},
+                                                {AttentionScale::logn_past_training, "logn_past_training"},
+                                                {AttentionScale::ssmax, "ssmax"}}};
+  return names;
+}
+
 const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
   static const EnumNames<RopeScalingKind> names{{{RopeScalingKind::none, "none"},
                                                  {RopeScalingKind::linear, "linear"},
@@ -58,6 +66,21 @@ void ReRopeConfig::visit(FieldVisitor& v) {
           "Leaky ReRoPE: past w the relative position grows by 1/leak per token (Su: 16); 0 = constant (ReRoPE)");
 }
 
+void StringConfig::visit(FieldVisitor& v) {
+  v.field("shift_fraction", shift_fraction, between(1e-6, 1.0),
+          "S = floor(shift_fraction x the pass's length): relative positions d >= S become d - S + W (STRING: 0.33)");
+  v.field("local", local, between(int64_t{0}, int64_t{1} << 40),
+          "W: the position the shifted keys start from (STRING: 128); a pass with W >= S stays plain RoPE");
+  v.field("attention_factor", attention_factor, between(1e-3, 1e3),
+          "factor on RoPE's cos and sin, so the logits grow by its square (STRING: 0.1 ln 2 + 1)");
+}
+
+void SelfExtendConfig::visit(FieldVisitor& v) {
+  v.field("group", group, between(int64_t{1}, int64_t{1} << 20), "G: positions past the window grouped by G (8)");
+  v.field("window", window, between(int64_t{1}, int64_t{1} << 40),
+          "W: keys closer than W to the query keep RoPE's positions (1024)");
+}
+
 void RopeConfig::visit(FieldVisitor& v) {
   static const EnumNames<RopePairing> pairings{
       {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
@@ -78,12 +101,21 @@ void RopeConfig::visit(FieldVisitor& v) {
           "per pair and token (same values; false computes them in the kernel)");
   v.section(
       "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
-  static const EnumNames<RopeMode> modes{{{RopeMode::rotate, "rotate"}, {RopeMode::rerope, "rerope"}}};
+  static const EnumNames<RopeMode> modes{{{RopeMode::rotate, "rotate"},
+                                          {RopeMode::rerope, "rerope"},
+                                          {RopeMode::string, "string"},
+                                          {RopeMode::self_extend, "self_extend"}}};
   enum_field(v, "mode", mode, modes,
              "rotate: RoPE's exact relative positions; rerope: ReRoPE / Leaky ReRoPE, relative positions capped "
-             "past rerope.window (an evaluation-time choice for RoPE checkpoints)");
+             "past rerope.window; string: STRING's shifted positions; self_extend: Self-Extend's grouped positions "
+             "(the last three are training-free, evaluation-time choices for RoPE checkpoints)");
   v.section(
       "rerope", [this](FieldVisitor& s) { rerope.visit(s); }, "ReRoPE / Leaky ReRoPE relative-position window");
+  v.section(
+      "string", [this](FieldVisitor& s) { string.visit(s); }, "STRING shifted positions (An et al. 2025)");
+  v.section(
+      "self_extend", [this](FieldVisitor& s) { self_extend.visit(s); },
+      "Self-Extend grouped positions (Jin et al. 2024)");
 }
 
 void T5BiasConfig::visit(FieldVisitor& v) {
@@ -221,11 +253,7 @@ void ModelConfig::visit(FieldVisitor& v) {
       {{AttentionKind::softmax, "softmax"}, {AttentionKind::linear, "linear"}}};
   enum_field(v, "attention", attention, attentions,
              "softmax, or linear (kernelised, O(S); RoPE as in RoFormer Eq. 19; no score-bias families)");
-  static const EnumNames<AttentionScale> attention_scales{{{AttentionScale::none, "none"},
-                                                           {AttentionScale::logn, "logn"},
-                                                           {AttentionScale::logn_past_training, "logn_past_training"},
-                                                           {AttentionScale::ssmax, "ssmax"}}};
-  enum_field(v, "attention_scale", attention_scale, attention_scales,
+  enum_field(v, "attention_scale", attention_scale, attention_scale_names(),
              "query scaling: none; logn: queries times max(1, log(i+1)/log(L)) in training and evaluation (Su); "
              "logn_past_training: the same in evaluation only (Qwen's use_logn_attn); ssmax: logits times s_h log n, "
              "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025)");

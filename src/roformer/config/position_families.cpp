@@ -14,28 +14,29 @@ namespace {
 // ---- validation -------------------------------------------------------------------------
 
 // ReRoPE is rope.mode=rerope with its window; a window alone is refused rather than ignored.
-void validate_rerope(const Config& c, const Origins& o) {
+// Every remapping mode (rerope, string, self_extend) needs plain RoPE's q.k per pair.
+void validate_rope_remap(const Config& c, const Origins& o) {
   const PositionConfig& p = c.model.position;
-  const bool rerope = p.rope.mode == RopeMode::rerope;
-  if (!rerope) {
-    if (p.rope.rerope.window > 0)
-      conflict(o, "model.position.rope.rerope.window", "model.position.rope.mode",
-               "a ReRoPE window takes effect only with model.position.rope.mode=rerope; set that, or drop the window");
-    return;
-  }
-  if (p.rope.rerope.window < 1)
+  const RopeMode mode = p.rope.mode;
+  if (mode != RopeMode::rerope && p.rope.rerope.window > 0)
+    conflict(o, "model.position.rope.rerope.window", "model.position.rope.mode",
+             "a ReRoPE window takes effect only with model.position.rope.mode=rerope; set that, or drop the window");
+  if (mode == RopeMode::rotate) return;
+  if (mode == RopeMode::rerope && p.rope.rerope.window < 1)
     invalid(o, "model.position.rope.rerope.window",
             "ReRoPE (model.position.rope.mode=rerope) needs its window w >= 1: relative positions past w count as w "
             "(Su used 512 for a model trained at 4096; at most the training length)");
-  if (p.kind == PositionKind::xpos)
-    conflict(o, "model.position.rope.mode", "model.position.kind",
-             "ReRoPE caps RoPE's relative position; xPos's decay is not defined for it; use kind rope");
+  if (p.kind != PositionKind::rope)
+    conflict(
+        o, "model.position.rope.mode", "model.position.kind",
+        "rerope, string and self_extend remap RoPE's relative position, which only kind rope has whole; use kind rope");
   if (p.rope.rotate_value)
     conflict(o, "model.position.rope.mode", "model.position.rope.rotate_value",
-             "ReRoPE's relative position exists only between a query and a key; a rotated value has none");
+             "a remapped relative position exists only between a query and a key; a rotated value has none");
   if (c.model.attention == AttentionKind::linear)
     conflict(o, "model.attention", "model.position.rope.mode",
-             "ReRoPE picks a relative position per (query, key) pair, which linear attention never forms");
+             "rerope, string and self_extend pick a relative position per (query, key) pair, which linear attention "
+             "never forms");
 }
 
 void validate_rotary(const Config& c, const Origins& o) {
@@ -54,7 +55,7 @@ void validate_rotary(const Config& c, const Origins& o) {
   if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
     conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
              "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
-  validate_rerope(c, o);
+  validate_rope_remap(c, o);
   if (s.kind == RopeScalingKind::llama3 && s.high_freq_factor <= s.low_freq_factor)
     conflict(o, "model.position.rope.scaling.high_freq_factor", "model.position.rope.scaling.low_freq_factor",
              "Llama 3 blends between the two wavelengths L/high and L/low, so high_freq_factor must exceed "

@@ -105,11 +105,18 @@ std::string applied_methods(const config::ModelConfig& m) {
     }
     methods.push_back(name);
   }
-  if (m.position.rope.mode == config::RopeMode::rerope) {
-    std::string name = "rerope window " + std::to_string(m.position.rope.rerope.window);
-    if (m.position.rope.rerope.leak > 0) name += " leak " + plain_number(m.position.rope.rerope.leak);
+  const config::RopeConfig& rope = m.position.rope;
+  if (rope.mode == config::RopeMode::rerope) {
+    std::string name = "rerope window " + std::to_string(rope.rerope.window);
+    if (rope.rerope.leak > 0) name += " leak " + plain_number(rope.rerope.leak);
     methods.push_back(name);
   }
+  if (rope.mode == config::RopeMode::string)
+    methods.push_back("string S = " + plain_number(rope.string.shift_fraction) + " x length, W " +
+                      std::to_string(rope.string.local));
+  if (rope.mode == config::RopeMode::self_extend)
+    methods.push_back("self-extend group " + std::to_string(rope.self_extend.group) + " window " +
+                      std::to_string(rope.self_extend.window));
   if (m.attention_scale == config::AttentionScale::logn)
     methods.push_back("log-n (L = " + std::to_string(m.attention_scale_length) + ")");
   if (m.attention_scale == config::AttentionScale::logn_past_training)

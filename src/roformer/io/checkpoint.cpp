@@ -72,7 +72,8 @@ bool is_architecture_key(const std::string& key) {
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
         "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
         "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
-        "model.attention_scale",
+        "model.position.rope.string.", "model.position.rope.self_extend.", "model.attention_scale",
+        "model.ssmax_init",             // SSMax's s is a trained parameter; ssmax_init only starts it
         "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;
   return true;
@@ -253,6 +254,13 @@ config::Config checkpoint_config(const std::string& dir) {
 
 std::optional<ArchitectureDifference> first_architecture_difference(const config::Config& saved,
                                                                     const config::Config& current) {
+  // The log-n rules are evaluation-time choices; SSMax's learned s is not: a checkpoint has its
+  // parameters or lacks them.
+  const bool ssmax_saved = saved.model.attention_scale == config::AttentionScale::ssmax;
+  if (ssmax_saved != (current.model.attention_scale == config::AttentionScale::ssmax))
+    return ArchitectureDifference{"model.attention_scale",
+                                  config::attention_scale_names().name(saved.model.attention_scale),
+                                  config::attention_scale_names().name(current.model.attention_scale)};
   const auto a = config::flatten(saved), b = config::flatten(current);
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
     if (is_architecture_key(a[i].first) && !config::belongs_to_unused_family(a[i].first, saved.model.position.kind) &&

@@ -39,7 +39,7 @@ torch::Tensor FoxImpl::layer_state(const torch::Tensor& x, int64_t layer_index) 
   // The gates' logs and their running sum in fp32 at least, as the authors' kernel takes them.
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor log_f = torch::log_sigmoid(layers_[layer_index]->gate_logits(x).to(acc));  // [B, S, heads]
-  return log_f.transpose(1, 2).cumsum(-1);                                                        // c: [B, heads, S]
+  return log_f.transpose(1, 2).cumsum(-1);                                                       // c: [B, heads, S]
 }
 
 torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

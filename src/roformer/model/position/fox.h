@@ -35,8 +35,7 @@ TORCH_MODULE(FoxLayer);
 
 class FoxImpl : public PositionEncodingImpl {
  public:
-  FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64_t hidden, int64_t heads,
-          bool bidirectional);
+  FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64_t hidden, int64_t heads, bool bidirectional);
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override;
   // c = cumsum(log f) along the sequence: [B, heads, S] in fp32 (fp64 for a double model).
   torch::Tensor layer_state(const torch::Tensor& x, int64_t layer) override;
@@ -50,7 +49,7 @@ class FoxImpl : public PositionEncodingImpl {
 
  private:
   bool bidirectional_;
-  std::vector<FoxLayer> layers_;      // the modules in `layer`
+  std::vector<FoxLayer> layers_;    // the modules in `layer`
   std::shared_ptr<RopeImpl> rope_;  // fox.rope only; RoPE holds no parameters
 };
 

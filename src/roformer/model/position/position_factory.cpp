@@ -9,8 +9,8 @@
 #include "roformer/model/position/kerple_sandwich.h"
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/relative_terms.h"
-#include "roformer/model/position/rerope.h"
 #include "roformer/model/position/rope.h"
+#include "roformer/model/position/rope_remap.h"
 #include "roformer/model/position/xpos.h"
 
 namespace roformer::model {
@@ -24,8 +24,8 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
   using config::PositionKind;
   switch (m.position.kind) {
     case PositionKind::rope:
-      if (m.position.rope.mode == config::RopeMode::rerope)
-        return std::make_shared<ReRopeImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
+      if (m.position.rope.mode != config::RopeMode::rotate)
+        return std::make_shared<RopeRemapImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
       return std::make_shared<RopeImpl>(m.position.rope, m.head_dim());
     case PositionKind::sinusoidal:
       return std::make_shared<SinusoidalPositionImpl>(m.embed_dim());

@@ -1,0 +1,77 @@
+// RoPE's remapped relative positions: ReRoPE, Leaky ReRoPE, STRING, Self-Extend (see rope_remap.h).
+#include "roformer/model/position/rope_remap.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "roformer/model/position/rope_reference.h"
+
+namespace roformer::model {
+
+RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional)
+    : config_(config),
+      rotary_dim_(config.resolved_rotary_dim(head_dim)),
+      bidirectional_(bidirectional),
+      freqs_(config, rotary_dim_) {
+  traits_.forms_scores = true;        // content_scores rotates per (query, key) distance;
+  traits_.rotation = Rotation::none;  // attention rotates nothing
+}
+
+torch::Tensor RopeRemapImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
+  return rope_reference(x, at, freqs_.at(length), config_.pairing, rotary_dim_);
+}
+
+RopeRemapImpl::FarRotation RopeRemapImpl::far_rotation(const torch::Tensor& row_pos, const torch::Tensor& pos,
+                                                       double side, int64_t S) const {
+  switch (config_.mode) {
+    case config::RopeMode::string: {
+      // d - S + W = (i - (S - W)) - j: the query moved back by S - W, the keys in place.
+      const double shift = std::floor(config_.string.shift_fraction * double(S)), local = double(config_.string.local);
+      if (local >= shift) return {std::numeric_limits<double>::infinity(), {}, {}};
+      return {shift, row_pos - side * (shift - local), pos};
+    }
+    case config::RopeMode::self_extend: {
+      const double group = double(config_.self_extend.group), window = double(config_.self_extend.window);
+      const double offset = window - std::floor(window / group);
+      return {window, torch::floor(row_pos / group) + side * offset, torch::floor(pos / group)};
+    }
+    default: {  // rerope: the query at i/k + w - w/k, keys at j/k (ReRoPE, k = infinity: the query at w, keys at 0)
+      const double w = double(config_.rerope.window), leak = config_.rerope.leak;
+      if (leak > 0) return {w, row_pos / leak + side * w * (1.0 - 1.0 / leak), pos / leak};
+      return {w, torch::full_like(row_pos, side * w), torch::zeros_like(pos)};  // keys at 0: their magnitude
+    }
+  }
+}
+
+torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& positions, int64_t begin, int64_t end) {
+  const int64_t S = q.size(2), C = end - begin;
+  const torch::Tensor rows = q.narrow(2, begin, C);
+  const torch::Tensor pos = positions.to(torch::kFloat64);
+  const torch::Tensor row_pos = pos.narrow(-1, begin, C);
+  double scale = score_scale(q.size(-1));
+  if (config_.mode == config::RopeMode::string)
+    scale *= config_.string.attention_factor * config_.string.attention_factor;
+  auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) { return at::matmul(a, b.transpose(-2, -1)) * scale; };
+  // Near the query: plain RoPE.
+  torch::Tensor scores = dot(rotated(rows, row_pos, S), rotated(k, pos, S));
+  const torch::Tensor distance = (row_pos.unsqueeze(-1) - pos.unsqueeze(-2));  // i - j: [.., C, S]
+  auto broadcast = [&](const torch::Tensor& mask) { return mask.dim() == 2 ? mask : mask.unsqueeze(1); };
+  for (double side : {1.0, -1.0}) {
+    if (side < 0 && !bidirectional_) break;
+    const FarRotation far = far_rotation(row_pos, pos, side, S);
+    if (!std::isfinite(far.threshold)) break;
+    const torch::Tensor remapped = dot(rotated(rows, far.query_at, S), rotated(k, far.key_at, S));
+    scores = torch::where(broadcast(side * distance >= far.threshold), remapped, scores);
+  }
+  return scores;
+}
+
+double RopeRemapImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const {
+  // The near and far scores (and the far-future ones) beside the result, and the distance.
+  return double(batch) * double(heads) * elem * (bidirectional_ ? 3.0 : 2.0) + 8.0 * 2;
+}
+
+}  // namespace roformer::model

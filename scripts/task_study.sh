@@ -3,7 +3,8 @@
 # of perplexity. Every method trains the tiny task model of configs/tasks/base.yaml (2 layers,
 # width 64, causal, lengths 32..64) on each task, three seeds, and is scored by exact match at
 # 1x-32x the training length (64 ... 2048); on the retrieval tasks the rope checkpoints are also
-# scored with YaRN and NTK at evaluation time (factor = length / 64). Then
+# scored with YaRN and NTK at evaluation time (factor = length / 64) and with Self-Extend
+# (neighbour window 16, groups that keep every key within the training length). Then
 # scripts/task_report.py writes the tables and plots.
 #   Usage: scripts/task_study.sh [OUT] (default sweeps/tasks). TASKS, METHODS, SEEDS, LENGTHS in the
 #          environment narrow it; BUDGET_MIN (default 100) stops starting new work after that many
@@ -15,7 +16,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
 bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop reverse_string binary_addition"
-all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope"
+all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
@@ -54,6 +55,9 @@ method_args() {
     transformer_xl) echo "--set model.position.kind=transformer_xl" ;;
     sinusoidal) echo "--set model.position.kind=sinusoidal --set model.embed_scale=sqrt_d" ;;
     cope) echo "--set model.position.kind=cope" ;;
+    fox) echo "--set model.position.kind=fox" ;;
+    stick_breaking) echo "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking" ;;
+    ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
   esac
 }
 
@@ -100,6 +104,11 @@ for seed in $seeds; do
               --set "model.position.rope.scaling.kind=$kind" --set "model.position.rope.scaling.factor=$((L / train_len))" \
               --set "model.position.rope.scaling.original_max_positions=$train_len"
           done
+          # Self-Extend: neighbours within 16 tokens, the rest grouped so the farthest key stays
+          # within the training length: G = ceil((L - 16) / (64 - 16)).
+          eval_once "$out/eval/$task/rope+self_extend-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+            --set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=16 \
+            --set "model.position.rope.self_extend.group=$(( (L - 16 + train_len - 17) / (train_len - 16) ))"
         done
       fi
       done_runs=$((done_runs + 1))

@@ -116,6 +116,11 @@ std::vector<Case> all_cases() {
                    c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
                    c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
                  }});
+  out.push_back({"none+llama4_temperature", PositionKind::none, [](config::ModelConfig& c) {
+                   c.attention_scale = config::AttentionScale::llama4;
+                   c.attention_scale_floor = 2;  // steps inside the inputs
+                   c.attention_scale_factor = 0.5;
+                 }});
   out.push_back({"none+ssmax", PositionKind::none,
                  [](config::ModelConfig& c) { c.attention_scale = config::AttentionScale::ssmax; }});
   out.push_back({"rope+qk_norm+output_gate", PositionKind::rope, [](config::ModelConfig& c) {

@@ -300,6 +300,17 @@ TEST(RopeExtension, LognFactorPerPosition) {
   EXPECT_GT(s[39].item<double>(), 1.0);
 }
 
+// Llama 4's temperature as transformers' Llama4TextAttention writes it:
+// log1p(floor((positions + 1) / floor_scale)) * attn_scale + 1, here with floor_scale 4.
+TEST(RopeExtension, Llama4TemperaturePerPosition) {
+  const torch::Tensor p = torch::arange(0, 40, torch::kLong);
+  const torch::Tensor s = llama4_scale(p, 4.0, 0.1);
+  for (int64_t i = 0; i < 40; ++i)
+    EXPECT_DOUBLE_EQ(s[i].item<double>(), std::log(std::floor((double(i) + 1.0) / 4.0) + 1.0) * 0.1 + 1.0) << i;
+  EXPECT_TRUE((s.narrow(0, 0, 3) == 1.0).all().item<bool>());  // 1 until the first floor step
+  EXPECT_DOUBLE_EQ(s[3].item<double>(), 1.0 + 0.1 * std::log(2.0));
+}
+
 // logn_past_training changes nothing in training and everything past L in evaluation; inside L
 // both are the unscaled model, bitwise.
 TEST(RopeExtension, LognScalesOnlyPastTheLengthAndOnlyWhenAsked) {

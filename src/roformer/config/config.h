@@ -41,7 +41,7 @@ using AttentionKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
-enum class AttentionScale { none, logn, logn_past_training, ssmax };
+enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4 };
 enum class AttentionNormalizer { softmax, stick_breaking };
 enum class StickBreakingRemainder { current, discard };
 enum class FoxGate { data, bias_only };
@@ -261,6 +261,10 @@ struct ModelConfig {
   AttentionScale attention_scale = AttentionScale::none;
   int64_t attention_scale_length = 0;
   double ssmax_init = 0.43;
+  // llama4 (Llama 4's temperature tuning for its NoPE layers, credited to SSMax): queries times
+  // log(floor((i + 1) / floor) + 1) x factor + 1, in training and evaluation.
+  double attention_scale_floor = 8192.0;
+  double attention_scale_factor = 0.1;
   // stick_breaking (Tan et al., ICLR 2025): A_ij = sigmoid(z_ij) prod_{j<k<i} (1 - sigmoid(z_ik)),
   // strictly causal; what the sticks leave, 1 - sum_j A_ij, goes to the query's own value
   // (remainder current, the authors' models) or nowhere (discard).

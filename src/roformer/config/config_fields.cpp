@@ -8,7 +8,8 @@ const EnumNames<AttentionScale>& attention_scale_names() {
   static const EnumNames<AttentionScale> names{{{AttentionScale::none, "none"},
                                                 {AttentionScale::logn, "logn"},
                                                 {AttentionScale::logn_past_training, "logn_past_training"},
-                                                {AttentionScale::ssmax, "ssmax"}}};
+                                                {AttentionScale::ssmax, "ssmax"},
+                                                {AttentionScale::llama4, "llama4"}}};
   return names;
 }
 
@@ -256,10 +257,15 @@ void ModelConfig::visit(FieldVisitor& v) {
   enum_field(v, "attention_scale", attention_scale, attention_scale_names(),
              "query scaling: none; logn: queries times max(1, log(i+1)/log(L)) in training and evaluation (Su); "
              "logn_past_training: the same in evaluation only (Qwen's use_logn_attn); ssmax: logits times s_h log n, "
-             "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025)");
+             "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025); llama4: "
+             "queries times log(floor((i+1)/floor) + 1) x factor + 1 (Llama 4's NoPE-layer temperature)");
   v.field("attention_scale_length", attention_scale_length, between(int64_t{0}, int64_t{1} << 40),
           "L of the log-n scale; 0 = data.seq_len");
   v.field("ssmax_init", ssmax_init, between(-100.0, 100.0), "ssmax: the initial s of every head (0.43)");
+  v.field("attention_scale_floor", attention_scale_floor, between(1.0, 1e12),
+          "llama4: floor_scale, the positions per step of the temperature (Llama 4: 8192)");
+  v.field("attention_scale_factor", attention_scale_factor, between(0.0, 1e3),
+          "llama4: attn_scale, the temperature's slope per log step (Llama 4: 0.1)");
   static const EnumNames<AttentionNormalizer> normalizers{
       {{AttentionNormalizer::softmax, "softmax"}, {AttentionNormalizer::stick_breaking, "stick_breaking"}}};
   enum_field(v, "attention_normalizer", attention_normalizer, normalizers,

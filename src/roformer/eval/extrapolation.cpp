@@ -119,6 +119,10 @@ std::string applied_methods(const config::ModelConfig& m) {
                       std::to_string(rope.self_extend.window));
   if (m.attention_scale == config::AttentionScale::logn)
     methods.push_back("log-n (L = " + std::to_string(m.attention_scale_length) + ")");
+  if (m.attention_scale == config::AttentionScale::llama4)
+    methods.push_back("llama4 temperature (floor " + plain_number(m.attention_scale_floor) + ", factor " +
+                      plain_number(m.attention_scale_factor) + ")");
+  if (m.attention_scale == config::AttentionScale::ssmax) methods.push_back("ssmax");
   if (m.attention_scale == config::AttentionScale::logn_past_training)
     methods.push_back("log-n past " + std::to_string(m.attention_scale_length));
   return methods.empty() ? "none" : join(methods, ", ");

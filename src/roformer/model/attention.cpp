@@ -78,6 +78,11 @@ torch::Tensor HeadNormImpl::forward(const torch::Tensor& x) const {
   return (normed * weight.to(acc).unsqueeze(1)).to(x.scalar_type());  // weight [heads, 1, D]
 }
 
+torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double factor) {
+  const torch::Tensor p = positions.to(torch::kFloat64);
+  return torch::log1p(torch::floor((p + 1.0) / floor)) * factor + 1.0;
+}
+
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
   key = register_module("key", torch::nn::Linear(hidden, hidden));

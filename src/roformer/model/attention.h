@@ -80,6 +80,11 @@ TORCH_MODULE(HeadNorm);
 // shape of `positions` (1 for every position inside the length).
 torch::Tensor logn_scale(const torch::Tensor& positions, int64_t length);
 
+// Llama 4's temperature on the queries at each position p: log(floor((p + 1) / floor) + 1) x
+// factor + 1 (transformers' Llama4TextAttention, attn_temperature_tuning), float64, the shape of
+// `positions`.
+torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double factor);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   // `layer` selects the position family's per-layer parameters (Shaw, Transformer-XL, DeBERTa).

@@ -174,6 +174,11 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
     const torch::Tensor scale = logn_scale(positions, config_.attention_scale_length);  // [S] or [B, S]
     ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
   }
+  if (config_.attention_scale == AttentionScale::llama4) {
+    const torch::Tensor scale =
+        llama4_scale(positions, config_.attention_scale_floor, config_.attention_scale_factor);  // [S] or [B, S]
+    ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
+  }
   if (config_.attention_scale == AttentionScale::ssmax)
     ctx.ssmax_log_keys = ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
   return ctx;

@@ -50,7 +50,8 @@ torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tenso
 }
 
 double FoxImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
-  return (bidirectional_ ? 2.0 : 1.0) * 4.0 * double(batch) * double(heads);  // the difference (and its abs), fp32
+  // The difference (and its abs), the scores plus it, and the softmax weights: fp32 each.
+  return (bidirectional_ ? 4.0 : 3.0) * 4.0 * double(batch) * double(heads);
 }
 
 }  // namespace roformer::model

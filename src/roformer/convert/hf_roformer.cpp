@@ -293,6 +293,12 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (m.attention != config::AttentionKind::softmax) refuse("linear attention (RoFormer attends with softmax)");
   if (m.embed_scale != config::EmbedScale::none)
     refuse("embed_scale is sqrt_d (RoFormer does not scale its token embeddings)");
+  if (m.attention_normalizer != config::AttentionNormalizer::softmax)
+    refuse("stick-breaking attention (RoFormer normalises with softmax)");
+  if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (RoFormer's attention has neither)");
+  if (m.attention_scale == config::AttentionScale::ssmax || m.attention_scale == config::AttentionScale::llama4 ||
+      m.attention_scale == config::AttentionScale::logn)
+    refuse("its queries are scaled by model.attention_scale (RoFormer has no such scale)");
 
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
                              "nothing here: it is the source's size; convert on a machine with more memory");

@@ -10,6 +10,9 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "test_support.h"
 
@@ -169,6 +172,25 @@ TEST(EvalCuda, Bf16PerplexityIsWithinOnePercentOfFp32) {
   }
 }
 
+namespace {
+
+// `family` (--set arguments) trained on the CPU and on CUDA in fp32 without graphs gives the same
+// loss curve; in bf16 with CUDA graphs on, the step is captured and every loss is finite.
+void follows_the_cpu_and_captures_in_bf16(const CudaFixture& f, const std::string& name, const std::string& family) {
+  const std::string cpu = f.dir.file(name + "-cpu"), gpu = f.dir.file(name + "-gpu"), bf16 = f.dir.file(name + "-bf16");
+  auto r = run_command("'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + cpu + "' " + family);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = f.train(gpu, "fp32", family + " --set train.cuda_graphs=off");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_same_loss_curve(cpu, gpu);
+  r = f.train(bf16, "bf16", family + " --set train.cuda_graphs=on");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
+  for (const auto& m : metric_records(bf16, "train")) EXPECT_TRUE(std::isfinite(m["loss"].get<double>()));
+}
+
+}  // namespace
+
 // The relative families whose scores attention forms itself (Shaw, Transformer-XL, DeBERTa,
 // FIRE, CoPE), xPos, KERPLE and Sandwich: on CUDA in fp32 (TF32 off, dropout off) the loss curve follows the CPU's, and
 // under bf16 autocast with CUDA graphs on the step is captured and the loss stays finite.
@@ -182,17 +204,7 @@ TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
     const std::string family = "--set model.position.kind=" + kind +
                                (kind == "cope" ? " --set model.objective=causal_lm" : "") +
                                " --set model.hidden_dropout=0 --set model.attention_dropout=0 --set train.tf32=false";
-    const std::string cpu = f.dir.file(kind + "-cpu"), gpu = f.dir.file(kind + "-gpu"),
-                      bf16 = f.dir.file(kind + "-bf16");
-    auto r = run_command("'" + roformer_binary() + "' train '" + f.config + "' --run-dir '" + cpu + "' " + family);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = f.train(gpu, "fp32", family + " --set train.cuda_graphs=off");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    expect_same_loss_curve(cpu, gpu);
-    r = f.train(bf16, "bf16", family + " --set train.cuda_graphs=on");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
-    for (const auto& m : metric_records(bf16, "train")) EXPECT_TRUE(std::isfinite(m["loss"].get<double>()));
+    follows_the_cpu_and_captures_in_bf16(f, kind, family);
   }
 }
 
@@ -201,6 +213,30 @@ TEST(TrainCudaFamilies, RelativeFamiliesFollowTheCpuCurveAndCaptureInBf16) {
 // takes the queries in blocks, so the device's peak stays far below the whole mask, and the bf16
 // perplexity stays within 1 % of the CPU's fp32 on the same checkpoint. DeBERTa forms its scores
 // (2 GiB whole in fp32) in blocks of 128 MiB, a few of which are alive at once: under 1 GiB.
+// The methods of 2025 the same way: FoX (its gates from the layer input), FoX's Pro options with
+// SSMax, stick-breaking over RoPE and Llama 4's temperature, all causal: fp32 on CUDA follows the
+// CPU's curve, and bf16 with CUDA graphs captures the step with finite losses.
+TEST(TrainCudaFamilies, Methods2025FollowTheCpuCurveAndCaptureInBf16) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  CudaFixture f;
+  const std::vector<std::pair<std::string, std::string>> methods{
+      {"fox", "--set model.position.kind=fox"},
+      {"fox-pro-ssmax",
+       "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true "
+       "--set model.attention_scale=ssmax"},
+      {"stick-breaking", "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking"},
+      {"llama4",
+       "--set model.position.kind=none --set model.attention_scale=llama4 "
+       "--set model.attention_scale_floor=8"}};
+  for (const auto& [name, args] : methods) {
+    SCOPED_TRACE(name);
+    const std::string family = args +
+                               " --set model.objective=causal_lm --set model.hidden_dropout=0 "
+                               "--set model.attention_dropout=0 --set train.tf32=false";
+    follows_the_cpu_and_captures_in_bf16(f, name, family);
+  }
+}
+
 TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   TempDir dir;

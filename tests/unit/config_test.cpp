@@ -230,7 +230,7 @@ TEST(Config, EveryShippedSweepFileLoads) {
     EXPECT_FALSE(spec.variants.empty());
     ++count;
   }
-  EXPECT_GE(count, 6);  // configs/ablation (4) and the scale ladder's rungs (2)
+  EXPECT_GE(count, 7);  // configs/ablation (5) and the scale ladder's rungs (2)
 }
 
 // `roformer sweep --set`: after the file's own set (it wins over the file), before each

@@ -2,6 +2,7 @@
 #include "roformer/model/attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>

@@ -136,7 +136,17 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
   rope->add_option("--set", a.overrides, "override a key (repeatable)")->allow_extra_args(false);
   rope->add_option("--length", a.length, "tokens in the pass (dynamic NTK and LongRoPE depend on it); 0 = data.seq_len")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  return {check, schema, rope};
+  CLI::App* layers = cmd->add_subcommand(
+      "layers",
+      "Print, as JSON, what each layer of FILE's model runs with (per-layer layouts: kind, position family, RoPE "
+      "base, window, temperature, QK-norm) and, with --length, which keys each query of each layer sees");
+  layers->add_option("file", a.file, "YAML config file (or a checkpoint's config.yaml)")
+      ->required()
+      ->check(non_empty());
+  layers->add_option("--set", a.overrides, "override a key (repeatable)")->allow_extra_args(false);
+  layers->add_option("--length", a.length, "also print each layer's visibility matrix on a pass of this many tokens")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  return {check, schema, rope, layers};
 }
 
 std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {

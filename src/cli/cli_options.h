@@ -59,10 +59,9 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a);
 CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a);
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a);
 CLI::App* declare_sweep(CLI::App& app, SweepArgs& a);
-// `config check` and `config schema` under `config`; returns {check, schema}.
-// `config check`, `config schema` and `config rope`.
+// `config check`, `config schema`, `config rope` and `config layers`.
 struct ConfigCommands {
-  CLI::App *check, *schema, *rope;
+  CLI::App *check, *schema, *rope, *layers;
 };
 ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a);
 // `convert hf-to-native` and `convert native-to-hf`; returns them in that order.

@@ -1,6 +1,7 @@
 // `roformer config check FILE [--set k=v ...]`: validate a config and print it resolved.
 // `roformer config schema`: every key with its type, default and meaning.
 // `roformer config rope FILE [--length N]`: the RoPE frequencies of FILE's model, as JSON.
+// `roformer config layers FILE [--length N]`: each layer's settings (and key visibility), as JSON.
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -9,14 +10,54 @@
 #include "cli/commands.h"
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/config/position_families.h"
+#include "roformer/model/attention_mask.h"
 #include "roformer/model/position/rope_frequencies.h"
 
 namespace roformer::cli {
+namespace {
+
+// Each layer's kind and settings; with length > 0 also which keys each query sees ("visible",
+// [S][S] of 0/1) through the attention mask the model builds (window and causality).
+nlohmann::json layers_json(const config::Config& c, int64_t length) {
+  const config::ModelConfig& m = c.model;
+  nlohmann::json layers = nlohmann::json::array();
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    const bool global = config::is_global_layer(m, i);
+    const config::ModelConfig k = config::layer_model(m, global);
+    const config::AttentionWindowSpec w = config::layer_window(m, global);
+    nlohmann::json layer{{"index", i},
+                         {"kind", global ? "global" : "local"},
+                         {"position", config::position_kind_names().name(k.position.kind)},
+                         {"rope_base", k.position.rope.base},
+                         {"window_kind", config::window_kind_names().name(w.kind)},
+                         {"window", w.size},
+                         {"attention_scale", config::attention_scale_names().name(k.attention_scale)},
+                         {"qk_norm", k.qk_norm}};
+    if (length > 0) {
+      const bool causal = m.objective == config::Objective::causal_lm;
+      const model::AttentionMask mask({}, {}, causal, length, torch::kFloat32, torch::kCPU, /*always=*/true,
+                                      model::AttentionMask::kWholeMaskBytes,
+                                      {w.size, w.kind == config::WindowKind::chunked});
+      const torch::Tensor seen = mask.defined() ? (mask.whole().view({-1, length}) > -1e29).to(torch::kInt)
+                                                : torch::ones({length, length}, torch::kInt);
+      const auto a = seen.accessor<int, 2>();
+      std::vector<std::vector<int>> rows(length, std::vector<int>(length));
+      for (int64_t q = 0; q < length; ++q)
+        for (int64_t key = 0; key < length; ++key) rows[q][key] = a[q][key];
+      layer["visible"] = rows;
+    }
+    layers.push_back(layer);
+  }
+  return {{"layout", config::describe_layout(m)}, {"layers", layers}};
+}
+
+}  // namespace
 
 void add_config_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ConfigCheckArgs>();
-  const auto [check, schema, rope] = declare_config(app, *opts);
+  const auto [check, schema, rope, layers] = declare_config(app, *opts);
   check->callback([opts, &exit_code] {
     const config::LoadedConfig loaded = config::load_config(opts->file, opts->overrides);
     std::cout << "# resolved from " << opts->file;
@@ -46,6 +87,12 @@ void add_config_command(CLI::App& app, int& exit_code) {
                              {"position_scale", f.position_scale},
                              {"magnitude", f.magnitude}};
     std::cout << out.dump() << "\n";
+    exit_code = 0;
+  });
+
+  layers->callback([opts, &exit_code] {
+    const config::LoadedConfig loaded = config::load_config(opts->file, opts->overrides);
+    std::cout << layers_json(loaded.config, opts->length).dump() << "\n";
     exit_code = 0;
   });
 }

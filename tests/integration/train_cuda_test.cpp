@@ -227,6 +227,11 @@ TEST(TrainCudaFamilies, Methods2025FollowTheCpuCurveAndCaptureInBf16) {
       {"stick-breaking", "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking"},
       {"llama4",
        "--set model.position.kind=none --set model.attention_scale=llama4 "
+       "--set model.attention_scale_floor=8"},
+      {"irope-layout",
+       "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG "
+       "--set model.layout.local.window_kind=chunked --set model.layout.local.window=8 "
+       "--set model.layout.global.position=none --set model.layout.global.temperature=llama4 "
        "--set model.attention_scale_floor=8"}};
   for (const auto& [name, args] : methods) {
     SCOPED_TRACE(name);

@@ -155,7 +155,9 @@ TEST(Train, The2025AttentionOptionsResumeBitwise) {
       "--set model.objective=causal_lm --set model.position.kind=fox --set model.qk_norm=true "
       "--set model.output_gate=true --set model.attention_scale=ssmax ",
       "--set model.objective=causal_lm --set model.position.kind=rope "
-      "--set model.attention_normalizer=stick_breaking "};
+      "--set model.attention_normalizer=stick_breaking ",
+      "--set model.objective=causal_lm --set model.num_layers=4 --set model.layout.preset=irope "
+      "--set model.attention_scale_floor=4 "};
   for (size_t i = 0; i < variants.size(); ++i) {
     SCOPED_TRACE(variants[i]);
     const std::string straight = f.dir.file("straight" + std::to_string(i)),

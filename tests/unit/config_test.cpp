@@ -214,6 +214,24 @@ TEST(Config, ResolvedDumpRoundTrips) {
   EXPECT_NE(text.find("lr: 0.1\n"), std::string::npos) << text;
 }
 
+// A resolved layout (every auto written in) loads again as itself, for every preset.
+TEST(Config, ResolvedLayoutsRoundTrip) {
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"model.layout.preset=irope", "model.num_layers=4"},
+        {"model.layout.preset=rnope_swa", "model.num_layers=8", "model.position.kind=alibi"},
+        {"model.layout.preset=gemma3", "model.num_layers=6"},
+        {"model.layout.preset=gemma3", "model.num_layers=6", "model.position.kind=t5_bias"},
+        {"model.layout.preset=custom", "model.layout.pattern=LG", "model.layout.global.position=none"}}) {
+    SCOPED_TRACE(sets.front() + " " + sets.back());
+    const LoadedConfig a = load_overrides(sets);
+    const std::string text = dump_yaml(a.config);
+    TempDir dir;
+    write_file(dir.file("resolved.yaml"), text);
+    const LoadedConfig b = load_config(dir.file("resolved.yaml"));
+    EXPECT_EQ(dump_yaml(b.config), text);
+  }
+}
+
 TEST(Config, DefaultsAreValid) {
   EXPECT_NO_THROW(load_overrides({}));
   EXPECT_FALSE(schema_text().empty());

@@ -8,6 +8,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/config/position_families.h"
 #include "roformer/model/encoder.h"
 #include "roformer/runtime/memory_estimate.h"
@@ -69,6 +70,17 @@ config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   return c;
 }
 
+// `c` with a resolved per-layer layout of `preset` over `layers` layers with local windows of `window`.
+void with_layout(config::ModelConfig& c, config::LayoutPreset preset, int64_t layers, int64_t window) {
+  config::Config full;
+  full.model = c;
+  full.model.num_layers = layers;
+  full.model.layout.preset = preset;
+  full.model.layout.local.window = window;
+  config::resolve_layout(full);
+  c = full.model;
+}
+
 // Every family, and the RoPE variants that change how attention scores (ReRoPE, Leaky ReRoPE,
 // log-n): the suites below run them all.
 struct Case {
@@ -127,6 +139,22 @@ std::vector<Case> all_cases() {
                    c.qk_norm = true;
                    c.output_gate = true;
                  }});
+  // Per-layer layouts: windows shorter than the inputs, a NoPE layer with a temperature that
+  // steps inside them, a second RoPE base, QK-norm on some layers only.
+  out.push_back({"rope+irope", PositionKind::rope, [](config::ModelConfig& c) {
+                   with_layout(c, config::LayoutPreset::irope, 4, 3);
+                   c.attention_scale_floor = 2;
+                   c.attention_scale_factor = 0.5;
+                 }});
+  out.push_back({"alibi+rnope_swa", PositionKind::alibi,
+                 [](config::ModelConfig& c) { with_layout(c, config::LayoutPreset::rnope_swa, 4, 4); }});
+  out.push_back({"fox+sliding_layers", PositionKind::fox, [](config::ModelConfig& c) {  // windows on formed scores
+                   c.layout.local.window_kind = config::WindowKind::sliding;
+                   c.layout.pattern = "LG";
+                   with_layout(c, config::LayoutPreset::custom, 2, 3);
+                 }});
+  out.push_back({"rope+gemma3", PositionKind::rope,
+                 [](config::ModelConfig& c) { with_layout(c, config::LayoutPreset::gemma3, 6, 3); }});
   return out;
 }
 

@@ -224,6 +224,33 @@ struct PositionConfig {
   void visit(FieldVisitor& v);
 };
 
+// Per-layer layouts (Llama 4's iRoPE, Cohere Command A's RNoPE-SWA, Gemma 3): the layers cycle
+// through `pattern`, L a local layer and G a global one, and each kind has its own position
+// family (the model's, or none), attention window, RoPE base, temperature and QK-norm. `auto`
+// (0 for numbers) takes the preset's value; resolution writes the values in (layer_layout.h).
+enum class LayoutPreset { none, custom, irope, rnope_swa, gemma3 };
+enum class LayerPosition { auto_, model, none };
+enum class WindowKind { auto_, none, sliding, chunked };
+enum class LayerTemperature { auto_, none, llama4 };
+enum class LayerToggle { auto_, on, off };
+
+struct LayerKindConfig {
+  LayerPosition position = LayerPosition::auto_;  // model: model.position; none: NoPE in these layers
+  WindowKind window_kind = WindowKind::auto_;     // sliding: the last `window` keys; chunked: the query's chunk
+  int64_t window = 0;                             // tokens; 0 = a quarter of data.seq_len where there is a window
+  double rope_base = 0.0;                         // 0 = the preset's, else model.position.rope.base
+  LayerTemperature temperature = LayerTemperature::auto_;  // llama4: Llama 4's temperature on these layers
+  LayerToggle qk_norm = LayerToggle::auto_;                // auto: the preset's, else model.qk_norm
+  void visit(FieldVisitor& v);
+};
+
+struct LayoutConfig {
+  LayoutPreset preset = LayoutPreset::none;  // none: every layer alike
+  std::string pattern;                       // L (local) and G (global) per layer, cycled; "" = the preset's
+  LayerKindConfig local, global;
+  void visit(FieldVisitor& v);
+};
+
 struct ModelConfig {
   Objective objective = Objective::mlm;  // mlm: bidirectional + MLM head; causal_lm: causal + LM head
   int64_t vocab_size = 264;              // the byte tokenizer's 256 bytes + 8 special tokens
@@ -274,6 +301,7 @@ struct ModelConfig {
   bool output_gate = false;  // attention output times sigmoid(W_g x) before output.dense (FoX "Pro", gated attention)
   LinearAttentionConfig linear_attention;
   PositionConfig position;
+  LayoutConfig layout;
   void visit(FieldVisitor& v);
 
   int64_t head_dim() const { return hidden_size / num_heads; }

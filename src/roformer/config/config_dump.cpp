@@ -7,6 +7,7 @@
 
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 
 namespace roformer::config {
 namespace {
@@ -160,7 +161,9 @@ std::string config_summary(const Config& c) {
   std::ostringstream os;
   os << c.name << ": " << position_kind_names().name(m.position.kind) << ", " << objective_names().name(m.objective)
      << ", " << m.num_layers << " layers of width " << m.hidden_size << " (" << m.num_heads << " heads, ffn "
-     << m.ffn_size << "), vocabulary " << m.vocab_size << "\n  data ";
+     << m.ffn_size << "), vocabulary " << m.vocab_size;
+  if (has_layout(m)) os << "\n  layout " << describe_layout(m);
+  os << "\n  data ";
   if (c.data.task.name != TaskKind::none) {
     os << "task " << task_kind_names().name(c.data.task.name) << " at lengths ";
     if (c.data.task.min_length > 0) os << c.data.task.min_length << "..";

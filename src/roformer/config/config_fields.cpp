@@ -283,6 +283,9 @@ void ModelConfig::visit(FieldVisitor& v) {
       "linear_attention", [this](FieldVisitor& s) { linear_attention.visit(s); }, "model.attention=linear settings");
   v.section(
       "position", [this](FieldVisitor& s) { position.visit(s); }, "position encoding");
+  v.section(
+      "layout", [this](FieldVisitor& s) { layout.visit(s); },
+      "per-layer layouts: local and global layers (iRoPE, RNoPE-SWA, Gemma 3)");
 }
 
 const EnumNames<TaskKind>& task_kind_names() {

@@ -9,6 +9,7 @@
 #include "roformer/common/files.h"
 #include "roformer/config/config_errors.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/config/position_families.h"
 
 namespace roformer::config {
@@ -95,6 +96,7 @@ void validate(const Config& c, const Origins& o) {
                  " heads; pick a head count that divides the width");
   if (const auto own = position_family(m.position.kind).validate) own(c, o);
   validate_attention(c, o);
+  validate_layout(c, o);
   if (c.data.mask_token_frac + c.data.random_token_frac > 1.0 + 1e-12)
     conflict(o, "data.mask_token_frac", "data.random_token_frac", "their sum must be at most 1");
   if (c.train.batch_size % c.train.grad_accum != 0)
@@ -113,6 +115,7 @@ void resolve(Config& c) {
     if (family.resolve) family.resolve(c);
   if (c.model.attention_scale_length == 0) c.model.attention_scale_length = c.data.seq_len;
   c.train.random_positions_max = resolved_random_positions_max(c);
+  resolve_layout(c);
 }
 
 }  // namespace roformer::config

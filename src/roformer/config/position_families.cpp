@@ -186,9 +186,10 @@ const std::string kOffsetRow = "this family's bias is one row of offsets for pos
 
 std::vector<PositionFamily> make_families() {
   using K = PositionKind;
-  // {explicit positions, linear attention, rotary, context extension}
-  const PositionTraits rope{true, true, true, true}, features{true, true, false}, reads_positions{true, false, false};
-  const PositionTraits offsets{false, false, false};
+  // {explicit positions, linear attention, rotary, context extension, per layer, embeds}
+  const PositionTraits rope{true, true, true, true}, features{true, true, false, false, false, true};
+  const PositionTraits per_layer_terms{true, false, false, false, true};
+  const PositionTraits offsets{false, false, false}, per_layer_offsets{false, false, false, false, true};
   std::vector<PositionFamily> f{
       {K::rope, "rope", {"model.position.rope."}, rope, "", "", validate_rotary, resolve_rope, nullptr},
       {K::sinusoidal, "sinusoidal", {}, features, "", "", nullptr, nullptr, nullptr},
@@ -221,11 +222,11 @@ std::vector<PositionFamily> make_families() {
        nullptr,
        nullptr,
        nullptr},
-      {K::shaw, "shaw", {"model.position.shaw."}, reads_positions, "", "", nullptr, nullptr, shaw_parameters},
+      {K::shaw, "shaw", {"model.position.shaw."}, per_layer_terms, "", "", nullptr, nullptr, shaw_parameters},
       {K::transformer_xl,
        "transformer_xl",
        {},
-       reads_positions,
+       per_layer_terms,
        "",
        "",
        validate_transformer_xl,
@@ -234,7 +235,7 @@ std::vector<PositionFamily> make_families() {
       {K::deberta,
        "deberta",
        {"model.position.deberta."},
-       reads_positions,
+       per_layer_terms,
        "",
        "",
        validate_deberta,
@@ -249,7 +250,7 @@ std::vector<PositionFamily> make_families() {
        validate_rotary,
        nullptr,
        nullptr},
-      {K::fire, "fire", {"model.position.fire."}, reads_positions, "", "", nullptr, resolve_fire, fire_parameters},
+      {K::fire, "fire", {"model.position.fire."}, per_layer_terms, "", "", nullptr, resolve_fire, fire_parameters},
       {K::kerple, "kerple", {"model.position.kerple."}, offsets, kOffsetRow, "", nullptr, nullptr, kerple_parameters},
       {K::sandwich,
        "sandwich",
@@ -263,7 +264,7 @@ std::vector<PositionFamily> make_families() {
       {K::cope,
        "cope",
        {"model.position.cope."},
-       offsets,
+       per_layer_offsets,
        "CoPE counts its positions from the context, not from token indices",
        "CoPE counts the keys between a key and its query, which the authors define for causal attention only",
        nullptr,
@@ -272,7 +273,7 @@ std::vector<PositionFamily> make_families() {
       {K::fox,
        "fox",
        {"model.position.fox.", "model.position.rope."},
-       offsets,
+       per_layer_offsets,
        "FoX's decay comes from the tokens' forget gates, not from their positions",
        "",
        validate_fox,

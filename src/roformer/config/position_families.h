@@ -18,6 +18,8 @@ struct PositionTraits {
   bool linear_attention = false;    // reaches attention only through features or embeddings
   bool rotary = false;              // rotates q and k with RoPE's tables (rope.* settings apply)
   bool context_extension = false;   // RoPE's evaluation-time extension methods are defined for it
+  bool per_layer = false;           // has parameters per layer (a layout cannot leave layers without it)
+  bool embeds = false;              // adds to the token embeddings, outside attention
 };
 
 struct PositionFamily {

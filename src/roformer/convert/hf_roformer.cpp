@@ -18,6 +18,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_config.h"
 #include "roformer/finetune/task_model.h"
 #include "roformer/io/checkpoint.h"
@@ -295,6 +296,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
     refuse("embed_scale is sqrt_d (RoFormer does not scale its token embeddings)");
   if (m.attention_normalizer != config::AttentionNormalizer::softmax)
     refuse("stick-breaking attention (RoFormer normalises with softmax)");
+  if (config::has_layout(m)) refuse("a per-layer layout (RoFormer's layers are all alike)");
   if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (RoFormer's attention has neither)");
   if (m.attention_scale == config::AttentionScale::ssmax || m.attention_scale == config::AttentionScale::llama4 ||
       m.attention_scale == config::AttentionScale::logn)

@@ -17,6 +17,7 @@
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/config/position_families.h"
 #include "roformer/data/batches.h"
 #include "roformer/data/task_batches.h"
@@ -123,6 +124,7 @@ std::string applied_methods(const config::ModelConfig& m) {
     methods.push_back("llama4 temperature (floor " + plain_number(m.attention_scale_floor) + ", factor " +
                       plain_number(m.attention_scale_factor) + ")");
   if (m.attention_scale == config::AttentionScale::ssmax) methods.push_back("ssmax");
+  if (config::has_layout(m)) methods.push_back("layout " + config::describe_layout(m));
   if (m.attention_scale == config::AttentionScale::logn_past_training)
     methods.push_back("log-n past " + std::to_string(m.attention_scale_length));
   return methods.empty() ? "none" : join(methods, ", ");

@@ -236,9 +236,13 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
     return ops::short_attention(q, k, v, ctx.causal);
   }
   if (!ctx.mask.defined()) return sdpa(q, k, v, std::nullopt, p, ctx.causal);
-  // Queries in blocks at long lengths, each with its own rows of the mask.
+  // Queries in blocks at long lengths, each with its own rows of the mask and, under a local
+  // window, only the keys the window lets it see.
   return in_query_blocks(q.size(2), ctx.mask.block_rows(), [&](int64_t begin, int64_t end) {
-    return sdpa(q.narrow(2, begin, end - begin), k, v, ctx.mask.rows(begin, end).to(q.scalar_type()), p, false);
+    const auto [first, last] = ctx.mask.key_span(begin, end);
+    const torch::Tensor rows = ctx.mask.rows(begin, end).narrow(-1, first, last - first);
+    return sdpa(q.narrow(2, begin, end - begin), k.narrow(2, first, last - first), v.narrow(2, first, last - first),
+                rows.to(q.scalar_type()), p, false);
   });
 }
 

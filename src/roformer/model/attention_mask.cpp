@@ -10,6 +10,8 @@ namespace {
 
 // A large finite negative value: fully masked rows stay finite (softmax gives a uniform row).
 constexpr double kMasked = -1e30;
+// The fewest query rows of a block in a windowed mask's bands.
+constexpr int64_t kMinBandRows = 128;
 
 }  // namespace
 
@@ -26,9 +28,10 @@ int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, 
 
 AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
                              torch::ScalarType dtype, const torch::Device& device, bool always,
-                             double whole_limit_bytes)
+                             double whole_limit_bytes, LocalWindow window)
     : causal_(causal), S_(S), block_rows_(S), dtype_(dtype), device_(device) {
-  defined_ = relative_bias.defined() || key_keep.defined() || (always && causal);
+  if (window.size > 0 && window.size < S) window_ = window;  // a window of S keys or more hides nothing
+  defined_ = relative_bias.defined() || key_keep.defined() || (always && causal) || window_.size > 0;
   if (!defined_) return;
   if (relative_bias.defined()) {
     TORCH_CHECK(relative_bias.dim() == 2 && relative_bias.size(1) == 2 * S - 1,
@@ -36,12 +39,16 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
     bias_ = relative_bias.to(dtype);
   }
   if (key_keep.defined()) pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
-  square_ = bias_.defined() || causal;
+  square_ = bias_.defined() || causal || window_.size > 0;
   // Bytes of the whole mask: batch (padding combined with rows), heads (bias), rows, keys.
   const double batch = pad_.defined() && square_ ? double(pad_.size(0)) : 1.0;
   const double heads = bias_.defined() ? double(bias_.size(0)) : 1.0;
   const double row_bytes = batch * heads * double(S) * double(c10::elementSize(dtype));
   block_rows_ = square_ ? query_block_rows(row_bytes, S, whole_limit_bytes, device) : S;
+  // With a window, blocks of a few windows' rows each see only their band of keys: O(S x window)
+  // work instead of O(S^2) at long lengths (short ones stay one block).
+  const int64_t band_rows = std::max<int64_t>(kMinBandRows, (window_.size + 15) / 16 * 16);
+  if (window_.size > 0 && S >= 4 * band_rows) block_rows_ = std::min(block_rows_, band_rows);
   if (block_rows_ == S) whole_ = rows(0, S);
 }
 
@@ -58,12 +65,26 @@ torch::Tensor AttentionMask::rows(int64_t begin, int64_t end) const {
     mask = torch::zeros({1, 1, square_ ? C : 1, S_}, torch::dtype(dtype_).device(device_));
   }
   if (pad_.defined()) mask = mask.masked_fill(pad_, kMasked);  // keys only
-  if (causal_) {
-    const auto opts = torch::dtype(torch::kLong).device(device_);
-    const torch::Tensor future = torch::arange(S_, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
-    mask = mask.masked_fill(future, kMasked);  // [C, S]: key after query
-  }
+  const auto opts = torch::dtype(torch::kLong).device(device_);
+  const torch::Tensor key = torch::arange(S_, opts).unsqueeze(0), query = torch::arange(begin, end, opts).unsqueeze(1);
+  if (causal_) mask = mask.masked_fill(key > query, kMasked);  // [C, S]: key after query
+  if (window_.size > 0) mask = mask.masked_fill(outside_window(query, key), kMasked);
   return mask;
+}
+
+torch::Tensor AttentionMask::outside_window(const torch::Tensor& query, const torch::Tensor& key) const {
+  const int64_t W = window_.size;
+  if (window_.chunked) return torch::floor_divide(key, W) != torch::floor_divide(query, W);
+  return causal_ ? query - key >= W : (query - key).abs() > W;
+}
+
+std::pair<int64_t, int64_t> AttentionMask::key_span(int64_t begin, int64_t end) const {
+  const int64_t W = window_.size;
+  const int64_t last = causal_ ? end : S_;  // one past the last key any row may see
+  if (W == 0) return {0, S_};
+  if (window_.chunked) return {begin / W * W, std::min(last, (end + W - 1) / W * W)};
+  if (causal_) return {std::max<int64_t>(0, begin - W + 1), end};
+  return {std::max<int64_t>(0, begin - W), std::min(S_, end + W)};
 }
 
 }  // namespace roformer::model

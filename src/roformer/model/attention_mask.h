@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "roformer/model/position/offset_rows.h"
 
@@ -23,6 +24,15 @@ namespace roformer::model {
 // CPU at most AttentionMask::kCpuBlockBytes or one 16-row tile, whichever is more (whole 16-row
 // tiles when a block holds 16 rows or more). Shared by the mask and by attention that forms its scores.
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device);
+
+// A local attention window (per-layer layouts): sliding, where a causal query sees the last
+// `size` keys (its own included) and a bidirectional one the keys within `size` positions
+// (transformers' sliding_window_overlay and its bidirectional form); or chunked, where a query
+// sees the keys of its own chunk of `size` (Llama 4's chunked_overlay). size 0: no window.
+struct LocalWindow {
+  int64_t size = 0;
+  bool chunked = false;
+};
 
 class AttentionMask {
  public:
@@ -39,9 +49,10 @@ class AttentionMask {
   // relative_bias: [H, 2S - 1] or undefined; key_keep: [B, S] (1 = token) or undefined.
   // `always`: build a (zero) mask even when nothing applies but causality, for callers that
   // form the scores themselves. whole_limit_bytes: where row blocks start (tests pass a small one).
+  // `window`: a local window, which hides the keys outside it (and lets attention skip them).
   AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
                 torch::ScalarType dtype, const torch::Device& device, bool always,
-                double whole_limit_bytes = kWholeMaskBytes);
+                double whole_limit_bytes = kWholeMaskBytes, LocalWindow window = {});
 
   // False when no mask applies (SDPA runs unmasked, with its causal flag).
   bool defined() const { return defined_; }
@@ -52,11 +63,17 @@ class AttentionMask {
   torch::Tensor rows(int64_t begin, int64_t end) const;
   // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
   torch::Tensor whole() const { return whole_.defined() ? whole_ : rows(0, S_); }
+  // The keys [first, last) that query rows [begin, end) may see through the window: all S
+  // without one. Attention may drop the keys outside (their weights are exactly zero).
+  std::pair<int64_t, int64_t> key_span(int64_t begin, int64_t end) const;
 
  private:
+  // True where a key [1, S] lies outside the window of query positions [C, 1]: [C, S].
+  torch::Tensor outside_window(const torch::Tensor& query, const torch::Tensor& key) const;
   torch::Tensor bias_;  // [H, 2S - 1] in dtype_
   torch::Tensor pad_;   // [B, 1, 1, S] bool, true at padded keys
   bool causal_ = false;
+  LocalWindow window_;   // size 0 when none applies (or it covers every key)
   bool square_ = false;  // rows per query (bias or causality), not one key row for all
   bool defined_ = false;
   int64_t S_ = 0;

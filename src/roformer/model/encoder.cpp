@@ -6,7 +6,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
+#include "roformer/config/layer_layout.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
 #include "roformer/ops/bias_gelu/bias_gelu.h"
 #include "roformer/ops/feed_forward/feed_forward.h"
@@ -117,9 +119,12 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
   return h + torch::dropout(ffn(norm(ln2, h)), p, train);
 }
 
-EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position) {
+EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, const LayerPositions& positions) {
   layer = register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_layers; ++i) layer->push_back(EncoderLayer(c, position, i));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const bool global = config::is_global_layer(c, i);
+    layer->push_back(EncoderLayer(config::layer_model(c, global), positions[global], i));
+  }
   if (c.norm == config::NormPlacement::pre)
     LayerNorm = register_module(
         "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
@@ -139,47 +144,54 @@ EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c) : config_(c) {
   if (c.embed_dim() != c.hidden_size)
     embeddings_project = register_module("embeddings_project", torch::nn::Linear(c.embed_dim(), c.hidden_size));
   position = register_module("position", make_position_encoding(c));
-  encoder = register_module("encoder", EncoderStack(c, position));
+  for (const bool global : {false, true}) {  // a layout's kind whose family or RoPE base differs gets its own
+    const config::ModelConfig kind = config::layer_model(c, global);
+    const bool same = kind.position.kind == c.position.kind && kind.position.rope.base == c.position.rope.base;
+    layer_positions[global] = same ? position
+                                   : register_module(global ? "layout_global_position" : "layout_local_position",
+                                                     make_position_encoding(kind));
+  }
+  encoder = register_module("encoder", EncoderStack(c, layer_positions));
   cls = register_module("cls", LmHead(c));
 }
 
 AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, const torch::Tensor& positions,
-                                                     torch::ScalarType stream_dtype) const {
+                                                     torch::ScalarType stream_dtype, bool global) const {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
+  const config::ModelConfig kind = config::layer_model(config_, global);
+  const config::AttentionWindowSpec window = config::layer_window(config_, global);
+  const PositionEncodingImpl& family = *layer_positions[global];
   AttentionContext ctx;
   ctx.positions = positions;
-  ctx.causal = config_.objective == config::Objective::causal_lm;
+  ctx.causal = kind.objective == config::Objective::causal_lm;
   ctx.key_keep = in.attention_mask;
   // In the dtype the scores have; families with score terms form their scores themselves, so
   // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
   const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
-  const bool stick_breaking = config_.attention_normalizer == config::AttentionNormalizer::stick_breaking;
-  const bool forms_scores = position->traits().forms_scores || stick_breaking;
-  ctx.mask = AttentionMask(position->relative_bias(S, device), in.attention_mask, ctx.causal, S,
+  const bool stick_breaking = kind.attention_normalizer == config::AttentionNormalizer::stick_breaking;
+  const bool forms_scores = family.traits().forms_scores || stick_breaking;
+  ctx.mask = AttentionMask(layer_positions[global]->relative_bias(S, device), in.attention_mask, ctx.causal, S,
                            autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device, forms_scores,
-                           attention_whole_limit_bytes);
+                           attention_whole_limit_bytes, {window.size, window.kind == config::WindowKind::chunked});
   if (forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
     const int64_t B = in.input_ids.size(0);
     // Stick-breaking holds about six more such tensors: two log-sigmoids, the suffix sums, the weights.
-    const double pair_bytes = double(B) * double(config_.num_heads) * score_bytes * (stick_breaking ? 7.0 : 1.0) +
-                              position->score_term_bytes_per_pair(B, config_.num_heads, score_bytes);
+    const double pair_bytes = double(B) * double(kind.num_heads) * score_bytes * (stick_breaking ? 7.0 : 1.0) +
+                              family.score_term_bytes_per_pair(B, kind.num_heads, score_bytes);
     const double row_bytes = pair_bytes * double(S);
     ctx.score_block_rows = query_block_rows(row_bytes, S, attention_whole_limit_bytes, device);
   }
   using config::AttentionScale;
-  if (config_.attention_scale == AttentionScale::logn ||
-      (config_.attention_scale == AttentionScale::logn_past_training && !is_training())) {
-    const torch::Tensor scale = logn_scale(positions, config_.attention_scale_length);  // [S] or [B, S]
-    ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
-  }
-  if (config_.attention_scale == AttentionScale::llama4) {
-    const torch::Tensor scale =
-        llama4_scale(positions, config_.attention_scale_floor, config_.attention_scale_factor);  // [S] or [B, S]
-    ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
-  }
-  if (config_.attention_scale == AttentionScale::ssmax)
+  torch::Tensor scale;  // per query position, [S] or [B, S]
+  if (kind.attention_scale == AttentionScale::logn ||
+      (kind.attention_scale == AttentionScale::logn_past_training && !is_training()))
+    scale = logn_scale(positions, kind.attention_scale_length);
+  if (kind.attention_scale == AttentionScale::llama4)
+    scale = llama4_scale(positions, kind.attention_scale_floor, kind.attention_scale_factor);
+  if (scale.defined()) ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
+  if (kind.attention_scale == AttentionScale::ssmax)
     ctx.ssmax_log_keys = ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
   return ctx;
 }
@@ -199,8 +211,12 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   x = to_stream_dtype(torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training()));
   if (!embeddings_project.is_empty()) x = dense(embeddings_project, x);  // [B, S, H]
 
-  const AttentionContext ctx = attention_context(in, positions, x.scalar_type());
-  for (const auto& layer : *encoder->layer) x = layer->as<EncoderLayer>()->forward(x, ctx);
+  std::array<std::optional<AttentionContext>, 2> ctx;  // local, global: made when a layer of the kind needs it
+  for (int64_t i = 0; i < static_cast<int64_t>(encoder->layer->size()); ++i) {
+    const bool global = config::is_global_layer(config_, i);
+    if (!ctx[global]) ctx[global] = attention_context(in, positions, x.scalar_type(), global);
+    x = encoder->layer[i]->as<EncoderLayer>()->forward(x, *ctx[global]);
+  }
   if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
   return x;
 }

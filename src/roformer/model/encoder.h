@@ -13,6 +13,9 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 
+#include <array>
+#include <memory>
+
 #include "roformer/config/config.h"
 #include "roformer/model/attention.h"
 
@@ -56,9 +59,15 @@ class EncoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(EncoderLayer);
 
+// The position modules of a model's two kinds of layers: [0] local (every layer without a
+// per-layer layout), [1] global; the same module where both kinds use the same family.
+using LayerPositions = std::array<std::shared_ptr<PositionEncodingImpl>, 2>;
+
 class EncoderStackImpl : public torch::nn::Module {
  public:
-  EncoderStackImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position);
+  // Layer i runs with config::layer_model(config, global) and positions[global], global =
+  // config::is_global_layer(config, i).
+  EncoderStackImpl(const config::ModelConfig& config, const LayerPositions& positions);
   torch::nn::ModuleList layer{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};  // pre-LN only: final normalisation [H]
 };
@@ -93,10 +102,12 @@ class EncoderModelImpl : public torch::nn::Module {
 
   // Final hidden states [B, S, H].
   torch::Tensor forward(const EncoderInput& input);
-  // What every layer's attention gets for `input` (positions [S]; the residual stream's dtype):
-  // the mask, whole or in query blocks, and the score block of families that form their scores.
+  // What the attention of every local (or, `global`, every global) layer gets for `input`
+  // (positions [S]; the residual stream's dtype): the mask, whole or in query blocks, with the
+  // kind's window, and the score block of families that form their scores. Without a per-layer
+  // layout every layer is local.
   AttentionContext attention_context(const EncoderInput& input, const torch::Tensor& positions,
-                                     torch::ScalarType stream_dtype) const;
+                                     torch::ScalarType stream_dtype, bool global = false) const;
   // Vocabulary logits for hidden states [..., H] -> [..., V] (the tied LM head).
   torch::Tensor logits(const torch::Tensor& hidden);
   // Cross-entropy over positions whose target is not -100 (MLM: masked tokens; causal LM:
@@ -120,8 +131,9 @@ class EncoderModelImpl : public torch::nn::Module {
   double attention_whole_limit_bytes = AttentionMask::kWholeMaskBytes;
 
   Embeddings embeddings{nullptr};
-  torch::nn::Linear embeddings_project{nullptr};  // [H, E], only if E != H
-  std::shared_ptr<PositionEncodingImpl> position;
+  torch::nn::Linear embeddings_project{nullptr};   // [H, E], only if E != H
+  std::shared_ptr<PositionEncodingImpl> position;  // model.position's family
+  LayerPositions layer_positions;                  // what local and global layers use (layer_layout.h)
   EncoderStack encoder{nullptr};
   LmHead cls{nullptr};
 

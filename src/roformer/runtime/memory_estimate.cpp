@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "roformer/common/errors.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/config/position_families.h"
 
 namespace roformer::runtime {
@@ -111,8 +112,9 @@ double count_parameters(const config::ModelConfig& m) {
   if (m.norm == config::NormPlacement::pre) n += 2 * H;  // final LayerNorm
   n += H * E + E + 2 * E + V;                            // head transform, its LayerNorm, decoder bias
   n += config::position_parameters(m);                   // the position family's own
-  if (m.qk_norm) n += L * 2 * H;                         // q_norm, k_norm: [heads, head_dim] each
-  if (m.output_gate) n += L * H * H;                     // W_g
+  for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
+    if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += 2 * H;
+  if (m.output_gate) n += L * H * H;                                                     // W_g
   if (m.attention_scale == config::AttentionScale::ssmax) n += L * double(m.num_heads);  // s per head
   return n;
 }

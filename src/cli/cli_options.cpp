@@ -92,6 +92,9 @@ CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
   cmd->add_option("--out", a.out, "directory for eval.json and eval.csv (default: print only)")->check(non_empty());
   cmd->add_flag("--per-token", a.per_token,
                 "the loss at every position of the window and its cumulative mean (eval.json), not 8 buckets");
+  cmd->add_flag("--fit-temperature", a.fit_temperature,
+                "DroPE: fit c of the temperature 1 + c ln(S/L) past the training length on the valid split, then "
+                "evaluate with it (same as --set eval.fit_temperature=true)");
   cmd->add_flag("--passkey", a.passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
   cmd->add_option("--depths", a.depths, "passkey depths in [0, 1], comma-separated")
       ->capture_default_str()
@@ -193,6 +196,7 @@ std::vector<std::string> eval_overrides(const EvalArgs& a) {
   if (a.stride >= 0) out.push_back("eval.stride=" + std::to_string(a.stride));
   if (!a.split.empty()) out.push_back("eval.split=" + a.split);
   if (a.per_token) out.push_back("eval.per_token=true");
+  if (a.fit_temperature) out.push_back("eval.fit_temperature=true");
   return out;
 }
 

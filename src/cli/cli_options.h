@@ -28,6 +28,7 @@ struct EvalArgs {
   std::vector<std::string> overrides;
   bool passkey = false;
   bool per_token = false;
+  bool fit_temperature = false;
   std::string depths = "0,0.25,0.5,0.75,1";
   int64_t trials = 5;
 };

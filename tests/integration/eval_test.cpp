@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -381,6 +382,9 @@ TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
       {"--set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=32 --set "
        "model.position.rope.self_extend.group=4",
        true},
+      {"--set model.position.rope.mode=dual_chunk --set model.position.rope.dual_chunk.chunk_size=40 --set "
+       "model.position.rope.dual_chunk.local_window=8",
+       true},  // chunks of 32 tokens: the training length is one chunk
       {"--set model.position.rope.mode=string --set model.position.rope.string.local=4", false},
       {"--set model.position.rope.scaling.kind=llama3 --set model.position.rope.scaling.factor=4", false}};
   for (const auto& [method, same_at_1x] : methods) {
@@ -396,6 +400,46 @@ TEST(Eval, RopeExtensionMethodsApplyToAPlainRopeCheckpoint) {
     EXPECT_TRUE(std::isfinite(at4x) && at4x > 0) << j.dump();
     EXPECT_GT(std::abs(at4x - plain["results"][1]["loss"].get<double>()), 1e-6);
   }
+}
+
+// DroPE's temperature fitted on the valid split: c = 0 is the first trial, the chosen c is the
+// lowest loss tried, the results are an evaluation with that c, and the training length
+// (beta = 1) is untouched.
+TEST(Eval, DropeTemperatureFitPicksTheLowestValidLoss) {
+  Trained t("causal_lm", "--set model.position.kind=none");
+  const std::string common = "--lengths 32,64 --set eval.max_tokens=512 --set eval.batch_size=8";
+  const json fitted = t.eval(common + " --fit-temperature --set eval.fit_tokens=256");
+  const json& fit = fitted["temperature_fit"];
+  ASSERT_TRUE(fit.is_object()) << fitted.dump();
+  EXPECT_EQ(fit["lengths"], json::array({64}));  // past the training length 32 only
+  const auto& trials = fit["trials"];
+  ASSERT_GE(trials.size(), 14u);
+  EXPECT_EQ(trials[0][0].get<double>(), 0.0);
+  double best = 1e300, best_c = -1;
+  for (const auto& trial : trials) {
+    if (trial[1].get<double>() >= best) continue;
+    best = trial[1].get<double>();
+    best_c = trial[0].get<double>();
+  }
+  EXPECT_EQ(fit["c"].get<double>(), best_c);
+  EXPECT_LE(best, trials[0][1].get<double>());
+  EXPECT_NE(fitted["methods"].get<std::string>().find("drope temperature"), std::string::npos);
+  std::ostringstream c;
+  c << std::setprecision(17) << best_c;
+  const json again =
+      t.eval(common + " --set model.attention_scale=drope --set model.attention_scale_factor=" + c.str());
+  const json plain = t.eval(common);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(fitted["results"][i]["loss"].get<double>(), again["results"][i]["loss"].get<double>(), 1e-9);
+  EXPECT_NEAR(fitted["results"][0]["loss"].get<double>(), plain["results"][0]["loss"].get<double>(), 1e-9);
+  if (best_c > 0.01) {
+    EXPECT_GT(std::abs(fitted["results"][1]["loss"].get<double>() - plain["results"][1]["loss"].get<double>()), 1e-7);
+  }
+  // Nothing past the training length to fit at: a clear refusal.
+  const auto r =
+      run_command("'" + roformer_binary() + "' eval '" + t.checkpoint + "' --lengths 16,32 --fit-temperature");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("past the training length 32"), std::string::npos) << r.output;
 }
 
 }  // namespace eval_test

@@ -176,6 +176,35 @@ TEST(Train, The2025AttentionOptionsResumeBitwise) {
   }
 }
 
+// DroPE (train.init_protocol drope): a NoPE run starts from a RoPE checkpoint. With a learning
+// rate far below float32's resolution its weights stay the source's bitwise, so every tensor
+// came from the source and nothing else; QK-norm may be added; sources whose positions are
+// weights, and a drope run without a source, are refused.
+TEST(Train, DropeStartsANopeRunFromARopeCheckpoint) {
+  Fixture f;
+  const std::string source = f.dir.file("source"), dropped = f.dir.file("dropped"), normed = f.dir.file("normed");
+  ASSERT_EQ(f.train(source).exit_code, 0);
+  const std::string drope = "--init-from '" + source +
+                            "/checkpoints/step_40' --set train.init_protocol=drope --set model.position.kind=none "
+                            "--set train.steps=10 --set train.lr=1e-30 --set train.warmup_steps=0 ";
+  auto r = f.train(dropped, drope);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("DroPE: its position encoding dropped"), std::string::npos) << r.output;
+  EXPECT_EQ(safetensors_difference(checkpoint_weights(source, 40), checkpoint_weights(dropped, 10)), "");
+  r = f.train(normed, drope + "--set model.qk_norm=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::isfinite(records(normed, "eval").back()["loss"].get<double>()));
+  r = f.train(f.dir.file("learned"), "--set model.position.kind=learned");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = f.train(f.dir.file("from_learned"), "--init-from '" + f.dir.file("learned") +
+                                              "' --set train.init_protocol=drope --set model.position.kind=none");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("whose positions live in its weights"), std::string::npos) << r.output;
+  r = f.train(f.dir.file("no_source"), "--set train.init_protocol=drope --set model.position.kind=none");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--init-from"), std::string::npos) << r.output;
+}
+
 // train.init_from: a new run starts from another run's weights (its step-0 evaluation is the
 // source's last one), with a fresh step count and optimizer, at a longer length with RoPE
 // position interpolation; resuming such a run continues from its own checkpoints bitwise.

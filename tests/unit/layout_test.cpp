@@ -107,7 +107,8 @@ TEST(Layout, BandsOfKeysEqualTheWholeMask) {
       attn->to(torch::kFloat64);
       attn->eval();
       const torch::Tensor x = torch::randn({1, S, kHidden}, kDouble);
-      const AttentionMask mask({}, {}, causal, S, torch::kFloat64, torch::kCPU, false, AttentionMask::kWholeMaskBytes, w);
+      const AttentionMask mask({}, {}, causal, S, torch::kFloat64, torch::kCPU, false, AttentionMask::kWholeMaskBytes,
+                               w);
       EXPECT_LT(mask.block_rows(), S);  // bands in use
       torch::NoGradGuard no_grad;
       auto heads = [&](const torch::nn::Linear& l) {

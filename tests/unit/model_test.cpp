@@ -33,8 +33,9 @@ bool defined_for(PositionKind kind, config::Objective objective) {
   return kind != PositionKind::cope || objective == config::Objective::causal_lm;
 }
 bool defined_for(const config::ModelConfig& c) {
-  return defined_for(c.position.kind, c.objective) && (c.attention_normalizer == config::AttentionNormalizer::softmax ||
-                                                       c.objective == config::Objective::causal_lm);
+  const bool causal_only = c.attention_normalizer == config::AttentionNormalizer::stick_breaking ||
+                           c.position.rope.mode == config::RopeMode::dual_chunk;
+  return defined_for(c.position.kind, c.objective) && (!causal_only || c.objective == config::Objective::causal_lm);
 }
 
 std::string name(PositionKind k) {
@@ -110,6 +111,11 @@ std::vector<Case> all_cases() {
                    c.position.rope.mode = config::RopeMode::self_extend;
                    c.position.rope.self_extend.group = 2;
                    c.position.rope.self_extend.window = 3;
+                 }});
+  out.push_back({"rope+dual_chunk", PositionKind::rope, [](config::ModelConfig& c) {  // causal only
+                   c.position.rope.mode = config::RopeMode::dual_chunk;
+                   c.position.rope.dual_chunk.chunk_size = 4;  // chunks of 3 within the 6-10 token inputs
+                   c.position.rope.dual_chunk.local_window = 1;
                  }});
   out.push_back({"rope+logn", PositionKind::rope, [](config::ModelConfig& c) {
                    c.attention_scale = config::AttentionScale::logn;

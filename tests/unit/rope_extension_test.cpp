@@ -222,7 +222,21 @@ config::ModelConfig remap_config(bool causal, config::RopeMode mode) {
   c.position.rope.string.attention_factor = 1.2;
   c.position.rope.self_extend.group = 2;
   c.position.rope.self_extend.window = 3;
+  c.position.rope.dual_chunk.chunk_size = 4;  // chunks of 4 - 1 = 3 tokens: [0, 3), [3, 6), [6, 7)
+  c.position.rope.dual_chunk.local_window = 1;
   return c;
+}
+
+// DCA as ChunkLlama's forward (chunkllama_attn_replace.py, no cache) places query i against
+// key j: keys at j mod c (k_t); the query at i mod c in its own chunk (q_t), at
+// min(i mod c + c, chunk_size) against the previous chunk (qc_t), and against earlier chunks at
+// qc_t[c - 1] = min(2c - 1, chunk_size). `inter` overrides that last position (mutations).
+double dual_chunk_rel(int64_t i, int64_t j, int64_t chunk_size, int64_t local_window, double inter = -1) {
+  const int64_t c = chunk_size - local_window;
+  const double key = double(j % c);
+  if (i / c == j / c) return double(i % c) - key;
+  if (i / c == j / c + 1) return double(std::min(i % c + c, chunk_size)) - key;
+  return (inter >= 0 ? inter : double(std::min(2 * c - 1, chunk_size))) - key;
 }
 
 // STRING (the paper's Section 4 and the authors' string_for_llama.py): d >= S becomes d - S + W,
@@ -289,6 +303,62 @@ TEST(RopeExtension, SelfExtendEqualsItsGroupedPositionsInDouble) {
   c.position.rope.self_extend.window = kS;
   Fixture plain(remap_config(true, config::RopeMode::rotate)), wide(c);
   EXPECT_TRUE(torch::allclose(plain.run(true), wide.run(true), 1e-12, 1e-12));
+}
+
+TEST(RopeExtension, DualChunkEqualsChunkLlamaInDouble) {
+  Fixture f(remap_config(true, config::RopeMode::dual_chunk));
+  f.expect_output(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+    return rope_score(f.q[h][i], f.k[h][j], dual_chunk_rel(i, j, 4, 1));
+  }));
+  // Mutations: earlier chunks' query one position lower; chunks one token longer.
+  f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+    return rope_score(f.q[h][i], f.k[h][j], dual_chunk_rel(i, j, 4, 1, 3.0));
+  }));
+  f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+    return rope_score(f.q[h][i], f.k[h][j], dual_chunk_rel(i, j, 5, 1));
+  }));
+  // One chunk holding the whole pass: plain RoPE.
+  config::ModelConfig c = remap_config(true, config::RopeMode::dual_chunk);
+  c.position.rope.dual_chunk.chunk_size = kS + 1;
+  Fixture plain(remap_config(true, config::RopeMode::rotate)), wide(c);
+  EXPECT_TRUE(torch::allclose(plain.run(true), wide.run(true), 1e-12, 1e-12));
+}
+
+// DroPE's temperature beta = 1 + c ln(S / L) past L, 1 within it; through the model it equals the
+// plain model with its query projection multiplied by beta (so every logit is), and a natural
+// log mutated into log2 must differ.
+TEST(RopeExtension, DropeTemperatureMultipliesEveryLogitPastTheLength) {
+  EXPECT_DOUBLE_EQ(drope_scale(512, 128, 0.4), 1.0 + 0.4 * std::log(4.0));
+  EXPECT_DOUBLE_EQ(drope_scale(128, 128, 0.4), 1.0);
+  EXPECT_DOUBLE_EQ(drope_scale(64, 128, 0.4), 1.0);
+  config::ModelConfig c = small_model(config::PositionKind::rope, true);
+  c.vocab_size = 13;
+  c.hidden_dropout = 0;
+  c.attention_scale_length = 4;
+  c.attention_scale_factor = 0.5;
+  config::ModelConfig tempered = c;
+  tempered.attention_scale = config::AttentionScale::drope;
+  auto build = [](const config::ModelConfig& m) {
+    EncoderModel model = build_model(m, 3);
+    model->to(torch::kFloat64);
+    model->eval();
+    return model;
+  };
+  EncoderModel with = build(tempered), plain = build(c), scaled = build(c), mutated = build(c);
+  const torch::Tensor ids = torch::randint(0, 13, {2, 12}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  const double beta = 1.0 + 0.5 * std::log(12.0 / 4.0), wrong = 1.0 + 0.5 * std::log2(12.0 / 4.0);
+  for (auto [model, factor] : {std::pair{&scaled, beta}, std::pair{&mutated, wrong}})
+    for (const auto& layer : *(*model)->encoder->layer) {
+      auto& q = layer->as<EncoderLayer>()->attention->self->query;
+      q->weight.mul_(factor);
+      q->bias.mul_(factor);
+    }
+  const torch::Tensor got = with->forward({ids});
+  EXPECT_TRUE(torch::allclose(got, scaled->forward({ids}), 1e-10, 1e-10));
+  EXPECT_GT((got - mutated->forward({ids})).abs().max().item<double>(), 1e-6);
+  const torch::Tensor short_ids = ids.narrow(1, 0, 4);  // S = L: no temperature
+  EXPECT_TRUE(torch::allclose(with->forward({short_ids}), plain->forward({short_ids}), 1e-12, 1e-12));
 }
 
 TEST(RopeExtension, LognFactorPerPosition) {

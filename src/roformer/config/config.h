@@ -41,7 +41,7 @@ using AttentionKernel = KernelChoice;
 enum class NormPlacement { post, pre };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
-enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4 };
+enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4, drope };
 enum class AttentionNormalizer { softmax, stick_breaking };
 enum class StickBreakingRemainder { current, discard };
 enum class FoxGate { data, bias_only };
@@ -73,7 +73,9 @@ struct RopeScalingConfig {
 // window, the scores formed per pair from several rotations; an evaluation-time choice).
 // string (STRING, An et al., ICLR 2025) and self_extend (Jin et al., ICML 2024) remap it the same
 // way: past a threshold the scores come from a second rotation of the query and keys.
-enum class RopeMode { rotate, rerope, string, self_extend };
+// dual_chunk (DCA, An et al., ICML 2024) keeps positions inside a chunk and gives keys of earlier
+// chunks fixed query positions.
+enum class RopeMode { rotate, rerope, string, self_extend, dual_chunk };
 
 struct ReRopeConfig {
   int64_t window = 0;  // w (rope.mode rerope needs one); 0 = none
@@ -102,6 +104,16 @@ struct SelfExtendConfig {
   void visit(FieldVisitor& v);
 };
 
+// Dual Chunk Attention (An et al., ICML 2024; HKUNLP/ChunkLlama): the pass is cut into chunks of
+// c = chunk_size - local_window tokens and every key sits at j mod c; the query sits at i mod c
+// for keys of its own chunk, at min(i mod c + c, chunk_size) for the previous chunk and at
+// min(2c - 1, chunk_size) for earlier ones, so no relative position exceeds chunk_size. Causal.
+struct DualChunkConfig {
+  int64_t chunk_size = 0;    // 0 = 3/4 of the training length (rope.scaling.original_max_positions), as ChunkLlama
+  int64_t local_window = 0;  // 0 = 1/16 of the training length, as ChunkLlama
+  void visit(FieldVisitor& v);
+};
+
 struct RopeConfig {
   RopePairing pairing = RopePairing::interleaved;
   double base = 10000.0;
@@ -119,6 +131,7 @@ struct RopeConfig {
   ReRopeConfig rerope;
   StringConfig string;
   SelfExtendConfig self_extend;
+  DualChunkConfig dual_chunk;
   void visit(FieldVisitor& v);
 };
 
@@ -290,6 +303,8 @@ struct ModelConfig {
   double ssmax_init = 0.43;
   // llama4 (Llama 4's temperature tuning for its NoPE layers, credited to SSMax): queries times
   // log(floor((i + 1) / floor) + 1) x factor + 1, in training and evaluation.
+  // drope (DroPE, Gelberg et al. 2025): on a pass of S > L tokens every logit times
+  // 1 + factor x ln(S / L), L = attention_scale_length; `roformer eval --fit-temperature` fits the factor.
   double attention_scale_floor = 8192.0;
   double attention_scale_factor = 0.1;
   // stick_breaking (Tan et al., ICLR 2025): A_ij = sigmoid(z_ij) prod_{j<k<i} (1 - sigmoid(z_ik)),
@@ -373,6 +388,7 @@ enum class CudaGraphs { auto_, on, off };
 // Training positions: 0..S-1, or per sequence S sorted distinct draws from [0, max) (Ruoss et
 // al. 2023, randomized positional encodings); evaluation always uses 0..S-1.
 enum class PositionSampling { contiguous, random };
+enum class InitProtocol { weights, drope };
 
 struct TrainConfig {
   int64_t steps = 1000;
@@ -405,6 +421,9 @@ struct TrainConfig {
   int64_t profile_steps = 0;                   // steps recorded by the profiler; 0 = off
   int64_t profile_start = 10;                  // first profiled step (past warm-up and graph capture)
   std::string init_from;  // a checkpoint (or run) whose weights start this run; fresh optimizer and step count
+  // weights: the architecture must match; drope (DroPE, Gelberg et al. 2025): the source's
+  // parameter-free position family is dropped (this run has kind none) and QK-norm may be added.
+  InitProtocol init_protocol = InitProtocol::weights;
   PositionSampling positions = PositionSampling::contiguous;
   int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
   bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (train/tensorboard_writer.h)
@@ -433,6 +452,10 @@ struct EvalConfig {
   int64_t mask_seed = 20210420;            // MLM evaluation masks (fixed so checkpoints see identical inputs)
   Precision precision = Precision::auto_;  // auto: bf16 autocast on CUDA, fp32 on the CPU
   bool per_token = false;                  // the loss at every position of the window, not 8 buckets
+  // DroPE's temperature: fit attention_scale_factor c of attention_scale drope on the valid split
+  // (fit_tokens per length past the training length), then evaluate with it.
+  bool fit_temperature = false;
+  int64_t fit_tokens = 16384;
   void visit(FieldVisitor& v);
 };
 

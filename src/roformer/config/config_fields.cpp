@@ -9,7 +9,8 @@ const EnumNames<AttentionScale>& attention_scale_names() {
                                                 {AttentionScale::logn, "logn"},
                                                 {AttentionScale::logn_past_training, "logn_past_training"},
                                                 {AttentionScale::ssmax, "ssmax"},
-                                                {AttentionScale::llama4, "llama4"}}};
+                                                {AttentionScale::llama4, "llama4"},
+                                                {AttentionScale::drope, "drope"}}};
   return names;
 }
 
@@ -82,6 +83,13 @@ void SelfExtendConfig::visit(FieldVisitor& v) {
           "W: keys closer than W to the query keep RoPE's positions (1024)");
 }
 
+void DualChunkConfig::visit(FieldVisitor& v) {
+  v.field("chunk_size", chunk_size, between(int64_t{0}, int64_t{1} << 40),
+          "the largest relative position DCA uses; 0 = 3/4 of the training length (ChunkLlama)");
+  v.field("local_window", local_window, between(int64_t{0}, int64_t{1} << 40),
+          "chunks hold chunk_size - local_window tokens; 0 = 1/16 of the training length (ChunkLlama)");
+}
+
 void RopeConfig::visit(FieldVisitor& v) {
   static const EnumNames<RopePairing> pairings{
       {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
@@ -105,11 +113,13 @@ void RopeConfig::visit(FieldVisitor& v) {
   static const EnumNames<RopeMode> modes{{{RopeMode::rotate, "rotate"},
                                           {RopeMode::rerope, "rerope"},
                                           {RopeMode::string, "string"},
-                                          {RopeMode::self_extend, "self_extend"}}};
+                                          {RopeMode::self_extend, "self_extend"},
+                                          {RopeMode::dual_chunk, "dual_chunk"}}};
   enum_field(v, "mode", mode, modes,
              "rotate: RoPE's exact relative positions; rerope: ReRoPE / Leaky ReRoPE, relative positions capped "
-             "past rerope.window; string: STRING's shifted positions; self_extend: Self-Extend's grouped positions "
-             "(the last three are training-free, evaluation-time choices for RoPE checkpoints)");
+             "past rerope.window; string: STRING's shifted positions; self_extend: Self-Extend's grouped positions; "
+             "dual_chunk: Dual Chunk Attention's chunked positions (causal) (the last four are training-free, "
+             "evaluation-time choices for RoPE checkpoints)");
   v.section(
       "rerope", [this](FieldVisitor& s) { rerope.visit(s); }, "ReRoPE / Leaky ReRoPE relative-position window");
   v.section(
@@ -117,6 +127,8 @@ void RopeConfig::visit(FieldVisitor& v) {
   v.section(
       "self_extend", [this](FieldVisitor& s) { self_extend.visit(s); },
       "Self-Extend grouped positions (Jin et al. 2024)");
+  v.section(
+      "dual_chunk", [this](FieldVisitor& s) { dual_chunk.visit(s); }, "Dual Chunk Attention (An et al. 2024)");
 }
 
 void T5BiasConfig::visit(FieldVisitor& v) {
@@ -254,18 +266,21 @@ void ModelConfig::visit(FieldVisitor& v) {
       {{AttentionKind::softmax, "softmax"}, {AttentionKind::linear, "linear"}}};
   enum_field(v, "attention", attention, attentions,
              "softmax, or linear (kernelised, O(S); RoPE as in RoFormer Eq. 19; no score-bias families)");
-  enum_field(v, "attention_scale", attention_scale, attention_scale_names(),
-             "query scaling: none; logn: queries times max(1, log(i+1)/log(L)) in training and evaluation (Su); "
-             "logn_past_training: the same in evaluation only (Qwen's use_logn_attn); ssmax: logits times s_h log n, "
-             "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025); llama4: "
-             "queries times log(floor((i+1)/floor) + 1) x factor + 1 (Llama 4's NoPE-layer temperature)");
+  enum_field(
+      v, "attention_scale", attention_scale, attention_scale_names(),
+      "query scaling: none; logn: queries times max(1, log(i+1)/log(L)) in training and evaluation (Su); "
+      "logn_past_training: the same in evaluation only (Qwen's use_logn_attn); ssmax: logits times s_h log n, "
+      "n the keys a query sees, s_h learned per layer and head (Scalable-Softmax, Nakanishi 2025); llama4: "
+      "queries times log(floor((i+1)/floor) + 1) x factor + 1 (Llama 4's NoPE-layer temperature); drope: on a pass of "
+      "S > L tokens the logits times 1 + factor x ln(S/L) (DroPE; eval --fit-temperature fits the factor)");
   v.field("attention_scale_length", attention_scale_length, between(int64_t{0}, int64_t{1} << 40),
-          "L of the log-n scale; 0 = data.seq_len");
+          "L of the log-n and DroPE scales; 0 = data.seq_len");
   v.field("ssmax_init", ssmax_init, between(-100.0, 100.0), "ssmax: the initial s of every head (0.43)");
   v.field("attention_scale_floor", attention_scale_floor, between(1.0, 1e12),
           "llama4: floor_scale, the positions per step of the temperature (Llama 4: 8192)");
   v.field("attention_scale_factor", attention_scale_factor, between(0.0, 1e3),
-          "llama4: attn_scale, the temperature's slope per log step (Llama 4: 0.1)");
+          "llama4: attn_scale, the temperature's slope per log step (Llama 4: 0.1); drope: c (DroPE fits it: 0.412 "
+          "from scratch, 0.103 for SmolLM)");
   static const EnumNames<AttentionNormalizer> normalizers{
       {{AttentionNormalizer::softmax, "softmax"}, {AttentionNormalizer::stick_breaking, "stick_breaking"}}};
   enum_field(v, "attention_normalizer", attention_normalizer, normalizers,
@@ -407,6 +422,11 @@ void TrainConfig::visit(FieldVisitor& v) {
           "start from this checkpoint's weights (RUN/checkpoints/step_N, or a run: its newest) with a fresh "
           "optimizer, schedule and step count; the architecture must match, the length, RoPE scaling, lr and data "
           "may change (--init-from); a resumed run continues from its own checkpoints");
+  static const EnumNames<InitProtocol> protocols{{{InitProtocol::weights, "weights"}, {InitProtocol::drope, "drope"}}};
+  enum_field(v, "init_protocol", init_protocol, protocols,
+             "weights (init_from's architecture must match) or drope (DroPE: the source's parameter-free position "
+             "family is dropped, so this run has model.position.kind none; model.qk_norm may be added, its weights "
+             "starting at 1)");
   static const EnumNames<PositionSampling> position_samplings{
       {{PositionSampling::contiguous, "contiguous"}, {PositionSampling::random, "random"}}};
   enum_field(v, "positions", positions, position_samplings,
@@ -446,6 +466,10 @@ void EvalConfig::visit(FieldVisitor& v) {
   v.field("per_token", per_token,
           "the mean loss at every position t of the window and its cumulative mean over positions <= t "
           "(loss_by_position and cumulative_loss in eval.json); false: 8 position buckets");
+  v.field("fit_temperature", fit_temperature,
+          "DroPE: fit c of model.attention_scale drope on the valid split at the lengths past the training length, "
+          "then evaluate with it (--fit-temperature)");
+  v.field("fit_tokens", fit_tokens, at_least(int64_t{1}), "fit_temperature: tokens scored per length and trial");
 }
 
 const EnumNames<FinetuneTask>& finetune_task_names() {

@@ -107,6 +107,10 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
   validate_random_positions(c, o);
   validate_task(c, o);
+  if (c.train.init_protocol == InitProtocol::drope && c.model.position.kind != PositionKind::none)
+    conflict(o, "train.init_protocol", "model.position.kind",
+             "DroPE drops the source checkpoint's position encoding, so this run has kind none (the source keeps "
+             "its own); set model.position.kind=none");
 }
 
 void resolve(Config& c) {

@@ -22,7 +22,8 @@ const EnumNames<LayerTemperature>& temperature_names() {
   return n;
 }
 const EnumNames<LayerToggle>& toggle_names() {
-  static const EnumNames<LayerToggle> n{{{LayerToggle::auto_, "auto"}, {LayerToggle::on, "on"}, {LayerToggle::off, "off"}}};
+  static const EnumNames<LayerToggle> n{
+      {{LayerToggle::auto_, "auto"}, {LayerToggle::on, "on"}, {LayerToggle::off, "off"}}};
   return n;
 }
 
@@ -43,9 +44,7 @@ Preset preset_values(LayoutPreset p) {
     case LayoutPreset::rnope_swa:  // Command A: three sliding-window RoPE layers, one global NoPE layer
       return {"LLLG", {P::model, W::sliding, 0, 0.0, T::none, Q::auto_}, {P::none, W::none, 0, 0.0, T::none, Q::auto_}};
     case LayoutPreset::gemma3:  // five sliding layers at base 10k, one global at base 1M, QK-norm everywhere
-      return {"LLLLLG",
-              {P::model, W::sliding, 0, 1e4, T::none, Q::on},
-              {P::model, W::none, 0, 1e6, T::none, Q::on}};
+      return {"LLLLLG", {P::model, W::sliding, 0, 1e4, T::none, Q::on}, {P::model, W::none, 0, 1e6, T::none, Q::on}};
     case LayoutPreset::none:
     case LayoutPreset::custom:
       break;
@@ -63,7 +62,8 @@ LayerKindConfig resolve_kind(LayerKindConfig kind, const LayerKindConfig& preset
   if (kind.qk_norm == LayerToggle::auto_) kind.qk_norm = m.qk_norm ? LayerToggle::on : LayerToggle::off;
   if (kind.window == 0 && kind.window_kind != WindowKind::none) kind.window = std::max<int64_t>(1, c.data.seq_len / 4);
   const bool rotary = kind.position == LayerPosition::model && position_family(m.position.kind).traits.rotary;
-  if (kind.rope_base == 0.0) kind.rope_base = rotary && preset_kind.rope_base > 0 ? preset_kind.rope_base : m.position.rope.base;
+  if (kind.rope_base == 0.0)
+    kind.rope_base = rotary && preset_kind.rope_base > 0 ? preset_kind.rope_base : m.position.rope.base;
   return kind;
 }
 
@@ -85,7 +85,8 @@ bool kind_is_auto(const LayerKindConfig& k) {
 void validate_pattern(const Config& c, const Origins& o, const LayoutConfig& l) {
   const std::string key = "model.layout.pattern";
   if (l.pattern.empty())
-    invalid(o, key, "preset custom needs a pattern of L (local) and G (global) layers, cycled over the layers, e.g. LLLG");
+    invalid(o, key,
+            "preset custom needs a pattern of L (local) and G (global) layers, cycled over the layers, e.g. LLLG");
   if (l.pattern.find_first_not_of("LG") != std::string::npos)
     invalid(o, key, "'" + l.pattern + "' may hold only L (a local layer) and G (a global layer)");
   bool global = false;
@@ -103,7 +104,8 @@ void validate_kind(const Config& c, const Origins& o, const std::string& name, c
   const std::string prefix = "model.layout." + name + ".";
   const PositionFamily& family = position_family(m.position.kind);
   if (k.window_kind == WindowKind::none && raw.window > 0)
-    invalid(o, prefix + "window", "is set but this kind has no window (window_kind none); set window_kind sliding or chunked");
+    invalid(o, prefix + "window",
+            "is set but this kind has no window (window_kind none); set window_kind sliding or chunked");
   // (A resolved config holds model.position.rope.base there.)
   const bool own_base = raw.rope_base > 0 && raw.rope_base != m.position.rope.base;
   if (own_base && (k.position == LayerPosition::none || !family.traits.rotary))
@@ -111,8 +113,9 @@ void validate_kind(const Config& c, const Origins& o, const std::string& name, c
              "a RoPE base applies to layers that rotate (rope or xpos as the model's family, position model)");
   if (k.position == LayerPosition::none && family.traits.per_layer)
     conflict(o, prefix + "position", "model.position.kind",
-             family.name + " has parameters in every layer, which layers without it would leave untrained; use a "
-                           "family without per-layer parameters (rope, alibi, t5_bias, kerple, xpos, ...)");
+             family.name +
+                 " has parameters in every layer, which layers without it would leave untrained; use a "
+                 "family without per-layer parameters (rope, alibi, t5_bias, kerple, xpos, ...)");
   if (k.temperature == LayerTemperature::llama4 && m.attention_scale != AttentionScale::none)
     conflict(o, prefix + "temperature", "model.attention_scale",
              "both scale the queries; the layout's temperature applies to its layers only: set attention_scale none");
@@ -160,15 +163,17 @@ void LayoutConfig::visit(FieldVisitor& v) {
              "QK-norm, a NoPE layer with the temperature), rnope_swa (Command A: LLLG, sliding-window RoPE, global "
              "NoPE) or gemma3 (LLLLLG, sliding base 10k, global base 1M, QK-norm)");
   v.field("pattern", pattern, "L (local) and G (global) per layer, cycled over the layers; \"\" = the preset's");
-  v.section("local", [this](FieldVisitor& s) { local.visit(s); }, "the local layers (L)");
-  v.section("global", [this](FieldVisitor& s) { global.visit(s); }, "the global layers (G)");
+  v.section(
+      "local", [this](FieldVisitor& s) { local.visit(s); }, "the local layers (L)");
+  v.section(
+      "global", [this](FieldVisitor& s) { global.visit(s); }, "the global layers (G)");
 }
 
 void validate_layout(const Config& c, const Origins& o) {
   const LayoutConfig& raw = c.model.layout;
   if (raw.preset == LayoutPreset::none) {
-    const char* set = !raw.pattern.empty()       ? "model.layout.pattern"
-                      : !kind_is_auto(raw.local) ? "model.layout.local"
+    const char* set = !raw.pattern.empty()        ? "model.layout.pattern"
+                      : !kind_is_auto(raw.local)  ? "model.layout.local"
                       : !kind_is_auto(raw.global) ? "model.layout.global"
                                                   : nullptr;
     if (set)
@@ -183,8 +188,9 @@ void validate_layout(const Config& c, const Origins& o) {
              "windows and per-layer families act on the score matrix, which linear attention never forms");
   if (family.traits.embeds)
     conflict(o, "model.layout.preset", "model.position.kind",
-             family.name + " adds positions to the embeddings once, before every layer; a layout chooses per layer, "
-                           "so use a family inside attention (rope, alibi, ...)");
+             family.name +
+                 " adds positions to the embeddings once, before every layer; a layout chooses per layer, "
+                 "so use a family inside attention (rope, alibi, ...)");
   const LayoutConfig l = resolved(c);
   validate_pattern(c, o, l);
   validate_kind(c, o, "local", raw.local, l.local);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "roformer/config/config_errors.h"
@@ -13,8 +14,17 @@ namespace {
 
 // ---- validation -------------------------------------------------------------------------
 
+// DCA's chunk and local window: as set, or ChunkLlama's 3/4 and 1/16 of the training length.
+std::pair<int64_t, int64_t> dual_chunk_sizes(const Config& c) {
+  const RopeConfig& rope = c.model.position.rope;
+  const int64_t trained =
+      rope.scaling.original_max_positions > 0 ? rope.scaling.original_max_positions : c.data.seq_len;
+  return {rope.dual_chunk.chunk_size > 0 ? rope.dual_chunk.chunk_size : trained * 3 / 4,
+          rope.dual_chunk.local_window > 0 ? rope.dual_chunk.local_window : std::max<int64_t>(1, trained / 16)};
+}
+
 // ReRoPE is rope.mode=rerope with its window; a window alone is refused rather than ignored.
-// Every remapping mode (rerope, string, self_extend) needs plain RoPE's q.k per pair.
+// Every remapping mode (rerope, string, self_extend, dual_chunk) needs plain RoPE's q.k per pair.
 void validate_rope_remap(const Config& c, const Origins& o) {
   const PositionConfig& p = c.model.position;
   const RopeMode mode = p.rope.mode;
@@ -37,6 +47,16 @@ void validate_rope_remap(const Config& c, const Origins& o) {
     conflict(o, "model.attention", "model.position.rope.mode",
              "rerope, string and self_extend pick a relative position per (query, key) pair, which linear attention "
              "never forms");
+  if (mode != RopeMode::dual_chunk) return;
+  if (c.model.objective != Objective::causal_lm)
+    conflict(o, "model.position.rope.mode", "model.objective",
+             "Dual Chunk Attention places each query against the chunks before it (causal, as its authors define "
+             "it); use objective causal_lm, or string / self_extend for MLM");
+  const auto [chunk, local] = dual_chunk_sizes(c);
+  if (local >= chunk)
+    conflict(o, "model.position.rope.dual_chunk.local_window", "model.position.rope.dual_chunk.chunk_size",
+             "chunks hold chunk_size - local_window tokens (" + std::to_string(chunk) + " - " + std::to_string(local) +
+                 " here); keep local_window below chunk_size (ChunkLlama: 1/16 and 3/4 of the training length)");
 }
 
 void validate_rotary(const Config& c, const Origins& o) {
@@ -128,6 +148,7 @@ void resolve_rope(Config& c) {
   RopeConfig& rope = c.model.position.rope;
   rope.rotary_dim = rope.resolved_rotary_dim(c.model.head_dim());
   if (rope.scaling.original_max_positions == 0) rope.scaling.original_max_positions = c.data.seq_len;
+  std::tie(rope.dual_chunk.chunk_size, rope.dual_chunk.local_window) = dual_chunk_sizes(c);
 }
 void resolve_fire(Config& c) {
   if (c.model.position.fire.l_init == 0) c.model.position.fire.l_init = c.data.seq_len;

@@ -298,8 +298,8 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
     refuse("stick-breaking attention (RoFormer normalises with softmax)");
   if (config::has_layout(m)) refuse("a per-layer layout (RoFormer's layers are all alike)");
   if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (RoFormer's attention has neither)");
-  if (m.attention_scale == config::AttentionScale::ssmax || m.attention_scale == config::AttentionScale::llama4 ||
-      m.attention_scale == config::AttentionScale::logn)
+  if (m.attention_scale != config::AttentionScale::none &&
+      m.attention_scale != config::AttentionScale::logn_past_training)
     refuse("its queries are scaled by model.attention_scale (RoFormer has no such scale)");
 
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",

@@ -118,19 +118,44 @@ std::string applied_methods(const config::ModelConfig& m) {
   if (rope.mode == config::RopeMode::self_extend)
     methods.push_back("self-extend group " + std::to_string(rope.self_extend.group) + " window " +
                       std::to_string(rope.self_extend.window));
+  if (rope.mode == config::RopeMode::dual_chunk)
+    methods.push_back("dual-chunk chunk " + std::to_string(rope.dual_chunk.chunk_size) + " local window " +
+                      std::to_string(rope.dual_chunk.local_window));
   if (m.attention_scale == config::AttentionScale::logn)
     methods.push_back("log-n (L = " + std::to_string(m.attention_scale_length) + ")");
   if (m.attention_scale == config::AttentionScale::llama4)
     methods.push_back("llama4 temperature (floor " + plain_number(m.attention_scale_floor) + ", factor " +
                       plain_number(m.attention_scale_factor) + ")");
   if (m.attention_scale == config::AttentionScale::ssmax) methods.push_back("ssmax");
+  if (m.attention_scale == config::AttentionScale::drope)
+    methods.push_back("drope temperature c " + plain_number(m.attention_scale_factor) + " past " +
+                      std::to_string(m.attention_scale_length));
   if (config::has_layout(m)) methods.push_back("layout " + config::describe_layout(m));
   if (m.attention_scale == config::AttentionScale::logn_past_training)
     methods.push_back("log-n past " + std::to_string(m.attention_scale_length));
   return methods.empty() ? "none" : join(methods, ", ");
 }
 
-ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
+double mean_corpus_loss(const std::string& dir, const std::vector<std::string>& overrides) {
+  LoadedCheckpoint loaded = load_for_eval(dir, overrides);
+  const config::Config& cfg = loaded.config;
+  const Scorer score =
+      corpus_scorer(cfg, loaded.model, loaded.device, eval_uses_bf16(cfg.eval.precision, loaded.device));
+  double sum = 0;
+  for (int64_t L : cfg.eval.lengths) sum += score(L).loss();
+  return sum / static_cast<double>(cfg.eval.lengths.size());
+}
+
+ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& requested) {
+  std::vector<std::string> overrides = requested;
+  std::optional<TemperatureFit> temperature;
+  config::LoadedConfig asked;
+  asked.config = io::checkpoint_config(dir);
+  config::apply_overrides(asked, overrides);
+  if (asked.config.eval.fit_temperature) {
+    temperature = fit_temperature(dir, overrides, asked.config);
+    for (const std::string& o : temperature_overrides(temperature->c)) overrides.push_back(o);
+  }
   LoadedCheckpoint loaded = load_for_eval(dir, overrides);
   const config::Config& cfg = loaded.config;
   model::EncoderModel& model = loaded.model;
@@ -138,6 +163,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   const bool task = cfg.data.task.name != config::TaskKind::none;
 
   ExtrapolationReport report;
+  report.temperature = temperature;
   report.checkpoint = dir;
   report.split = cfg.eval.split;
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
@@ -204,6 +230,12 @@ std::string report_json(const ExtrapolationReport& r) {
                       {"position", r.position},
                       {"task", r.task},
                       {"results", nlohmann::json::array()}};
+  if (r.temperature)
+    j["temperature_fit"] = {{"c", r.temperature->c},
+                            {"split", r.temperature->split},
+                            {"lengths", r.temperature->lengths},
+                            {"tokens", r.temperature->tokens},
+                            {"trials", r.temperature->trials}};
   for (const auto& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
     if (!l.applicable) {

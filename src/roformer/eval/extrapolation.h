@@ -6,11 +6,13 @@
 // as not applicable. Results are written as JSON and CSV and printed as a table.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "roformer/config/config.h"
 #include "roformer/eval/evaluate.h"
+#include "roformer/eval/temperature_fit.h"
 #include "roformer/model/encoder.h"
 
 namespace roformer::eval {
@@ -34,6 +36,7 @@ struct ExtrapolationReport {
   bool per_token = false;  // loss_by_position has one entry per position (eval.per_token)
   std::string task;        // the synthetic task (data.task) a task checkpoint is scored on; empty: the corpus
   std::vector<LengthResult> lengths;
+  std::optional<TemperatureFit> temperature;  // eval.fit_temperature: DroPE's fitted c
 };
 
 // A checkpoint ready for evaluation: its saved config with `overrides` applied (runtime keys
@@ -45,7 +48,12 @@ struct LoadedCheckpoint {
 };
 LoadedCheckpoint load_for_eval(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
 
-// Evaluates eval.lengths on eval.split under eval.protocol.
+// The mean loss over eval.lengths of the checkpoint on the corpus's eval.split with `overrides`
+// applied, without a line per length (DroPE's temperature fit).
+double mean_corpus_loss(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
+
+// Evaluates eval.lengths on eval.split under eval.protocol (first fitting DroPE's temperature
+// under eval.fit_temperature).
 ExtrapolationReport evaluate_checkpoint(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
 
 std::string report_json(const ExtrapolationReport& report);

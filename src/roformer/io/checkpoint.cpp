@@ -72,7 +72,8 @@ bool is_architecture_key(const std::string& key) {
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
         "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
         "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
-        "model.position.rope.string.", "model.position.rope.self_extend.", "model.attention_scale",
+        "model.position.rope.string.", "model.position.rope.self_extend.", "model.position.rope.dual_chunk.",
+        "model.attention_scale",
         "model.ssmax_init",             // SSMax's s is a trained parameter; ssmax_init only starts it
         "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;
@@ -275,7 +276,8 @@ void check_same_architecture(const config::Config& saved, const config::Config& 
                     d->current + "; use the checkpoint's architecture or start a new run directory");
 }
 
-void load_model_weights(const std::string& dir, torch::nn::Module& model) {
+void load_model_weights(const std::string& dir, torch::nn::Module& model,
+                        const std::function<bool(const std::string&)>& may_be_missing) {
   const std::string path = dir + "/model.safetensors";
   if (!path_exists(path)) throw UserError("'" + dir + "' has no model.safetensors; is it a checkpoint directory?");
   const io::SafetensorsFile file = io::read_safetensors(path);
@@ -283,6 +285,7 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model) {
   size_t used = 0;
   auto load_one = [&](const std::string& name, torch::Tensor& target) {
     const torch::Tensor* t = file.find(name);
+    if (!t && may_be_missing && may_be_missing(name)) return;
     if (!t) throw UserError(path + ": tensor '" + name + "' is missing (a different architecture?)");
     if (t->sizes() != target.sizes())
       throw UserError(path + ": tensor '" + name + "' has shape " + c10::str(t->sizes()) + " but the model expects " +

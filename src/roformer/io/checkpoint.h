@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,7 +81,9 @@ std::optional<ArchitectureDifference> first_architecture_difference(const config
 void check_same_architecture(const config::Config& saved, const config::Config& current, const std::string& where);
 
 // Loads weights (strict: every parameter present with its shape) into `model`.
-void load_model_weights(const std::string& checkpoint_dir, torch::nn::Module& model);
+// `may_be_missing`: names the checkpoint may lack (they keep the model's values; DroPE's added QK-norm).
+void load_model_weights(const std::string& checkpoint_dir, torch::nn::Module& model,
+                        const std::function<bool(const std::string&)>& may_be_missing = {});
 
 // Loads weights, optimizer state and (unless restore_rng is false: the negative control of the
 // resume test) the CPU and CUDA RNG states; returns the trainer state.

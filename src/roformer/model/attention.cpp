@@ -84,6 +84,10 @@ torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double 
   return torch::log1p(torch::floor((p + 1.0) / floor)) * factor + 1.0;
 }
 
+double drope_scale(int64_t S, int64_t length, double c) {
+  return S > length ? 1.0 + c * std::log(static_cast<double>(S) / static_cast<double>(length)) : 1.0;
+}
+
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
   key = register_module("key", torch::nn::Linear(hidden, hidden));

@@ -85,6 +85,10 @@ torch::Tensor logn_scale(const torch::Tensor& positions, int64_t length);
 // `positions`.
 torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double factor);
 
+// DroPE's temperature on a pass of S tokens: 1 + c ln(S / length) past the length, 1 within it
+// (Gelberg et al. 2025, beta* = 1 + c ln(C_test / C_train)).
+double drope_scale(int64_t S, int64_t length, double c);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   // `layer` selects the position family's per-layer parameters (Shaw, Transformer-XL, DeBERTa).

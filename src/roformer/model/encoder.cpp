@@ -191,6 +191,10 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   if (kind.attention_scale == AttentionScale::llama4)
     scale = llama4_scale(positions, kind.attention_scale_floor, kind.attention_scale_factor);
   if (scale.defined()) ctx.query_scale = positions.dim() == 1 ? scale.view({1, 1, S, 1}) : scale.view({-1, 1, S, 1});
+  if (kind.attention_scale == AttentionScale::drope)  // one factor for the whole pass
+    ctx.query_scale =
+        torch::full({1, 1, 1, 1}, drope_scale(S, kind.attention_scale_length, kind.attention_scale_factor),
+                    torch::dtype(torch::kFloat64).device(device));
   if (kind.attention_scale == AttentionScale::ssmax)
     ctx.ssmax_log_keys = ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
   return ctx;

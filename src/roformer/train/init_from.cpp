@@ -27,7 +27,30 @@ InitSource resolve_init_source(const std::string& path) {
                   "meta.json) nor a run directory that has one");
 }
 
-void check_init_compatible(const config::Config& saved, const config::Config& current, const InitSource& source) {
+namespace {
+
+bool drope(const config::Config& current) {
+  return current.train.init_protocol == config::InitProtocol::drope;
+}
+
+// DroPE: the source's family, when it has no parameters, gives way to kind none; QK-norm may join.
+config::Config as_dropped(config::Config saved, const config::Config& current, const InitSource& source) {
+  const config::PositionKind kind = saved.model.position.kind;
+  const std::string name = config::position_kind_names().name(kind);
+  if (config::position_parameters(saved.model) > 0 || config::position_family(kind).traits.embeds)
+    throw UserError("train.init_protocol drope: " + source.dir + " has position kind " + name +
+                    ", whose positions live in its weights; DroPE drops a parameter-free family acting in attention "
+                    "(rope, xpos, alibi, ...): start from such a checkpoint, or use train.init_protocol weights");
+  saved.model.position.kind = config::PositionKind::none;
+  if (current.model.qk_norm) saved.model.qk_norm = true;
+  return saved;
+}
+
+}  // namespace
+
+void check_init_compatible(const config::Config& saved_config, const config::Config& current,
+                           const InitSource& source) {
+  const config::Config saved = drope(current) ? as_dropped(saved_config, current, source) : saved_config;
   const auto d = io::first_architecture_difference(saved, current);
   if (!d) return;
   if (d->key == "model.position.max_positions" && config::position_length_limit(current.model) > 0) {
@@ -43,6 +66,14 @@ void check_init_compatible(const config::Config& saved, const config::Config& cu
   throw UserError("train.init_from: " + source.dir + " has " + d->key + " = " + d->saved + " but this run has " +
                   d->current + "; the weights only fit the same architecture (set " + d->key + "=" + d->saved +
                   "; the length, RoPE scaling, learning rate and data may differ)");
+}
+
+std::function<bool(const std::string&)> weights_new_in_this_run(const config::Config& saved,
+                                                                const config::Config& current) {
+  if (!drope(current) || saved.model.qk_norm || !current.model.qk_norm) return {};
+  return [](const std::string& name) {  // attention's q_norm / k_norm, which start at 1
+    return name.find(".q_norm.") != std::string::npos || name.find(".k_norm.") != std::string::npos;
+  };
 }
 
 }  // namespace roformer::train

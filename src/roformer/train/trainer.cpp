@@ -196,7 +196,11 @@ void Trainer::check_inputs() {
     if (!t_.init_from.empty()) log::info("train.init_from (", t_.init_from, ") started this run; resuming it instead");
     return;
   }
-  if (t_.init_from.empty()) return;
+  if (t_.init_from.empty()) {
+    if (t_.init_protocol == config::InitProtocol::drope)
+      throw UserError("train.init_protocol drope starts from a RoPE checkpoint: name it with --init-from");
+    return;
+  }
   init_ = resolve_init_source(t_.init_from);
   check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
 }
@@ -280,9 +284,10 @@ void Trainer::restore() {
     state_ = io::load_checkpoint(resume, *model_, *optimizer_, !opts_.faults.skip_rng_restore);
     log::info("resumed from ", resume, " at step ", state_.step);
   } else if (!init_.dir.empty()) {
-    io::load_model_weights(init_.dir, *model_);
+    io::load_model_weights(init_.dir, *model_, weights_new_in_this_run(io::checkpoint_config(init_.dir), cfg_));
     log::info("initialised from ", init_.dir, " (step ", init_.step,
-              " of its run): its weights, a fresh optimizer, schedule and step count");
+              " of its run): its weights, a fresh optimizer, schedule and step count",
+              t_.init_protocol == config::InitProtocol::drope ? "; DroPE: its position encoding dropped" : "");
   }
   if (!group_) return;
   // Same model and config everywhere (checked before any gradient collective), then rank 0's weights.

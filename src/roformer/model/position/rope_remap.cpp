@@ -54,6 +54,7 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
   double scale = score_scale(q.size(-1));
   if (config_.mode == config::RopeMode::string)
     scale *= config_.string.attention_factor * config_.string.attention_factor;
+  if (config_.mode == config::RopeMode::dual_chunk) return dual_chunk_scores(rows, k, row_pos, pos, S, scale);
   auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) { return at::matmul(a, b.transpose(-2, -1)) * scale; };
   // Near the query: plain RoPE.
   torch::Tensor scores = dot(rotated(rows, row_pos, S), rotated(k, pos, S));
@@ -69,9 +70,29 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
   return scores;
 }
 
+torch::Tensor RopeRemapImpl::dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& k,
+                                               const torch::Tensor& row_pos, const torch::Tensor& pos, int64_t S,
+                                               double scale) {
+  const double chunk_size = double(config_.dual_chunk.chunk_size);
+  const double c = chunk_size - double(config_.dual_chunk.local_window);  // tokens per chunk
+  auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) { return at::matmul(a, b.transpose(-2, -1)) * scale; };
+  const torch::Tensor keys = rotated(k, torch::fmod(pos, c), S);  // positions >= 0: fmod is mod
+  const torch::Tensor query_in_chunk = torch::fmod(row_pos, c);
+  torch::Tensor scores = dot(rotated(rows, query_in_chunk, S), keys);  // intra-chunk: i mod c - j mod c
+  const torch::Tensor gap =
+      torch::floor(row_pos / c).unsqueeze(-1) - torch::floor(pos / c).unsqueeze(-2);  // [.., C, S]
+  if ((gap < 1).all().item<bool>()) return scores;                                    // one chunk: plain RoPE
+  auto broadcast = [&](const torch::Tensor& mask) { return mask.dim() == 2 ? mask : mask.unsqueeze(1); };
+  const torch::Tensor successive = dot(rotated(rows, (query_in_chunk + c).clamp_max(chunk_size), S), keys);
+  scores = torch::where(broadcast(gap == 1), successive, scores);
+  const torch::Tensor inter_at = torch::full_like(row_pos, std::min(2.0 * c - 1.0, chunk_size));
+  return torch::where(broadcast(gap >= 2), dot(rotated(rows, inter_at, S), keys), scores);
+}
+
 double RopeRemapImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const {
   // The near and far scores (and the far-future ones) beside the result, and the distance.
-  return double(batch) * double(heads) * elem * (bidirectional_ ? 3.0 : 2.0) + 8.0 * 2;
+  const bool three = bidirectional_ || config_.mode == config::RopeMode::dual_chunk;  // DCA: three query rotations
+  return double(batch) * double(heads) * elem * (three ? 3.0 : 2.0) + 8.0 * 2;
 }
 
 }  // namespace roformer::model

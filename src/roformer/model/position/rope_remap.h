@@ -7,6 +7,9 @@
 //                with W >= S is plain RoPE), with RoPE's cos and sin times string.attention_factor;
 //   Self-Extend  (Jin et al., ICML 2024; datamllab/LongLM): d below the window W, past it the
 //                grouped positions floor(i/G) + W - floor(W/G) of the query and floor(j/G) of the key.
+//   DCA          (An et al., ICML 2024; HKUNLP/ChunkLlama): chunks of c = chunk_size - local_window;
+//                keys at j mod c, the query at i mod c for its own chunk, at min(i mod c + c,
+//                chunk_size) for the previous chunk and at min(2c - 1, chunk_size) before that (causal).
 // With bidirectional attention the same on the other side, mirrored (ReRoPE's -w; for STRING and
 // Self-Extend our own mirror). As in the authors' code the scores are formed from two rotations
 // of the same q and k: plain RoPE near the query, and past the threshold the query and keys
@@ -38,6 +41,9 @@ class RopeRemapImpl : public PositionEncodingImpl {
     torch::Tensor query_at, key_at;
   };
   FarRotation far_rotation(const torch::Tensor& row_pos, const torch::Tensor& pos, double side, int64_t S) const;
+  // DCA's scores of query rows at positions row_pos [C] against keys at pos [S] (scaled by `scale`).
+  torch::Tensor dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& k, const torch::Tensor& row_pos,
+                                  const torch::Tensor& pos, int64_t S, double scale);
   // q or k [B, H, S|C, D] rotated to positions `at` ([S|C] or [B, S|C], any real values).
   torch::Tensor rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length);
 

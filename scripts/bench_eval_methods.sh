@@ -4,7 +4,8 @@
 # `roformer eval` of every method at one length in alternating rounds (each method once per
 # round, so drift on a shared machine hits them alike) and prints, per method, the median and
 # range of the wall time and of the peak resident memory, and the median time over RoPE's.
-# Evaluation-time methods (string, self_extend, rerope) run on the RoPE checkpoint.
+# Evaluation-time methods (string, self_extend, rerope, dual_chunk) run on the RoPE checkpoint;
+# drope is a NoPE checkpoint evaluated with DroPE's temperature (c = 0.4, not fitted).
 #   Usage: scripts/bench_eval_methods.sh [--length N] [--rounds R] [--steps S] [--data DIR]
 #          [--work DIR] [--methods "rope fox ..."]
 #   Defaults: length 4096 (four windows, batch 1), 5 rounds, 20 training steps, the quickstart's
@@ -12,7 +13,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
-all_methods="rope fox fox-rope stick_breaking ssmax alibi fire cope string self_extend rerope"
+all_methods="rope fox fox-rope stick_breaking ssmax alibi fire cope string self_extend rerope dual_chunk irope rnope_swa drope path path_fox"
 length=4096 rounds=5 steps=20 data="$here/data/prepared/linux-docs-byte" work="$here/sweeps/bench-eval-methods"
 methods="$all_methods"
 bad() { echo "bench_eval_methods: $*" >&2; exit 2; }
@@ -43,15 +44,22 @@ train_args() {
     stick_breaking) echo "--set model.attention_normalizer=stick_breaking" ;;
     ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
     alibi|fire|cope) echo "--set model.position.kind=$1" ;;
+    irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=128" ;;
+    rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.global.position=none" ;;
+    drope) echo "--set model.position.kind=none" ;;
+    path) echo "--set model.position.kind=path" ;;
+    path_fox) echo "--set model.position.kind=path --set model.position.path.forget_gate=true" ;;
     *) echo "--set model.position.kind=rope" ;;
   esac
 }
-run_of() { case "$1" in string|self_extend|rerope) echo rope ;; *) echo "$1" ;; esac; }
+run_of() { case "$1" in string|self_extend|rerope|dual_chunk) echo rope ;; *) echo "$1" ;; esac; }
 eval_args() {
   case "$1" in
     string) echo "--set model.position.rope.mode=string" ;;
     self_extend) echo "--set model.position.rope.mode=self_extend" ;;
     rerope) echo "--set model.position.rope.mode=rerope --set model.position.rope.rerope.window=128" ;;
+    dual_chunk) echo "--set model.position.rope.mode=dual_chunk" ;;
+    drope) echo "--set model.attention_scale=drope --set model.attention_scale_factor=0.4" ;;
   esac
 }
 

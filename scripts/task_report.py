@@ -21,7 +21,7 @@ TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip
               "binary_addition"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope-randpos", "none", "alibi", "t5_bias",
                 "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope", "fox",
-                "stick_breaking", "ssmax", "irope", "rnope_swa"]
+                "stick_breaking", "ssmax", "irope", "rnope_swa", "path"]
 
 
 def read_evals(eval_root):

@@ -16,7 +16,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
 bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop reverse_string binary_addition"
-all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa"
+all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
@@ -58,6 +58,7 @@ method_args() {
     fox) echo "--set model.position.kind=fox" ;;
     stick_breaking) echo "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking" ;;
     ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
+    path) echo "--set model.position.kind=path" ;;
     # Two-layer layouts (a local layer of 16-token windows, then a global NoPE layer).
     irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.window=16 --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=64" ;;
     rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.global.position=none" ;;

@@ -22,15 +22,15 @@ using config::PositionKind;
 
 namespace {
 
-const std::vector<PositionKind> kFamilies{PositionKind::rope,     PositionKind::sinusoidal,     PositionKind::learned,
-                                          PositionKind::t5_bias,  PositionKind::alibi,          PositionKind::none,
-                                          PositionKind::shaw,     PositionKind::transformer_xl, PositionKind::deberta,
-                                          PositionKind::xpos,     PositionKind::fire,           PositionKind::kerple,
-                                          PositionKind::sandwich, PositionKind::cope,           PositionKind::fox};
+const std::vector<PositionKind> kFamilies{
+    PositionKind::rope,     PositionKind::sinusoidal, PositionKind::learned, PositionKind::t5_bias,
+    PositionKind::alibi,    PositionKind::none,       PositionKind::shaw,    PositionKind::transformer_xl,
+    PositionKind::deberta,  PositionKind::xpos,       PositionKind::fire,    PositionKind::kerple,
+    PositionKind::sandwich, PositionKind::cope,       PositionKind::fox,     PositionKind::path};
 
-// CoPE is defined for causal attention only (config validation refuses it with MLM).
+// CoPE and PaTH are defined for causal attention only (config validation refuses them with MLM).
 bool defined_for(PositionKind kind, config::Objective objective) {
-  return kind != PositionKind::cope || objective == config::Objective::causal_lm;
+  return (kind != PositionKind::cope && kind != PositionKind::path) || objective == config::Objective::causal_lm;
 }
 bool defined_for(const config::ModelConfig& c) {
   const bool causal_only = c.attention_normalizer == config::AttentionNormalizer::stick_breaking ||
@@ -66,6 +66,8 @@ config::ModelConfig tiny(PositionKind kind, config::Objective objective) {
   c.position.fire.shared_layers = false;
   c.position.sandwich.dim = c.head_dim();
   c.position.cope.max_positions = 5;  // counts clamp within the 9-10 token inputs
+  c.position.path.rank = 3;
+  c.position.path.block = 3;  // several blocks within the inputs
   c.position.rope.rotary_dim = c.head_dim();
   c.position.rope.scaling.original_max_positions = 16;
   return c;

@@ -197,7 +197,7 @@ void LinearAttentionConfig::visit(FieldVisitor& v) {
 void PositionConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, position_kind_names(),
              "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, "
-             "deberta, xpos, fire, kerple, sandwich, cope, fox");
+             "deberta, xpos, fire, kerple, sandwich, cope, fox, path");
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
   v.section(
@@ -220,6 +220,19 @@ void PositionConfig::visit(FieldVisitor& v) {
       "cope", [this](FieldVisitor& s) { cope.visit(s); }, "CoPE contextual positions (Golovneva et al. 2024)");
   v.section(
       "fox", [this](FieldVisitor& s) { fox.visit(s); }, "FoX forget-gate decay (Lin et al. 2025)");
+  v.section(
+      "path", [this](FieldVisitor& s) { path.visit(s); }, "PaTH Householder products (Yang et al. 2025)");
+}
+
+void PathConfig::visit(FieldVisitor& v) {
+  v.field("forget_gate", forget_gate, "also add FoX's forget-gate decay c_i - c_j (PaTH-FoX)");
+  v.field("rank", rank, between(int64_t{1}, int64_t{1} << 20),
+          "width of the low-rank projection that makes w (the authors: 32)");
+  v.field("short_conv", short_conv,
+          "w through a causal depthwise convolution of width 3 and SiLU (the authors' default)");
+  v.field("block", block, between(int64_t{1}, int64_t{4096}),
+          "tokens per block of the blockwise Householder products: speed only, every value gives the same scores "
+          "(32: the fastest at 4096 tokens on the CPU, docs/performance.md)");
 }
 
 void ModelConfig::visit(FieldVisitor& v) {

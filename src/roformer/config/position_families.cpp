@@ -203,6 +203,13 @@ double fox_parameters(const ModelConfig& m) {  // the forget gate per layer: w [
   return layers(m) * (m.position.fox.gate == FoxGate::data ? heads * double(m.hidden_size) + heads : heads);
 }
 
+double path_parameters(const ModelConfig& m) {  // per layer: w's projections, its convolution, beta's, the gate's
+  const PathConfig& p = m.position.path;
+  const double H = double(m.hidden_size), heads = double(m.num_heads), r = double(p.rank);
+  return layers(m) *
+         (2 * H * r + (p.short_conv ? 3 * H : 0) + H * heads + heads + (p.forget_gate ? H * heads + heads : 0));
+}
+
 const std::string kOffsetRow = "this family's bias is one row of offsets for positions 0..S-1 per pass";
 
 std::vector<PositionFamily> make_families() {
@@ -300,6 +307,16 @@ std::vector<PositionFamily> make_families() {
        validate_fox,
        nullptr,
        fox_parameters},
+      {K::path,
+       "path",
+       {"model.position.path."},
+       per_layer_offsets,
+       "PaTH's transforms come from the tokens, not from their positions",
+       "PaTH accumulates its Householder products from each key up to its query, which the authors define for "
+       "causal attention only",
+       nullptr,
+       nullptr,
+       path_parameters},
   };
   for (size_t i = 0; i < f.size(); ++i)
     if (static_cast<size_t>(f[i].kind) != i)

@@ -44,8 +44,9 @@ TemperatureFit fit_temperature(const std::string& dir, const std::vector<std::st
   fit.tokens = cfg.eval.fit_tokens;
   fit.split = kFitSplit;
   if (cfg.eval.split == kFitSplit)
-    log::warn("eval.fit_temperature fits c on the valid split, which this evaluation also scores; "
-              "set eval.split=test for results the fit has not seen");
+    log::warn(
+        "eval.fit_temperature fits c on the valid split, which this evaluation also scores; "
+        "set eval.split=test for results the fit has not seen");
   log::info("DroPE temperature: fitting c in [", kLowest, ", ", kHighest, "] on ", kFitSplit, " at lengths ",
             list(fit.lengths), " (", fit.tokens, " tokens each)");
   auto loss_at = [&](double c) {

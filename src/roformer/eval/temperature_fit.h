@@ -16,10 +16,10 @@
 namespace roformer::eval {
 
 struct TemperatureFit {
-  double c = 0;                                 // the best c tried
-  std::vector<int64_t> lengths;                 // the lengths it was fitted at (past the training length)
-  int64_t tokens = 0;                           // tokens per length and trial
-  std::string split;                            // the split it was fitted on
+  double c = 0;                                   // the best c tried
+  std::vector<int64_t> lengths;                   // the lengths it was fitted at (past the training length)
+  int64_t tokens = 0;                             // tokens per length and trial
+  std::string split;                              // the split it was fitted on
   std::vector<std::pair<double, double>> trials;  // (c, mean loss), in the order tried
 };
 

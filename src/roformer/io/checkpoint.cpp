@@ -74,6 +74,7 @@ bool is_architecture_key(const std::string& key) {
         "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
         "model.position.rope.string.", "model.position.rope.self_extend.", "model.position.rope.dual_chunk.",
         "model.attention_scale",
+        "model.position.path.block",    // PaTH's block size changes the speed, not the scores
         "model.ssmax_init",             // SSMax's s is a trained parameter; ssmax_init only starts it
         "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
     if (key.rfind(skip, 0) == 0) return false;

@@ -7,6 +7,7 @@
 #include "roformer/model/position/fire.h"
 #include "roformer/model/position/fox.h"
 #include "roformer/model/position/kerple_sandwich.h"
+#include "roformer/model/position/path.h"
 #include "roformer/model/position/relative_bias.h"
 #include "roformer/model/position/relative_terms.h"
 #include "roformer/model/position/rope.h"
@@ -54,6 +55,8 @@ std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::Model
       return std::make_shared<SandwichImpl>(m.position.sandwich.resolved_dim(m.head_dim()), m.num_heads);
     case PositionKind::cope:
       return std::make_shared<CopeImpl>(m.position.cope, m.num_layers, m.head_dim());
+    case PositionKind::path:
+      return std::make_shared<PathImpl>(m.position.path, m.num_layers, m.hidden_size, m.num_heads);
     case PositionKind::fox:
       return std::make_shared<FoxImpl>(m.position, m.num_layers, m.hidden_size, m.num_heads,
                                        m.objective == config::Objective::mlm);

@@ -1,0 +1,187 @@
+// PaTH through the attention module, against its definition transcribed with loops in double:
+// flash-linear-attention's PaTHAttention makes w = l2norm(silu(conv3(w_proj(x)))) per head and
+// beta = 2 sigmoid(bt_proj(x)); the score of query i and key j is q_i . (H_i ... H_{j+1} k_j)
+// with H_t = I - beta_t w_t w_t^T, times 1/sqrt(d) (with FoX's c_i - c_j added before the scale
+// for PaTH-FoX, as the authors' naive_path_attn does). Every block size gives the same output,
+// all query rows at once and in blocks; a product one factor longer, reversed, or beta without
+// its factor 2 must fail. Model-wide suites (causal leak, finite-difference gradients,
+// parameter counts) run PaTH in model_test.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "attention_reference.h"
+#include "roformer/model/position/path.h"
+
+namespace path_test {
+
+using namespace roformer;
+using namespace roformer::model;
+using namespace attention_reference;
+using config::PositionKind;
+
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;
+
+Matrix rows_of(const torch::Tensor& t) {  // [R, C] -> R rows
+  const torch::Tensor c = t.contiguous().to(torch::kFloat64);
+  Matrix m(c.size(0), std::vector<double>(c.size(1)));
+  for (int64_t r = 0; r < c.size(0); ++r)
+    for (int64_t k = 0; k < c.size(1); ++k) m[r][k] = c[r][k].item<double>();
+  return m;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+double sigmoid(double z) {
+  return 1.0 / (1.0 + std::exp(-z));
+}
+
+// The layer's w (per head and token, kD features), beta and FoX's c, computed with loops.
+struct Transforms {
+  std::vector<Matrix> w;             // [head][t][feature]
+  Matrix beta, c;                    // [head][t]
+};
+
+Transforms transforms(const Fixture& f, bool short_conv, bool gate) {
+  auto& layer = *dynamic_cast<PathImpl&>(*f.position).layer[1]->as<PathLayerImpl>();
+  const Matrix x = rows_of(f.x[0]);
+  const Matrix down = rows_of(layer.w_proj[0]->as<torch::nn::Linear>()->weight);  // [rank, hidden]
+  const Matrix up = rows_of(layer.w_proj[1]->as<torch::nn::Linear>()->weight);    // [hidden, rank]
+  Matrix low(kS), full(kS, std::vector<double>(kHidden));
+  for (int64_t t = 0; t < kS; ++t) {
+    for (const auto& row : down) low[t].push_back(dot(row, x[t]));
+    for (int64_t ch = 0; ch < kHidden; ++ch) full[t][ch] = dot(up[ch], low[t]);
+  }
+  if (short_conv) {  // causal depthwise: out_t = sum_m weight[m] in_{t - 2 + m}, then SiLU
+    const torch::Tensor kernel = layer.w_conv1d->weight.squeeze(1);  // [hidden, 3]
+    Matrix conv(kS, std::vector<double>(kHidden, 0.0));
+    for (int64_t t = 0; t < kS; ++t)
+      for (int64_t ch = 0; ch < kHidden; ++ch) {
+        for (int64_t m = 0; m < 3; ++m)
+          if (t - 2 + m >= 0) conv[t][ch] += kernel[ch][m].item<double>() * full[t - 2 + m][ch];
+        conv[t][ch] *= sigmoid(conv[t][ch]);
+      }
+    full = conv;
+  }
+  Transforms out{std::vector<Matrix>(kHeads, Matrix(kS)), Matrix(kHeads, std::vector<double>(kS)),
+                 Matrix(kHeads, std::vector<double>(kS, 0.0))};
+  const Matrix bw = rows_of(layer.bt_proj->weight);
+  for (int64_t h = 0; h < kHeads; ++h) {
+    double running = 0;
+    for (int64_t t = 0; t < kS; ++t) {
+      std::vector<double> w(full[t].begin() + h * kD, full[t].begin() + (h + 1) * kD);
+      const double norm = std::sqrt(dot(w, w) + 1e-6);
+      for (double& e : w) e /= norm;
+      out.w[h][t] = w;
+      out.beta[h][t] = 2.0 * sigmoid(dot(bw[h], x[t]) + layer.bt_proj->bias[h].item<double>());
+      if (gate) {
+        running += std::log(sigmoid(dot(rows_of(layer.g_proj->weight)[h], x[t]) + layer.g_proj->bias[h].item<double>()));
+        out.c[h][t] = running;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> vec(const torch::Tensor& t) {
+  return rows_of(t.unsqueeze(0))[0];
+}
+
+// q_i . (H_{ts[0]} H_{ts[1]} ... k_j): the factors applied to k_j last-listed first.
+double reflected(const Transforms& tr, const Fixture& f, int64_t h, int64_t i, int64_t j, const std::vector<int64_t>& ts,
+                 double beta_factor = 1.0) {
+  std::vector<double> v = vec(f.k[h][j]);
+  for (auto t = ts.rbegin(); t != ts.rend(); ++t) {
+    const double amount = beta_factor * tr.beta[h][*t] * dot(tr.w[h][*t], v);
+    for (int64_t e = 0; e < kD; ++e) v[e] -= amount * tr.w[h][*t][e];
+  }
+  return dot(vec(f.q[h][i]), v);
+}
+
+// H_i, H_{i-1}, ..., H_{j+1}: the authors' product, listed from the query side.
+std::vector<int64_t> between(int64_t i, int64_t j) {
+  std::vector<int64_t> ts;
+  for (int64_t t = i; t > j; --t) ts.push_back(t);
+  return ts;
+}
+
+config::ModelConfig path_config(int64_t block, bool short_conv, bool gate) {
+  config::ModelConfig c = small_model(PositionKind::path, true);
+  c.position.path.rank = 4;
+  c.position.path.block = block;
+  c.position.path.short_conv = short_conv;
+  c.position.path.forget_gate = gate;
+  return c;
+}
+
+}  // namespace
+
+TEST(Path, EqualsTheAuthorsDefinitionForEveryBlockSize) {
+  for (bool short_conv : {true, false})
+    for (int64_t block : {1, 2, 3, 64}) {
+      SCOPED_TRACE("block " + std::to_string(block) + (short_conv ? " with" : " without") + " the short convolution");
+      Fixture f(path_config(block, short_conv, false));
+      const Transforms tr = transforms(f, short_conv, false);
+      const double scale = 1.0 / std::sqrt(double(kD));
+      f.expect_output(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+        return reflected(tr, f, h, i, j, between(i, j)) * scale;
+      }));
+      if (block != 64) continue;
+      // Mutations: one factor more (H_j too); the product reversed; beta without its factor 2.
+      f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+        return reflected(tr, f, h, i, j, between(i, j - 1 < 0 ? j : j - 1)) * scale;
+      }));
+      f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+        std::vector<int64_t> ts = between(i, j);
+        std::reverse(ts.begin(), ts.end());
+        return reflected(tr, f, h, i, j, ts) * scale;
+      }));
+      f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+        return reflected(tr, f, h, i, j, between(i, j), 0.5) * scale;
+      }));
+    }
+}
+
+TEST(Path, ForgetGateAddsFoxsDecayBeforeTheScale) {
+  for (int64_t block : {2, 64}) {
+    SCOPED_TRACE(block);
+    Fixture f(path_config(block, true, true));
+    const Transforms tr = transforms(f, true, true);
+    const double scale = 1.0 / std::sqrt(double(kD));
+    f.expect_output(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {
+      return (reflected(tr, f, h, i, j, between(i, j)) + tr.c[h][i] - tr.c[h][j]) * scale;
+    }));
+    f.expect_output_differs(true, f.expected(true, [&](int64_t h, int64_t i, int64_t j) {  // the gate unscaled
+      return reflected(tr, f, h, i, j, between(i, j)) * scale + tr.c[h][i] - tr.c[h][j];
+    }));
+  }
+}
+
+// Blocked products equal the sweep token by token (block 1) at a length with many blocks.
+TEST(Path, BlockedScoresEqualTokenByTokenOnes) {
+  torch::manual_seed(5);
+  const int64_t B = 2, H = 3, S = 45, D = 8;
+  const torch::Tensor q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
+  torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
+  w = w / w.norm(2, -1, true);
+  const PathTransforms t{w, 2.0 * torch::rand({B, H, S}, kDouble)};
+  const torch::Tensor want = path_scores(q, k, t, 0, S, 1);
+  for (int64_t block : {4, 16, 64})
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, S}, {16, 32}, {5, 44}}) {
+      const torch::Tensor got = path_scores(q, k, t, begin, end, block);
+      EXPECT_TRUE(torch::allclose(got, want.narrow(2, begin, end - begin), 1e-10, 1e-10))
+          << "block " << block << " rows " << begin << ".." << end;
+    }
+}
+
+}  // namespace path_test

@@ -228,6 +228,7 @@ TEST(TrainCudaFamilies, Methods2025FollowTheCpuCurveAndCaptureInBf16) {
       {"llama4",
        "--set model.position.kind=none --set model.attention_scale=llama4 "
        "--set model.attention_scale_floor=8"},
+      {"path", "--set model.position.kind=path --set model.position.path.forget_gate=true"},
       {"irope-layout",
        "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG "
        "--set model.layout.local.window_kind=chunked --set model.layout.local.window=8 "

@@ -48,8 +48,8 @@ double sigmoid(double z) {
 
 // The layer's w (per head and token, kD features), beta and FoX's c, computed with loops.
 struct Transforms {
-  std::vector<Matrix> w;             // [head][t][feature]
-  Matrix beta, c;                    // [head][t]
+  std::vector<Matrix> w;  // [head][t][feature]
+  Matrix beta, c;         // [head][t]
 };
 
 Transforms transforms(const Fixture& f, bool short_conv, bool gate) {
@@ -85,7 +85,8 @@ Transforms transforms(const Fixture& f, bool short_conv, bool gate) {
       out.w[h][t] = w;
       out.beta[h][t] = 2.0 * sigmoid(dot(bw[h], x[t]) + layer.bt_proj->bias[h].item<double>());
       if (gate) {
-        running += std::log(sigmoid(dot(rows_of(layer.g_proj->weight)[h], x[t]) + layer.g_proj->bias[h].item<double>()));
+        running +=
+            std::log(sigmoid(dot(rows_of(layer.g_proj->weight)[h], x[t]) + layer.g_proj->bias[h].item<double>()));
         out.c[h][t] = running;
       }
     }
@@ -98,8 +99,8 @@ std::vector<double> vec(const torch::Tensor& t) {
 }
 
 // q_i . (H_{ts[0]} H_{ts[1]} ... k_j): the factors applied to k_j last-listed first.
-double reflected(const Transforms& tr, const Fixture& f, int64_t h, int64_t i, int64_t j, const std::vector<int64_t>& ts,
-                 double beta_factor = 1.0) {
+double reflected(const Transforms& tr, const Fixture& f, int64_t h, int64_t i, int64_t j,
+                 const std::vector<int64_t>& ts, double beta_factor = 1.0) {
   std::vector<double> v = vec(f.k[h][j]);
   for (auto t = ts.rbegin(); t != ts.rend(); ++t) {
     const double amount = beta_factor * tr.beta[h][*t] * dot(tr.w[h][*t], v);

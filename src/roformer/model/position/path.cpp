@@ -34,8 +34,8 @@ PathLayerImpl::PathLayerImpl(const config::PathConfig& c, int64_t hidden, int64_
   w_proj->push_back(torch::nn::Linear(torch::nn::LinearOptions(hidden, c.rank).bias(false)));
   w_proj->push_back(torch::nn::Linear(torch::nn::LinearOptions(c.rank, hidden).bias(false)));
   if (c.short_conv)
-    w_conv1d = register_module("w_conv1d",
-                               torch::nn::Conv1d(torch::nn::Conv1dOptions(hidden, hidden, 3).groups(hidden).bias(false)));
+    w_conv1d = register_module(
+        "w_conv1d", torch::nn::Conv1d(torch::nn::Conv1dOptions(hidden, hidden, 3).groups(hidden).bias(false)));
   bt_proj = register_module("bt_proj", torch::nn::Linear(hidden, heads));
   if (c.forget_gate) g_proj = register_module("g_proj", torch::nn::Linear(hidden, heads));
 }
@@ -68,8 +68,10 @@ torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64
   const torch::Tensor local = torch::arange(b, opts.dtype(torch::kLong));
   // The query blocks' own keys, by a sweep from the block's last key back: before key j the rows
   // i > j hold q_i H_i ... H_{j+1}; afterwards every row holds q_i H_i ... H_s.
-  torch::Tensor P = pad_tokens(q.narrow(2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D});
-  const torch::Tensor Wq = kb.w.narrow(2, first, nq), Bq = kb.beta.narrow(2, first, nq), Kq = kb.keys.narrow(2, first, nq);
+  torch::Tensor P =
+      pad_tokens(q.narrow(2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D});
+  const torch::Tensor Wq = kb.w.narrow(2, first, nq), Bq = kb.beta.narrow(2, first, nq),
+                      Kq = kb.keys.narrow(2, first, nq);
   std::vector<torch::Tensor> own(b);
   for (int64_t j = b - 1; j >= 0; --j) {
     own[j] = (P * Kq.select(3, j).unsqueeze(3)).sum(-1);  // [B, H, nq, b rows]
@@ -123,10 +125,10 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, int64_t layer_index)
   torch::Tensor w = wx.to(acc).view({B, S, heads_, D}).transpose(1, 2);  // [B, H, S, D]
   w = w * torch::rsqrt((w * w).sum(-1, /*keepdim=*/true) + kL2NormEps);
   const torch::Tensor beta = 2.0 * torch::sigmoid(at::linear(x, l->bt_proj->weight, l->bt_proj->bias).to(acc));
-  const torch::Tensor c = l->g_proj ? torch::log_sigmoid(at::linear(x, l->g_proj->weight, l->g_proj->bias).to(acc))
-                                          .transpose(1, 2)
-                                          .cumsum(-1)
-                                    : torch::zeros({B, heads_, S}, w.options());
+  const torch::Tensor c =
+      l->g_proj
+          ? torch::log_sigmoid(at::linear(x, l->g_proj->weight, l->g_proj->bias).to(acc)).transpose(1, 2).cumsum(-1)
+          : torch::zeros({B, heads_, S}, w.options());
   return torch::cat({w, beta.transpose(1, 2).unsqueeze(-1), c.unsqueeze(-1)}, -1);  // [B, H, S, D + 2]
 }
 

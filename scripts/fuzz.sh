@@ -37,7 +37,8 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,addre
 libs=($(pkg-config --libs spdlog yaml-cpp zlib))
 sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roformer/common/files.cpp
          src/roformer/config/config_fields.cpp src/roformer/config/config_loader.cpp
-         src/roformer/config/config_validate.cpp src/roformer/config/position_families.cpp src/roformer/config/config_dump.cpp
+         src/roformer/config/config_validate.cpp src/roformer/config/layer_layout.cpp
+         src/roformer/config/position_families.cpp src/roformer/config/config_dump.cpp
          src/roformer/data/dataset_meta.cpp src/roformer/data/token_store.cpp
          src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/cli/cli_options.cpp
          src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp src/roformer/eval/id_matrix.cpp

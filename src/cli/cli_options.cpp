@@ -110,7 +110,8 @@ CLI::App* declare_sweep(CLI::App& app, SweepArgs& a) {
   cmd->add_option("ablation", a.file, "sweep file (configs/ablation/*.yaml)")->required()->check(non_empty());
   cmd->add_option("--set", a.overrides,
                   "override a config key for every point, after the file's set and before each variant's: "
-                  "--set train.steps=100 (repeatable; use a new --out when the model changes)")
+                  "--set train.steps=100 (repeatable; use a new --out when the model changes); eval.lengths, "
+                  "eval.protocol, eval.split and eval.max_tokens also replace the file's eval block")
       ->allow_extra_args(false);
   cmd->add_option("--seeds", a.seeds, "number of seeds (overrides the file's list: base seed, base+1, ...)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));

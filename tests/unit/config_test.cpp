@@ -269,6 +269,25 @@ TEST(Config, SweepSetAppliesToEveryPointBetweenTheFileAndTheVariant) {
   EXPECT_NE(error.find("train.stepz"), std::string::npos) << error;
 }
 
+// The evaluation keys the sweep file's eval block sets are replaced by --set too, so a quick
+// look (--set eval.max_tokens=512) is not silently overridden by the file.
+TEST(Config, SweepSetReplacesTheFilesEvalEntries) {
+  const std::string file = roformer::testing::source_dir() + "/configs/ablation/reproduction.yaml";
+  const sweep::SweepSpec plain = sweep::load_sweep(file);
+  EXPECT_EQ(plain.max_tokens, 16384);
+  EXPECT_EQ(plain.protocols, (std::vector<std::string>{"chunks", "sliding"}));
+  const sweep::SweepSpec set = sweep::load_sweep(
+      file, {"eval.max_tokens=512", "eval.lengths=[128,256]", "eval.protocol=sliding", "eval.split=valid"});
+  EXPECT_EQ(set.max_tokens, 512);
+  EXPECT_EQ(set.lengths, (std::vector<int64_t>{128, 256}));
+  EXPECT_EQ(set.protocols, (std::vector<std::string>{"sliding"}));
+  EXPECT_EQ(set.split, "valid");
+  EXPECT_EQ(plain.split, "test");
+  const sweep::SweepSpec other = sweep::load_sweep(file, {"train.steps=3"});  // other keys leave the block
+  EXPECT_EQ(other.max_tokens, 16384);
+  EXPECT_EQ(other.lengths, plain.lengths);
+}
+
 // The position-family table: one row per kind, in order; each family's settings are its own;
 // the validator's family lists come from the traits.
 TEST(PositionFamilies, OneRowPerKindInEnumOrder) {

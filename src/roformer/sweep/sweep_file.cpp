@@ -104,6 +104,26 @@ static config::LoadedConfig checked_point(const SweepSpec& s, const SweepVariant
   }
 }
 
+// `roformer sweep --set eval.lengths|protocol|split|max_tokens=...` wins over the sweep file's eval
+// block as it wins over the file's set: the values are read back from the config they resolve to.
+static void apply_cli_eval_keys(SweepSpec& s, const std::vector<std::string>& cli_overrides) {
+  auto given = [&](const std::string& key) {
+    return std::any_of(cli_overrides.begin(), cli_overrides.end(),
+                       [&](const std::string& o) { return o.rfind(key + "=", 0) == 0; });
+  };
+  if (!given("eval.lengths") && !given("eval.protocol") && !given("eval.split") && !given("eval.max_tokens")) return;
+  config::EvalConfig e;
+  try {
+    e = config::load_config(s.config, s.overrides).config.eval;
+  } catch (const UserError& err) {
+    throw UserError(s.file + " (the file's set, then --set): " + err.what());
+  }
+  if (given("eval.lengths")) s.lengths = e.lengths;
+  if (given("eval.protocol")) s.protocols = {config::eval_protocol_names().name(e.protocol)};
+  if (given("eval.split")) s.split = e.split;
+  if (given("eval.max_tokens")) s.max_tokens = e.max_tokens;
+}
+
 static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root,
                              const std::vector<std::string>& cli_overrides) {
   if (!root.IsMap()) throw UserError(path + ": a sweep file is a mapping (name, config, variants, seeds, eval)");
@@ -160,6 +180,7 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root,
       s.scaling_on.push_back(name);
     }
   }
+  apply_cli_eval_keys(s, cli_overrides);
   const auto& protocols = config::eval_protocol_names();
   if (s.protocols.empty()) s.protocols = {protocols.name(config::EvalProtocol::chunks)};
   for (const auto& p : s.protocols) {

@@ -126,6 +126,33 @@ TEST(Train, ResumeIsBitwiseIdenticalAndTheNegativeControlDiverges) {
   EXPECT_NE(weight_difference(straight, control, 40), "");
 }
 
+// train.activation_checkpointing through the trainer (micro-batches, dropout in attention and the
+// residual stream, the optimizer): every layer or every second layer recomputed ends bitwise
+// where the unchecked run ends, with the same curve; switching it on at a resume changes
+// nothing either.
+TEST(Train, ActivationCheckpointingTrainsBitwiseLikeTheUncheckedRun) {
+  Fixture f;
+  const std::string common =
+      "--set model.num_layers=3 --set train.grad_accum=2 --set model.attention_dropout=0.1 --set train.threads=1 "
+      "--set train.steps=20 ";
+  const std::string plain = f.dir.file("plain"), layers = f.dir.file("layers"), every = f.dir.file("every2");
+  ASSERT_EQ(f.train(plain, common).exit_code, 0);
+  const auto r = f.train(layers, common + "--set train.activation_checkpointing=layers");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(
+      f.train(every,
+              common + "--set train.activation_checkpointing=every_k --set train.activation_checkpointing_every=2")
+          .exit_code,
+      0);
+  EXPECT_EQ(weight_difference(plain, layers, 20), "");
+  EXPECT_EQ(trajectory(plain), trajectory(layers));
+  EXPECT_EQ(weight_difference(plain, every, 20), "");
+  ASSERT_EQ(run_command("rm -rf '" + every + "/checkpoints/step_20'").exit_code, 0);  // resume from step 10
+  const auto resumed = f.train(every, common + "--resume auto --set train.activation_checkpointing=layers");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(weight_difference(plain, every, 20), "");
+}
+
 // Randomized positions (train.positions: random) are part of the batch's counter-based draws:
 // a stopped and resumed run ends bitwise equal to the uninterrupted one, and the positions do
 // reach the model (the contiguous run's curve differs).

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
 
 #include "roformer/common/errors.h"
 #include "roformer/config/config_loader.h"
@@ -415,6 +417,69 @@ TEST(Model, FusedAndReferenceRopeGiveTheSameLossAndGradients) {
     auto rp = ref->named_parameters();
     for (const auto& item : fused->named_parameters())
       EXPECT_LT((item.value().grad() - rp[item.key()].grad()).abs().max().item<double>(), 1e-12) << item.key();
+  }
+}
+
+namespace {
+
+// One training pass of a float32 model with dropout from generator seed 99: its gradients by
+// parameter name, and the generator's next draw (where the run's randomness goes on from).
+struct Pass {
+  std::map<std::string, torch::Tensor> grads;
+  torch::Tensor next_draw;
+};
+
+Pass train_pass(const config::ModelConfig& c, int64_t checkpoint_every, uint64_t dropout_seed = 99) {
+  EncoderModel m = build_model(c, 7);
+  if (c.position.kind == PositionKind::cope) {  // its zero-initialised tables would hide the term
+    torch::NoGradGuard no_grad;
+    for (auto& item : m->position->named_parameters()) item.value().normal_(0.0, 0.5);
+  }
+  m->train();
+  m->checkpoint_every = checkpoint_every;
+  torch::manual_seed(5);
+  const torch::Tensor ids = torch::randint(0, 11, {2, 10}, torch::kLong);
+  torch::Tensor mask = torch::ones({2, 10}, torch::kLong);
+  const bool mlm = c.objective == config::Objective::mlm;
+  if (mlm) mask.index_put_({1, torch::indexing::Slice(7)}, 0);  // padding in the MLM pass
+  const torch::Tensor targets = ids.masked_fill(mask == 0, -100);
+  torch::manual_seed(dropout_seed);
+  m->loss({ids, mlm ? mask : torch::Tensor()}, targets).backward();
+  Pass p;
+  for (const auto& item : m->named_parameters())
+    if (item.value().grad().defined()) p.grads[item.key()] = item.value().grad().clone();
+  p.next_draw = torch::rand({4});
+  return p;
+}
+
+}  // namespace
+
+// train.activation_checkpointing: every layer, or every second, recomputed in backward gives the
+// unchecked gradients bitwise, dropout included (the generators are set back for the
+// recomputation and put back after it), for every family and variant, causal and MLM with
+// padding; a different dropout seed changes the gradients, so the masks are drawn.
+TEST(Model, ActivationCheckpointingGivesTheUncheckedGradientsBitwise) {
+  for (const Case& kase : all_cases()) {
+    for (auto objective : {config::Objective::causal_lm, config::Objective::mlm}) {
+      config::ModelConfig c = tiny(kase, objective);
+      if (!defined_for(c)) continue;
+      SCOPED_TRACE(kase.name + (objective == config::Objective::mlm ? " mlm" : " causal"));
+      c.num_layers = std::max<int64_t>(c.num_layers, 3);
+      if (config::has_layout(c)) with_layout(c, c.layout.preset, c.num_layers, c.layout.local.window);
+      c.hidden_dropout = 0.1;
+      c.attention_dropout = 0.1;
+      const Pass plain = train_pass(c, 0);
+      ASSERT_FALSE(plain.grads.empty());
+      for (int64_t every : {1, 2}) {
+        const Pass checked = train_pass(c, every);
+        ASSERT_EQ(checked.grads.size(), plain.grads.size()) << "every " << every;
+        for (const auto& [name, g] : plain.grads)
+          EXPECT_TRUE(torch::equal(checked.grads.at(name), g)) << name << ", every " << every;
+        EXPECT_TRUE(torch::equal(checked.next_draw, plain.next_draw)) << "every " << every;
+      }
+      const Pass other = train_pass(c, 1, 100);
+      EXPECT_FALSE(torch::equal(other.grads.begin()->second, plain.grads.begin()->second));
+    }
   }
 }
 

@@ -404,6 +404,8 @@ enum class CudaGraphs { auto_, on, off };
 // al. 2023, randomized positional encodings); evaluation always uses 0..S-1.
 enum class PositionSampling { contiguous, random };
 enum class InitProtocol { weights, drope };
+// Activation checkpointing: none, every layer, or every k-th layer (activation_checkpointing_every).
+enum class ActivationCheckpointing { none, layers, every_k };
 
 struct TrainConfig {
   int64_t steps = 1000;
@@ -442,8 +444,20 @@ struct TrainConfig {
   PositionSampling positions = PositionSampling::contiguous;
   int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
   bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (train/tensorboard_writer.h)
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
+  int64_t activation_checkpointing_every = 2;  // every_k: layers k-1, 2k-1, ... recompute in backward
   void visit(FieldVisitor& v);
 };
+
+// Every how many layers one recomputes its activations in backward: 0 none, 1 every layer, k
+// every k-th; layer i (0-based) is checkpointed when (i + 1) % k == 0.
+inline int64_t checkpoint_every(const TrainConfig& t) {
+  if (t.activation_checkpointing == ActivationCheckpointing::layers) return 1;
+  return t.activation_checkpointing == ActivationCheckpointing::every_k ? t.activation_checkpointing_every : 0;
+}
+inline bool is_checkpointed_layer(int64_t i, int64_t every) {
+  return every > 0 && (i + 1) % every == 0;
+}
 
 enum class DistBackend { auto_, nccl, gloo };
 

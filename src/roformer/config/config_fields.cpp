@@ -451,6 +451,15 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("tensorboard", tensorboard,
           "also write metrics.jsonl's scalars as TensorBoard event files in RUN/tensorboard/ (Python with the "
           "tensorboard package: ROFORMER_PYTHON, else the checkout's .venv)");
+  static const EnumNames<ActivationCheckpointing> checkpointing{{{ActivationCheckpointing::none, "none"},
+                                                                 {ActivationCheckpointing::layers, "layers"},
+                                                                 {ActivationCheckpointing::every_k, "every_k"}}};
+  enum_field(v, "activation_checkpointing", activation_checkpointing, checkpointing,
+             "recompute layer activations in backward instead of keeping them (less memory, about one more "
+             "forward of compute): none, layers (every layer) or every_k (every activation_checkpointing_every-th); "
+             "gradients equal the unchecked run's; CUDA graphs are off with it");
+  v.field("activation_checkpointing_every", activation_checkpointing_every, between(int64_t{1}, int64_t{1024}),
+          "every_k: layers k-1, 2k-1, ... are checkpointed (k = this)");
 }
 
 void DistConfig::visit(FieldVisitor& v) {

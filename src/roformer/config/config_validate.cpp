@@ -111,6 +111,12 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "train.init_protocol", "model.position.kind",
              "DroPE drops the source checkpoint's position encoding, so this run has kind none (the source keeps "
              "its own); set model.position.kind=none");
+  if (c.train.activation_checkpointing == ActivationCheckpointing::every_k &&
+      c.train.activation_checkpointing_every > c.model.num_layers)
+    conflict(o, "train.activation_checkpointing_every", "model.num_layers",
+             "every " + std::to_string(c.train.activation_checkpointing_every) + "th layer of " +
+                 std::to_string(c.model.num_layers) +
+                 " checkpoints none; use a smaller k or activation_checkpointing=layers");
 }
 
 void resolve(Config& c) {

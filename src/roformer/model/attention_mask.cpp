@@ -78,6 +78,14 @@ torch::Tensor AttentionMask::outside_window(const torch::Tensor& query, const to
   return causal_ ? query - key >= W : (query - key).abs() > W;
 }
 
+AttentionMask AttentionMask::with_differentiable(const std::vector<torch::Tensor>& tensors) const {
+  TORCH_CHECK(tensors.size() == 2, "AttentionMask::with_differentiable takes {bias, whole}");
+  AttentionMask m = *this;
+  m.bias_ = tensors[0];
+  m.whole_ = tensors[1];
+  return m;
+}
+
 std::pair<int64_t, int64_t> AttentionMask::key_span(int64_t begin, int64_t end) const {
   const int64_t W = window_.size;
   const int64_t last = causal_ ? end : S_;  // one past the last key any row may see

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "roformer/model/position/offset_rows.h"
 
@@ -66,6 +67,11 @@ class AttentionMask {
   // The keys [first, last) that query rows [begin, end) may see through the window: all S
   // without one. Attention may drop the keys outside (their weights are exactly zero).
   std::pair<int64_t, int64_t> key_span(int64_t begin, int64_t end) const;
+  // The tensors a layer reads that may carry a gradient: {relative bias, whole mask}, either
+  // undefined (activation checkpointing recomputes a layer with leaves in their place).
+  std::vector<torch::Tensor> differentiable() const { return {bias_, whole_}; }
+  // This mask with differentiable()'s tensors replaced by `tensors` (same order and shapes).
+  AttentionMask with_differentiable(const std::vector<torch::Tensor>& tensors) const;
 
  private:
   // True where a key [1, S] lies outside the window of query positions [C, 1]: [C, S].

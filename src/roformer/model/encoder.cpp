@@ -5,10 +5,12 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
 #include "roformer/config/layer_layout.h"
+#include "roformer/model/activation_checkpoint.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
 #include "roformer/ops/bias_gelu/bias_gelu.h"
 #include "roformer/ops/feed_forward/feed_forward.h"
@@ -200,6 +202,23 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   return ctx;
 }
 
+// The trainable tensors a layer may read besides its input and context: its own and its
+// position modules' (shared across layers; each listed once).
+static std::vector<torch::Tensor> layer_parameters(EncoderLayerImpl& layer, const LayerPositions& positions) {
+  std::vector<torch::Tensor> out;
+  auto add = [&](const std::vector<torch::Tensor>& ps) {
+    for (const auto& p : ps) {
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const torch::Tensor& q) { return q.is_same(p); });
+      if (p.requires_grad() && !seen) out.push_back(p);
+    }
+  };
+  add(layer.parameters());
+  for (const auto& position : positions) {
+    if (position) add(position->parameters());
+  }
+  return out;
+}
+
 torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
@@ -219,7 +238,12 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   for (int64_t i = 0; i < static_cast<int64_t>(encoder->layer->size()); ++i) {
     const bool global = config::is_global_layer(config_, i);
     if (!ctx[global]) ctx[global] = attention_context(in, positions, x.scalar_type(), global);
-    x = encoder->layer[i]->as<EncoderLayer>()->forward(x, *ctx[global]);
+    EncoderLayerImpl& layer = *encoder->layer[i]->as<EncoderLayer>();
+    if (is_training() && torch::GradMode::is_enabled() && config::is_checkpointed_layer(i, checkpoint_every)) {
+      x = checkpointed_layer(layer, x, *ctx[global], layer_parameters(layer, layer_positions));
+    } else {
+      x = layer.forward(x, *ctx[global]);
+    }
   }
   if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
   return x;

@@ -129,6 +129,9 @@ class EncoderModelImpl : public torch::nn::Module {
   // whole; past it attention takes the queries in row blocks (attention_mask.h). Tests lower it
   // to exercise the blocks.
   double attention_whole_limit_bytes = AttentionMask::kWholeMaskBytes;
+  // Activation checkpointing in training (train.activation_checkpointing, activation_checkpoint.h):
+  // every `checkpoint_every`-th layer recomputes its activations in backward (config::checkpoint_every).
+  int64_t checkpoint_every = 0;
 
   Embeddings embeddings{nullptr};
   torch::nn::Linear embeddings_project{nullptr};   // [H, E], only if E != H

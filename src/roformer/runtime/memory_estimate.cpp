@@ -127,7 +127,8 @@ std::string MemoryEstimate::describe() const {
          gib(activation_bytes) + " of activations)";
 }
 
-MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16) {
+MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16,
+                               int64_t checkpoint_every) {
   MemoryEstimate e;
   e.parameters = count_parameters(m);
   e.weight_bytes = 4 * e.parameters;
@@ -136,8 +137,16 @@ MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int6
   const double H = double(m.hidden_size), F = double(m.ffn_size), V = double(m.vocab_size);
   // Lower bounds: what backward must keep per layer (layer input, q, k, v, attention output, the
   // FFN's two hidden tensors, the two LayerNorm outputs), or one layer's live tensors without
-  // gradients; plus the fp32 logits of one pass over the vocabulary.
-  const double per_layer = training ? double(m.num_layers) * (8 * H + 2 * F) : 4 * H + F;
+  // gradients; plus the fp32 logits of one pass over the vocabulary. A checkpointed layer keeps
+  // its input only, and backward holds one of them recomputed at a time.
+  const double kept = 8 * H + 2 * F;
+  double per_layer = 4 * H + F;
+  if (training) {
+    per_layer = 0;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      per_layer += config::is_checkpointed_layer(i, checkpoint_every) ? H : kept;
+    if (checkpoint_every > 0) per_layer += kept;
+  }
   e.activation_bytes = tokens * (per_layer * act + (training ? V * 4 * 0.15 : 0));
   return e;
 }

@@ -22,7 +22,9 @@ struct MemoryEstimate {
 
 // batch sequences of `length` tokens; training keeps activations for backward; bf16: under
 // autocast (2-byte activations).
-MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16);
+// checkpoint_every: activation checkpointing in training (config::checkpoint_every; 0 none).
+MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int64_t length, bool training, bool bf16,
+                               int64_t checkpoint_every = 0);
 
 // The memory of the device: for the CPU physical RAM, or less where a cgroup memory limit or the
 // address-space limit (what is left under ulimit -v) says so; total GPU memory for CUDA.

@@ -88,6 +88,10 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
   const config::ModelConfig& m = cfg.model;
   if (distributed) {
     why = "data parallel: the gradient reducer's collectives run outside a graph";
+  } else if (t.activation_checkpointing != config::ActivationCheckpointing::none) {
+    why =
+        "train.activation_checkpointing: backward sets the generators back to recompute dropout, which a graph "
+        "cannot capture";
   } else if (t.positions == config::PositionSampling::random) {
     why = "train.positions=random: the graph's static input buffers hold no positions";
   } else if (task_run && task.min_length > 0 && task.min_length < cfg.data.seq_len) {
@@ -265,11 +269,13 @@ void Trainer::build_data() {
 void Trainer::build() {
   build_data();
   runtime::check_fits_device(
-      runtime::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_), device_,
-      "training this model",
+      runtime::estimate_memory(cfg_.model, local_batch_ / t_.grad_accum, cfg_.data.seq_len, true, autocast_,
+                               config::checkpoint_every(t_)),
+      device_, "training this model",
       "model.hidden_size, model.num_layers, model.ffn_size or model.vocab_size, or train.batch_size (raise "
       "train.grad_accum to keep the global batch) or data.seq_len");
   model_ = model::build_model(cfg_.model, static_cast<uint64_t>(t_.seed));
+  model_->checkpoint_every = config::checkpoint_every(t_);
   model_->to(device_);
   optimizer_ = make_optimizer(model_, t_);
   log::info("model: ", config::position_kind_names().name(cfg_.model.position.kind), ", ",

@@ -193,7 +193,10 @@ torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tenso
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
   const auto [c2p_index, p2c_index] = table_index(positions, begin, end);  // [.., C, S] each
-  const torch::Tensor& P = rel_embeddings->weight;                         // [2k, hidden]
+  // The shared table through a view of its own per call: its two uses here sum into one
+  // gradient before the layers' are added, as they do when the layer is recomputed
+  // (activation checkpointing), so both runs add in the same order.
+  const torch::Tensor P = rel_embeddings->weight.view_as(rel_embeddings->weight);  // [2k, hidden]
   auto heads_of = [&](const torch::nn::Linear& proj) {
     return at::linear(P, proj->weight, proj->bias).view({2 * span, H, D}).permute({1, 2, 0});  // [H, D, 2k]
   };

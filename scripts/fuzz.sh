@@ -39,7 +39,7 @@ sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roforme
          src/roformer/config/config_fields.cpp src/roformer/config/config_loader.cpp
          src/roformer/config/config_validate.cpp src/roformer/config/layer_layout.cpp
          src/roformer/config/position_families.cpp src/roformer/config/config_dump.cpp
-         src/roformer/data/dataset_meta.cpp src/roformer/data/token_store.cpp
+         src/roformer/data/dataset_meta.cpp src/roformer/data/document_index.cpp src/roformer/data/token_store.cpp
          src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/cli/cli_options.cpp
          src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp src/roformer/eval/id_matrix.cpp
          src/roformer/sweep/sweep_file.cpp)

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   app.add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--document-separator", o.document_separator,
+                 "a line equal to this text ends a document (the line is not tokenized); the document starts are "
+                 "recorded in the dataset (data/README.md), e.g. --document-separator '<|endoftext|>'");
   app.add_flag("--force", o.force, "replace an existing output directory (only once the new one is complete)");
   try {
     app.parse(argc, argv);
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
     std::cout << "prepared " << o.out << " (" << o.tokenizer << ", vocabulary " << r.vocab_size << ") in " << r.seconds
               << " s\n";
     for (const auto& [split, n] : r.tokens_per_split) std::cout << "  " << split << ": " << n << " tokens\n";
+    for (const auto& [split, n] : r.documents_per_split) std::cout << "  " << split << ": " << n << " documents\n";
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kUserErrorExitCode;

@@ -150,6 +150,20 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
     }
     m.split_tokens(split);  // refuses a sum of shard counts that overflows
   }
+  if (j.contains("documents")) {  // document starts (prepare-data --document-separator)
+    const json& docs = j.at("documents");
+    if (!docs.is_object()) bad(path, "'documents' must be an object of splits");
+    for (const auto& [split, d] : docs.items()) {
+      if (!m.splits.count(split)) bad(path, "'documents' names split '" + split + "', which 'splits' does not list");
+      DocumentIndexInfo info;
+      info.file = need_string(d, "file", path);
+      info.count = need_int(d, "count", path);
+      info.crc32 = static_cast<uint32_t>(need_int(d, "crc32", path));
+      if (info.file.find("..") != std::string::npos || info.file.find('/') != std::string::npos)
+        bad(path, "document index '" + info.file + "' must be a file inside the dataset directory");
+      m.documents[split] = info;
+    }
+  }
   return m;
 }
 
@@ -171,6 +185,11 @@ void write_dataset_meta(const std::string& dir, const DatasetMeta& m) {
   json counts = json::object();
   for (const auto& [split, shards] : m.splits) counts[split] = m.split_tokens(split);
   j["token_counts"] = counts;
+  if (!m.documents.empty()) {
+    json docs = json::object();
+    for (const auto& [split, d] : m.documents) docs[split] = {{"file", d.file}, {"count", d.count}, {"crc32", d.crc32}};
+    j["documents"] = docs;
+  }
   write_file_atomic(dir + "/meta.json", j.dump(2) + "\n");
 }
 

@@ -44,6 +44,8 @@ class ShardWriter {
     }
   }
 
+  int64_t tokens() const { return written_ + current_.tokens; }  // pushed so far
+
   std::vector<ShardInfo> finish() {
     close_current();
     return shards_;
@@ -73,6 +75,8 @@ class ShardWriter {
     file_ = nullptr;
     current_.crc32 = static_cast<uint32_t>(crc_);
     shards_.push_back(current_);
+    written_ += current_.tokens;
+    current_ = ShardInfo{};
   }
 
   std::string dir_, split_;
@@ -83,7 +87,36 @@ class ShardWriter {
   uLong crc_ = 0;
   std::vector<unsigned char> buffer_;
   std::vector<ShardInfo> shards_;
+  int64_t written_ = 0;  // tokens in closed shards
 };
+
+// Tokenizes `file` into `writer` line by line: SentencePiece per line without its break (it
+// normalises whitespace), bytes with it. A line equal to `separator` (when not empty) is not
+// tokenized and starts a new document; returns the document starts (empty without separator).
+std::vector<int64_t> tokenize_lines(std::ifstream& file, const Tokenizer& tok, bool bytes,
+                                    const std::string& separator, ShardWriter& writer, Progress& progress) {
+  std::vector<int64_t> starts;
+  if (!separator.empty()) starts.push_back(0);
+  std::string line;
+  double done = 0;
+  while (std::getline(file, line)) {
+    const bool had_break = !file.eof();
+    done += static_cast<double>(line.size() + (had_break ? 1 : 0)) / 1e6;
+    progress.update(done);
+    const std::string text = !line.empty() && line.back() == '\r' ? line.substr(0, line.size() - 1) : line;
+    if (!separator.empty() && text == separator) {
+      if (writer.tokens() > starts.back()) starts.push_back(writer.tokens());
+      continue;
+    }
+    if (bytes) {
+      writer.push(tok.encode(had_break ? line + "\n" : line));
+    } else if (!line.empty()) {
+      writer.push(tok.encode(line));
+    }
+  }
+  if (starts.size() > 1 && starts.back() == writer.tokens()) starts.pop_back();  // a separator at the end
+  return starts;
+}
 
 std::string split_name(const std::string& path) {
   std::string stem = std::filesystem::path(path).filename().string();
@@ -162,6 +195,8 @@ void validate(const PrepareOptions& o) {
   }
   if (o.tokenizer == "sentencepiece" && !has_train)
     throw UserError("SentencePiece is trained on the 'train' split: pass a train.txt among the --input files");
+  if (o.document_separator.find_first_of("\r\n") != std::string::npos)
+    throw UserError("--document-separator must be one line of text (it is compared with each line of the input)");
   check_output_directory(o);
 }
 
@@ -204,7 +239,14 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
       ShardWriter writer(tmp, split, meta.token_bytes, o.shard_tokens);
       Progress progress("tokenizing " + split, total_mb, "MB");
       double done = 0;
-      if (o.tokenizer == "byte") {
+      if (o.tokenizer != "byte" || !o.document_separator.empty()) {
+        const std::vector<int64_t> starts =
+            tokenize_lines(file, *tok, o.tokenizer == "byte", o.document_separator, writer, progress);
+        if (!starts.empty() && writer.tokens() > 0) {
+          meta.documents[split] = write_document_starts(tmp, split, starts);
+          report.documents_per_split.emplace_back(split, static_cast<int64_t>(starts.size()));
+        }
+      } else {
         std::string block(1 << 20, '\0');
         while (file) {
           file.read(block.data(), static_cast<std::streamsize>(block.size()));
@@ -212,13 +254,6 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
           if (n <= 0) break;
           writer.push(tok->encode(block.substr(0, static_cast<size_t>(n))));
           done += static_cast<double>(n) / 1e6;
-          progress.update(done);
-        }
-      } else {
-        std::string line;
-        while (std::getline(file, line)) {  // SentencePiece normalises whitespace; lines are its sentences
-          if (!line.empty()) writer.push(tok->encode(line));
-          done += static_cast<double>(line.size() + 1) / 1e6;
           progress.update(done);
         }
       }

@@ -18,11 +18,15 @@ struct PrepareOptions {
   std::string out;
   int64_t shard_tokens = 64 << 20;  // tokens per shard file
   bool force = false;               // replace an existing dataset directory
+  // A line equal to this (without its line break) ends a document and is not tokenized; the
+  // document starts are recorded (document_index.h). Empty: no documents, one token stream.
+  std::string document_separator;
 };
 
 struct PrepareReport {
   int64_t vocab_size = 0;
   std::vector<std::pair<std::string, int64_t>> tokens_per_split;
+  std::vector<std::pair<std::string, int64_t>> documents_per_split;  // with a document separator
   double seconds = 0;
 };
 

@@ -59,6 +59,8 @@ TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const st
                       " outside its vocabulary of " + std::to_string(meta.vocab_size) +
                       " (corrupted shard?); re-create the dataset with `roformer prepare-data`");
   }
+  const auto docs = meta.documents.find(split);
+  if (docs != meta.documents.end()) document_starts_ = read_document_starts(dir, docs->second, total_);
 }
 
 TokenStore::~TokenStore() {

@@ -23,6 +23,9 @@ class TokenStore {
   int64_t at(int64_t index) const;
   // Copies tokens [begin, begin + n) into out.
   void read(int64_t begin, int64_t n, int64_t* out) const;
+  // Where each document starts (a dataset prepared with --document-separator), or empty: the
+  // split is one token stream without recorded boundaries.
+  const std::vector<int64_t>& document_starts() const { return document_starts_; }
 
  private:
   struct Mapped {
@@ -35,6 +38,7 @@ class TokenStore {
   int token_bytes_;
   int64_t total_ = 0;
   std::vector<Mapped> shards_;
+  std::vector<int64_t> document_starts_;
 };
 
 }  // namespace roformer::data

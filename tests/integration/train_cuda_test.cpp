@@ -108,6 +108,22 @@ TEST_P(TrainCuda, GraphedStepsFollowTheEagerLossCurve) {
   expect_same_loss_curve(eager, graphed);
 }
 
+// train.activation_checkpointing on CUDA: the recomputation sets the CUDA generator back (dropout
+// draws the same masks) and re-enters bf16 autocast, so every layer checkpointed ends bitwise
+// where the unchecked run ends, both eager and deterministic.
+TEST_P(TrainCuda, ActivationCheckpointingTrainsBitwiseLikeTheUncheckedRun) {
+  CudaFixture f;
+  const std::string plain = f.dir.file("plain"), layers = f.dir.file("layers");
+  const std::string common =
+      "--set model.num_layers=3 --set model.attention_dropout=0.1 --set train.cuda_graphs=off --set train.steps=20 ";
+  auto r = f.train(plain, GetParam(), common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = f.train(layers, GetParam(), common + "--set train.activation_checkpointing=layers");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(safetensors_difference(checkpoint_weights(plain, 20), checkpoint_weights(layers, 20)), "");
+  EXPECT_EQ(metrics_trajectory(plain), metrics_trajectory(layers));
+}
+
 // A step that cannot be captured (fault injection: the step reads a device value on the host)
 // logs why and the run goes on with eager steps on the eager loss curve. The failed capture
 // must be ended and its memory pool handed back: an open global-mode capture forbids

@@ -31,9 +31,9 @@ namespace {
 const std::string kSeparator = "<|doc|>";
 
 std::string prepare(const TempDir& dir, const std::string& out, const std::string& extra) {
-  const auto r = run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" +
-                             dir.file("train.txt") + "' --tokenizer byte --shard-tokens 97 --out '" + dir.file(out) +
-                             "' " + extra);
+  const auto r =
+      run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" + dir.file("train.txt") +
+                  "' --tokenizer byte --shard-tokens 97 --out '" + dir.file(out) + "' " + extra);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir.file(out);
 }
@@ -98,9 +98,9 @@ TEST(Documents, SeparatorLinesEndDocumentsAndAreNotTokenized) {
   EXPECT_EQ(document_of(starts, store.size() - 1), static_cast<int64_t>(starts.size()) - 1);
 
   // A separator of two lines can never match a line: refused, nothing written.
-  const auto two_lines = run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" +
-                                     dir.file("train.txt") + "' --out '" + dir.file("bad") +
-                                     "' --document-separator \"$(printf 'a\\nb')\"");
+  const auto two_lines =
+      run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" + dir.file("train.txt") +
+                  "' --out '" + dir.file("bad") + "' --document-separator \"$(printf 'a\\nb')\"");
   EXPECT_EQ(two_lines.exit_code, 2) << two_lines.output;
   EXPECT_NE(two_lines.output.find("one line"), std::string::npos) << two_lines.output;
   EXPECT_FALSE(path_exists(dir.file("bad")));

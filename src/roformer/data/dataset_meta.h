@@ -26,7 +26,7 @@ struct DatasetMeta {
   int token_bytes = 2;  // 2 (uint16) or 4 (uint32)
   std::map<std::string, int64_t> special_ids;
   std::map<std::string, std::vector<ShardInfo>> splits;  // "train" / "valid" / "test"
-  std::map<std::string, DocumentIndexInfo> documents;     // per split, when prepared with a separator
+  std::map<std::string, DocumentIndexInfo> documents;    // per split, when prepared with a separator
 
   int64_t split_tokens(const std::string& split) const;
   int64_t mask_id() const;  // [MASK]

@@ -93,8 +93,8 @@ class ShardWriter {
 // Tokenizes `file` into `writer` line by line: SentencePiece per line without its break (it
 // normalises whitespace), bytes with it. A line equal to `separator` (when not empty) is not
 // tokenized and starts a new document; returns the document starts (empty without separator).
-std::vector<int64_t> tokenize_lines(std::ifstream& file, const Tokenizer& tok, bool bytes,
-                                    const std::string& separator, ShardWriter& writer, Progress& progress) {
+std::vector<int64_t> tokenize_lines(std::ifstream& file, const Tokenizer& tok, bool bytes, const std::string& separator,
+                                    ShardWriter& writer, Progress& progress) {
   std::vector<int64_t> starts;
   if (!separator.empty()) starts.push_back(0);
   std::string line;

@@ -56,9 +56,8 @@ torch::Tensor recompute_leaf(const torch::Tensor& t) {
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
  public:
   // The tensors come as TensorLists (each element an input of the node; undefined ones left out).
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               at::TensorList parameters, at::TensorList mask_tensors,
-                               const c10::intrusive_ptr<RecomputeState>& state) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, at::TensorList parameters,
+                               at::TensorList mask_tensors, const c10::intrusive_ptr<RecomputeState>& state) {
     state->generators = generator_states(x.device());
     state->autocast = at::autocast::is_autocast_enabled(at::kCUDA);
     std::vector<torch::Tensor> saved{x};
@@ -80,7 +79,8 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     leaves.insert(leaves.end(), saved.begin() + 1, saved.begin() + 1 + n_parameters);
     std::vector<torch::Tensor> mask_leaves;  // in differentiable()'s slots, undefined where not passed
     auto passed = saved.begin() + 1 + n_parameters;
-    for (bool defined : state->mask_defined) mask_leaves.push_back(defined ? recompute_leaf(*passed++) : torch::Tensor());
+    for (bool defined : state->mask_defined)
+      mask_leaves.push_back(defined ? recompute_leaf(*passed++) : torch::Tensor());
     for (const auto& t : mask_leaves)
       if (t.defined()) leaves.push_back(t);
     AttentionContext recompute_ctx = state->ctx;

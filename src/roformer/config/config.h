@@ -339,6 +339,11 @@ struct ModelConfig {
 };
 
 enum class DataSampling { random, packed };
+// How a training row relates to the corpus's documents (data/batches.h): stream cuts the token
+// stream at fixed lengths (attention and positions run across documents); documents packs the
+// same rows but hides other documents from each token and restarts positions at each one; none
+// gives every row one document from its start, cut at L and padded.
+enum class DataPacking { stream, documents, none };
 
 // Synthetic length-generalisation tasks (data/tasks/): sequences drawn by a generator instead
 // of read from a corpus; loss on the answer tokens only.
@@ -384,6 +389,7 @@ struct DataConfig {
   std::string path;       // prepared dataset directory (meta.json + shards)
   int64_t seq_len = 128;  // training length L
   DataSampling sampling = DataSampling::random;
+  DataPacking packing = DataPacking::stream;
   double mask_prob = 0.15;
   double mask_token_frac = 0.8;    // of selected tokens: replaced by [MASK]
   double random_token_frac = 0.1;  // of selected tokens: replaced by a random token

@@ -372,6 +372,12 @@ void DataConfig::visit(FieldVisitor& v) {
   v.field("seq_len", seq_len, at_least(int64_t{2}), "training sequence length L");
   enum_field(v, "sampling", sampling, samplings,
              "random (uniform offsets) or packed (consecutive chunks, reshuffled every epoch)");
+  static const EnumNames<DataPacking> packings{
+      {{DataPacking::stream, "stream"}, {DataPacking::documents, "documents"}, {DataPacking::none, "none"}}};
+  enum_field(v, "packing", packing, packings,
+             "stream (rows cut across documents), documents (the same rows; attention stays inside each document "
+             "and positions restart at its start) or none (one document per row from its start, cut at seq_len, "
+             "padded); documents and none need a dataset prepared with --document-separator");
   v.field("mask_prob", mask_prob, between(0.0, 1.0), "MLM: fraction of tokens selected");
   v.field("mask_token_frac", mask_token_frac, between(0.0, 1.0),
           "MLM: of selected tokens, fraction replaced by [MASK]");

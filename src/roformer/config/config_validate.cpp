@@ -50,6 +50,25 @@ void validate_task(const Config& c, const Origins& o) {
                  " keys; raise keys or lower queries");
 }
 
+// Document packing changes which tokens a row holds and what each may see; what cannot follow it is named.
+void validate_packing(const Config& c, const Origins& o) {
+  if (c.data.packing == DataPacking::stream) return;
+  const std::string packing = c.data.packing == DataPacking::documents ? "data.packing documents" : "data.packing none";
+  if (c.data.task.name != TaskKind::none)
+    conflict(o, "data.packing", "data.task.name",
+             packing + " arranges a corpus's documents; a task generates each row itself; use data.packing=stream");
+  if (c.train.positions == PositionSampling::random)
+    conflict(o, "data.packing", "train.positions",
+             packing +
+                 " gives each document its own positions from 0; randomized positions would replace them; use "
+                 "train.positions=contiguous or data.packing=stream");
+  if (c.model.attention == AttentionKind::linear)
+    conflict(o, "data.packing", "model.attention",
+             packing +
+                 " hides other documents from each token, but linear attention's prefix sums run along the "
+                 "whole row; use attention softmax or data.packing=stream");
+}
+
 void validate_attention(const Config& c, const Origins& o) {
   const ModelConfig& m = c.model;
   const PositionFamily& family = position_family(m.position.kind);
@@ -107,6 +126,7 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
   validate_random_positions(c, o);
   validate_task(c, o);
+  validate_packing(c, o);
   if (c.train.init_protocol == InitProtocol::drope && c.model.position.kind != PositionKind::none)
     conflict(o, "train.init_protocol", "model.position.kind",
              "DroPE drops the source checkpoint's position encoding, so this run has kind none (the source keeps "

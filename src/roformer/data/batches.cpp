@@ -7,6 +7,8 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/data/counter_rng.h"
+#include "roformer/data/document_index.h"
+#include "roformer/data/document_packing.h"
 #include "roformer/data/random_positions.h"
 
 namespace roformer::data {
@@ -66,8 +68,19 @@ TrainBatcher::TrainBatcher(std::shared_ptr<const TokenStore> store, config::Obje
     throw UserError("the dataset has no [MASK] token, so it cannot train an MLM; use model.objective=causal_lm");
 }
 
+void TrainBatcher::set_packing(config::DataPacking packing, int64_t pad_id) {
+  packing_ = packing;
+  pad_id_ = pad_id;
+  const std::vector<int64_t>& docs = store_->document_starts();
+  if (packing_ != config::DataPacking::stream && docs.empty())
+    throw std::logic_error("TrainBatcher::set_packing: the split has no document starts");
+  if (packing_ == config::DataPacking::none && sampling_ == config::DataSampling::packed)
+    sampler_ = std::make_unique<DistributedSampler>(static_cast<int64_t>(docs.size()), world_, rank_, seed_);
+}
+
 int64_t TrainBatcher::packed_offset(int64_t q) const {
-  return sampler_->stream_index(q) * seq_len_;
+  const int64_t item = sampler_->stream_index(q);
+  return packing_ == config::DataPacking::none ? store_->document_starts()[static_cast<size_t>(item)] : item * seq_len_;
 }
 
 // Row i of this rank is row global_row(i) of the single-process batch of the same step: ranks
@@ -79,17 +92,66 @@ int64_t TrainBatcher::global_row(int64_t i) const {
 
 std::vector<int64_t> TrainBatcher::offsets(int64_t step) const {
   std::vector<int64_t> out;
+  const bool whole_documents = packing_ == config::DataPacking::none;
+  const std::vector<int64_t>& docs = store_->document_starts();
   for (int64_t i = 0; i < local_batch_; ++i) {
     const int64_t j = global_row(i);
     if (sampling_ == config::DataSampling::random) {
-      const uint64_t span = static_cast<uint64_t>(store_->size() - need_ + 1);
-      out.push_back(static_cast<int64_t>(
-          hash_counters(seed_, {kOffsetStream, static_cast<uint64_t>(step), static_cast<uint64_t>(j)}) % span));
+      const uint64_t span = whole_documents ? docs.size() : static_cast<uint64_t>(store_->size() - need_ + 1);
+      const uint64_t draw =
+          hash_counters(seed_, {kOffsetStream, static_cast<uint64_t>(step), static_cast<uint64_t>(j)}) % span;
+      out.push_back(whole_documents ? docs[draw] : static_cast<int64_t>(draw));
     } else {
       out.push_back(packed_offset(step * local_batch_ + i));  // this rank's shard of each epoch
     }
   }
   return out;
+}
+
+int64_t TrainBatcher::read_row(int64_t i, int64_t start, Batch& out, std::vector<int64_t>& buf) const {
+  const int64_t L = seq_len_;
+  const bool causal = objective_ == config::Objective::causal_lm;
+  int64_t* row = out.input_ids.data_ptr<int64_t>() + i * L;
+  int64_t* trow = out.targets.data_ptr<int64_t>() + i * L;
+  const std::vector<int64_t>& docs = store_->document_starts();
+  int64_t inputs = L, available = need_;  // tokens that are inputs; tokens read
+  if (packing_ == config::DataPacking::none) {
+    const DocumentSpan doc = document_span(docs, store_->size(), document_of(docs, start));
+    available = std::min(doc.tokens, need_);
+    inputs = document_row_inputs(doc.tokens, L, causal);
+    std::fill(row, row + L, pad_id_);
+    int64_t* keep = out.key_keep.data_ptr<int64_t>() + i * L;
+    std::fill(keep, keep + inputs, 1);
+  }
+  store_->read(start, available, buf.data());
+  std::copy(buf.begin(), buf.begin() + inputs, row);
+  std::vector<int64_t> pieces;
+  if (packing_ == config::DataPacking::documents) {
+    pieces = document_starts_in_row(docs, start, need_);
+    fill_document_pieces(pieces, L, out.segments.data_ptr<int64_t>() + i * L,
+                         out.positions.data_ptr<int64_t>() + i * L);
+  }
+  if (!causal) return inputs;
+  for (int64_t p = 0; p < inputs && p + 1 < available; ++p) {
+    if (!pieces.empty() && next_token_starts_document(pieces, p)) continue;
+    trow[p] = buf[static_cast<size_t>(p + 1)];
+    ++out.scored;
+  }
+  return inputs;
+}
+
+void TrainBatcher::mask_row(int64_t step, int64_t i, int64_t inputs, Batch& out) const {
+  int64_t* row = out.input_ids.data_ptr<int64_t>() + i * seq_len_;
+  int64_t* trow = out.targets.data_ptr<int64_t>() + i * seq_len_;
+  const uint64_t j = static_cast<uint64_t>(global_row(i));
+  for (int64_t p = 0; p < inputs; ++p) {
+    const int64_t original = row[p];
+    const uint64_t h = hash_counters(seed_, {kMaskStream, static_cast<uint64_t>(step), j, static_cast<uint64_t>(p)});
+    if (mlm_mask_position(rule_, h, &row[p])) {
+      trow[p] = original;
+      ++out.scored;
+    }
+  }
 }
 
 Batch TrainBatcher::batch(int64_t step) const {
@@ -98,38 +160,27 @@ Batch TrainBatcher::batch(int64_t step) const {
   Batch out;
   out.input_ids = torch::empty({b, L}, torch::kLong);
   out.targets = torch::full({b, L}, -100, torch::kLong);
-  int64_t* ids = out.input_ids.data_ptr<int64_t>();
-  int64_t* tg = out.targets.data_ptr<int64_t>();
+  if (packing_ == config::DataPacking::documents) {
+    out.segments = torch::empty({b, L}, torch::kLong);
+    out.positions = torch::empty({b, L}, torch::kLong);
+  }
+  if (packing_ == config::DataPacking::none) out.key_keep = torch::zeros({b, L}, torch::kLong);
   std::vector<int64_t> buf(static_cast<size_t>(need_));
   for (int64_t i = 0; i < b; ++i) {
-    store_->read(starts[static_cast<size_t>(i)], need_, buf.data());
-    int64_t* row = ids + i * L;
-    int64_t* trow = tg + i * L;
-    if (objective_ == config::Objective::causal_lm) {
-      std::copy(buf.begin(), buf.begin() + L, row);
-      std::copy(buf.begin() + 1, buf.begin() + L + 1, trow);
-      out.scored += L;
-      continue;
-    }
-    const uint64_t j = static_cast<uint64_t>(global_row(i));
-    for (int64_t p = 0; p < L; ++p) {
-      int64_t id = buf[static_cast<size_t>(p)];
-      const uint64_t h = hash_counters(seed_, {kMaskStream, static_cast<uint64_t>(step), j, static_cast<uint64_t>(p)});
-      if (mlm_mask_position(rule_, h, &id)) {
-        trow[p] = buf[static_cast<size_t>(p)];
-        ++out.scored;
-      }
-      row[p] = id;
-    }
+    const int64_t inputs = read_row(i, starts[static_cast<size_t>(i)], out, buf);
+    if (objective_ == config::Objective::mlm) mask_row(step, i, inputs, out);
   }
   if (positions_max_ > 0) {
     std::vector<int64_t> rows(static_cast<size_t>(b));
     for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = global_row(i);
     out.positions = random_positions(rows, L, positions_max_, seed_, step);
   }
-  if (out.scored == 0) {  // a batch must score something; force the first regular token
+  if (out.scored == 0 && objective_ == config::Objective::mlm) {  // score something: the first regular token
+    int64_t* ids = out.input_ids.data_ptr<int64_t>();
+    int64_t* tg = out.targets.data_ptr<int64_t>();
+    const int64_t* keep = out.key_keep.defined() ? out.key_keep.data_ptr<int64_t>() : nullptr;
     for (int64_t k = 0; k < b * L; ++k)
-      if (!rule_.is_special[static_cast<size_t>(ids[k])]) {
+      if ((!keep || keep[k]) && !rule_.is_special[static_cast<size_t>(ids[k])]) {
         tg[k] = ids[k];
         ids[k] = rule_.mask_id;
         out.scored = 1;

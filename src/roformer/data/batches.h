@@ -1,7 +1,9 @@
 // Batches for training and evaluation, built from a TokenStore as pure functions of their
 // index, so a resumed run sees exactly the batches it would have seen:
 //   TrainBatcher: step -> this rank's [b, L] batch (random offsets, or packed chunks drawn
-//                 through a DistributedSampler), MLM-masked or shifted for causal LM;
+//                 through a DistributedSampler), MLM-masked or shifted for causal LM; under
+//                 data.packing documents with each token's document and position, under none
+//                 one document per row (document_packing.h);
 //   EvalWindows:  every token of a split scored exactly once at length L, by non-overlapping
 //                 chunks or a sliding window of stride S, with MLM masks fixed by absolute
 //                 position so two checkpoints are scored on identical inputs.
@@ -23,7 +25,9 @@ namespace roformer::data {
 struct Batch {
   torch::Tensor input_ids;  // int64 [b, L]
   torch::Tensor targets;    // int64 [b, L], -100 = not scored
-  torch::Tensor positions;  // int64 [b, L] (train.positions random) or undefined: 0..L-1
+  torch::Tensor positions;  // int64 [b, L] (random, or per document under packing) or undefined: 0..L-1
+  torch::Tensor segments;   // int64 [b, L]: the row's document of each token (packing documents), or undefined
+  torch::Tensor key_keep;   // int64 [b, L]: 1 = token, 0 = padding (packing none), or undefined
   int64_t scored = 0;       // number of targets != -100
 };
 
@@ -49,11 +53,18 @@ class TrainBatcher {
   std::vector<int64_t> offsets(int64_t step) const;  // this rank's sequence starts
   // From now on every batch carries random sorted positions below `max` (data/random_positions.h).
   void randomize_positions(int64_t max) { positions_max_ = max; }
+  // From now on rows follow data.packing (documents and none need the store's document starts;
+  // `pad_id` fills none's rows after their document).
+  void set_packing(config::DataPacking packing, int64_t pad_id);
   int64_t global_batch() const { return local_batch_ * world_; }
 
  private:
   int64_t packed_offset(int64_t q) const;  // q-th sequence of this rank's sampler stream
   int64_t global_row(int64_t i) const;
+  // Reads row i starting at `start` into its inputs and (causal LM) targets; returns the inputs
+  // that are tokens (the rest, under packing none, is padding).
+  int64_t read_row(int64_t i, int64_t start, Batch& out, std::vector<int64_t>& buf) const;
+  void mask_row(int64_t step, int64_t i, int64_t inputs, Batch& out) const;  // MLM
   std::shared_ptr<const TokenStore> store_;
   config::Objective objective_;
   int64_t seq_len_, local_batch_;
@@ -63,7 +74,9 @@ class TrainBatcher {
   MaskingRule rule_;
   int64_t need_;                                 // tokens per sequence (L, or L+1 for causal LM)
   int64_t positions_max_ = 0;                    // > 0: random positions below it
-  std::unique_ptr<DistributedSampler> sampler_;  // packed sampling: chunks of L tokens
+  std::unique_ptr<DistributedSampler> sampler_;  // packed sampling: chunks of L tokens (none: documents)
+  config::DataPacking packing_ = config::DataPacking::stream;
+  int64_t pad_id_ = 0;
 };
 
 struct EvalWindow {

@@ -68,6 +68,14 @@ torch::Tensor ssmax_log_keys(int64_t S, bool causal, const torch::Tensor& key_ke
   return torch::log(key_keep.to(opts).sum(-1).clamp_min(1.0)).view({-1, 1, 1, 1});
 }
 
+torch::Tensor ssmax_log_keys_in_documents(const torch::Tensor& segments, const torch::Tensor& positions, bool causal) {
+  const int64_t B = segments.size(0), S = segments.size(1);
+  const auto opts = torch::dtype(torch::kFloat64).device(segments.device());
+  if (causal) return torch::log(positions.to(opts) + 1.0).view({B, 1, S, 1});
+  const torch::Tensor lengths = torch::zeros({B, S}, opts).scatter_add_(1, segments, torch::ones({B, S}, opts));
+  return torch::log(lengths.gather(1, segments)).view({B, 1, S, 1});
+}
+
 HeadNormImpl::HeadNormImpl(int64_t heads, int64_t head_dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({heads, head_dim}));
 }
@@ -287,7 +295,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
-  if (forms_scores()) return attend_with_terms(q, k, v, ctx, position_->layer_state(x, layer_));
+  if (forms_scores()) return attend_with_terms(q, k, v, ctx, position_->layer_state(x, layer_, ctx.segments));
   return attend_sdpa(q, k, v, ctx);
 }
 

@@ -58,11 +58,15 @@ struct AttentionContext {
   int64_t score_block_rows = 0;  // query rows per block when attention forms the scores; 0: all at once
   torch::Tensor query_scale;     // log-n factor per query, [1|B, 1, S, 1], or undefined
   torch::Tensor ssmax_log_keys;  // SSMax: log n, n the keys each query sees, [1|B, 1, S|1, 1], or undefined
+  torch::Tensor segments;        // int64 [B, S]: packed documents (EncoderInput::segments), or undefined
 };
 
 // SSMax's log n: causal, n = i + 1 for query row i; bidirectional, the sequence's unpadded keys
 // (key_keep [B, S], or all S). Float64 [1, 1, S, 1] or [B, 1, 1, 1].
 torch::Tensor ssmax_log_keys(int64_t S, bool causal, const torch::Tensor& key_keep, const torch::Device& device);
+// The same over packed documents (segments and in-document positions, int64 [B, S]): causal,
+// n = the query's position + 1; bidirectional, its document's length. Float64 [B, 1, S, 1].
+torch::Tensor ssmax_log_keys_in_documents(const torch::Tensor& segments, const torch::Tensor& positions, bool causal);
 
 // RMSNorm of each head's features with a learned weight per head and feature (QK-norm).
 class HeadNormImpl : public torch::nn::Module {

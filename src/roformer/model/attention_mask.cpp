@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace roformer::model {
 namespace {
@@ -28,10 +29,14 @@ int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, 
 
 AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
                              torch::ScalarType dtype, const torch::Device& device, bool always,
-                             double whole_limit_bytes, LocalWindow window)
-    : causal_(causal), S_(S), block_rows_(S), dtype_(dtype), device_(device) {
+                             double whole_limit_bytes, LocalWindow window, DocumentMask documents)
+    : documents_(std::move(documents)), causal_(causal), S_(S), block_rows_(S), dtype_(dtype), device_(device) {
   if (window.size > 0 && window.size < S) window_ = window;  // a window of S keys or more hides nothing
-  defined_ = relative_bias.defined() || key_keep.defined() || (always && causal) || window_.size > 0;
+  const bool packed = documents_.segments.defined();
+  TORCH_CHECK(!packed || (documents_.segments.dim() == 2 && documents_.segments.size(1) == S &&
+                          documents_.positions.sizes() == documents_.segments.sizes()),
+              "AttentionMask: document segments and positions must both be [B, S] for S = ", S);
+  defined_ = relative_bias.defined() || key_keep.defined() || (always && causal) || window_.size > 0 || packed;
   if (!defined_) return;
   if (relative_bias.defined()) {
     TORCH_CHECK(relative_bias.dim() == 2 && relative_bias.size(1) == 2 * S - 1,
@@ -39,9 +44,11 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
     bias_ = relative_bias.to(dtype);
   }
   if (key_keep.defined()) pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
-  square_ = bias_.defined() || causal || window_.size > 0;
-  // Bytes of the whole mask: batch (padding combined with rows), heads (bias), rows, keys.
-  const double batch = pad_.defined() && square_ ? double(pad_.size(0)) : 1.0;
+  square_ = bias_.defined() || causal || window_.size > 0 || packed;
+  // Bytes of the whole mask: batch (padding combined with rows, or documents), heads (bias), rows, keys.
+  const double batch = packed                      ? double(documents_.segments.size(0))
+                       : pad_.defined() && square_ ? double(pad_.size(0))
+                                                   : 1.0;
   const double heads = bias_.defined() ? double(bias_.size(0)) : 1.0;
   const double row_bytes = batch * heads * double(S) * double(c10::elementSize(dtype));
   block_rows_ = square_ ? query_block_rows(row_bytes, S, whole_limit_bytes, device) : S;
@@ -68,14 +75,26 @@ torch::Tensor AttentionMask::rows(int64_t begin, int64_t end) const {
   const auto opts = torch::dtype(torch::kLong).device(device_);
   const torch::Tensor key = torch::arange(S_, opts).unsqueeze(0), query = torch::arange(begin, end, opts).unsqueeze(1);
   if (causal_) mask = mask.masked_fill(key > query, kMasked);  // [C, S]: key after query
-  if (window_.size > 0) mask = mask.masked_fill(outside_window(query, key), kMasked);
+  if (window_.size > 0) mask = mask.masked_fill(outside_window(query, key, begin), kMasked);
+  if (documents_.segments.defined()) mask = mask.masked_fill(other_document(begin, C), kMasked);
   return mask;
 }
 
-torch::Tensor AttentionMask::outside_window(const torch::Tensor& query, const torch::Tensor& key) const {
+torch::Tensor AttentionMask::outside_window(const torch::Tensor& query, const torch::Tensor& key, int64_t begin) const {
   const int64_t W = window_.size;
+  if (window_.chunked && documents_.positions.defined()) {  // chunks of each document's own positions
+    const torch::Tensor chunk = torch::floor_divide(documents_.positions.to(device_), W);  // [B, S]
+    const int64_t C = query.size(0);
+    return (chunk.narrow(1, begin, C).unsqueeze(2) != chunk.unsqueeze(1)).unsqueeze(1);
+  }
   if (window_.chunked) return torch::floor_divide(key, W) != torch::floor_divide(query, W);
+  // Sliding: within one document the distance of two rows is the distance of their positions.
   return causal_ ? query - key >= W : (query - key).abs() > W;
+}
+
+torch::Tensor AttentionMask::other_document(int64_t begin, int64_t C) const {
+  const torch::Tensor segments = documents_.segments.to(device_);
+  return (segments.narrow(1, begin, C).unsqueeze(2) != segments.unsqueeze(1)).unsqueeze(1);  // [B, 1, C, S]
 }
 
 AttentionMask AttentionMask::with_differentiable(const std::vector<torch::Tensor>& tensors) const {
@@ -90,6 +109,7 @@ std::pair<int64_t, int64_t> AttentionMask::key_span(int64_t begin, int64_t end) 
   const int64_t W = window_.size;
   const int64_t last = causal_ ? end : S_;  // one past the last key any row may see
   if (W == 0) return {0, S_};
+  if (window_.chunked && documents_.positions.defined()) return {0, last};  // chunks follow the documents
   if (window_.chunked) return {begin / W * W, std::min(last, (end + W - 1) / W * W)};
   if (causal_) return {std::max<int64_t>(0, begin - W + 1), end};
   return {std::max<int64_t>(0, begin - W), std::min(S_, end + W)};

@@ -35,6 +35,13 @@ struct LocalWindow {
   bool chunked = false;
 };
 
+// Packed documents (data.packing documents): a token sees only the keys of its own document.
+// segments: int64 [B, S], the document of each token; positions: int64 [B, S], each token's
+// position in its document (a chunked window counts its chunks from the document's start).
+struct DocumentMask {
+  torch::Tensor segments, positions;
+};
+
 class AttentionMask {
  public:
   // A whole mask up to this size is built once per pass; larger ones are built in row blocks.
@@ -51,9 +58,10 @@ class AttentionMask {
   // `always`: build a (zero) mask even when nothing applies but causality, for callers that
   // form the scores themselves. whole_limit_bytes: where row blocks start (tests pass a small one).
   // `window`: a local window, which hides the keys outside it (and lets attention skip them).
+  // `documents`: hides every other document's keys (undefined segments: one document).
   AttentionMask(const torch::Tensor& relative_bias, const torch::Tensor& key_keep, bool causal, int64_t S,
                 torch::ScalarType dtype, const torch::Device& device, bool always,
-                double whole_limit_bytes = kWholeMaskBytes, LocalWindow window = {});
+                double whole_limit_bytes = kWholeMaskBytes, LocalWindow window = {}, DocumentMask documents = {});
 
   // False when no mask applies (SDPA runs unmasked, with its causal flag).
   bool defined() const { return defined_; }
@@ -74,10 +82,14 @@ class AttentionMask {
   AttentionMask with_differentiable(const std::vector<torch::Tensor>& tensors) const;
 
  private:
-  // True where a key [1, S] lies outside the window of query positions [C, 1]: [C, S].
-  torch::Tensor outside_window(const torch::Tensor& query, const torch::Tensor& key) const;
+  // True where a key [1, S] lies outside the window of query positions [C, 1]: [C, S], or
+  // [B, 1, C, S] for a chunked window over packed documents (chunks start with each document).
+  torch::Tensor outside_window(const torch::Tensor& query, const torch::Tensor& key, int64_t begin) const;
+  // True where query row [begin, begin + C) and a key lie in different documents: [B, 1, C, S].
+  torch::Tensor other_document(int64_t begin, int64_t C) const;
   torch::Tensor bias_;  // [H, 2S - 1] in dtype_
   torch::Tensor pad_;   // [B, 1, 1, S] bool, true at padded keys
+  DocumentMask documents_;
   bool causal_ = false;
   LocalWindow window_;   // size 0 when none applies (or it covers every key)
   bool square_ = false;  // rows per query (bias or causality), not one key row for all

@@ -173,9 +173,12 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
   const bool stick_breaking = kind.attention_normalizer == config::AttentionNormalizer::stick_breaking;
   const bool forms_scores = family.traits().forms_scores || stick_breaking;
-  ctx.mask = AttentionMask(layer_positions[global]->relative_bias(S, device), in.attention_mask, ctx.causal, S,
-                           autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device, forms_scores,
-                           attention_whole_limit_bytes, {window.size, window.kind == config::WindowKind::chunked});
+  ctx.segments = in.segments;
+  const DocumentMask documents = in.segments.defined() ? DocumentMask{in.segments, positions} : DocumentMask{};
+  ctx.mask =
+      AttentionMask(layer_positions[global]->relative_bias(S, device), in.attention_mask, ctx.causal, S,
+                    autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device, forms_scores,
+                    attention_whole_limit_bytes, {window.size, window.kind == config::WindowKind::chunked}, documents);
   if (forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;
     const int64_t B = in.input_ids.size(0);
@@ -198,7 +201,8 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
         torch::full({1, 1, 1, 1}, drope_scale(S, kind.attention_scale_length, kind.attention_scale_factor),
                     torch::dtype(torch::kFloat64).device(device));
   if (kind.attention_scale == AttentionScale::ssmax)
-    ctx.ssmax_log_keys = ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
+    ctx.ssmax_log_keys = in.segments.defined() ? ssmax_log_keys_in_documents(in.segments, positions, ctx.causal)
+                                               : ssmax_log_keys(S, ctx.causal, in.attention_mask, device);
   return ctx;
 }
 
@@ -222,6 +226,8 @@ static std::vector<torch::Tensor> layer_parameters(EncoderLayerImpl& layer, cons
 torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   const int64_t S = in.input_ids.size(1);
   const torch::Device device = in.input_ids.device();
+  TORCH_CHECK(!in.segments.defined() || (in.positions.defined() && in.positions.dim() == 2),
+              "EncoderModel: packed documents (segments) need each token's position in its document, [B, S]");
   const torch::Tensor positions =
       in.positions.defined() ? in.positions : torch::arange(S, torch::dtype(torch::kLong).device(device));  // [S]
   torch::Tensor x = embeddings->word_embeddings->forward(in.input_ids);                                     // [B, S, E]

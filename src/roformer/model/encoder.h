@@ -93,7 +93,10 @@ struct EncoderInput {
   torch::Tensor input_ids;       // int64 [B, S]
   torch::Tensor attention_mask;  // int64/bool [B, S] or undefined
   torch::Tensor token_type_ids;  // int64 [B, S] or undefined (zeros when the model has types)
-  torch::Tensor positions;       // int64 [B, S] (randomized training positions) or undefined: 0..S-1
+  torch::Tensor positions;       // int64 [B, S] (randomized, or per packed document) or undefined: 0..S-1
+  // int64 [B, S]: packed documents (data.packing documents), numbered along each row; a token
+  // attends only inside its own, and `positions` must then hold each token's place in it.
+  torch::Tensor segments;
 };
 
 class EncoderModelImpl : public torch::nn::Module {

@@ -98,12 +98,16 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
     // Single process: skip a micro-batch with nothing scored. Data parallel: every rank must
     // run the same backward passes (the collectives pair up), so none is skipped.
     if (!dp && scored_cpu.numel() == 0) continue;
-    micro.push_back({to_device_async(batch.input_ids.narrow(0, m * rows, rows), device),
+    auto rows_of = [&](const torch::Tensor& t) {  // this micro-batch's rows on the device, or undefined
+      return t.defined() ? to_device_async(t.narrow(0, m * rows, rows), device) : torch::Tensor();
+    };
+    micro.push_back({rows_of(batch.input_ids),
                      to_device_async(targets_cpu, device),
                      to_device_async(scored_cpu, device),
                      {},
-                     batch.positions.defined() ? to_device_async(batch.positions.narrow(0, m * rows, rows), device)
-                                               : torch::Tensor()});
+                     rows_of(batch.positions),
+                     rows_of(batch.segments),
+                     rows_of(batch.key_keep)});
   }
   const torch::Tensor count = torch::full({}, poison ? std::numeric_limits<double>::quiet_NaN() : scored,
                                           torch::TensorOptions().dtype(torch::kFloat64).device(comm_device));
@@ -121,7 +125,9 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
     torch::Tensor loss;
     {
       AutocastGuard guard(autocast);
-      loss = model->loss({mb.ids, {}, {}, mb.positions}, mb.targets, /*sum=*/true, mb.scored_index, mb.gold) / scored;
+      loss = model->loss({mb.ids, mb.key_keep, {}, mb.positions, mb.segments}, mb.targets, /*sum=*/true,
+                         mb.scored_index, mb.gold) /
+             scored;
     }
     r.loss.add_(loss.detach().to(torch::kFloat64));
     if (!dp) {

@@ -76,6 +76,8 @@ class NonFiniteWatch {
 struct MicroBatch {
   torch::Tensor ids, targets, scored_index, gold;
   torch::Tensor positions;  // [rows, L] or undefined (0..L-1)
+  torch::Tensor segments;   // [rows, L]: packed documents (data.packing documents), or undefined
+  torch::Tensor key_keep;   // [rows, L]: 1 = token, 0 = padding (data.packing none), or undefined
 };
 
 // The device part of a step, which a CUDA graph captures whole: forward/backward over the

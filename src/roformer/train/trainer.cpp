@@ -94,6 +94,8 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
         "cannot capture";
   } else if (t.positions == config::PositionSampling::random) {
     why = "train.positions=random: the graph's static input buffers hold no positions";
+  } else if (cfg.data.packing != config::DataPacking::stream) {
+    why = "data.packing: the graph's static input buffers hold no document segments, positions or padding";
   } else if (task_run && task.min_length > 0 && task.min_length < cfg.data.seq_len) {
     why = "data.task.min_length: the sequence length changes from step to step";
   } else if (m.attention == config::AttentionKind::linear &&
@@ -129,6 +131,7 @@ class Trainer {
   void check_inputs();
   void check_task();
   void build_data();
+  void set_packing(const data::TokenStore& store);
   void setup_device();
   void build();
   void restore();
@@ -255,6 +258,7 @@ void Trainer::build_data() {
     batcher_ = std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
                                                     env_.rank, world, seed, cfg_.data.sampling, rule);
     if (random_positions) batcher_->randomize_positions(t_.random_positions_max);
+    set_packing(*train_store);
     valid_ = std::make_unique<data::EvalWindows>(valid_store, cfg_.model.objective, cfg_.data.seq_len,
                                                  config::EvalProtocol::chunks, 0,
                                                  t_.eval_batches * t_.batch_size * cfg_.data.seq_len, local_batch_,
@@ -263,6 +267,27 @@ void Trainer::build_data() {
   if (random_positions)
     log::info("training positions: per sequence S sorted distinct draws from [0, ", t_.random_positions_max,
               "); evaluation uses 0..S-1");
+}
+
+// data.packing on the training batches: documents and none need the split's document starts.
+void Trainer::set_packing(const data::TokenStore& store) {
+  const config::DataPacking packing = cfg_.data.packing;
+  if (packing == config::DataPacking::stream) return;
+  const std::string name = packing == config::DataPacking::documents ? "documents" : "none";
+  const std::vector<int64_t>& docs = store.document_starts();
+  if (docs.empty())
+    throw UserError("data.packing " + name + " needs the documents' boundaries, but " + cfg_.data.path +
+                    " records none for its train split (it was prepared without --document-separator); prepare it "
+                    "again with `roformer prepare-data --document-separator TEXT` (a line equal to TEXT ends a "
+                    "document) or set data.packing=stream");
+  batcher_->set_packing(packing, std::max<int64_t>(meta_.pad_id(), 0));
+  const double mean = double(store.size()) / double(docs.size());
+  log::info("data.packing ", name, ": ", docs.size(), " documents in the train split, ",
+            shortest_double(std::round(mean * 10) / 10), " tokens each on average; ",
+            packing == config::DataPacking::documents
+                ? "each token attends inside its document and positions restart at its start"
+                : "one document per row from its start, cut at " + std::to_string(cfg_.data.seq_len) + " and padded",
+            "; validation stays on the token stream");
 }
 
 // Data, model and optimizer (no weight decay on biases and LayerNorm: the 1-D parameters).

@@ -31,6 +31,18 @@ FireFunctionImpl::FireFunctionImpl(const config::FireConfig& config, int64_t num
   if (bidirectional) future = register_module("future", FireMlp(config.mlp_width, num_heads));
 }
 
+torch::Tensor last_in_document(const torch::Tensor& positions) {
+  const int64_t S = positions.size(-1);
+  const auto opts = torch::dtype(torch::kLong).device(positions.device());
+  // A document's last token: the row's last, or one whose successor's position does not grow.
+  const torch::Tensor ends = torch::cat({positions.narrow(-1, 1, S - 1) <= positions.narrow(-1, 0, S - 1),
+                                         torch::ones_like(positions.narrow(-1, 0, 1), opts.dtype(torch::kBool))},
+                                        -1);
+  const torch::Tensor index = torch::where(ends, torch::arange(S, opts).expand_as(positions), S);
+  const torch::Tensor next_end = std::get<0>(torch::cummin(index.flip(-1), -1)).flip(-1);  // first end at or after t
+  return positions.gather(-1, next_end);
+}
+
 std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positions, const torch::Tensor& c,
                                                     const torch::Tensor& threshold, int64_t begin, int64_t end,
                                                     bool bidirectional) {
@@ -39,8 +51,9 @@ std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positio
   const torch::Tensor distance = psi(query - pos.unsqueeze(-2), c);              // [.., C, S]
   const torch::Tensor past = distance / (psi(torch::maximum(query, threshold), c) + FireImpl::kEps);
   if (!bidirectional) return {past, {}};
-  const torch::Tensor last = pos.narrow(-1, pos.size(-1) - 1, 1).unsqueeze(-1);  // [.., 1, 1]
-  const torch::Tensor future = distance / (psi(torch::maximum(last - query, threshold), c) + FireImpl::kEps);
+  const torch::Tensor last = last_in_document(positions).to(c.scalar_type()).narrow(-1, begin, end - begin);
+  const torch::Tensor future =
+      distance / (psi(torch::maximum(last.unsqueeze(-1) - query, threshold), c) + FireImpl::kEps);
   return {past, future};
 }
 

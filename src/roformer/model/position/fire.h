@@ -43,6 +43,11 @@ class FireFunctionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(FireFunction);
 
+// The position of the last token of each token's document, [S] or [B, S] like `positions`:
+// positions restart at each packed document (data.packing documents), so a document ends where
+// the next position does not grow, or at the row's end (contiguous and randomized positions).
+torch::Tensor last_in_document(const torch::Tensor& positions);
+
 // The MLP inputs for query rows [begin, end) of `positions` ([S] or [B, S]): for keys at or
 // before the query, and (bidirectional) for keys after it; each [C, S] or [B, C, S] in the
 // dtype of c. `threshold` is L.

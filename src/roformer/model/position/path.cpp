@@ -113,15 +113,35 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   }
 }
 
-torch::Tensor PathImpl::layer_state(const torch::Tensor& x, int64_t layer_index) {
+namespace {
+
+// The authors' causal short convolution of w's projection, [B, S, hidden]: output t sees inputs
+// t-2 .. t. Over packed documents (segments [B, S]) an input of another document counts as the
+// zero padding a document's first tokens see alone.
+torch::Tensor short_convolution(const torch::Tensor& wx, const torch::Tensor& weight, const torch::Tensor& segments) {
+  const int64_t S = wx.size(1), hidden = wx.size(2);
+  if (!segments.defined())
+    return torch::conv1d(wx.transpose(1, 2), weight, {}, 1, 2, 1, hidden).narrow(2, 0, S).transpose(1, 2);
+  const torch::Tensor taps = weight.view({hidden, 3});  // tap 2 weighs input t, tap 0 input t-2
+  torch::Tensor out = wx * taps.select(1, 2);
+  for (int64_t lag = 1; lag <= 2 && lag < S; ++lag) {
+    const torch::Tensor earlier = wx.narrow(1, 0, S - lag);  // input t - lag for t >= lag
+    const torch::Tensor same = (segments.narrow(1, lag, S - lag) == segments.narrow(1, 0, S - lag)).unsqueeze(-1);
+    const torch::Tensor term = (earlier * taps.select(1, 2 - lag)).masked_fill(same.logical_not(), 0.0);
+    out = out + torch::cat({torch::zeros_like(wx.narrow(1, 0, lag)), term}, 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor PathImpl::layer_state(const torch::Tensor& x, int64_t layer_index, const torch::Tensor& segments) {
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   PathLayer& l = layers_[layer_index];
   const int64_t B = x.size(0), S = x.size(1), hidden = x.size(2), D = hidden / heads_;
   torch::Tensor wx = at::linear(at::linear(x, l->w_proj[0]->as<torch::nn::Linear>()->weight),
                                 l->w_proj[1]->as<torch::nn::Linear>()->weight);  // [B, S, hidden]
-  if (l->w_conv1d)  // causal: output t sees inputs t-2 .. t
-    wx = torch::silu(torch::conv1d(wx.transpose(1, 2), l->w_conv1d->weight, {}, 1, 2, 1, hidden).narrow(2, 0, S))
-             .transpose(1, 2);
+  if (l->w_conv1d) wx = torch::silu(short_convolution(wx, l->w_conv1d->weight, segments));
   torch::Tensor w = wx.to(acc).view({B, S, heads_, D}).transpose(1, 2);  // [B, H, S, D]
   w = w * torch::rsqrt((w * w).sum(-1, /*keepdim=*/true) + kL2NormEps);
   const torch::Tensor beta = 2.0 * torch::sigmoid(at::linear(x, l->bt_proj->weight, l->bt_proj->bias).to(acc));

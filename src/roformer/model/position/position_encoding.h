@@ -61,8 +61,9 @@ class PositionEncodingImpl : public torch::nn::Module {
                                        int64_t begin, int64_t end);
   // What a family whose term depends on the tokens (FoX's forget gates) derives from layer
   // `layer`'s input x [B, S, hidden], once per layer before any block of query rows; handed
-  // back to score_term as `state`. Undefined for families of positions alone.
-  virtual torch::Tensor layer_state(const torch::Tensor& x, int64_t layer) { return {}; }
+  // back to score_term as `state`. Undefined for families of positions alone. `segments`
+  // [B, S]: packed documents (EncoderInput::segments) that nothing may mix across, or undefined.
+  virtual torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) { return {}; }
   // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
   // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin;

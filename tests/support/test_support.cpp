@@ -169,6 +169,20 @@ std::string make_word_dataset(const TempDir& dir, size_t chars) {
   return dir.file("ds");
 }
 
+std::string make_document_dataset(const TempDir& dir) {
+  std::string text, word;
+  std::istringstream words(read_file(dir.file("train.txt")));
+  for (int n = 0; words >> word; ++n) text += word + (n % 23 == 22 ? "\n<doc>\n" : " ");
+  const auto made = run_command("mkdir -p '" + dir.file("documents") + "'");
+  if (made.exit_code != 0) throw std::runtime_error("mkdir failed: " + made.output);
+  write_file(dir.file("documents/train.txt"), text);
+  const auto r =
+      run_command("'" + roformer_binary() + "' prepare-data --input '" + dir.file("documents/train.txt") + "' '" +
+                  dir.file("valid.txt") + "' --out '" + dir.file("docs") + "' --document-separator '<doc>'");
+  if (r.exit_code != 0) throw std::runtime_error("prepare-data --document-separator failed: " + r.output);
+  return dir.file("docs");
+}
+
 std::string write_tiny_config(const TempDir& dir, const std::string& dataset, const std::string& objective) {
   const std::string path = dir.file("tiny.yaml");
   write_file(path, "name: tiny\ndist:\n  backend: gloo\nmodel:\n  objective: " + objective +

@@ -56,6 +56,9 @@ std::string checkpoint_weights(const std::string& run_dir, int step);
 // Prepares a byte dataset at dir/ds from generated word text (train: `chars` characters,
 // valid: a tenth of it) with `roformer prepare-data`; returns its path.
 std::string make_word_dataset(const TempDir& dir, size_t chars = 40000);
+// The word dataset's train.txt (make_word_dataset first) cut into documents of 23 words,
+// prepared with --document-separator into DIR/docs (valid.txt as it is); returns that path.
+std::string make_document_dataset(const TempDir& dir);
 
 // Writes dir/tiny.yaml: a one-layer width-32 model on `dataset`, sequence 32, batch 8,
 // 40 steps, checkpoints every 10, pinned to the CPU (train.device: cpu, dist.backend: gloo:

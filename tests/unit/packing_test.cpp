@@ -50,9 +50,9 @@ struct Documents {
     }
     write_file(dir.file("train.txt"), text);
     path = dir.file("ds");
-    const auto r = run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" +
-                               dir.file("train.txt") + "' --tokenizer byte --out '" + path +
-                               "' --document-separator '<doc>'");
+    const auto r =
+        run_command("'" + roformer::testing::roformer_binary() + "-prepare-data' --input '" + dir.file("train.txt") +
+                    "' --tokenizer byte --out '" + path + "' --document-separator '<doc>'");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     meta = data::read_dataset_meta(path);
     store = std::make_shared<const data::TokenStore>(path, meta, "train");

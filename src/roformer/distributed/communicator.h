@@ -53,6 +53,12 @@ std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c1
 
 bool nccl_available();
 
+// The same on LibTorch's c10d::ProcessGroupNCCL (c10d_nccl_communicator.cpp); throws UserError
+// when this build's LibTorch has none.
+std::unique_ptr<Communicator> make_c10d_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                          int size, int device, std::chrono::milliseconds timeout);
+bool c10d_nccl_available();
+
 // Rethrows a failed collective: as a UserError (exit 2) when its message says another rank is
 // gone (its process ended, its connection broke, or it stopped answering within dist.timeout_s),
 // since nothing in this process is wrong and the run resumes from its last checkpoint; as it

@@ -57,6 +57,8 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
   try {
     if (options.engine == Engine::nccl) {
       comm_ = make_nccl_communicator(store_, env.rank, env.world_size, options.cuda_device, options.timeout);
+    } else if (options.engine == Engine::nccl_c10d) {
+      comm_ = make_c10d_nccl_communicator(store_, env.rank, env.world_size, options.cuda_device, options.timeout);
     } else {
       // Gloo binds to loopback on one node; across nodes, to the address this host's name resolves to.
       const std::string host = env.local_world_size == env.world_size ? "127.0.0.1" : "";
@@ -65,7 +67,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error("creating the " + std::string(options.engine == Engine::nccl ? "NCCL" : "Gloo") +
+    throw std::runtime_error("creating the " + std::string(options.engine == Engine::gloo ? "Gloo" : "NCCL") +
                              " communicator failed on rank " + std::to_string(env.rank) + ": " + e.what());
   }
 }

@@ -21,7 +21,10 @@ class Module;
 
 namespace roformer::dist {
 
-enum class Engine { gloo, nccl };
+enum class Engine { gloo, nccl, nccl_c10d };
+inline const char* engine_name(Engine e) {
+  return e == Engine::gloo ? "Gloo" : e == Engine::nccl ? "NCCL" : "NCCL on c10d's ProcessGroupNCCL";
+}
 
 struct ProcessGroupOptions {
   Engine engine = Engine::gloo;

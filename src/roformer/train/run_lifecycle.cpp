@@ -84,8 +84,7 @@ void RunLifecycle::setup_device(const std::string& data_parallel_note) {
   autocast_ = device_.is_cuda() && t.precision != config::Precision::fp32;
   const std::string switches = apply_cuda_switches(t, device_);
   if (env_.distributed()) {
-    log::info("data parallel: ", env_.describe(), ", ",
-              pick_engine(config_.dist, device_) == dist::Engine::nccl ? "NCCL" : "Gloo",
+    log::info("data parallel: ", env_.describe(), ", ", engine_name(pick_engine(config_.dist, device_)),
               data_parallel_note.empty() ? "" : ", " + data_parallel_note);
     group_ = open_process_group(env_, config_.dist, device_);
     resume_dir_ = agree_on_resume(*group_, env_, resume_dir_);

@@ -1,0 +1,140 @@
+// The GPU engine on LibTorch's own c10d::ProcessGroupNCCL (dist.nccl_engine: c10d): the engine
+// under torchrun, DDP and torchtitan, with its watchdog and heartbeat monitor, timeouts,
+// cross-rank error propagation and flight recorder, configured by the TORCH_NCCL_* variables
+// users already know. Two defaults are set here unless the environment sets them: a blocking
+// wait (TORCH_NCCL_BLOCKING_WAIT=1), so a dead or hung peer surfaces in the waiting rank as an
+// error that names the operation (exit 2, like the other engines) instead of the watchdog
+// aborting the process; and a flight recorder of the last 2000 collectives dumped on a
+// timeout (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT; docs/distributed.md).
+// The communicator is nonblocking and created eagerly on this rank's GPU, so a peer that never
+// joins fails the start within dist.timeout_s.
+#include "roformer/common/errors.h"
+#include "roformer/distributed/communicator.h"
+
+#if defined(ROFORMER_HAVE_NCCL) && defined(ROFORMER_WITH_CUDA) && defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace roformer::dist {
+namespace {
+
+constexpr const char* kEngine = "NCCL (c10d)";
+
+// Our defaults for c10d's switches; a value already in the environment wins. A nonblocking
+// communicator bounds its init by TORCH_NCCL_NONBLOCKING_TIMEOUT (c10d's default: 30 minutes).
+void default_environment(std::chrono::milliseconds timeout) {
+  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  ::setenv("TORCH_NCCL_USE_COMM_NONBLOCKING", "1", 0);
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+  ::setenv("TORCH_NCCL_NONBLOCKING_TIMEOUT", std::to_string(std::max<int64_t>(1, seconds)).c_str(), 0);
+  ::setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
+  ::setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", 0);
+}
+
+class C10dNcclHandle : public CollectiveHandle {
+ public:
+  explicit C10dNcclHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure(kEngine, "allreduce", e);
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class C10dNcclCommunicator : public Communicator {
+ public:
+  C10dNcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
+                       std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), device_(device) {
+    default_environment(timeout);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("c10d_nccl", store),
+                                                         rank, size, options);
+    try {
+      group_->eagerConnectSingleDevice(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    } catch (const std::exception& e) {
+      rethrow_collective_failure(kEngine, "communicator init", e);
+    }
+  }
+  ~C10dNcclCommunicator() override {
+    try {
+      group_->shutdown();  // c10d's orderly teardown: its watchdog stops before the communicator goes
+    } catch (...) {        // a failed peer may leave nothing to shut down cleanly
+    }
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl-c10d"; }
+
+  std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return std::make_unique<C10dNcclHandle>(group_->allreduce(tensors, options));
+  }
+  void broadcast(at::Tensor& tensor, int root) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    run("broadcast", [&] { return group_->broadcast(tensors, options); });
+  }
+  void barrier() override {
+    c10d::BarrierOptions options;
+    options.device_ids = {static_cast<int64_t>(device_)};
+    run("barrier", [&] { return group_->barrier(options); });
+  }
+
+ private:
+  template <typename F>
+  void run(const char* op, F&& launch) {
+    try {
+      launch()->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure(kEngine, op, e);
+    }
+  }
+  int rank_, size_, device_;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group_;
+};
+
+}  // namespace
+
+bool c10d_nccl_available() {
+  return true;
+}
+
+std::unique_ptr<Communicator> make_c10d_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                          int size, int device, std::chrono::milliseconds timeout) {
+  return std::make_unique<C10dNcclCommunicator>(store, rank, size, device, timeout);
+}
+
+}  // namespace roformer::dist
+
+#else
+
+namespace roformer::dist {
+
+bool c10d_nccl_available() {
+  return false;
+}
+
+std::unique_ptr<Communicator> make_c10d_nccl_communicator(const c10::intrusive_ptr<c10d::Store>&, int, int, int,
+                                                          std::chrono::milliseconds) {
+  throw UserError(
+      "this build's LibTorch has no c10d ProcessGroupNCCL (a CUDA build with USE_C10D_NCCL is needed); use "
+      "dist.nccl_engine=own");
+}
+
+}  // namespace roformer::dist
+
+#endif

@@ -186,6 +186,7 @@ TEST(Train, DocumentPackingResumesBitwiseAndChangesTheRun) {
   auto r = f.train(straight, packed);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("data.packing documents:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at length 32 (packed documents)"), std::string::npos) << "the summary says so";
   ASSERT_EQ(f.train(resumed, packed + "--set train.checkpoint_every=20").exit_code, 0);
   ASSERT_EQ(run_command("rm -rf '" + resumed + "/checkpoints/step_40'").exit_code, 0);
   r = f.train(resumed, packed + "--resume auto");

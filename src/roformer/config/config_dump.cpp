@@ -170,8 +170,11 @@ std::string config_summary(const Config& c) {
   } else {
     os << c.data.path << " at length ";
   }
-  os << c.data.seq_len << "; " << c.train.steps << " steps of " << c.train.batch_size << " sequences, lr "
-     << shortest_double(c.train.lr) << ", seed " << c.train.seed;
+  os << c.data.seq_len;
+  if (c.data.packing != DataPacking::stream)
+    os << (c.data.packing == DataPacking::documents ? " (packed documents)" : " (one document per row)");
+  os << "; " << c.train.steps << " steps of " << c.train.batch_size << " sequences, lr " << shortest_double(c.train.lr)
+     << ", seed " << c.train.seed;
   return os.str();
 }
 

@@ -3,7 +3,8 @@
 // three bucket layouts), bitwise-identical replicas from different seeds, no_sync, overlap
 // and launch order, refusals before any gradient collective (mismatched model, unused
 // parameter), failures (killed rank, missing rank, failing rank reported by the launcher),
-// and `roformer train` under 2 ranks: same loss curve as one process, bitwise resume.
+// and `roformer train` under 2 ranks: same loss curve as one process (also with packed
+// documents and one document per row), bitwise resume.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "roformer/common/files.h"
 #include "test_support.h"
@@ -202,9 +205,16 @@ std::vector<double> losses(const std::string& run, const std::string& type) {
 TEST(DataParallel, TrainerWithTwoRanksFollowsTheSingleProcessLossCurve) {
   TrainFixture f;
   const std::string no_dropout = "--set model.hidden_dropout=0 --set model.attention_dropout=0 ";
-  for (const std::string sampling : {"random", "packed"}) {
+  // Packed documents reach every rank's rows too: segments and positions (documents), padding (none).
+  const std::string docs = "--set data.path=" + make_document_dataset(f.dir);
+  const std::vector<std::pair<std::string, std::string>> settings{
+      {"random", "--set data.sampling=random"},
+      {"packed", "--set data.sampling=packed"},
+      {"documents", docs + " --set data.sampling=packed --set data.packing=documents"},
+      {"none", docs + " --set data.packing=none"}};
+  for (const auto& [sampling, setting] : settings) {
     const std::string one = f.dir.file("one-" + sampling), two = f.dir.file("two-" + sampling);
-    const std::string extra = no_dropout + "--set data.sampling=" + sampling;
+    const std::string extra = no_dropout + setting;
     ASSERT_EQ(f.train(1, one, extra).exit_code, 0);
     const auto r = f.train(2, two, extra);
     ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -2,7 +2,8 @@
 
 The block's commands (continuation lines joined, comments dropped) run one after another in a fresh
 directory holding links to the repository's build/, configs/, scripts/ and .venv/, after the
-inputs a user brings are made there: my/{train,valid,test}.txt (cut from docs/*.md),
+inputs a user brings are made there: my/{train,valid,test}.txt (cut from docs/*.md, each page a
+document ending with a line <|endoftext|>),
 tok/tokenizer.json (a byte-level BPE trained on them) and a small Documentation/ tree for
 make_doc_triplets.py (instead of its download). Each command is first changed by exactly one rule
 of RULES, which only makes it smaller (fewer steps, seeds and tokens, a smaller model; for the
@@ -78,6 +79,11 @@ RULES = [
      r"^\.venv/bin/python scripts/prepare_hf_data\.py .* --out data/prepared/mine$",
      lambda c: c.replace("--out data/prepared/mine", "--out data/prepared/mine-hf"),
      exists("data/prepared/mine-hf/meta.json", "data/prepared/mine-hf/tokenizer.json")),
+    ("byte dataset with document ends", r"^\$bin prepare-data .* --document-separator '<\|endoftext\|>' --out data/prepared/mine-docs$",
+     lambda c: c, exists("data/prepared/mine-docs/meta.json", "data/prepared/mine-docs/train-documents.bin")),
+    ("train on packed documents",
+     r"^\$bin train configs/quickstart/rope\.yaml --run-dir runs/mine-docs --set data\.path=data/prepared/mine-docs --set data\.packing=documents$",
+     lambda c: c + " " + TINY_TRAIN, exists("runs/mine-docs/checkpoints/step_4")),
     ("train on your text", r"^\$bin train configs/quickstart/rope\.yaml --run-dir runs/mine --set data\.path=",
      lambda c: c + " " + TINY_TRAIN, exists("runs/mine/checkpoints/step_4", "runs/mine/tensorboard/events.out.tfevents.*", "runs/mine/config.yaml")),
     ("a task, then its eval per length", r"^\$bin train configs/tasks/niah_single\.yaml --run-dir runs/needle && ",
@@ -108,8 +114,8 @@ RULES = [
 def make_inputs(work):
     """What a user brings: text files, a tokenizer.json, a Documentation/ tree."""
     lines = []
-    for path in sorted(glob.glob(os.path.join(REPO, "docs", "*.md"))):
-        lines += open(path, encoding="utf-8").read().splitlines(keepends=True)
+    for path in sorted(glob.glob(os.path.join(REPO, "docs", "*.md"))):  # each page a document
+        lines += open(path, encoding="utf-8").read().splitlines(keepends=True) + ["<|endoftext|>\n"]
     os.makedirs(os.path.join(work, "my"))
     n = len(lines)
     for split, part in (("train", lines[: n * 8 // 10]), ("valid", lines[n * 8 // 10: n * 9 // 10]),

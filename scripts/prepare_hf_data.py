@@ -5,7 +5,7 @@ shard format (docs: data/README.md), so `roformer train`, `eval`, `sweep` and `f
 as they use a dataset from `roformer prepare-data`.
 
 Usage: scripts/prepare_hf_data.py --tokenizer PATH/tokenizer.json --input train.txt valid.txt test.txt
-                                  --out DIR [--force] [--shard-tokens N]
+                                  --out DIR [--force] [--shard-tokens N] [--document-separator TEXT]
 
 Each line of a file is encoded on its own, with its newline and without the tokenizer's
 post-processing (no [CLS]/[SEP] per line). The special tokens roformer uses ([PAD], [MASK], [CLS],
@@ -13,7 +13,10 @@ post-processing (no [CLS]/[SEP] per line). The special tokens roformer uses ([PA
 names them); one it lacks is added as a special token, and the tokenizer saved in DIR
 (`tokenizer.json`, with those additions) is the one fine-tuning encodes with. The dataset is
 built in DIR.tmp.PID and renamed into place complete; --force replaces an existing dataset
-(a directory with meta.json) only. Exit 2 with a message for bad input.
+(a directory with meta.json) only. --document-separator TEXT records where documents start, as
+`roformer prepare-data` does: a line equal to TEXT ends a document and is not tokenized; each
+split's starts go to SPLIT-documents.bin (int64, little-endian), listed in meta.json's
+"documents" (for data.packing: documents | none). Exit 2 with a message for bad input.
 """
 import argparse
 import json
@@ -47,6 +50,8 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="the dataset directory to create")
     p.add_argument("--force", action="store_true", help="replace an existing dataset directory")
     p.add_argument("--shard-tokens", type=int, default=64 << 20, help="tokens per shard file")
+    p.add_argument("--document-separator", metavar="TEXT",
+                   help="a line equal to TEXT ends a document (not tokenized); records each document's start")
     a = p.parse_args(argv)
     if os.path.isdir(a.tokenizer):
         a.tokenizer = os.path.join(a.tokenizer, "tokenizer.json")
@@ -54,6 +59,8 @@ def parse_args(argv):
         fail("--tokenizer '%s' is not a file (give the tokenizer.json a Hugging Face tokenizer saves)" % a.tokenizer)
     if a.shard_tokens <= 0:
         fail("--shard-tokens must be positive, got %d" % a.shard_tokens)
+    if a.document_separator is not None and (not a.document_separator or any(c in a.document_separator for c in "\r\n")):
+        fail("--document-separator must be one non-empty line of text (it is compared with each line of the input)")
     splits = {}
     for path in a.input:
         if not os.path.isfile(path):
@@ -144,18 +151,55 @@ class ShardWriter:
         self.shards.append({"file": name, "tokens": len(ids), "crc32": zlib.crc32(raw) & 0xFFFFFFFF})
 
 
-def tokenize_split(tok, path, writer):
+class DocumentStarts:
+    """Token offsets where documents start: a document's first token, after a separator line or
+    at the split's start; a document without tokens leaves none."""
+
+    def __init__(self):
+        self.starts, self.tokens, self.open = [], 0, False
+
+    def add(self, n):
+        if n and not self.open:
+            self.starts.append(self.tokens)
+            self.open = True
+        self.tokens += n
+
+    def end_document(self):
+        self.open = False
+
+
+def tokenize_split(tok, path, writer, separator=None):
+    """Pushes the ids of every line; returns the document starts (empty without a separator)."""
+    documents = DocumentStarts()
+
+    def encode(batch):
+        for enc in tok.encode_batch(batch, add_special_tokens=False):
+            writer.push(enc.ids)
+            documents.add(len(enc.ids))
+
     with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
         batch = []
         for line in f:
+            if separator is not None and line.rstrip("\r\n") == separator:
+                encode(batch)
+                batch = []
+                documents.end_document()
+                continue
             batch.append(line)
             if len(batch) == LINES_PER_BATCH:
-                for enc in tok.encode_batch(batch, add_special_tokens=False):
-                    writer.push(enc.ids)
+                encode(batch)
                 batch = []
-        if batch:
-            for enc in tok.encode_batch(batch, add_special_tokens=False):
-                writer.push(enc.ids)
+        encode(batch)
+    return documents.starts if separator is not None else []
+
+
+def write_document_starts(directory, split, starts):
+    """SPLIT-documents.bin and its meta.json entry."""
+    raw = b"".join(int(s).to_bytes(8, "little", signed=True) for s in starts)
+    name = "%s-documents.bin" % split
+    with open(os.path.join(directory, name), "wb") as f:
+        f.write(raw)
+    return {"file": name, "count": len(starts), "crc32": zlib.crc32(raw) & 0xFFFFFFFF}
 
 
 def main(argv):
@@ -172,10 +216,13 @@ def main(argv):
                 "token_bytes": token_bytes, "special_ids": special, "splits": {}, "token_counts": {}}
         for split, path in splits.items():
             writer = ShardWriter(tmp, split, token_bytes, a.shard_tokens)
-            tokenize_split(tok, path, writer)
+            starts = tokenize_split(tok, path, writer, a.document_separator)
             meta["splits"][split] = writer.finish()
             meta["token_counts"][split] = sum(s["tokens"] for s in meta["splits"][split])
             print("prepare_hf_data: %s: %d tokens" % (split, meta["token_counts"][split]))
+            if starts:
+                meta.setdefault("documents", {})[split] = write_document_starts(tmp, split, starts)
+                print("prepare_hf_data: %s: %d documents" % (split, len(starts)))
         tok.save(os.path.join(tmp, "tokenizer.json"))
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(meta, f, indent=2, sort_keys=True)

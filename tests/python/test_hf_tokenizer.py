@@ -7,7 +7,7 @@ back (exactly for byte-level BPE; word for word after the tokenizer's normaliser
 the special ids name the tokenizer's own tokens, the missing ones added to the saved
 tokenizer.json. Then roformer trains and evaluates on the BPE dataset and fine-tunes its
 checkpoint on triplets through the Hugging Face tokenizer service, and a Python without the
-service (ROFORMER_PYTHON) is a clear exit 2. Usage: test_hf_tokenizer.py ROFORMER_BINARY REPO.
+service (ROFORMER_PYTHON) is a clear exit 2. --document-separator records the documents' starts. Usage: test_hf_tokenizer.py ROFORMER_BINARY REPO.
 Exit 77 (skipped) when `tokenizers` is not importable.
 """
 import glob
@@ -154,6 +154,44 @@ def train_eval_finetune(tmp, dataset, meta):
     assert not os.path.exists(os.path.join(tmp, "ft-bad", "results.json"))
 
 
+def documents(tmp, tok):
+    """--document-separator: separator lines are not tokenized, the shards hold the documents' ids
+    back to back, and SPLIT-documents.bin (listed, CRC-checked) holds where each starts, counted
+    here from each document's own encoding; empty documents leave no start; roformer trains on it
+    with data.packing documents. An empty separator is exit 2."""
+    docs = ["first document\nline two\n", "second\n", "", "third, the last\n"]  # "" : an empty document
+    text = "".join(d + "<doc>\n" for d in docs)  # the file ends with a separator too
+    files = []
+    for split in ("train", "valid"):
+        files.append(os.path.join(tmp, "docs-" + split, split + ".txt"))
+        os.makedirs(os.path.dirname(files[-1]))
+        open(files[-1], "w", encoding="utf-8", newline="").write(text * (40 if split == "train" else 4))
+    dataset = os.path.join(tmp, "data-docs")
+    r = prepare(os.path.join(tmp, "bpe.json"), files, dataset, "--document-separator", "<doc>")
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.load(open(os.path.join(dataset, "meta.json")))
+    expected_ids, expected_starts = [], []
+    for copy in range(40):
+        for d in docs:
+            ids = [i for line in d.splitlines(keepends=True) for i in tok.encode(line, add_special_tokens=False).ids]
+            if ids:
+                expected_starts.append(len(expected_ids))
+            expected_ids += ids
+    assert read_split(dataset, meta, "train") == expected_ids, "separator lines must not be tokenized"
+    info = meta["documents"]["train"]
+    raw = open(os.path.join(dataset, info["file"]), "rb").read()
+    assert zlib.crc32(raw) & 0xFFFFFFFF == info["crc32"] and info["count"] == len(raw) // 8, info
+    starts = [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+    assert starts == expected_starts, (starts[:8], expected_starts[:8])
+    r = run(["train", os.path.join(REPO, "configs", "quickstart", "rope.yaml"), "--run-dir", os.path.join(tmp, "run-docs"),
+             "--set", "data.path=" + dataset, "--set", "data.packing=documents", "--set", "data.seq_len=16",
+             "--set", "model.vocab_size=%d" % meta["vocab_size"], "--set", "train.steps=2", "--set", "train.batch_size=2",
+             "--set", "train.eval_every=2", "--set", "train.eval_batches=1", "--set", "train.checkpoint_every=2"])
+    assert r.returncode == 0 and "data.packing documents: %d documents" % len(starts) in r.stdout + r.stderr, r.stderr
+    r = prepare(os.path.join(tmp, "bpe.json"), files, os.path.join(tmp, "data-empty-sep"), "--document-separator", "")
+    assert r.returncode == 2 and "--document-separator" in r.stderr, r.stderr
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         files = corpus(tmp)
@@ -175,6 +213,7 @@ def main():
         open(os.path.join(tmp, "broken.json"), "w").write("{not json")
         r = prepare(os.path.join(tmp, "broken.json"), files, os.path.join(tmp, "data-broken"))
         assert r.returncode == 2 and "broken.json" in r.stderr and not os.path.exists(os.path.join(tmp, "data-broken"))
+        documents(tmp, bpe)
         bpe_meta = json.load(open(os.path.join(tmp, "data-bpe", "meta.json")))
         train_eval_finetune(tmp, os.path.join(tmp, "data-bpe"), bpe_meta)
     print("hf tokenizer: WordPiece and byte-level BPE datasets round-trip; train, eval and finetune run on one")

@@ -80,9 +80,26 @@ void FireImpl::reset_parameters() {
   }
 }
 
+torch::Tensor FireImpl::layer_state(const torch::Tensor& x, int64_t layer_index, const torch::Tensor& segments) {
+  const int64_t S = x.size(1);
+  if (!segments.defined() || bidirectional_ || double(S) * double(S) * double(num_heads_) * 4.0 > kTableBytes)
+    return {};
+  FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
+  const auto dt = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor c = f->c.to(dt);
+  const torch::Tensor threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs();
+  const torch::Tensor grid = torch::arange(S, torch::dtype(torch::kLong).device(x.device()));
+  return f->past->forward(fire_inputs(grid, c, threshold, 0, S, false).first);  // [S, S, H]
+}
+
 torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& /*scores*/,
                                    const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
-                                   const torch::Tensor& /*state*/) {
+                                   const torch::Tensor& state) {
+  if (state.defined()) {  // packed documents: each pair's bias from the table of positions in [0, S)
+    const int64_t B = positions.size(0), C = end - begin, S = positions.size(1), H = state.size(-1);
+    const torch::Tensor index = positions.narrow(1, begin, C).unsqueeze(2) * S + positions.unsqueeze(1);  // [B, C, S]
+    return state.view({S * S, H}).index_select(0, index.reshape(-1)).view({B, C, S, H}).permute({0, 3, 1, 2});
+  }
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor c = f->c.to(dt);

@@ -60,11 +60,16 @@ class FireImpl : public PositionEncodingImpl {
   FireImpl(const config::FireConfig& config, int64_t num_layers, int64_t num_heads, bool bidirectional);
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
-                           const torch::Tensor& /*state*/) override;
+                           const torch::Tensor& state) override;
+  // Over packed documents (segments defined; causal FIRE, table within kTableBytes): the bias of
+  // every (query, key) position pair in [0, S), [S, S, H], computed once per layer; score_term
+  // then gathers each row's pairs from it instead of running the MLP per row.
+  torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   void reset_parameters() override;
 
   static constexpr double kEps = 1e-6;
+  static constexpr double kTableBytes = 256.0 * (1 << 20);
 
   torch::nn::ModuleList layer{nullptr};  // FireFunction: one shared, or one per layer
 

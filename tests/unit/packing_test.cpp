@@ -81,13 +81,18 @@ TEST(Packing, DocumentRowsCarryEachTokensDocumentAndPosition) {
     for (auto sampling : {config::DataSampling::random, config::DataSampling::packed}) {
       const data::TrainBatcher stream = docs.batcher(objective, config::DataPacking::stream, sampling);
       const data::TrainBatcher packed = docs.batcher(objective, config::DataPacking::documents, sampling);
-      int64_t boundaries = 0;
-      for (int64_t step = 0; step < 5; ++step) {
+      int64_t boundaries = 0, crossings = 0;
+      for (int64_t step = 0; step < 12; ++step) {
         const data::Batch s = stream.batch(step), p = packed.batch(step);
         EXPECT_TRUE(torch::equal(s.input_ids, p.input_ids)) << "the same tokens as the stream";
         const std::vector<int64_t> offsets = packed.offsets(step);
+        // A batch without a boundary carries no segments (its rows are 0..L-1 of one document each).
+        const bool crossing = p.segments.defined();
+        crossings += crossing;
         for (int64_t i = 0; i < 6; ++i) {
-          const std::vector<int64_t> seg = row(p.segments, i), pos = row(p.positions, i);
+          const std::vector<int64_t> seg = crossing ? row(p.segments, i) : std::vector<int64_t>(24, 0);
+          const std::vector<int64_t> pos =
+              crossing ? row(p.positions, i) : row(torch::arange(24, torch::kLong).unsqueeze(0), 0);
           const std::vector<int64_t> want_targets = row(s.targets, i), got_targets = row(p.targets, i);
           const int64_t start = offsets[static_cast<size_t>(i)], first_doc = data::document_of(starts, start);
           for (int64_t t = 0; t < 24; ++t) {
@@ -104,8 +109,32 @@ TEST(Packing, DocumentRowsCarryEachTokensDocumentAndPosition) {
       if (objective == config::Objective::causal_lm) {
         EXPECT_GT(boundaries, 10) << "the rows do cross documents";
       }
+      EXPECT_GT(crossings, 0);
     }
   }
+}
+
+// One row of 3 tokens: most steps stay inside one document and carry no segments (attention
+// keeps its unmasked kernels); a step whose row crosses a boundary carries them.
+TEST(Packing, BatchesInsideOneDocumentCarryNoSegments) {
+  Documents docs;
+  const std::vector<int64_t>& starts = docs.store->document_starts();
+  config::DataConfig d;
+  data::TrainBatcher b(docs.store, config::Objective::causal_lm, 3, 1, 0, 1, 5, config::DataSampling::random,
+                       data::MaskingRule::from(docs.meta, d));
+  b.set_packing(config::DataPacking::documents, 0);
+  int64_t inside = 0, crossing = 0;
+  for (int64_t step = 0; step < 200; ++step) {
+    const int64_t start = b.offsets(step)[0];
+    const bool crosses = data::document_of(starts, start) != data::document_of(starts, start + 3);  // 4 tokens read
+    const data::Batch batch = b.batch(step);
+    EXPECT_EQ(batch.segments.defined(), data::document_of(starts, start) != data::document_of(starts, start + 2))
+        << "segments exactly when the row's inputs cross a boundary";
+    EXPECT_EQ(batch.positions.defined(), batch.segments.defined());
+    (crosses ? crossing : inside) += 1;
+  }
+  EXPECT_GT(inside, 50);
+  EXPECT_GT(crossing, 5);
 }
 
 TEST(Packing, NoneRowsAreOneDocumentFromItsStartPadded) {
@@ -120,6 +149,7 @@ TEST(Packing, NoneRowsAreOneDocumentFromItsStartPadded) {
       const data::Batch b = none.batch(step);
       EXPECT_FALSE(b.segments.defined());
       const std::vector<int64_t> offsets = none.offsets(step);
+      bool batch_padded = false;
       for (int64_t i = 0; i < 6; ++i) {
         const int64_t d = data::document_of(starts, offsets[static_cast<size_t>(i)]);
         ASSERT_EQ(starts[static_cast<size_t>(d)], offsets[static_cast<size_t>(i)]) << "rows start at a document";
@@ -131,7 +161,9 @@ TEST(Packing, NoneRowsAreOneDocumentFromItsStartPadded) {
         cut_rows += inputs == 24;
         std::vector<int64_t> doc(static_cast<size_t>(n));
         docs.store->read(starts[static_cast<size_t>(d)], n, doc.data());
-        const std::vector<int64_t> ids = row(b.input_ids, i), keep = row(b.key_keep, i), tg = row(b.targets, i);
+        const std::vector<int64_t> ids = row(b.input_ids, i), tg = row(b.targets, i);
+        const std::vector<int64_t> keep = b.key_keep.defined() ? row(b.key_keep, i) : std::vector<int64_t>(24, 1);
+        batch_padded = batch_padded || inputs < 24;
         for (int64_t t = 0; t < 24; ++t) {
           EXPECT_EQ(keep[t], t < inputs ? 1 : 0);
           if (t >= inputs) {
@@ -148,6 +180,7 @@ TEST(Packing, NoneRowsAreOneDocumentFromItsStartPadded) {
           }
         }
       }
+      EXPECT_EQ(b.key_keep.defined(), batch_padded) << "a padding mask exactly when a row is padded";
     }
     EXPECT_GT(padded_rows, 3);
     EXPECT_GT(cut_rows, 3);
@@ -164,7 +197,8 @@ TEST(Packing, BatchesAreFunctionsOfTheStepAlone) {
     const data::Batch x = a.batch(7), y = b.batch(7);
     EXPECT_TRUE(torch::equal(x.input_ids, y.input_ids));
     EXPECT_TRUE(torch::equal(x.targets, y.targets));
-    if (packing == config::DataPacking::documents) {
+    ASSERT_EQ(x.segments.defined(), y.segments.defined());
+    if (x.segments.defined()) {
       EXPECT_TRUE(torch::equal(x.segments, y.segments));
       EXPECT_TRUE(torch::equal(x.positions, y.positions));
     }

@@ -170,6 +170,14 @@ Batch TrainBatcher::batch(int64_t step) const {
     const int64_t inputs = read_row(i, starts[static_cast<size_t>(i)], out, buf);
     if (objective_ == config::Objective::mlm) mask_row(step, i, inputs, out);
   }
+  // A batch whose rows each hold one document needs no document mask (its segments are all 0
+  // and its positions 0..L-1, the defaults), one without padding no padding mask: attention
+  // then keeps its unmasked kernels.
+  if (out.segments.defined() && out.segments.max().item<int64_t>() == 0) {
+    out.segments = torch::Tensor();
+    out.positions = torch::Tensor();
+  }
+  if (out.key_keep.defined() && out.key_keep.min().item<int64_t>() == 1) out.key_keep = torch::Tensor();
   if (positions_max_ > 0) {
     std::vector<int64_t> rows(static_cast<size_t>(b));
     for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = global_row(i);

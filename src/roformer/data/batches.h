@@ -26,8 +26,10 @@ struct Batch {
   torch::Tensor input_ids;  // int64 [b, L]
   torch::Tensor targets;    // int64 [b, L], -100 = not scored
   torch::Tensor positions;  // int64 [b, L] (random, or per document under packing) or undefined: 0..L-1
-  torch::Tensor segments;   // int64 [b, L]: the row's document of each token (packing documents), or undefined
-  torch::Tensor key_keep;   // int64 [b, L]: 1 = token, 0 = padding (packing none), or undefined
+  torch::Tensor segments;   // int64 [b, L]: the row's document of each token (packing documents), or
+                            // undefined (also when every row holds one document)
+  torch::Tensor key_keep;   // int64 [b, L]: 1 = token, 0 = padding (packing none), or undefined (also
+                            // when no row is padded)
   int64_t scored = 0;       // number of targets != -100
 };
 

@@ -1,14 +1,17 @@
 // The attention mask against its definitions: Toeplitz rows equal the offset formula for every
 // block; ALiBi's mask is -m_h |i - j| with padding and causality written out; the blocks of a
 // mask equal the whole mask in every combination of bias, padding and causality; long lengths
-// switch to blocks within the budget while BERT-size masks stay whole; and a model whose
-// attention runs in query blocks gives the whole-mask model's loss and gradients in double (the
-// bias families ALiBi and T5 through SDPA, and Shaw, Transformer-XL and DeBERTa, which form their
-// scores; MLM and causal LM, with padding).
+// switch to blocks within the budget while BERT-size masks stay whole (evaluation on the CPU
+// goes in blocks sooner); causal rows stop at their last visible key; the reversed views of a
+// bias mask equal its rows; and a model whose attention runs in query blocks gives the
+// whole-mask model's loss and gradients in double (the bias families through SDPA, the families
+// that form their scores, the RoPE remaps and stick-breaking; MLM and causal LM, with padding;
+// and the bias families through the reversed views, without padding).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -119,6 +122,99 @@ TEST(AttentionMask, BlocksEqualTheWholeMaskInEveryCombination) {
         }
 }
 
+// Causal rows are built for the keys up to their last row alone (key_span's end): those
+// columns equal the whole mask's, and every key past them is masked in the whole mask.
+TEST(AttentionMask, CausalRowsStopAtTheirLastVisibleKey) {
+  constexpr int64_t S = 37, H = 3, B = 2;
+  torch::manual_seed(2);
+  const torch::Tensor table = torch::randn({H, 2 * S - 1}, torch::kFloat32);
+  for (bool bias : {false, true})
+    for (double limit : {kNoLimit, 1000.0})
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "bias " << bias << " limit " << limit << " causal " << causal);
+        const AttentionMask m(bias ? table : torch::Tensor(), padded_keep(S), causal, S, torch::kFloat32, kCpu,
+                              /*always=*/true, limit);
+        const torch::Tensor whole = m.whole().expand({B, H, S, S});
+        for (int64_t begin = 0; begin < S; begin += 5) {
+          const int64_t end = std::min(S, begin + 5);
+          const auto [first, last] = m.key_span(begin, end);
+          EXPECT_EQ(first, 0);
+          EXPECT_EQ(last, causal ? end : S);
+          const torch::Tensor rows = whole.narrow(2, begin, end - begin);
+          EXPECT_TRUE(
+              torch::equal(m.rows(begin, end, last).expand({B, H, end - begin, last}), rows.narrow(3, 0, last)));
+          if (last < S) {
+            EXPECT_TRUE((rows.narrow(3, last, S - last) == kMasked).all().item<bool>());
+          }
+        }
+      }
+}
+
+// Without autograd on the CPU, a bias mask in blocks hands out its rows as a reversed view of
+// the offset table: reversed back, they equal rows() for every block and key count, causality
+// included; with padding, or with autograd, there is no view.
+TEST(AttentionMask, ReversedRowsAreTheRowsReversedWithoutACopy) {
+  constexpr int64_t S = 37, H = 3;
+  torch::manual_seed(2);
+  const torch::Tensor table = torch::randn({H, 2 * S - 1}, torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "bidirectional");
+    const AttentionMask m(table, {}, causal, S, torch::kFloat64, kCpu, /*always=*/true, /*whole_limit_bytes=*/2000);
+    ASSERT_LT(m.block_rows(), S);
+    for (int64_t begin = 0; begin < S; begin += 6) {
+      const int64_t end = std::min(S, begin + 6);
+      for (int64_t keys : {end, S}) {
+        const torch::Tensor reversed = m.reversed_rows(begin, end, keys);
+        ASSERT_TRUE(reversed.defined());
+        EXPECT_TRUE(torch::equal(reversed.flip(2), m.rows(begin, end, keys)));
+      }
+    }
+    const AttentionMask padded(table, padded_keep(S), causal, S, torch::kFloat64, kCpu, true, 2000);
+    EXPECT_FALSE(padded.reversed_rows(0, 6, S).defined());
+  }
+  torch::AutoGradMode grad(true);
+  const AttentionMask trained(table, {}, true, S, torch::kFloat64, kCpu, true, 2000);
+  EXPECT_FALSE(trained.reversed_rows(0, 6, S).defined());
+}
+
+// The bias families in blocks without padding or autograd (the reversed views) give the
+// whole-mask model's hidden states in double, causal and bidirectional.
+TEST(AttentionMask, BiasFamiliesInReversedBlocksEqualTheWholeMask) {
+  using config::PositionKind;
+  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich})
+    for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
+      SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
+      config::ModelConfig c;
+      c.objective = objective;
+      c.vocab_size = 23;
+      c.hidden_size = 16;
+      c.num_heads = 2;
+      c.num_layers = 2;
+      c.ffn_size = 32;
+      c.hidden_dropout = 0.0;
+      c.attention_dropout = 0.0;
+      c.position.kind = kind;
+      c.position.t5_bias.num_buckets = 8;
+      c.position.t5_bias.max_distance = 16;
+      torch::manual_seed(9);
+      const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 40}, torch::kLong);
+      auto hidden = [&](double limit) {
+        EncoderModel m = build_model(c, 5);
+        m->to(torch::kFloat64);
+        m->eval();
+        m->attention_whole_limit_bytes = limit;
+        torch::NoGradGuard no_grad;
+        EncoderInput in;
+        in.input_ids = ids;
+        EXPECT_EQ(m->attention_context(in, torch::arange(40), torch::kFloat64).mask.reversed_rows(0, 8, 40).defined(),
+                  limit < kNoLimit);
+        return m->forward(in);
+      };
+      EXPECT_LE((hidden(2 * 8 * 40 * 9.0) - hidden(kNoLimit)).abs().max().item<double>(), 1e-12);
+    }
+}
+
 TEST(AttentionMask, PaddingAloneIsOneKeyRowPerSequence) {
   constexpr int64_t S = 4096;
   const AttentionMask m({}, padded_keep(S), /*causal=*/false, S, torch::kFloat32, kCpu, /*always=*/true);
@@ -146,6 +242,16 @@ TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
   EXPECT_LE(gpu_rows * row_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit);
   EXPECT_GE(gpu_rows * row_bytes, AttentionMask::kWholeMaskBytes / AttentionMask::kBlocksPerWholeLimit / 2);
   EXPECT_EQ(query_block_rows(row_bytes, S, 64 * row_bytes, kCpu), 16);
+  // Evaluation on the CPU: ALiBi at 4096 tokens (4 heads, fp32: 256 MiB whole) goes in blocks of
+  // kCpuBlockBytes; with autograd (training) and on a GPU it stays whole.
+  const double alibi_row = 4.0 * 4096 * 4;
+  EXPECT_EQ(query_block_rows(alibi_row, 4096, AttentionMask::kWholeMaskBytes, kCpu), 4096);
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(query_block_rows(alibi_row, 4096, AttentionMask::kWholeMaskBytes, kCpu),
+              int64_t(AttentionMask::kCpuBlockBytes / alibi_row));
+    EXPECT_EQ(query_block_rows(alibi_row, 4096, AttentionMask::kWholeMaskBytes, torch::kCUDA), 4096);
+  }
   const torch::Tensor last = m.rows(S - n, S);
   EXPECT_EQ(last.sizes(), (std::vector<int64_t>{1, 12, n, S}));
   EXPECT_EQ(last[0][0][n - 1][S - 1].item<float>(), 0.0f);  // the last query sees itself
@@ -154,12 +260,49 @@ TEST(AttentionMask, LongLengthsSwitchToBlocksWithinTheBudget) {
 TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
   constexpr int64_t B = 2, S = 40;
   using config::PositionKind;
-  for (PositionKind kind :
-       {PositionKind::alibi, PositionKind::t5_bias, PositionKind::shaw, PositionKind::transformer_xl,
-        PositionKind::deberta, PositionKind::kerple, PositionKind::sandwich, PositionKind::fire, PositionKind::cope})
+  // Every family that forms its scores or sends a bias through the mask, and the RoPE remaps and
+  // stick-breaking, which form theirs too; causal blocks score only the keys up to their last row.
+  struct Variant {
+    const char* name;
+    PositionKind kind;
+    std::function<void(config::ModelConfig&)> set;
+    bool causal_only;
+  };
+  auto none = [](config::ModelConfig&) {};
+  auto rope_mode = [](config::RopeMode mode) {
+    return [mode](config::ModelConfig& c) {
+      c.position.rope.mode = mode;
+      c.position.rope.rerope.window = 6;
+      c.position.rope.self_extend.window = 6;
+      c.position.rope.self_extend.group = 3;
+      c.position.rope.dual_chunk.chunk_size = 12;
+      c.position.rope.dual_chunk.local_window = 4;
+    };
+  };
+  const std::vector<Variant> variants = {
+      {"alibi", PositionKind::alibi, none, false},
+      {"t5", PositionKind::t5_bias, none, false},
+      {"shaw", PositionKind::shaw, none, false},
+      {"xl", PositionKind::transformer_xl, none, false},
+      {"deberta", PositionKind::deberta, none, false},
+      {"kerple", PositionKind::kerple, none, false},
+      {"sandwich", PositionKind::sandwich, none, false},
+      {"fire", PositionKind::fire, none, false},
+      {"cope", PositionKind::cope, none, true},
+      {"fox", PositionKind::fox, none, false},
+      {"path", PositionKind::path, none, true},
+      {"rerope", PositionKind::rope, rope_mode(config::RopeMode::rerope), false},
+      {"string", PositionKind::rope, rope_mode(config::RopeMode::string), false},
+      {"self_extend", PositionKind::rope, rope_mode(config::RopeMode::self_extend), false},
+      {"dual_chunk", PositionKind::rope, rope_mode(config::RopeMode::dual_chunk), true},
+      {"stick_breaking", PositionKind::none,
+       [](config::ModelConfig& c) { c.attention_normalizer = config::AttentionNormalizer::stick_breaking; }, true},
+  };
+  for (const Variant& variant : variants)
     for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
-      if (kind == PositionKind::cope && objective == config::Objective::mlm) continue;  // causal only
-      SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
+      if (variant.causal_only && objective == config::Objective::mlm) continue;
+      SCOPED_TRACE(::testing::Message() << variant.name << " objective " << int(objective));
+      const PositionKind kind = variant.kind;
       config::ModelConfig c;
       c.objective = objective;
       c.vocab_size = 23;
@@ -177,6 +320,7 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
       c.position.deberta.max_relative_positions = 24;
       c.position.fire.l_init = 8;
       c.position.cope.max_positions = 12;
+      variant.set(c);
       auto run = [&](double limit, int64_t expect_block) {
         EncoderModel m = build_model(c, 5);
         m->to(torch::kFloat64);
@@ -189,8 +333,9 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
                                           .masked_fill(in.attention_mask == 0, -100);
         // The rows per block that the layers get: of the mask (SDPA) or of the scores (score terms).
         const AttentionContext ctx = m->attention_context(in, torch::arange(S), torch::kFloat64);
-        EXPECT_EQ(m->position_encoding().traits().forms_scores ? ctx.score_block_rows : ctx.mask.block_rows(),
-                  expect_block);
+        const bool forms_scores = m->position_encoding().traits().forms_scores ||
+                                  c.attention_normalizer == config::AttentionNormalizer::stick_breaking;
+        EXPECT_EQ(forms_scores ? ctx.score_block_rows : ctx.mask.block_rows(), expect_block);
         torch::Tensor hidden;  // without autograd the blocks are written into one output
         {
           torch::NoGradGuard no_grad;
@@ -206,7 +351,8 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
       // a score term holds per pair: a limit of 4 x 9 rows gives blocks of 9 rows, four full
       // blocks and one of 4.
       const double term_bytes = build_model(c, 5)->position_encoding().score_term_bytes_per_pair(B, c.num_heads, 8);
-      const double row_bytes = (double(B * c.num_heads * 8) + term_bytes) * S;
+      const bool stick_breaking = c.attention_normalizer == config::AttentionNormalizer::stick_breaking;
+      const double row_bytes = (double(B * c.num_heads * 8) * (stick_breaking ? 7.0 : 1.0) + term_bytes) * S;
       const auto blocks = run(4 * 9 * row_bytes, 9), whole = run(kNoLimit, S);
       roformer::testing::expect_same_loss_and_grads(blocks.first, whole.first, 1e-12);
       EXPECT_LE((blocks.second - whole.second).abs().max().item<double>(), 1e-12);

@@ -223,6 +223,43 @@ TEST(FrontierPosition, FireEqualsItsFormulaInDouble) {
   }
 }
 
+// The MLP evaluated piecewise (by_head: each input's segment between the hidden units' kinks,
+// one slope and intercept per head) against the MLP itself in double: values and the gradients
+// of every weight and of the input, over inputs on both sides of every kink, with rising,
+// falling and flat units (a flat unit with a positive and one with a negative bias).
+TEST(FrontierPosition, FirePiecewiseMlpEqualsTheMlpInValuesAndGradients) {
+  torch::manual_seed(5);
+  FireMlpImpl a(8, 3), b(8, 3);
+  a.to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    a.hidden->weight[2][0] = 0.0;
+    a.hidden->bias[2] = 0.4;
+    a.hidden->weight[5][0] = 0.0;
+    a.hidden->bias[5] = -0.3;
+    b.to(torch::kFloat64);
+    for (const auto& p : a.named_parameters()) b.named_parameters()[p.key()].copy_(p.value());
+  }
+  const torch::Tensor kinks = (-a.hidden->bias / a.hidden->weight.squeeze(1)).detach();
+  const torch::Tensor x0 =
+      torch::cat({torch::linspace(-3, 3, 96, torch::kFloat64), kinks.masked_select(kinks.isfinite()) + 1e-3,
+                  kinks.masked_select(kinks.isfinite()) - 1e-3})
+          .view({-1, 2});
+  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+  const torch::Tensor want = a.forward(xa).permute({2, 0, 1});  // [H, N, 2]
+  const torch::Tensor got = b.by_head(xb);
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
+  const torch::Tensor weights = torch::randn_like(want);
+  (want * weights).sum().backward();
+  (got * weights).sum().backward();
+  EXPECT_LE((xa.grad() - xb.grad()).abs().max().item<double>(), 1e-12);
+  for (const auto& p : a.named_parameters()) {
+    SCOPED_TRACE(p.key());
+    EXPECT_LE((p.value().grad() - b.named_parameters()[p.key()].grad()).abs().max().item<double>(), 1e-12);
+  }
+}
+
 // Progressive interpolation: every input of the MLP lies in [0, 1] for the keys a query sees, at
 // any length and position (rows at the start, middle and end of 50,000 tokens), for any c and L.
 TEST(FrontierPosition, FireInputsLieInTheUnitIntervalAtAnyLength) {

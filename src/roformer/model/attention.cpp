@@ -192,28 +192,36 @@ std::pair<torch::Tensor, torch::Tensor> AttentionImpl::normalise(const torch::Te
   return {sb.weights, sb.remainder};
 }
 
+int64_t AttentionImpl::visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const {
+  if (!position_->traits().keys_prefix) return S;
+  if (ctx.mask.defined()) return ctx.mask.key_span(begin, end).second;
+  return ctx.causal ? end : S;
+}
+
 torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const AttentionContext& ctx,
                                                     const torch::Tensor& state, int64_t begin, int64_t end) {
-  const int64_t S = q.size(2);
-  torch::Tensor scores = position_->content_scores(q, k, ctx.positions, begin, end);  // [B, H, C, S]
+  // Causal rows see no key after `end`: the family scores the keys [0, K) alone.
+  const int64_t K = visible_keys(ctx, q.size(2), begin, end);
+  const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
+  torch::Tensor scores = position_->content_scores(q, keys, ctx.positions, begin, end);  // [B, H, C, K]
   if (ctx.mask.defined()) {
-    scores = scores + ctx.mask.rows(begin, end).to(scores.scalar_type());  // the encoder's: causal + padding
-  } else if (ctx.causal) {                                                 // a caller without the encoder's mask
+    scores = scores + ctx.mask.rows(begin, end, K).to(scores.scalar_type());  // the encoder's: causal + padding
+  } else if (ctx.causal) {                                                    // a caller without the encoder's mask
     const auto opts = torch::dtype(torch::kLong).device(q.device());
-    const torch::Tensor future = torch::arange(S, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
+    const torch::Tensor future = torch::arange(K, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
   if (position_->traits().forms_scores) {
-    const torch::Tensor score_term = position_->score_term(q, k, scores, ctx.positions, layer_, begin, end, state);
+    const torch::Tensor score_term = position_->score_term(q, keys, scores, ctx.positions, layer_, begin, end, state);
     if (score_term.defined()) scores = scores + score_term.to(scores.scalar_type());
   }
   const auto [weights, remainder] = normalise(scores, begin);
   const torch::Tensor probs =
       torch::dropout(weights, is_training() ? dropout_ : 0.0, is_training()).to(v.scalar_type());
-  torch::Tensor out = at::matmul(probs, v);  // [B, H, C, D]
-  if (remainder.defined())                   // stick-breaking's leftover weight on the query's own value
+  torch::Tensor out = at::matmul(probs, values);  // [B, H, C, D]
+  if (remainder.defined())                        // stick-breaking's leftover weight on the query's own value
     out = out + remainder.unsqueeze(-1).to(v.scalar_type()) * v.narrow(2, begin, end - begin);
   const torch::Tensor output_term =
       position_->traits().forms_scores ? position_->output_term(probs, ctx.positions, layer_, begin) : torch::Tensor();
@@ -252,7 +260,12 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
   // window, only the keys the window lets it see.
   return in_query_blocks(q.size(2), ctx.mask.block_rows(), [&](int64_t begin, int64_t end) {
     const auto [first, last] = ctx.mask.key_span(begin, end);
-    const torch::Tensor rows = ctx.mask.rows(begin, end).narrow(-1, first, last - first);
+    const torch::Tensor reversed = first == 0 ? ctx.mask.reversed_rows(begin, end, last) : torch::Tensor();
+    if (reversed.defined() && reversed.scalar_type() == q.scalar_type())  // the rows without a copy
+      return sdpa(q.narrow(2, begin, end - begin).flip(2), k.narrow(2, 0, last), v.narrow(2, 0, last), reversed, p,
+                  false)
+          .flip(2);
+    const torch::Tensor rows = ctx.mask.rows(begin, end, last).narrow(-1, first, last - first);
     return sdpa(q.narrow(2, begin, end - begin), k.narrow(2, first, last - first), v.narrow(2, first, last - first),
                 rows.to(q.scalar_type()), p, false);
   });

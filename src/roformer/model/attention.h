@@ -126,7 +126,10 @@ class AttentionImpl : public torch::nn::Module {
   // `state` is the family's layer_state. Stick-breaking replaces the softmax here.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, const torch::Tensor& state);
-  // The same for query rows [begin, end): -> [B, H, end - begin, D].
+  // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no
+  // later key is visible) when the family's hooks take a prefix of the keys, else all S.
+  int64_t visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const;
+  // attend_with_terms for query rows [begin, end): -> [B, H, end - begin, D].
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, const torch::Tensor& state, int64_t begin,
                                        int64_t end);

@@ -17,6 +17,8 @@ constexpr int64_t kMinBandRows = 128;
 }  // namespace
 
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device) {
+  if (device.is_cpu() && !torch::GradMode::is_enabled())
+    whole_limit_bytes = std::min(whole_limit_bytes, AttentionMask::kCpuEvalWholeBytes);
   if (row_bytes * double(S) <= whole_limit_bytes) return S;
   double per_block = std::max(1.0, whole_limit_bytes / AttentionMask::kBlocksPerWholeLimit / row_bytes);
   // The CPU cap never cuts a block below one 16-row tile: with rows of several MiB (FIRE's and
@@ -56,27 +58,45 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   // work instead of O(S^2) at long lengths (short ones stay one block).
   const int64_t band_rows = std::max<int64_t>(kMinBandRows, (window_.size + 15) / 16 * 16);
   if (window_.size > 0 && S >= 4 * band_rows) block_rows_ = std::min(block_rows_, band_rows);
-  if (block_rows_ == S) whole_ = rows(0, S);
+  if (block_rows_ == S) {
+    whole_ = rows(0, S);
+  } else if (bias_.defined() && !pad_.defined() && window_.size == 0 && !packed && device.is_cpu() &&
+             !torch::GradMode::is_enabled()) {
+    offset_mask_ = causal ? bias_.clone(at::MemoryFormat::Contiguous) : bias_.contiguous();  // T5's is transposed
+    if (causal) offset_mask_.narrow(1, S, S - 1).fill_(kMasked);                             // key after query
+  }
 }
 
-torch::Tensor AttentionMask::rows(int64_t begin, int64_t end) const {
+torch::Tensor AttentionMask::reversed_rows(int64_t begin, int64_t end, int64_t keys) const {
+  if (!offset_mask_.defined()) return {};
+  TORCH_CHECK(0 <= begin && begin < end && end <= S_ && 1 <= keys && keys <= S_, "AttentionMask::reversed_rows: rows [",
+              begin, ", ", end, ") or ", keys, " keys outside [0, ", S_, ")");
+  const int64_t H = offset_mask_.size(0), C = end - begin, width = 2 * S_ - 1;
+  // Reversed row r' = end - 1 - begin - r holds table[h, (S - end) + r' + j] for key j.
+  return offset_mask_.as_strided({1, H, C, keys}, {H * width, width, 1, 1}, offset_mask_.storage_offset() + S_ - end);
+}
+
+torch::Tensor AttentionMask::rows(int64_t begin, int64_t end, int64_t keys) const {
   TORCH_CHECK(defined_, "AttentionMask::rows on an undefined mask");
   TORCH_CHECK(0 <= begin && begin < end && end <= S_, "AttentionMask::rows: rows [", begin, ", ", end, ") outside [0, ",
               S_, ")");
+  if (keys < 0) keys = S_;
+  TORCH_CHECK(keys >= 1 && keys <= S_, "AttentionMask::rows: ", keys, " keys outside [1, ", S_, "]");
   const int64_t C = end - begin;
-  if (whole_.defined()) return square_ ? whole_.narrow(2, begin, C) : whole_;
+  if (whole_.defined()) return (square_ ? whole_.narrow(2, begin, C) : whole_).narrow(-1, 0, keys);
   torch::Tensor mask;
   if (bias_.defined()) {
-    mask = toeplitz_rows(bias_, begin, end).unsqueeze(0);  // [1, H, C, S]
+    mask = toeplitz_rows(bias_, begin, end, keys).unsqueeze(0);  // [1, H, C, keys]
   } else {
-    mask = torch::zeros({1, 1, square_ ? C : 1, S_}, torch::dtype(dtype_).device(device_));
+    mask = torch::zeros({1, 1, square_ ? C : 1, keys}, torch::dtype(dtype_).device(device_));
   }
-  if (pad_.defined()) mask = mask.masked_fill(pad_, kMasked);  // keys only
+  if (pad_.defined()) mask = mask.masked_fill(pad_.narrow(-1, 0, keys), kMasked);  // keys only
   const auto opts = torch::dtype(torch::kLong).device(device_);
-  const torch::Tensor key = torch::arange(S_, opts).unsqueeze(0), query = torch::arange(begin, end, opts).unsqueeze(1);
-  if (causal_) mask = mask.masked_fill(key > query, kMasked);  // [C, S]: key after query
+  const torch::Tensor key = torch::arange(keys, opts).unsqueeze(0),
+                      query = torch::arange(begin, end, opts).unsqueeze(1);
+  if (causal_) mask = mask.masked_fill(key > query, kMasked);  // [C, keys]: key after query
   if (window_.size > 0) mask = mask.masked_fill(outside_window(query, key, begin), kMasked);
-  if (documents_.segments.defined()) mask = mask.masked_fill(other_document(begin, C), kMasked);
+  if (documents_.segments.defined()) mask = mask.masked_fill(other_document(begin, C, keys), kMasked);
   return mask;
 }
 
@@ -85,22 +105,24 @@ torch::Tensor AttentionMask::outside_window(const torch::Tensor& query, const to
   if (window_.chunked && documents_.positions.defined()) {  // chunks of each document's own positions
     const torch::Tensor chunk = torch::floor_divide(documents_.positions.to(device_), W);  // [B, S]
     const int64_t C = query.size(0);
-    return (chunk.narrow(1, begin, C).unsqueeze(2) != chunk.unsqueeze(1)).unsqueeze(1);
+    return (chunk.narrow(1, begin, C).unsqueeze(2) != chunk.narrow(1, 0, key.size(1)).unsqueeze(1)).unsqueeze(1);
   }
   if (window_.chunked) return torch::floor_divide(key, W) != torch::floor_divide(query, W);
   // Sliding: within one document the distance of two rows is the distance of their positions.
   return causal_ ? query - key >= W : (query - key).abs() > W;
 }
 
-torch::Tensor AttentionMask::other_document(int64_t begin, int64_t C) const {
+torch::Tensor AttentionMask::other_document(int64_t begin, int64_t C, int64_t keys) const {
   const torch::Tensor segments = documents_.segments.to(device_);
-  return (segments.narrow(1, begin, C).unsqueeze(2) != segments.unsqueeze(1)).unsqueeze(1);  // [B, 1, C, S]
+  return (segments.narrow(1, begin, C).unsqueeze(2) != segments.narrow(1, 0, keys).unsqueeze(1))
+      .unsqueeze(1);  // [B, 1, C, keys]
 }
 
 AttentionMask AttentionMask::with_differentiable(const std::vector<torch::Tensor>& tensors) const {
   TORCH_CHECK(tensors.size() == 2, "AttentionMask::with_differentiable takes {bias, whole}");
   AttentionMask m = *this;
   m.bias_ = tensors[0];
+  m.offset_mask_ = torch::Tensor();  // a view of the old bias; recomputed layers take rows()
   m.whole_ = tensors[1];
   return m;
 }
@@ -108,7 +130,7 @@ AttentionMask AttentionMask::with_differentiable(const std::vector<torch::Tensor
 std::pair<int64_t, int64_t> AttentionMask::key_span(int64_t begin, int64_t end) const {
   const int64_t W = window_.size;
   const int64_t last = causal_ ? end : S_;  // one past the last key any row may see
-  if (W == 0) return {0, S_};
+  if (W == 0) return {0, last};
   if (window_.chunked && documents_.positions.defined()) return {0, last};  // chunks follow the documents
   if (window_.chunked) return {begin / W * W, std::min(last, (end + W - 1) / W * W)};
   if (causal_) return {std::max<int64_t>(0, begin - W + 1), end};

@@ -21,9 +21,10 @@
 namespace roformer::model {
 
 // Query rows per block for a [.., S, S] tensor of `row_bytes` per query row on `device`: S while
-// the whole tensor fits `whole_limit_bytes`, else blocks of at most a quarter of it, and on the
-// CPU at most AttentionMask::kCpuBlockBytes or one 16-row tile, whichever is more (whole 16-row
-// tiles when a block holds 16 rows or more). Shared by the mask and by attention that forms its scores.
+// the whole tensor fits `whole_limit_bytes` (on the CPU without autograd, also
+// AttentionMask::kCpuEvalWholeBytes), else blocks of at most a quarter of it, and on the CPU at
+// most AttentionMask::kCpuBlockBytes or one 16-row tile, whichever is more (whole 16-row tiles
+// when a block holds 16 rows or more). Shared by the mask and by attention that forms its scores.
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device);
 
 // A local attention window (per-layer layouts): sliding, where a causal query sees the last
@@ -52,6 +53,10 @@ class AttentionMask {
   // 1.5-2x faster evaluation at 16k tokens with the same bounded memory (docs/evaluation.md, "Memory at long
   // lengths"). GPUs keep the larger blocks (their caching allocator reuses memory anyway).
   static constexpr double kCpuBlockBytes = 16.0 * (1 << 20);
+  // Without autograd on the CPU (evaluation) nothing larger is kept whole: in blocks, causal rows
+  // are scored only against the keys up to their last row, about half the work, and each block
+  // fits the heap memory the previous one freed (ALiBi at 4096 tokens: a 256 MiB mask before).
+  static constexpr double kCpuEvalWholeBytes = 4.0 * kCpuBlockBytes;
 
   AttentionMask() = default;
   // relative_bias: [H, 2S - 1] or undefined; key_keep: [B, S] (1 = token) or undefined.
@@ -67,13 +72,21 @@ class AttentionMask {
   bool defined() const { return defined_; }
   // Query rows per block: S when the whole mask is kept.
   int64_t block_rows() const { return block_rows_; }
-  // The additive mask for query rows [begin, end): [1|B, 1|H, end - begin (or 1), S]; a view of
-  // the whole mask while that is kept, else built now.
-  torch::Tensor rows(int64_t begin, int64_t end) const;
+  // The additive mask for query rows [begin, end) and keys [0, keys) (-1: all S):
+  // [1|B, 1|H, end - begin (or 1), keys]; a view of the whole mask while that is kept, else built now.
+  torch::Tensor rows(int64_t begin, int64_t end, int64_t keys = -1) const;
+  // The rows [begin, end) for keys [0, keys) in reverse row order (row end - 1 first), as a view
+  // of one [H, 2S - 1] table that nothing is copied from: reversed, a Toeplitz block has unit
+  // strides along both axes. Available without autograd on the CPU for a bias mask in blocks with
+  // no padding, window or documents (causality is in the table: its future offsets are masked);
+  // undefined otherwise (use rows()). Attention then reverses its query rows to match.
+  torch::Tensor reversed_rows(int64_t begin, int64_t end, int64_t keys) const;
   // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
   torch::Tensor whole() const { return whole_.defined() ? whole_ : rows(0, S_); }
-  // The keys [first, last) that query rows [begin, end) may see through the window: all S
-  // without one. Attention may drop the keys outside (their weights are exactly zero).
+  // The keys [first, last) that query rows [begin, end) may see through the window and
+  // causality: [0, end) for causal rows, all S without either. Attention may drop the keys
+  // outside (their weights are exactly zero; a row with every visible key masked then spreads
+  // its uniform weights over [first, last) rather than over all S).
   std::pair<int64_t, int64_t> key_span(int64_t begin, int64_t end) const;
   // The tensors a layer reads that may carry a gradient: {relative bias, whole mask}, either
   // undefined (activation checkpointing recomputes a layer with leaves in their place).
@@ -82,13 +95,14 @@ class AttentionMask {
   AttentionMask with_differentiable(const std::vector<torch::Tensor>& tensors) const;
 
  private:
-  // True where a key [1, S] lies outside the window of query positions [C, 1]: [C, S], or
-  // [B, 1, C, S] for a chunked window over packed documents (chunks start with each document).
+  // True where a key [1, K] lies outside the window of query positions [C, 1]: [C, K], or
+  // [B, 1, C, K] for a chunked window over packed documents (chunks start with each document).
   torch::Tensor outside_window(const torch::Tensor& query, const torch::Tensor& key, int64_t begin) const;
-  // True where query row [begin, begin + C) and a key lie in different documents: [B, 1, C, S].
-  torch::Tensor other_document(int64_t begin, int64_t C) const;
-  torch::Tensor bias_;  // [H, 2S - 1] in dtype_
-  torch::Tensor pad_;   // [B, 1, 1, S] bool, true at padded keys
+  // True where query row [begin, begin + C) and a key in [0, keys) lie in different documents: [B, 1, C, keys].
+  torch::Tensor other_document(int64_t begin, int64_t C, int64_t keys) const;
+  torch::Tensor bias_;         // [H, 2S - 1] in dtype_
+  torch::Tensor offset_mask_;  // bias_ with causality (future offsets kMasked), for reversed_rows; or undefined
+  torch::Tensor pad_;          // [B, 1, 1, S] bool, true at padded keys
   DocumentMask documents_;
   bool causal_ = false;
   LocalWindow window_;   // size 0 when none applies (or it covers every key)

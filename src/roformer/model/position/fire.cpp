@@ -3,6 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <limits>
+#include <vector>
+
 namespace roformer::model {
 namespace {
 
@@ -22,6 +25,34 @@ torch::Tensor FireMlpImpl::forward(const torch::Tensor& x) {
   const auto dt = x.scalar_type();
   const torch::Tensor h = torch::relu(at::linear(x.unsqueeze(-1), hidden->weight.to(dt), hidden->bias.to(dt)));
   return at::linear(h, out->weight.to(dt), out->bias.to(dt));
+}
+
+torch::Tensor FireMlpImpl::by_head(const torch::Tensor& x) {
+  const auto dt = x.scalar_type();
+  const torch::Tensor w = hidden->weight.to(dt).squeeze(1), b = hidden->bias.to(dt);  // [W]
+  const torch::Tensor w2 = out->weight.to(dt), b2 = out->bias.to(dt);                 // [H, W], [H]
+  const int64_t W = w.size(0);
+  torch::Tensor kinks, active, segment;  // sorted kinks [W]; active [W + 1, W]; segment of each x
+  {
+    torch::NoGradGuard no_grad;
+    // Unit u switches at -b_u / w_u; a unit with w_u = 0 never switches (its kink sits at +inf).
+    const torch::Tensor flat = w == 0;
+    const torch::Tensor kink = torch::where(flat, std::numeric_limits<double>::infinity(), -b / w.masked_fill(flat, 1));
+    const auto [sorted, order] = torch::sort(kink);
+    kinks = sorted;
+    const torch::Tensor rank = torch::argsort(order).unsqueeze(0);               // [1, W]
+    const torch::Tensor s = torch::arange(W + 1, order.options()).unsqueeze(1);  // [W + 1, 1]
+    // In segment s (x above the s lowest kinks, at or below the rest) unit u is on when x has
+    // passed its kink and it rises, or not yet and it falls; a flat unit when its bias is positive.
+    active = ((w > 0) & (rank < s)) | ((w < 0) & (rank >= s)) | (flat & (b > 0));
+    segment = torch::searchsorted(kinks, x.detach().contiguous()).reshape(-1);  // kinks below x
+  }
+  const torch::Tensor on = active.to(dt);
+  const torch::Tensor slope = torch::matmul(w2 * w, on.t());  // [H, W + 1]
+  const torch::Tensor intercept = torch::matmul(w2 * b, on.t()) + b2.unsqueeze(1);
+  std::vector<int64_t> shape{w2.size(0)};
+  for (int64_t d : x.sizes()) shape.push_back(d);
+  return slope.index_select(1, segment).view(shape) * x.unsqueeze(0) + intercept.index_select(1, segment).view(shape);
 }
 
 FireFunctionImpl::FireFunctionImpl(const config::FireConfig& config, int64_t num_heads, bool bidirectional) {
@@ -45,10 +76,11 @@ torch::Tensor last_in_document(const torch::Tensor& positions) {
 
 std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positions, const torch::Tensor& c,
                                                     const torch::Tensor& threshold, int64_t begin, int64_t end,
-                                                    bool bidirectional) {
+                                                    bool bidirectional, int64_t keys) {
   const torch::Tensor pos = positions.to(c.scalar_type());
   const torch::Tensor query = pos.narrow(-1, begin, end - begin).unsqueeze(-1);  // [.., C, 1]
-  const torch::Tensor distance = psi(query - pos.unsqueeze(-2), c);              // [.., C, S]
+  const torch::Tensor key = keys < 0 ? pos : pos.narrow(-1, 0, keys);
+  const torch::Tensor distance = psi(query - key.unsqueeze(-2), c);  // [.., C, K]
   const torch::Tensor past = distance / (psi(torch::maximum(query, threshold), c) + FireImpl::kEps);
   if (!bidirectional) return {past, {}};
   const torch::Tensor last = last_in_document(positions).to(c.scalar_type()).narrow(-1, begin, end - begin);
@@ -92,33 +124,35 @@ torch::Tensor FireImpl::layer_state(const torch::Tensor& x, int64_t layer_index,
   return f->past->forward(fire_inputs(grid, c, threshold, 0, S, false).first);  // [S, S, H]
 }
 
-torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& /*scores*/,
+torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
                                    const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
                                    const torch::Tensor& state) {
-  if (state.defined()) {  // packed documents: each pair's bias from the table of positions in [0, S)
+  const int64_t K = k.size(2);  // keys [0, K)
+  if (state.defined()) {        // packed documents: each pair's bias from the table of positions in [0, S)
     const int64_t B = positions.size(0), C = end - begin, S = positions.size(1), H = state.size(-1);
-    const torch::Tensor index = positions.narrow(1, begin, C).unsqueeze(2) * S + positions.unsqueeze(1);  // [B, C, S]
-    return state.view({S * S, H}).index_select(0, index.reshape(-1)).view({B, C, S, H}).permute({0, 3, 1, 2});
+    const torch::Tensor index =
+        positions.narrow(1, begin, C).unsqueeze(2) * S + positions.narrow(1, 0, K).unsqueeze(1);  // [B, C, K]
+    return state.view({S * S, H}).index_select(0, index.reshape(-1)).view({B, C, K, H}).permute({0, 3, 1, 2});
   }
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor c = f->c.to(dt);
   const torch::Tensor threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs();
-  const auto [past_x, future_x] = fire_inputs(positions, c, threshold, begin, end, bidirectional_);
-  torch::Tensor bias = f->past->forward(past_x);  // [.., C, S, H]
+  const auto [past_x, future_x] = fire_inputs(positions, c, threshold, begin, end, bidirectional_, K);
+  torch::Tensor bias = f->past->by_head(past_x);  // [H, .., C, K]
   if (bidirectional_) {
-    const torch::Tensor key_after_query =
-        (positions.unsqueeze(-2) > positions.narrow(-1, begin, end - begin).unsqueeze(-1)).unsqueeze(-1);  // [..,C,S,1]
-    bias = torch::where(key_after_query, f->future->forward(future_x), bias);
+    const torch::Tensor key_after_query = positions.narrow(-1, 0, K).unsqueeze(-2) >
+                                          positions.narrow(-1, begin, end - begin).unsqueeze(-1);  // [.., C, K]
+    bias = torch::where(key_after_query, f->future->by_head(future_x), bias);
   }
-  // [C, S, H] -> [1, H, C, S], or [B, C, S, H] -> [B, H, C, S]
-  return positions.dim() == 1 ? bias.permute({2, 0, 1}).unsqueeze(0) : bias.permute({0, 3, 1, 2});
+  // [H, C, K] -> [1, H, C, K], or [H, B, C, K] -> [B, H, C, K]
+  return positions.dim() == 1 ? bias.unsqueeze(0) : bias.permute({1, 0, 2, 3});
 }
 
 double FireImpl::score_term_bytes_per_pair(int64_t /*batch*/, int64_t heads, double /*elem*/) const {
-  // Per pair, shared by the batch: the distance and the input (2), the hidden layer before and
-  // after its ReLU (2 x width), the output and its permuted copy (2 x heads); per side, in fp32.
-  const double per_side = 2.0 + 2.0 * double(config_.mlp_width) + 2.0 * double(heads);
+  // Per pair, shared by the batch: the distance and the input (2), the segment index (an int64:
+  // 2), the gathered slopes and intercepts, their product and the sum (4 x heads); per side, in fp32.
+  const double per_side = 4.0 + 4.0 * double(heads);
   return 4.0 * per_side * (bidirectional_ ? 2.0 : 1.0);
 }
 

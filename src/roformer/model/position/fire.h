@@ -28,6 +28,11 @@ class FireMlpImpl : public torch::nn::Module {
   FireMlpImpl(int64_t width, int64_t num_heads);
   // x [...] -> [..., heads]
   torch::Tensor forward(const torch::Tensor& x);
+  // The same function heads first, x [...] -> [heads, ...], with forward's values and gradients
+  // (to rounding): with one input the MLP is linear between its hidden units' kinks -b/w, so
+  // each x takes its segment's slope and intercept per head (two gathers) instead of a
+  // width-wide hidden layer per pair.
+  torch::Tensor by_head(const torch::Tensor& x);
   torch::nn::Linear hidden{nullptr}, out{nullptr};
 };
 TORCH_MODULE(FireMlp);
@@ -48,12 +53,12 @@ TORCH_MODULE(FireFunction);
 // the next position does not grow, or at the row's end (contiguous and randomized positions).
 torch::Tensor last_in_document(const torch::Tensor& positions);
 
-// The MLP inputs for query rows [begin, end) of `positions` ([S] or [B, S]): for keys at or
-// before the query, and (bidirectional) for keys after it; each [C, S] or [B, C, S] in the
-// dtype of c. `threshold` is L.
+// The MLP inputs for query rows [begin, end) of `positions` ([S] or [B, S]) and the keys
+// [0, keys) (-1: all S): for keys at or before the query, and (bidirectional) for keys after
+// it; each [C, keys] or [B, C, keys] in the dtype of c. `threshold` is L.
 std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positions, const torch::Tensor& c,
                                                     const torch::Tensor& threshold, int64_t begin, int64_t end,
-                                                    bool bidirectional);
+                                                    bool bidirectional, int64_t keys = -1);
 
 class FireImpl : public PositionEncodingImpl {
  public:

@@ -42,10 +42,11 @@ torch::Tensor FoxImpl::layer_state(const torch::Tensor& x, int64_t layer_index, 
   return log_f.transpose(1, 2).cumsum(-1);                                                       // c: [B, heads, S]
 }
 
-torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
-                                  const torch::Tensor& /*scores*/, const torch::Tensor& /*positions*/,
-                                  int64_t /*layer*/, int64_t begin, int64_t end, const torch::Tensor& state) {
-  const torch::Tensor d = state.narrow(2, begin, end - begin).unsqueeze(-1) - state.unsqueeze(2);  // c_i - c_j
+torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/, const torch::Tensor& scores,
+                                  const torch::Tensor& /*positions*/, int64_t /*layer*/, int64_t begin, int64_t end,
+                                  const torch::Tensor& state) {
+  const torch::Tensor keys = state.narrow(2, 0, scores.size(-1));                                 // c_j, j < K
+  const torch::Tensor d = state.narrow(2, begin, end - begin).unsqueeze(-1) - keys.unsqueeze(2);  // c_i - c_j
   return bidirectional_ ? -d.abs() : d;  // causal: keys after the query are hidden by the mask
 }
 

@@ -11,8 +11,8 @@
 namespace roformer::model {
 
 // Query rows [begin, end) of the Toeplitz bias in `table` ([H, 2S - 1], the bias for
-// key - query = d in column d + S - 1): [H, end - begin, S], contiguous, with
-// out[h, r, j] = table[h, j - (begin + r) + S - 1].
-torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end);
+// key - query = d in column d + S - 1), for the keys [0, keys) (keys <= S; -1: all S):
+// [H, end - begin, keys], contiguous, with out[h, r, j] = table[h, j - (begin + r) + S - 1].
+torch::Tensor toeplitz_rows(const torch::Tensor& table, int64_t begin, int64_t end, int64_t keys = -1);
 
 }  // namespace roformer::model

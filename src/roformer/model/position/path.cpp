@@ -105,6 +105,7 @@ torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const 
 PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t hidden, int64_t heads)
     : config_(config), heads_(heads) {
   traits_.forms_scores = true;
+  traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {

@@ -40,6 +40,9 @@ class PositionEncodingImpl : public torch::nn::Module {
   struct Traits {
     bool forms_scores = false;  // attention forms the scores and calls content_scores, score_term, output_term
     Rotation rotation = Rotation::applied;
+    // The hooks take a prefix of the keys: k [B, H, K, D] holding keys [0, K) of the S in
+    // `positions` (causal rows need no later key, so attention passes K = the rows' end).
+    bool keys_prefix = true;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -56,7 +59,8 @@ class PositionEncodingImpl : public torch::nn::Module {
   virtual torch::Tensor relative_bias(int64_t S, const torch::Device& device) { return {}; }
 
   // The scaled content scores of query rows [begin, end) when attention forms the scores:
-  // q [B, H, S, D] (after rotate), k [B, H, S, D] -> [B, H, C, S]; q_rows . k * score_scale here.
+  // q [B, H, S, D] (after rotate), k [B, H, K, D] -> [B, H, C, K]; q_rows . k * score_scale here.
+  // k holds the keys [0, K), K <= S (all S unless traits().keys_prefix; positions always all S).
   virtual torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                        int64_t begin, int64_t end);
   // What a family whose term depends on the tokens (FoX's forget gates) derives from layer
@@ -66,7 +70,8 @@ class PositionEncodingImpl : public torch::nn::Module {
   virtual torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) { return {}; }
   // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
-  // q, k [B, H, S, D] (after rotate), scores [B, H, C, S] -> [B|1, H, C, S], C = end - begin;
+  // q [B, H, S, D], k [B, H, K, D] (after rotate; keys [0, K) as for content_scores),
+  // scores [B, H, C, K] -> [B|1, H, C, K], C = end - begin;
   // `state` is layer_state's. Attention asks for all rows at once, or for blocks of them at
   // long lengths. Only called when traits().forms_scores; undefined when there is nothing to add.
   virtual torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
@@ -78,7 +83,7 @@ class PositionEncodingImpl : public torch::nn::Module {
   // of `batch` and `heads` heads with `elem` bytes per element: sizes the blocks of query rows.
   virtual double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const { return 0; }
   // Term added to the attention output of query rows [begin, begin + C) from their weights
-  // p [B, H, C, S] -> [B, H, C, D], or undefined.
+  // p [B, H, C, K] over the keys [0, K) -> [B, H, C, D], or undefined.
   virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
                                     int64_t begin) {
     return {};

@@ -70,7 +70,8 @@ torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   const torch::Tensor& w = tables(layer_index)->relative_key->weight;  // [2k+1, D]
   const torch::Tensor rows = q.narrow(2, begin, end - begin);
   const torch::Tensor by_distance = torch::matmul(rows, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, C, 2k+1]
-  return by_distance.gather(-1, per_head(table_index(positions, begin, end), rows)) * score_scale(q.size(-1));
+  const torch::Tensor index = table_index(positions, begin, end).narrow(-1, 0, k.size(2));  // keys [0, K)
+  return by_distance.gather(-1, per_head(index, rows)) * score_scale(q.size(-1));
 }
 
 torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer_index,
@@ -78,7 +79,8 @@ torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Ten
   if (!config_.values) return {};
   const torch::Tensor& w = tables(layer_index)->relative_value->weight;  // [2k+1, D]
   // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r
-  const torch::Tensor index = per_head(table_index(positions, begin, begin + probs.size(2)), probs);
+  const torch::Tensor index =
+      per_head(table_index(positions, begin, begin + probs.size(2)).narrow(-1, 0, probs.size(-1)), probs);
   const torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), probs.size(2), w.size(0)}, probs.options())
                                     .scatter_add(-1, index, probs);
   return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
@@ -128,8 +130,9 @@ torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch:
                       w_kr);  // [B, H, C, hidden]
   const torch::Tensor p_s = p.narrow(-1, 0, half), p_c = p.narrow(-1, half, half);
   const torch::Tensor query_side = torch::cat({p_s * sin_m + p_c * cos_m, p_c * sin_m - p_s * cos_m}, -1);
+  const torch::Tensor keys = trig.narrow(-2, 0, k.size(2));  // keys [0, K)
   const torch::Tensor key_side =
-      torch::cat({trig.narrow(-1, half, half), trig.narrow(-1, 0, half)}, -1);     // [cos_n, sin_n]
+      torch::cat({keys.narrow(-1, half, half), keys.narrow(-1, 0, half)}, -1);     // [cos_n, sin_n]
   const torch::Tensor bd = torch::matmul(query_side, key_side.transpose(-2, -1));  // [B, H, C, S]
   const torch::Tensor c =
       torch::matmul(k, l->r_w_bias.to(k.scalar_type()).view({1, H, D, 1}));  // u . k_j: [B, H, S, 1]
@@ -192,7 +195,8 @@ torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tenso
                                       const torch::Tensor& /*state*/) {
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
-  const auto [c2p_index, p2c_index] = table_index(positions, begin, end);  // [.., C, S] each
+  const auto [c2p_all, p2c_all] = table_index(positions, begin, end);  // [.., C, S] each
+  const torch::Tensor c2p_index = c2p_all.narrow(-1, 0, k.size(2)), p2c_index = p2c_all.narrow(-1, 0, k.size(2));
   // The shared table through a view of its own per call: its two uses here sum into one
   // gradient before the layers' are added, as they do when the layer is recomputed
   // (activation checkpointing), so both runs add in the same order.

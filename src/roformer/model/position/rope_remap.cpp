@@ -49,8 +49,9 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
                                             const torch::Tensor& positions, int64_t begin, int64_t end) {
   const int64_t S = q.size(2), C = end - begin;
   const torch::Tensor rows = q.narrow(2, begin, C);
-  const torch::Tensor pos = positions.to(torch::kFloat64);
-  const torch::Tensor row_pos = pos.narrow(-1, begin, C);
+  const torch::Tensor all = positions.to(torch::kFloat64);
+  const torch::Tensor row_pos = all.narrow(-1, begin, C);
+  const torch::Tensor pos = all.narrow(-1, 0, k.size(2));  // the keys [0, K)
   double scale = score_scale(q.size(-1));
   if (config_.mode == config::RopeMode::string)
     scale *= config_.string.attention_factor * config_.string.attention_factor;

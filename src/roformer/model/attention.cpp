@@ -204,7 +204,7 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   // Causal rows see no key after `end`: the family scores the keys [0, K) alone.
   const int64_t K = visible_keys(ctx, q.size(2), begin, end);
   const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
-  torch::Tensor scores = position_->content_scores(q, keys, ctx.positions, begin, end);  // [B, H, C, K]
+  torch::Tensor scores = position_->content_scores(q, keys, ctx.positions, begin, end, state);  // [B, H, C, K]
   if (ctx.mask.defined()) {
     scores = scores + ctx.mask.rows(begin, end, K).to(scores.scalar_type());  // the encoder's: causal + padding
   } else if (ctx.causal) {                                                    // a caller without the encoder's mask
@@ -308,7 +308,8 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
-  if (forms_scores()) return attend_with_terms(q, k, v, ctx, position_->layer_state(x, layer_, ctx.segments));
+  if (forms_scores())
+    return attend_with_terms(q, k, v, ctx, position_->layer_state(x, k, ctx.positions, layer_, ctx.segments));
   return attend_sdpa(q, k, v, ctx);
 }
 

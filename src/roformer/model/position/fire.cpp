@@ -112,7 +112,9 @@ void FireImpl::reset_parameters() {
   }
 }
 
-torch::Tensor FireImpl::layer_state(const torch::Tensor& x, int64_t layer_index, const torch::Tensor& segments) {
+torch::Tensor FireImpl::layer_state(const torch::Tensor& x, const torch::Tensor& /*k*/,
+                                    const torch::Tensor& /*positions*/, int64_t layer_index,
+                                    const torch::Tensor& segments) {
   const int64_t S = x.size(1);
   if (!segments.defined() || bidirectional_ || double(S) * double(S) * double(num_heads_) * 4.0 > kTableBytes)
     return {};

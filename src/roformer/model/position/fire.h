@@ -69,7 +69,8 @@ class FireImpl : public PositionEncodingImpl {
   // Over packed documents (segments defined; causal FIRE, table within kTableBytes): the bias of
   // every (query, key) position pair in [0, S), [S, S, H], computed once per layer; score_term
   // then gathers each row's pairs from it instead of running the MLP per row.
-  torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) override;
+  torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                            int64_t layer, const torch::Tensor& segments) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   void reset_parameters() override;
 

@@ -35,7 +35,9 @@ void FoxImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const
   if (rope_) rope_->rotate(q, k, v, positions);
 }
 
-torch::Tensor FoxImpl::layer_state(const torch::Tensor& x, int64_t layer_index, const torch::Tensor& /*segments*/) {
+torch::Tensor FoxImpl::layer_state(const torch::Tensor& x, const torch::Tensor& /*k*/,
+                                   const torch::Tensor& /*positions*/, int64_t layer_index,
+                                   const torch::Tensor& /*segments*/) {
   // The gates' logs and their running sum in fp32 at least, as the authors' kernel takes them.
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor log_f = torch::log_sigmoid(layers_[layer_index]->gate_logits(x).to(acc));  // [B, S, heads]

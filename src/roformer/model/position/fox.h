@@ -38,7 +38,8 @@ class FoxImpl : public PositionEncodingImpl {
   FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64_t hidden, int64_t heads, bool bidirectional);
   void rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, const torch::Tensor& positions) override;
   // c = cumsum(log f) along the sequence: [B, heads, S] in fp32 (fp64 for a double model).
-  torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) override;
+  torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                            int64_t layer, const torch::Tensor& segments) override;
   // D for query rows [begin, end): [B, heads, C, S] from state c.
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,

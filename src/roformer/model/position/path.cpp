@@ -136,7 +136,9 @@ torch::Tensor short_convolution(const torch::Tensor& wx, const torch::Tensor& we
 
 }  // namespace
 
-torch::Tensor PathImpl::layer_state(const torch::Tensor& x, int64_t layer_index, const torch::Tensor& segments) {
+torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor& /*k*/,
+                                    const torch::Tensor& /*positions*/, int64_t layer_index,
+                                    const torch::Tensor& segments) {
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   PathLayer& l = layers_[layer_index];
   const int64_t B = x.size(0), S = x.size(1), hidden = x.size(2), D = hidden / heads_;

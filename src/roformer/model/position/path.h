@@ -61,7 +61,8 @@ class PathImpl : public PositionEncodingImpl {
  public:
   PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t hidden, int64_t heads);
   // w, beta (and FoX's c with the gate) packed as [B, H, S, D + 2] in fp32 (fp64 for a double model).
-  torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) override;
+  torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                            int64_t layer, const torch::Tensor& segments) override;
   // (PaTH's scores - q.k) / sqrt(d) (+ (c_i - c_j) / sqrt(d)) for query rows [begin, end).
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,

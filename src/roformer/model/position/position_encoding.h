@@ -5,6 +5,9 @@
 //   relative_bias: additive per-head score bias by key - query offset -> [H, 2S - 1]
 //   content_scores: the scaled q.k scores of query rows when attention forms them (a family
 //                that picks a relative position per pair, ReRoPE, forms them itself)
+//   layer_state: what a family derives once per layer, before any block of query rows, from
+//                the layer's input (FoX's forget gates) or its keys (ReRoPE's rotated keys,
+//                DeBERTa's keys against the position embeddings)
 //   score_term:  a term added to the scores, per layer and query rows: from q and k (Shaw,
 //                Transformer-XL, DeBERTa), the scores themselves (CoPE), the positions (FIRE)
 //                or the layer's input through layer_state (FoX's forget gates)
@@ -61,13 +64,18 @@ class PositionEncodingImpl : public torch::nn::Module {
   // The scaled content scores of query rows [begin, end) when attention forms the scores:
   // q [B, H, S, D] (after rotate), k [B, H, K, D] -> [B, H, C, K]; q_rows . k * score_scale here.
   // k holds the keys [0, K), K <= S (all S unless traits().keys_prefix; positions always all S).
+  // `state` is layer_state's.
   virtual torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                       int64_t begin, int64_t end);
-  // What a family whose term depends on the tokens (FoX's forget gates) derives from layer
-  // `layer`'s input x [B, S, hidden], once per layer before any block of query rows; handed
-  // back to score_term as `state`. Undefined for families of positions alone. `segments`
-  // [B, S]: packed documents (EncoderInput::segments) that nothing may mix across, or undefined.
-  virtual torch::Tensor layer_state(const torch::Tensor& x, int64_t layer, const torch::Tensor& segments) { return {}; }
+                                       int64_t begin, int64_t end, const torch::Tensor& state);
+  // What a family derives once per layer before any block of query rows, from layer `layer`'s
+  // input x [B, S, hidden] (FoX's forget gates) or from all S of its keys k [B, H, S, D] (after
+  // rotate): work that would otherwise be repeated per block. Handed back to content_scores and
+  // score_term as `state`; undefined when there is none. `segments` [B, S]: packed documents
+  // (EncoderInput::segments) that nothing may mix across, or undefined.
+  virtual torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                                    int64_t layer, const torch::Tensor& segments) {
+    return {};
+  }
   // Score term for layer `layer` and query rows [begin, end), added to `scores`, the scaled
   // q.k * score_scale of those rows plus the encoder's mask (-inf where a key is hidden):
   // q [B, H, S, D], k [B, H, K, D] (after rotate; keys [0, K) as for content_scores),

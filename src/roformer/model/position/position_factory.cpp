@@ -17,7 +17,8 @@
 namespace roformer::model {
 
 torch::Tensor PositionEncodingImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
-                                                   const torch::Tensor& /*positions*/, int64_t begin, int64_t end) {
+                                                   const torch::Tensor& /*positions*/, int64_t begin, int64_t end,
+                                                   const torch::Tensor& /*state*/) {
   return at::matmul(q.narrow(2, begin, end - begin), k.transpose(-2, -1)) * score_scale(q.size(-1));
 }
 

@@ -187,28 +187,48 @@ std::pair<torch::Tensor, torch::Tensor> DebertaImpl::table_index(const torch::Te
   return {toeplitz_rows(by_offset, begin, end)[0], toeplitz_rows(by_offset.flip(-1), begin, end)[0]};
 }
 
+torch::Tensor DebertaImpl::shared_table() const {
+  // A view of its own per block: the block's two uses sum into one gradient before the layers'
+  // are added, as they do when the layer is recomputed (activation checkpointing), so both runs
+  // add in the same order.
+  return rel_embeddings->weight.view_as(rel_embeddings->weight);  // [2k, hidden]
+}
+
+torch::Tensor DebertaImpl::position_heads(const torch::Tensor& P, const torch::nn::Linear& proj, int64_t heads,
+                                          int64_t head_dim) const {
+  const int64_t span = config_.position_buckets;
+  return at::linear(P, proj->weight, proj->bias).view({2 * span, heads, head_dim}).permute({1, 2, 0});
+}
+
+torch::Tensor DebertaImpl::layer_state(const torch::Tensor& /*x*/, const torch::Tensor& k,
+                                       const torch::Tensor& /*positions*/, int64_t layer_index,
+                                       const torch::Tensor& /*segments*/) {
+  if (torch::GradMode::is_enabled()) return {};  // with autograd each block forms its own (see shared_table)
+  const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
+  return key_positions(k, position_heads(shared_table(), l->pos_query_proj, k.size(1), k.size(3)));
+}
+
+torch::Tensor DebertaImpl::key_positions(const torch::Tensor& k, const torch::Tensor& heads) {
+  return torch::matmul(heads.transpose(-2, -1).to(k.scalar_type()).unsqueeze(0), k.transpose(-2, -1));  // [B, H, 2k, K]
+}
+
 // c2p(i, j) = q_i . K^r_{delta(i,j)} and p2c(i, j) = k_j . Q^r_{delta(j,i)} (the paper's Eq. 4;
-// Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers rows j of K Q_r^T at
-// delta(j, i), [B, H, S, C], and is transposed.
+// Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers column j of
+// Q_r K^T (layer_state's, for the keys [0, K)) at row delta(j, i): [B, H, C, K] as the scores are.
 torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
                                       const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
-                                      const torch::Tensor& /*state*/) {
+                                      const torch::Tensor& state) {
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
-  const int64_t H = q.size(1), D = q.size(3), span = config_.position_buckets;
+  const int64_t H = q.size(1), D = q.size(3), K = k.size(2);
   const auto [c2p_all, p2c_all] = table_index(positions, begin, end);  // [.., C, S] each
-  const torch::Tensor c2p_index = c2p_all.narrow(-1, 0, k.size(2)), p2c_index = p2c_all.narrow(-1, 0, k.size(2));
-  // The shared table through a view of its own per call: its two uses here sum into one
-  // gradient before the layers' are added, as they do when the layer is recomputed
-  // (activation checkpointing), so both runs add in the same order.
-  const torch::Tensor P = rel_embeddings->weight.view_as(rel_embeddings->weight);  // [2k, hidden]
-  auto heads_of = [&](const torch::nn::Linear& proj) {
-    return at::linear(P, proj->weight, proj->bias).view({2 * span, H, D}).permute({1, 2, 0});  // [H, D, 2k]
-  };
+  const torch::Tensor c2p_index = c2p_all.narrow(-1, 0, K), p2c_index = p2c_all.narrow(-1, 0, K);
   const torch::Tensor rows = q.narrow(2, begin, end - begin);
-  const torch::Tensor c2p = per_head_matmul(rows, heads_of(l->pos_key_proj)).gather(-1, per_head(c2p_index, rows));
-  const torch::Tensor p2c = per_head_matmul(k, heads_of(l->pos_query_proj))
-                                .gather(-1, per_head(p2c_index.transpose(-2, -1), k))
-                                .transpose(-2, -1);
+  const torch::Tensor P = shared_table();
+  const torch::Tensor c2p =
+      per_head_matmul(rows, position_heads(P, l->pos_key_proj, H, D)).gather(-1, per_head(c2p_index, rows));
+  const torch::Tensor keys =
+      (state.defined() ? state : key_positions(k, position_heads(P, l->pos_query_proj, H, D))).narrow(-1, 0, K);
+  const torch::Tensor p2c = keys.gather(2, per_head(p2c_index, rows));
   return (c2p + p2c) * score_scale(D);
 }
 

@@ -94,9 +94,15 @@ TORCH_MODULE(DebertaLayer);
 class DebertaImpl : public PositionEncodingImpl {
  public:
   DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden);
+  // Without autograd, every key against every position embedding, k_j . Q^r_d, as [B, H, 2k, S]
+  // (keys along the rows, so p2c gathers each block's [C, K] pairs in place), once per layer;
+  // with autograd, undefined (each block forms its keys' own, so that one view of P serves both
+  // of its terms and the gradients add in the same order when a layer is recomputed).
+  torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                            int64_t layer, const torch::Tensor& segments) override;
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
-                           const torch::Tensor& /*state*/) override;
+                           const torch::Tensor& state) override;
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
@@ -106,6 +112,13 @@ class DebertaImpl : public PositionEncodingImpl {
   // Rows of P for query rows i in [begin, end) and every key j: delta(i, j) for c2p and
   // delta(j, i) for p2c, both [C, S] or [B, C, S].
   std::pair<torch::Tensor, torch::Tensor> table_index(const torch::Tensor& positions, int64_t begin, int64_t end);
+  // The shared embeddings P [2k, hidden], through a view of their own for each use.
+  torch::Tensor shared_table() const;
+  // P through a projection, per head: [H, D, 2k].
+  torch::Tensor position_heads(const torch::Tensor& P, const torch::nn::Linear& proj, int64_t heads,
+                               int64_t head_dim) const;
+  // Q^r k_j for every key of k [B, H, K, D] and position embedding d, from heads [H, D, 2k]: [B, H, 2k, K].
+  static torch::Tensor key_positions(const torch::Tensor& k, const torch::Tensor& heads);
 
   config::DebertaConfig config_;
   std::vector<DebertaLayer> layers_;  // the modules in `layer`

@@ -45,43 +45,65 @@ RopeRemapImpl::FarRotation RopeRemapImpl::far_rotation(const torch::Tensor& row_
   }
 }
 
+double RopeRemapImpl::dual_chunk_tokens() const {
+  return double(config_.dual_chunk.chunk_size) - double(config_.dual_chunk.local_window);
+}
+
+torch::Tensor RopeRemapImpl::layer_state(const torch::Tensor& /*x*/, const torch::Tensor& k,
+                                         const torch::Tensor& positions, int64_t /*layer*/,
+                                         const torch::Tensor& /*segments*/) {
+  const int64_t S = k.size(2);
+  const torch::Tensor pos = positions.to(torch::kFloat64);
+  if (config_.mode == config::RopeMode::dual_chunk)  // positions >= 0: fmod is mod
+    return rotated(k, torch::fmod(pos, dual_chunk_tokens()), S).unsqueeze(0);
+  const torch::Tensor near = rotated(k, pos, S);
+  const FarRotation far = far_rotation(pos, pos, 1.0, S);  // the keys' remap is the same on both sides
+  if (!std::isfinite(far.threshold)) return near.unsqueeze(0);
+  return torch::stack({near, rotated(k, far.key_at, S)});
+}
+
 torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& positions, int64_t begin, int64_t end) {
-  const int64_t S = q.size(2), C = end - begin;
+                                            const torch::Tensor& positions, int64_t begin, int64_t end,
+                                            const torch::Tensor& state) {
+  const int64_t S = q.size(2), C = end - begin, K = k.size(2);
   const torch::Tensor rows = q.narrow(2, begin, C);
   const torch::Tensor all = positions.to(torch::kFloat64);
   const torch::Tensor row_pos = all.narrow(-1, begin, C);
-  const torch::Tensor pos = all.narrow(-1, 0, k.size(2));  // the keys [0, K)
+  const torch::Tensor pos = all.narrow(-1, 0, K);  // the keys [0, K)
+  // The keys rotated to `at`: layer_state's (rotated once per layer), else now.
+  auto keys_at = [&](int64_t set, const torch::Tensor& at) {
+    return state.defined() ? state.select(0, set).narrow(2, 0, K) : rotated(k, at, S);
+  };
   double scale = score_scale(q.size(-1));
   if (config_.mode == config::RopeMode::string)
     scale *= config_.string.attention_factor * config_.string.attention_factor;
-  if (config_.mode == config::RopeMode::dual_chunk) return dual_chunk_scores(rows, k, row_pos, pos, S, scale);
+  if (config_.mode == config::RopeMode::dual_chunk)
+    return dual_chunk_scores(rows, keys_at(0, torch::fmod(pos, dual_chunk_tokens())), row_pos, pos, S, scale);
   auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) { return at::matmul(a, b.transpose(-2, -1)) * scale; };
   // Near the query: plain RoPE.
-  torch::Tensor scores = dot(rotated(rows, row_pos, S), rotated(k, pos, S));
-  const torch::Tensor distance = (row_pos.unsqueeze(-1) - pos.unsqueeze(-2));  // i - j: [.., C, S]
+  torch::Tensor scores = dot(rotated(rows, row_pos, S), keys_at(0, pos));
+  const torch::Tensor distance = (row_pos.unsqueeze(-1) - pos.unsqueeze(-2));  // i - j: [.., C, K]
   auto broadcast = [&](const torch::Tensor& mask) { return mask.dim() == 2 ? mask : mask.unsqueeze(1); };
   for (double side : {1.0, -1.0}) {
     if (side < 0 && !bidirectional_) break;
     const FarRotation far = far_rotation(row_pos, pos, side, S);
     if (!std::isfinite(far.threshold)) break;
-    const torch::Tensor remapped = dot(rotated(rows, far.query_at, S), rotated(k, far.key_at, S));
+    const torch::Tensor remapped = dot(rotated(rows, far.query_at, S), keys_at(1, far.key_at));
     scores = torch::where(broadcast(side * distance >= far.threshold), remapped, scores);
   }
   return scores;
 }
 
-torch::Tensor RopeRemapImpl::dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& k,
+torch::Tensor RopeRemapImpl::dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& keys,
                                                const torch::Tensor& row_pos, const torch::Tensor& pos, int64_t S,
                                                double scale) {
   const double chunk_size = double(config_.dual_chunk.chunk_size);
-  const double c = chunk_size - double(config_.dual_chunk.local_window);  // tokens per chunk
+  const double c = dual_chunk_tokens();
   auto dot = [&](const torch::Tensor& a, const torch::Tensor& b) { return at::matmul(a, b.transpose(-2, -1)) * scale; };
-  const torch::Tensor keys = rotated(k, torch::fmod(pos, c), S);  // positions >= 0: fmod is mod
   const torch::Tensor query_in_chunk = torch::fmod(row_pos, c);
   torch::Tensor scores = dot(rotated(rows, query_in_chunk, S), keys);  // intra-chunk: i mod c - j mod c
   const torch::Tensor gap =
-      torch::floor(row_pos / c).unsqueeze(-1) - torch::floor(pos / c).unsqueeze(-2);  // [.., C, S]
+      torch::floor(row_pos / c).unsqueeze(-1) - torch::floor(pos / c).unsqueeze(-2);  // [.., C, K]
   if ((gap < 1).all().item<bool>()) return scores;                                    // one chunk: plain RoPE
   auto broadcast = [&](const torch::Tensor& mask) { return mask.dim() == 2 ? mask : mask.unsqueeze(1); };
   const torch::Tensor successive = dot(rotated(rows, (query_in_chunk + c).clamp_max(chunk_size), S), keys);

@@ -14,8 +14,9 @@
 // Self-Extend our own mirror). As in the authors' code the scores are formed from two rotations
 // of the same q and k: plain RoPE near the query, and past the threshold the query and keys
 // rotated to the remapped positions. So attention rotates nothing (Traits: forms_scores,
-// Rotation::none) and content_scores forms the scores per block of query rows; about two
-// (causal) or three (bidirectional) score matrices where RoPE forms one. The frequencies are the
+// Rotation::none) and content_scores forms the scores per block of query rows from keys rotated
+// once per layer (layer_state); about two (causal) or three (bidirectional) score matrices where
+// RoPE forms one. The frequencies are the
 // checkpoint's RoPE frequencies with any scaling, so each applies to any RoPE checkpoint
 // (model.position.rope.mode).
 #pragma once
@@ -30,7 +31,11 @@ class RopeRemapImpl : public PositionEncodingImpl {
   RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim, bool bidirectional);
 
   torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                               int64_t begin, int64_t end) override;
+                               int64_t begin, int64_t end, const torch::Tensor& state) override;
+  // The layer's keys rotated once for every block of query rows: [2, B, H, S, D] (near, far),
+  // [1, ...] when nothing is remapped or for DCA (its keys at j mod c).
+  torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
+                            int64_t layer, const torch::Tensor& segments) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
 
  private:
@@ -42,8 +47,10 @@ class RopeRemapImpl : public PositionEncodingImpl {
   };
   FarRotation far_rotation(const torch::Tensor& row_pos, const torch::Tensor& pos, double side, int64_t S) const;
   // DCA's scores of query rows at positions row_pos [C] against keys at pos [S] (scaled by `scale`).
-  torch::Tensor dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& k, const torch::Tensor& row_pos,
+  torch::Tensor dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& keys, const torch::Tensor& row_pos,
                                   const torch::Tensor& pos, int64_t S, double scale);
+  // DCA's tokens per chunk, c = chunk_size - local_window.
+  double dual_chunk_tokens() const;
   // q or k [B, H, S|C, D] rotated to positions `at` ([S|C] or [B, S|C], any real values).
   torch::Tensor rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length);
 

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "roformer/model/position/offset_rows.h"
@@ -64,25 +65,54 @@ torch::Tensor ShawImpl::table_index(const torch::Tensor& positions, int64_t begi
   return index_.get(positions.device(), positions.size(0), torch::kLong, build, begin, end);
 }
 
+std::pair<int64_t, int64_t> ShawImpl::clipped_columns(const torch::Tensor& positions, int64_t begin, int64_t end,
+                                                      int64_t keys) const {
+  if (positions.dim() == 2) return {0, keys};  // explicit positions: no band known
+  const int64_t k = config_.max_distance;
+  const int64_t first = std::clamp<int64_t>(begin - k + 1, 0, keys);  // j <= i - k for every row
+  return {first, std::clamp<int64_t>(end - 1 + k, first, keys)};      // from here j >= i + k for every row
+}
+
 torch::Tensor ShawImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
                                    const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
                                    const torch::Tensor& /*state*/) {
   const torch::Tensor& w = tables(layer_index)->relative_key->weight;  // [2k+1, D]
-  const torch::Tensor rows = q.narrow(2, begin, end - begin);
+  const int64_t B = q.size(0), H = q.size(1), C = end - begin, K = k.size(2), R = w.size(0);
+  const torch::Tensor rows = q.narrow(2, begin, C);
   const torch::Tensor by_distance = torch::matmul(rows, w.to(q.scalar_type()).t());  // q_i . w_r: [B, H, C, 2k+1]
-  const torch::Tensor index = table_index(positions, begin, end).narrow(-1, 0, k.size(2));  // keys [0, K)
-  return by_distance.gather(-1, per_head(index, rows)) * score_scale(q.size(-1));
+  // Keys past the clip on either side take the first or last table row for the whole block:
+  // those columns are one value per row; only the band between them is gathered.
+  const auto [first, last] = clipped_columns(positions, begin, end, K);
+  std::vector<torch::Tensor> parts;
+  if (first > 0) parts.push_back(by_distance.narrow(-1, 0, 1).expand({B, H, C, first}));
+  if (last > first) {
+    const torch::Tensor index = table_index(positions, begin, end).narrow(-1, first, last - first);
+    parts.push_back(by_distance.gather(-1, per_head(index, rows)));
+  }
+  if (last < K) parts.push_back(by_distance.narrow(-1, R - 1, 1).expand({B, H, C, K - last}));
+  const torch::Tensor term = parts.size() == 1 ? parts[0] : torch::cat(parts, -1);
+  return term * score_scale(q.size(-1));
 }
 
 torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer_index,
                                     int64_t begin) {
   if (!config_.values) return {};
   const torch::Tensor& w = tables(layer_index)->relative_value->weight;  // [2k+1, D]
-  // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r
-  const torch::Tensor index =
-      per_head(table_index(positions, begin, begin + probs.size(2)).narrow(-1, 0, probs.size(-1)), probs);
-  const torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), probs.size(2), w.size(0)}, probs.options())
-                                    .scatter_add(-1, index, probs);
+  const int64_t C = probs.size(2), K = probs.size(-1), R = w.size(0);
+  // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r; past the clip
+  // on either side the sum is the row's sum over those columns.
+  const auto [first, last] = clipped_columns(positions, begin, begin + C, K);
+  torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), C, R}, probs.options());
+  if (last > first) {
+    const torch::Tensor index =
+        per_head(table_index(positions, begin, begin + C).narrow(-1, first, last - first), probs);
+    per_row = per_row.scatter_add(-1, index, probs.narrow(-1, first, last - first));
+  }
+  const auto opts = torch::dtype(torch::kLong).device(probs.device());
+  if (first > 0)
+    per_row = per_row.index_add(-1, torch::zeros({1}, opts), probs.narrow(-1, 0, first).sum(-1, /*keepdim=*/true));
+  if (last < K)
+    per_row = per_row.index_add(-1, torch::full({1}, R - 1, opts), probs.narrow(-1, last, K - last).sum(-1, true));
   return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
 }
 

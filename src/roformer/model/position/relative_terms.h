@@ -47,6 +47,11 @@ class ShawImpl : public PositionEncodingImpl {
   // Relative-distance row of w for query rows [begin, end) and every key: clip(j - i, -k, k) + k,
   // [C, S] or [B, C, S] (the whole [S, S] one cached per length).
   torch::Tensor table_index(const torch::Tensor& positions, int64_t begin, int64_t end);
+  // For query rows [begin, end) and keys [0, keys): the columns [first, last) whose clipped
+  // distance differs between rows; before `first` every row clips to -k, from `last` on to +k.
+  // All keys for explicit positions.
+  std::pair<int64_t, int64_t> clipped_columns(const torch::Tensor& positions, int64_t begin, int64_t end,
+                                              int64_t keys) const;
 
   config::ShawConfig config_;
   std::vector<ShawTables> tables_;  // the modules in `layer`

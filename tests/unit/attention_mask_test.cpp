@@ -48,6 +48,23 @@ torch::Tensor concat_blocks(const AttentionMask& m, int64_t S, int64_t B, int64_
   return torch::cat(parts, 2);
 }
 
+// A two-layer model 16 wide with two heads and no dropout, T5 in 8 buckets up to distance 16.
+config::ModelConfig tiny_model(config::PositionKind kind, config::Objective objective) {
+  config::ModelConfig c;
+  c.objective = objective;
+  c.vocab_size = 23;
+  c.hidden_size = 16;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.ffn_size = 32;
+  c.hidden_dropout = 0.0;
+  c.attention_dropout = 0.0;
+  c.position.kind = kind;
+  c.position.t5_bias.num_buckets = 8;
+  c.position.t5_bias.max_distance = 16;
+  return c;
+}
+
 }  // namespace
 
 TEST(ToeplitzRows, EqualTheOffsetFormulaForEveryBlock) {
@@ -185,18 +202,7 @@ TEST(AttentionMask, BiasFamiliesInReversedBlocksEqualTheWholeMask) {
   for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich})
     for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
       SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " objective " << int(objective));
-      config::ModelConfig c;
-      c.objective = objective;
-      c.vocab_size = 23;
-      c.hidden_size = 16;
-      c.num_heads = 2;
-      c.num_layers = 2;
-      c.ffn_size = 32;
-      c.hidden_dropout = 0.0;
-      c.attention_dropout = 0.0;
-      c.position.kind = kind;
-      c.position.t5_bias.num_buckets = 8;
-      c.position.t5_bias.max_distance = 16;
+      config::ModelConfig c = tiny_model(kind, objective);
       torch::manual_seed(9);
       const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 40}, torch::kLong);
       auto hidden = [&](double limit) {
@@ -302,19 +308,7 @@ TEST(AttentionMask, ModelInQueryBlocksMatchesTheWholeMask) {
     for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
       if (variant.causal_only && objective == config::Objective::mlm) continue;
       SCOPED_TRACE(::testing::Message() << variant.name << " objective " << int(objective));
-      const PositionKind kind = variant.kind;
-      config::ModelConfig c;
-      c.objective = objective;
-      c.vocab_size = 23;
-      c.hidden_size = 16;
-      c.num_heads = 2;
-      c.num_layers = 2;
-      c.ffn_size = 32;
-      c.hidden_dropout = 0.0;
-      c.attention_dropout = 0.0;
-      c.position.kind = kind;
-      c.position.t5_bias.num_buckets = 8;
-      c.position.t5_bias.max_distance = 16;
+      config::ModelConfig c = tiny_model(variant.kind, objective);
       c.position.shaw.max_distance = 6;  // 40 tokens reach past the clip and the exact buckets
       c.position.deberta.position_buckets = 8;
       c.position.deberta.max_relative_positions = 24;

@@ -117,6 +117,11 @@ CLI::App* declare_sweep(CLI::App& app, SweepArgs& a) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--out", a.out, "output directory (default sweeps/<sweep name>); rerunning resumes it")
       ->check(non_empty());
+  cmd->add_option("--record", a.record,
+                  "folder to keep each finished run's metrics, config and evaluations in (small files to "
+                  "commit; no checkpoints), and the report; a rerun copies recorded runs from there instead "
+                  "of training them")
+      ->check(non_empty());
   cmd->add_flag("--report-only", a.report_only, "only aggregate finished runs into report.md and plots");
   return cmd;
 }

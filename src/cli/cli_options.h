@@ -34,7 +34,7 @@ struct EvalArgs {
 };
 
 struct SweepArgs {
-  std::string file, out;
+  std::string file, out, record;
   std::vector<std::string> overrides;  // --set: after the file's own set, before each variant's
   int64_t seeds = 0;                   // 0: not given (the file's list)
   bool report_only = false;

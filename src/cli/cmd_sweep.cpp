@@ -1,4 +1,4 @@
-// `roformer sweep ABLATION.yaml [--seeds N] [--set k=v ...] [--out DIR] [--report-only]`.
+// `roformer sweep ABLATION.yaml [--seeds N] [--set k=v ...] [--out DIR] [--record DIR] [--report-only]`.
 #include <filesystem>
 
 #include "cli/cli_options.h"
@@ -19,7 +19,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
       return;
     }
-    exit_code = sweep::run_sweep(spec, out, o->seeds);
+    exit_code = sweep::run_sweep(spec, out, o->seeds, o->record);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -234,8 +235,32 @@ TEST(Sweep, ResumesWithoutRetrainingAndReportsEveryVariant) {
   const std::string before = read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors");
   r = run_command("'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --out '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("rope-seed1: trained (step 20), skipping training"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rope-seed1: trained and evaluated, skipping"), std::string::npos) << r.output;
   EXPECT_TRUE(read_file(out + "/runs/rope-seed1/checkpoints/step_20/model.safetensors") == before) << "rewritten";
+  // A finished run without its checkpoints (deleted to save disk) is still finished.
+  std::filesystem::remove_all(out + "/runs/alibi-seed1/checkpoints");
+  // --record keeps each finished run's small files and the report in a folder to commit; a fresh
+  // output folder takes the recorded runs from there instead of training them.
+  const std::string record = dir.file("record");
+  const std::string sweep = "'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml") + "' --record '" + record;
+  r = run_command(sweep + "' --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find(": training"), std::string::npos) << r.output;
+  for (const char* f : {"report.md", "runs/rope-seed2/metrics.jsonl", "runs/rope-seed2/config.yaml",
+                        "runs/rope-seed2/eval/chunks-yarn-2.json", "runs/alibi-seed1/eval/sliding.json"})
+    EXPECT_TRUE(roformer::path_exists(record + "/" + f)) << f;
+  EXPECT_FALSE(roformer::path_exists(record + "/runs/rope-seed1/checkpoints"));
+  const std::string fresh = dir.file("fresh");
+  r = run_command(sweep + "' --out '" + fresh + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[4/4] alibi-seed2: finished in"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(": training"), std::string::npos) << r.output;
+  EXPECT_FALSE(roformer::path_exists(fresh + "/runs/rope-seed1/checkpoints"));
+  EXPECT_EQ(read_file(fresh + "/runs/rope-seed1/eval/chunks-yarn-2.json"),
+            read_file(out + "/runs/rope-seed1/eval/chunks-yarn-2.json"));
+  const std::string table = "## In-distribution";
+  const std::string a = read_file(out + "/report.md"), b = read_file(fresh + "/report.md");
+  EXPECT_EQ(a.substr(a.find(table)), b.substr(b.find(table)));
   // The plots, drawn by the report renderer in the services' Python (the checkout's .venv here);
   // a Python that fails costs the plots and a warning naming the command, never the report.
   for (const char* png : {"loss_vs_step.png", "ppl_vs_length.png", "loss_by_position.png"})
@@ -278,6 +303,31 @@ TEST(Sweep, ScalingRunsOnlyOnTheVariantsScalingOnNames) {
   const std::string report = read_file(out + "/report.md");
   EXPECT_NE(report.find("| rope | pi-2 |"), std::string::npos) << report;
   EXPECT_EQ(report.find("| p-rope | pi-2 |"), std::string::npos) << report;
+}
+
+// `from`: a variant's run of each seed starts from the named variant's run of the same seed
+// (DroPE's protocol as a sweep row); without that run's checkpoint it stops with exit 2.
+TEST(Sweep, AVariantFromAnotherStartsFromItsRunOfTheSameSeed) {
+  TempDir dir;
+  const std::string ds = make_word_dataset(dir);
+  write_tiny_config(dir, ds, "causal_lm");
+  write_file(dir.file("sweep.yaml"),
+             "name: from\nconfig: tiny.yaml\nset: [\"train.steps=10\", \"train.checkpoint_every=10\"]\n"
+             "seeds: [1, 2]\nvariants:\n  - {name: rope, set: [\"model.position.kind=rope\"]}\n"
+             "  - {name: drope, from: rope, set: [\"model.position.kind=none\", \"train.init_protocol=drope\", "
+             "\"train.steps=4\"]}\neval:\n  lengths: [32]\n  max_tokens: 200\n");
+  const std::string out = dir.file("out"), sweep = "'" + roformer_binary() + "' sweep '" + dir.file("sweep.yaml");
+  auto r = run_command(sweep + "' --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* seed : {"1", "2"}) {
+    const std::string config = read_file(out + "/runs/drope-seed" + seed + "/config.yaml");
+    EXPECT_NE(config.find("init_from: \"" + out + "/runs/rope-seed" + seed + "\"\n"), std::string::npos) << config;
+  }
+  std::filesystem::remove_all(out + "/runs/rope-seed1/checkpoints");
+  std::filesystem::remove_all(out + "/runs/drope-seed1");
+  r = run_command(sweep + "' --out '" + out + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("rope-seed1, which has no checkpoint"), std::string::npos) << r.output;
 }
 
 TEST(Sweep, ReportFromFixtureMetricsHasTheExpectedNumbers) {

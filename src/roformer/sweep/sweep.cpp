@@ -1,6 +1,7 @@
 // Sweep orchestration and report aggregation (see sweep.h).
 #include "roformer/sweep/sweep.h"
 #include "roformer/sweep/sweep_file.h"
+#include "roformer/sweep/sweep_record.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -73,55 +74,89 @@ std::vector<std::string> eval_overrides(const SweepSpec& s, const std::string& p
   return o;
 }
 
+// The run directory a `from` variant starts from: the source variant's run of the same seed, beside
+// `dir`, which must hold a checkpoint (a run copied from a record has none).
+std::string source_run(const SweepVariant& v, int64_t seed, const std::string& dir) {
+  const std::string source =
+      std::filesystem::path(dir).parent_path().string() + "/" + run_name(SweepVariant{v.from, {}, ""}, seed);
+  if (!io::latest_checkpoint(source))
+    throw UserError("variant '" + v.name + "' starts from " + source + ", which has no checkpoint (a run copied " +
+                    "from a --record folder keeps none); to train it again, delete " + source + " and its record");
+  return source;
+}
+
+// Trains point `v` into `dir` (resuming a started run) unless its last checkpoint is final, then
+// writes each evaluation file it lacks. Returns the training's exit code.
+int run_point(const SweepSpec& spec, const SweepVariant& v, const config::LoadedConfig& cfg, const std::string& dir,
+              const std::string& where) {
+  const auto latest = io::latest_checkpoint(dir);
+  if (latest && latest->step >= cfg.config.train.steps) {
+    log::info(where, ": trained (step ", latest->step, "), skipping training");
+  } else {
+    log::info(where, ": training");
+    train::TrainOptions opts;
+    opts.run_dir = dir;
+    opts.resume = "auto";
+    config::LoadedConfig point = cfg;
+    if (!v.from.empty()) point.config.train.init_from = source_run(v, cfg.config.train.seed, dir);
+    const train::TrainResult r = train::run_training(point, opts);
+    if (r.exit_code != 0) return r.exit_code;
+  }
+  const std::string ckpt = io::latest_checkpoint(dir)->dir;
+  make_directories(dir + "/eval");
+  auto run_eval = [&](const std::string& file, const std::vector<std::string>& o) {
+    if (path_exists(file)) return;
+    const ExtrapolationReport rep = evaluate_checkpoint(ckpt, o);
+    std::cout << report_table(rep);
+    write_file_atomic(file, report_json(rep));
+  };
+  for (const auto& p : spec.protocols) run_eval(dir + "/eval/" + p + ".json", eval_overrides(spec, p));
+  if (scaling_applies(spec, v, cfg.config)) {
+    for (const auto& sc : spec.scaling) {
+      std::vector<std::string> o =
+          eval_overrides(spec, config::eval_protocol_names().name(config::EvalProtocol::chunks));
+      o.insert(o.end(), sc.overrides.begin(), sc.overrides.end());
+      run_eval(dir + "/eval/chunks-" + sc.name + ".json", o);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
-int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_override) {
+int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_override, const std::string& record) {
   SweepSpec spec = spec_in;
   if (seeds_override > 0) {
     const int64_t first = spec.seeds.front();
     spec.seeds.clear();
     for (int64_t i = 0; i < seeds_override; ++i) spec.seeds.push_back(first + i);
   }
+  if (!record.empty()) check_record_dir(record);
   make_directories(out + "/runs");
   const size_t points = spec.variants.size() * spec.seeds.size();
   size_t index = 0;
   for (const auto& v : spec.variants) {
     for (int64_t seed : spec.seeds) {
       ++index;
-      const std::string dir = out + "/runs/" + run_name(v, seed);
+      const std::string name = run_name(v, seed);
+      const std::string dir = out + "/runs/" + name;
       const config::LoadedConfig cfg = point_config(spec, v, seed);
-      const auto latest = io::latest_checkpoint(dir);
-      if (latest && latest->step >= cfg.config.train.steps) {
-        log::info("[", index, "/", points, "] ", run_name(v, seed), ": trained (step ", latest->step,
-                  "), skipping training");
-      } else {
-        log::info("[", index, "/", points, "] ", run_name(v, seed), ": training");
-        train::TrainOptions opts;
-        opts.run_dir = dir;
-        opts.resume = "auto";
-        const train::TrainResult r = train::run_training(cfg, opts);
-        if (r.exit_code != 0) return r.exit_code;
+      const std::vector<std::string> evals = eval_files(spec, v, cfg.config);
+      const std::string where = "[" + std::to_string(index) + "/" + std::to_string(points) + "] " + name;
+      if (!record.empty() && restore_point(record, name, dir, evals))
+        log::info(where, ": finished in ", record, ", copied from there");
+      if (point_finished(dir, evals)) {
+        log::info(where, ": trained and evaluated, skipping");
+        if (!record.empty()) record_point(dir, record, name, evals);
+        continue;
       }
-      const std::string ckpt = io::latest_checkpoint(dir)->dir;
-      make_directories(dir + "/eval");
-      auto run_eval = [&](const std::string& file, const std::vector<std::string>& o) {
-        if (path_exists(file)) return;
-        const ExtrapolationReport rep = evaluate_checkpoint(ckpt, o);
-        std::cout << report_table(rep);
-        write_file_atomic(file, report_json(rep));
-      };
-      for (const auto& p : spec.protocols) run_eval(dir + "/eval/" + p + ".json", eval_overrides(spec, p));
-      if (scaling_applies(spec, v, cfg.config)) {
-        for (const auto& sc : spec.scaling) {
-          std::vector<std::string> o =
-              eval_overrides(spec, config::eval_protocol_names().name(config::EvalProtocol::chunks));
-          o.insert(o.end(), sc.overrides.begin(), sc.overrides.end());
-          run_eval(dir + "/eval/chunks-" + sc.name + ".json", o);
-        }
-      }
+      const int exit_code = run_point(spec, v, cfg, dir, where);
+      if (exit_code != 0) return exit_code;
+      if (!record.empty()) record_point(dir, record, name, evals);
     }
   }
   write_sweep_report(spec, out);
+  if (!record.empty()) record_report(out, record);
   return 0;
 }
 

@@ -41,9 +41,11 @@ std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n,
   for (const auto& v : n) {
     if (!v.IsMap() || !v["name"] || !v["name"].IsScalar())
       throw UserError(where(file, v) + ": each " + key + " entry needs a name");
+    const bool takes_from = key == "variants";
     for (const auto& kv : v)
-      if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set")
-        throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key + " (name, set)");
+      if (kv.first.Scalar() != "name" && kv.first.Scalar() != "set" && !(takes_from && kv.first.Scalar() == "from"))
+        throw UserError(where(file, kv.first) + ": unknown key '" + kv.first.Scalar() + "' in " + key +
+                        (takes_from ? " (name, set, from)" : " (name, set)"));
     const std::string name = v["name"].Scalar();
     // It names a directory or file.
     check_path_component(name, where(file, v["name"]) + ": " + (key == "variants" ? "variant" : key) + " name");
@@ -51,7 +53,16 @@ std::vector<SweepVariant> variants(const std::string& file, const YAML::Node& n,
       if (earlier.name == name)
         throw UserError(where(file, v["name"]) + ": two " + key + " entries are named '" + name +
                         "' (each names its own runs and results); rename one");
-    out.push_back({name, string_list(file, v["set"], key + ".set")});
+    out.push_back({name, string_list(file, v["set"], key + ".set"), ""});
+    if (const YAML::Node from = v["from"]) {
+      const std::string source = from.IsScalar() ? from.Scalar() : std::string();
+      const bool earlier =
+          std::any_of(out.begin(), out.end() - 1, [&](const SweepVariant& e) { return e.name == source; });
+      if (!earlier)
+        throw UserError(where(file, from) + ": from names '" + source + "', which is not a variant listed before '" +
+                        name + "'; name the variant whose runs this one starts from, above it");
+      out.back().from = source;
+    }
   }
   return out;
 }

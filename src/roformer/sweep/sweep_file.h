@@ -14,6 +14,7 @@ namespace roformer::sweep {
 struct SweepVariant {
   std::string name;
   std::vector<std::string> overrides;  // "key.path=value"
+  std::string from;  // variants only: an earlier variant whose run of the same seed starts this one (train.init_from)
 };
 
 struct SweepSpec {

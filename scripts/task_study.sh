@@ -11,6 +11,9 @@
 #          minutes. Runs are trained with --resume auto and finished evaluations are skipped, so a
 #          rerun continues where the last sitting stopped and ends with the same tables. STEPS
 #          (default configs/tasks/base.yaml's) shortens every run, for a trial of the pipeline.
+#          RECORD (default data/results/tasks, where task_report.py copies the evaluations) holds
+#          evaluations of earlier sittings: they are copied into OUT first, and a run whose every
+#          evaluation is there is not trained again, so a fresh machine resumes from the record.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
@@ -65,6 +68,24 @@ method_args() {
   esac
 }
 
+record="${RECORD:-$here/data/results/tasks}"
+if [ -d "$record/eval" ]; then
+  mkdir -p "$out/eval"
+  cp -rn "$record/eval/." "$out/eval/"
+fi
+
+# evaluations_done TASK METHOD SEED: every evaluation file of that run is in OUT/eval.
+evaluations_done() {
+  local dir="$out/eval/$1" name="$2-seed$3" L kind
+  [ -f "$dir/$name.json" ] || return 1
+  if [ "$2" = rope ] && [[ " $retrieval " == *" $1 "* ]]; then
+    for L in $lengths; do
+      [ "$L" -gt "$train_len" ] || continue
+      for kind in yarn ntk self_extend; do [ -f "$dir/rope+$kind-seed$3-L$L.json" ] || return 1; done
+    done
+  fi
+}
+
 started=$(date +%s)
 out_of_time() { [ $(( $(date +%s) - started )) -ge $((budget_min * 60)) ]; }
 steps="${STEPS:-$(sed -n 's/^  steps: \([0-9]*\).*/\1/p' "$here/configs/tasks/base.yaml")}"
@@ -82,12 +103,13 @@ eval_once() {
   rm -rf "$tmp" "$tmp.log"
 }
 
-done_runs=0
+done_runs=0 recorded=0
 for seed in $seeds; do
   for task in $tasks; do
     for method in $methods; do
       out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 3; }
       name="$method-seed$seed"
+      if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
       run="$out/runs/$task/$name"
       ckpt="$run/checkpoints/step_$steps"
       if [ ! -f "$ckpt/meta.json" ]; then
@@ -119,5 +141,5 @@ for seed in $seeds; do
     done
   done
 done
-echo "task_study: $done_runs run(s) trained and evaluated in $(( ($(date +%s) - started) / 60 )) min"
+echo "task_study: $recorded run(s) already evaluated; $done_runs trained or evaluated in $(( ($(date +%s) - started) / 60 )) min"
 "$py" "$here/scripts/task_report.py" "$out"

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "roformer/ops/cope_term/cope_term.h"
+
 namespace roformer::model {
 
 CopeLayerImpl::CopeLayerImpl(int64_t head_dim, int64_t max_positions) {
@@ -38,9 +40,11 @@ void CopeImpl::reset_parameters() {
 torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& scores,
                                    const torch::Tensor& /*positions*/, int64_t layer_index, int64_t begin, int64_t end,
                                    const torch::Tensor& /*state*/) {
+  const auto acc = scores.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor rows = q.narrow(2, begin, end - begin).to(acc);
+  const torch::Tensor at_integers = torch::matmul(rows, layers_[layer_index]->pos_emb.to(acc));  // [B, H, C, P]
+  if (scores.is_cpu()) return ops::cope_term(scores, at_integers);  // one pass per row, no [B, H, C, S] temporaries
   const torch::Tensor pos = cope_positions(scores, config_.max_positions);  // [B, H, C, S]
-  const torch::Tensor rows = q.narrow(2, begin, end - begin).to(pos.scalar_type());
-  const torch::Tensor at_integers = torch::matmul(rows, layers_[layer_index]->pos_emb.to(pos.scalar_type()));
   const torch::Tensor floor = pos.floor();
   const torch::Tensor w = pos - floor;                                       // the gradient reaches the gates through w
   const torch::Tensor low = at_integers.gather(-1, floor.to(torch::kLong));  // q . e[floor p]

@@ -19,9 +19,10 @@ from report_render import mean_std
 TRAIN_LEN = 64
 TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "reverse_string",
               "binary_addition"]
-METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope-randpos", "none", "alibi", "t5_bias",
-                "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope", "fox",
-                "stick_breaking", "ssmax", "irope", "rnope_swa", "path"]
+METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "none",
+                "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope",
+                "fox", "fox_pro", "stick_breaking", "ssmax", "none_llama4", "irope", "rnope_swa", "gemma3", "path",
+                "path_fox", "drope"]
 
 
 def read_evals(eval_root):
@@ -146,7 +147,9 @@ def main():
              "(`scripts/task_study.sh`). Cells: exact match in %, mean ± sd over seeds; "
              f"trained at lengths 32-{TRAIN_LEN}. rope+yarn and rope+ntk are the rope checkpoints "
              "evaluated with that scaling at factor length/64; rope+self_extend the same checkpoints with "
-             "Self-Extend (neighbour window 16, groups that keep every key inside the training length).", ""]
+             "Self-Extend (neighbour window 16, groups that keep every key inside the training length), "
+             "rope+dual_chunk with Dual Chunk Attention; drope is each rope run with its position encoding "
+             "dropped and a fifth of its steps more.", ""]
     lines += ["## Summary: exact match at 1x / mean over 2x-32x", ""] + summary_table(cells, lengths) + [""]
     drawn = plot(cells, lengths, os.path.join(results, "accuracy_by_length.png"))
     if drawn:

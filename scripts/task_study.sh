@@ -4,8 +4,9 @@
 # width 64, causal, lengths 32..64) on each task, three seeds, and is scored by exact match at
 # 1x-32x the training length (64 ... 2048); on the retrieval tasks the rope checkpoints are also
 # scored with YaRN and NTK at evaluation time (factor = length / 64) and with Self-Extend
-# (neighbour window 16, groups that keep every key within the training length). Then
-# scripts/task_report.py writes the tables and plots.
+# (neighbour window 16, groups that keep every key within the training length) and with Dual
+# Chunk Attention. DroPE starts from each rope run. Then scripts/task_report.py writes the tables
+# and plots.
 #   Usage: scripts/task_study.sh [OUT] (default sweeps/tasks). TASKS, METHODS, SEEDS, LENGTHS in the
 #          environment narrow it; BUDGET_MIN (default 100) stops starting new work after that many
 #          minutes. Runs are trained with --resume auto and finished evaluations are skipped, so a
@@ -19,7 +20,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
 bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop reverse_string binary_addition"
-all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path"
+all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
@@ -65,6 +66,13 @@ method_args() {
     # Two-layer layouts (a local layer of 16-token windows, then a global NoPE layer).
     irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.window=16 --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=64" ;;
     rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.global.position=none" ;;
+    gemma3) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.local.rope_base=10000 --set model.layout.global.rope_base=1000000" ;;
+    fox_pro) echo "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true" ;;
+    path_fox) echo "--set model.position.kind=path --set model.position.path.forget_gate=true" ;;
+    none_llama4) echo "--set model.position.kind=none --set model.attention_scale=llama4 --set model.attention_scale_floor=64" ;;
+    # DroPE: the rope run of the same task and seed, its position encoding dropped, a fifth of its
+    # steps more with QK-norm (no temperature: its fit needs a corpus's loss).
+    drope) echo "--set train.init_from=$out/runs/$2/rope-seed$3 --set train.init_protocol=drope --set model.position.kind=none --set model.qk_norm=true --set train.warmup_steps=$((steps / 50))" ;;
   esac
 }
 
@@ -81,9 +89,27 @@ evaluations_done() {
   if [ "$2" = rope ] && [[ " $retrieval " == *" $1 "* ]]; then
     for L in $lengths; do
       [ "$L" -gt "$train_len" ] || continue
-      for kind in yarn ntk self_extend; do [ -f "$dir/rope+$kind-seed$3-L$L.json" ] || return 1; done
+      for kind in yarn ntk self_extend dual_chunk; do [ -f "$dir/rope+$kind-seed$3-L$L.json" ] || return 1; done
     done
   fi
+}
+
+# Steps of a method's run: DroPE recalibrates for a fifth of the rope run it starts from.
+run_steps() { if [ "$1" = drope ]; then echo $((steps / 5)); else echo "$steps"; fi; }
+
+# train_run TASK METHOD SEED: trains the run unless its last checkpoint is there (DroPE's rope
+# run first).
+train_run() {
+  local task="$1" method="$2" seed="$3" run="$out/runs/$1/$2-seed$3" n
+  n=$(run_steps "$method")
+  [ -f "$run/checkpoints/step_$n/meta.json" ] && return 0
+  if [ "$method" = drope ]; then train_run "$task" rope "$seed"; fi
+  mkdir -p "$out/runs/$task"
+  echo "[tasks] train $task $method-seed$seed"
+  # shellcheck disable=SC2046
+  "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" \
+    --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
+    $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
 }
 
 started=$(date +%s)
@@ -111,15 +137,8 @@ for seed in $seeds; do
       name="$method-seed$seed"
       if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
       run="$out/runs/$task/$name"
-      ckpt="$run/checkpoints/step_$steps"
-      if [ ! -f "$ckpt/meta.json" ]; then
-        mkdir -p "$out/runs/$task"
-        echo "[tasks] train $task $name"
-        # shellcheck disable=SC2046
-        "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" \
-          --set "train.steps=$steps" --set "train.checkpoint_every=$((steps < 500 ? steps : 500))" \
-          $(method_args "$method") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
-      fi
+      ckpt="$run/checkpoints/step_$(run_steps "$method")"
+      train_run "$task" "$method" "$seed"
       mkdir -p "$out/eval/$task"
       eval_once "$out/eval/$task/$name.json" "$ckpt" --lengths "$comma_lengths"
       if [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]]; then
@@ -135,6 +154,11 @@ for seed in $seeds; do
           eval_once "$out/eval/$task/rope+self_extend-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
             --set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=16 \
             --set "model.position.rope.self_extend.group=$(( (L - 16 + train_len - 17) / (train_len - 16) ))"
+          # Dual Chunk Attention with ChunkLlama's defaults at this training length (relative
+          # positions up to 48, chunks of 44 tokens). STRING is not run: it keeps relative
+          # positions below its shift S as they are, so past 2x it cannot stay within 64 tokens.
+          eval_once "$out/eval/$task/rope+dual_chunk-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+            --set model.position.rope.mode=dual_chunk
         done
       fi
       done_runs=$((done_runs + 1))

@@ -72,8 +72,8 @@ TEST(CopeTerm, EqualsTheUnfusedMathInValuesAndGradients) {
 // key j of query i sits at position i - j + 1, clamped, so the term is that column exactly.
 TEST(CopeTerm, GatesOfOneCountTheKeysFromTheKeyToTheQuery) {
   const int64_t S = 6, npos = 4;
-  const torch::Tensor s = torch::full({1, 1, S, S}, 800.0, torch::kFloat64)
-                              .masked_fill(torch::ones({S, S}, torch::kBool).triu(1), -1e30);
+  const torch::Tensor s =
+      torch::full({1, 1, S, S}, 800.0, torch::kFloat64).masked_fill(torch::ones({S, S}, torch::kBool).triu(1), -1e30);
   const torch::Tensor a = torch::arange(S * npos, torch::kFloat64).reshape({1, 1, S, npos});
   const torch::Tensor out = ops::cope_term(s, a);
   for (int64_t i = 0; i < S; ++i)

@@ -198,12 +198,30 @@ int64_t AttentionImpl::visible_keys(const AttentionContext& ctx, int64_t S, int6
   return ctx.causal ? end : S;
 }
 
+bool AttentionImpl::bias_to_sdpa() const {
+  // Evaluation only: activation checkpointing's forward runs without autograd in training and
+  // must round as its recomputation with autograd does.
+  return position_->traits().term_is_bias && normalizer_ == config::AttentionNormalizer::softmax &&
+         !torch::GradMode::is_enabled() && !is_training();
+}
+
 torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const AttentionContext& ctx,
                                                     const torch::Tensor& state, int64_t begin, int64_t end) {
   // Causal rows see no key after `end`: the family scores the keys [0, K) alone.
   const int64_t K = visible_keys(ctx, q.size(2), begin, end);
   const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
+  if (bias_to_sdpa()) {  // a term of positions alone: mask + term as SDPA's additive mask
+    torch::Tensor bias = position_->score_term(q, keys, {}, ctx.positions, layer_, begin, end, state);
+    if (ctx.mask.defined()) {
+      bias = bias + ctx.mask.rows(begin, end, K).to(bias.scalar_type());
+    } else if (ctx.causal) {
+      const auto opts = torch::dtype(torch::kLong).device(q.device());
+      const torch::Tensor future = torch::arange(K, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
+      bias = bias.masked_fill(future, -std::numeric_limits<double>::infinity());
+    }
+    return sdpa(q.narrow(2, begin, end - begin), keys, values, bias.to(q.scalar_type()), 0.0, false);
+  }
   torch::Tensor scores = position_->content_scores(q, keys, ctx.positions, begin, end, state);  // [B, H, C, K]
   if (ctx.mask.defined()) {
     scores = scores + ctx.mask.rows(begin, end, K).to(scores.scalar_type());  // the encoder's: causal + padding
@@ -231,7 +249,7 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx, const torch::Tensor& state) {
   const int64_t S = q.size(2);
-  record_kernel(attention_kernel::kExplicitScores);
+  if (!bias_to_sdpa()) record_kernel(attention_kernel::kExplicitScores);  // else sdpa records its backend
   return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
     return attend_rows_with_terms(q, k, v, ctx, state, begin, end);
   });

@@ -129,6 +129,9 @@ class AttentionImpl : public torch::nn::Module {
   // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no
   // later key is visible) when the family's hooks take a prefix of the keys, else all S.
   int64_t visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const;
+  // Whether a family's score term goes to SDPA as an additive mask (traits().term_is_bias,
+  // softmax, evaluation without autograd) instead of scores formed here.
+  bool bias_to_sdpa() const;
   // attend_with_terms for query rows [begin, end): -> [B, H, end - begin, D].
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, const torch::Tensor& state, int64_t begin,

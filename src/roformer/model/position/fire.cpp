@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "roformer/ops/fire_bias/fire_bias.h"
+
 #include <limits>
 #include <vector>
 
@@ -27,12 +29,11 @@ torch::Tensor FireMlpImpl::forward(const torch::Tensor& x) {
   return at::linear(h, out->weight.to(dt), out->bias.to(dt));
 }
 
-torch::Tensor FireMlpImpl::by_head(const torch::Tensor& x) {
-  const auto dt = x.scalar_type();
+FireMlpImpl::Piecewise FireMlpImpl::piecewise(torch::ScalarType dt) {
   const torch::Tensor w = hidden->weight.to(dt).squeeze(1), b = hidden->bias.to(dt);  // [W]
   const torch::Tensor w2 = out->weight.to(dt), b2 = out->bias.to(dt);                 // [H, W], [H]
   const int64_t W = w.size(0);
-  torch::Tensor kinks, active, segment;  // sorted kinks [W]; active [W + 1, W]; segment of each x
+  torch::Tensor kinks, active;  // sorted kinks [W]; active [W + 1, W]
   {
     torch::NoGradGuard no_grad;
     // Unit u switches at -b_u / w_u; a unit with w_u = 0 never switches (its kink sits at +inf).
@@ -45,14 +46,22 @@ torch::Tensor FireMlpImpl::by_head(const torch::Tensor& x) {
     // In segment s (x above the s lowest kinks, at or below the rest) unit u is on when x has
     // passed its kink and it rises, or not yet and it falls; a flat unit when its bias is positive.
     active = ((w > 0) & (rank < s)) | ((w < 0) & (rank >= s)) | (flat & (b > 0));
-    segment = torch::searchsorted(kinks, x.detach().contiguous()).reshape(-1);  // kinks below x
   }
   const torch::Tensor on = active.to(dt);
-  const torch::Tensor slope = torch::matmul(w2 * w, on.t());  // [H, W + 1]
-  const torch::Tensor intercept = torch::matmul(w2 * b, on.t()) + b2.unsqueeze(1);
-  std::vector<int64_t> shape{w2.size(0)};
+  return {kinks, torch::matmul(w2 * w, on.t()), torch::matmul(w2 * b, on.t()) + b2.unsqueeze(1)};
+}
+
+torch::Tensor FireMlpImpl::by_head(const torch::Tensor& x) {
+  const Piecewise f = piecewise(x.scalar_type());
+  torch::Tensor segment;
+  {
+    torch::NoGradGuard no_grad;
+    segment = torch::searchsorted(f.kinks, x.detach().contiguous()).reshape(-1);  // kinks below x
+  }
+  std::vector<int64_t> shape{f.slope.size(0)};
   for (int64_t d : x.sizes()) shape.push_back(d);
-  return slope.index_select(1, segment).view(shape) * x.unsqueeze(0) + intercept.index_select(1, segment).view(shape);
+  return f.slope.index_select(1, segment).view(shape) * x.unsqueeze(0) +
+         f.intercept.index_select(1, segment).view(shape);
 }
 
 FireFunctionImpl::FireFunctionImpl(const config::FireConfig& config, int64_t num_heads, bool bidirectional) {
@@ -92,6 +101,7 @@ std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positio
 FireImpl::FireImpl(const config::FireConfig& config, int64_t num_layers, int64_t num_heads, bool bidirectional)
     : config_(config), num_heads_(num_heads), bidirectional_(bidirectional) {
   traits_.forms_scores = true;
+  traits_.term_is_bias = true;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < (config.shared_layers ? 1 : num_layers); ++i) {
     functions_.emplace_back(config, num_heads, bidirectional);
@@ -140,6 +150,15 @@ torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor c = f->c.to(dt);
   const torch::Tensor threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs();
+  // Evaluation only: activation checkpointing's forward runs without autograd in training and
+  // must round as its recomputation with autograd does.
+  if (!bidirectional_ && positions.dim() == 1 && positions.scalar_type() == torch::kLong && q.is_cpu() &&
+      !torch::GradMode::is_enabled() && !is_training()) {
+    const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);  // one pass per row, no [.., C, K] temporaries
+    return ops::fire_bias({positions, begin, end, K, c.item<double>(), threshold.item<double>(), kEps, mlp.kinks,
+                           mlp.slope, mlp.intercept})
+        .unsqueeze(0);
+  }
   const auto [past_x, future_x] = fire_inputs(positions, c, threshold, begin, end, bidirectional_, K);
   torch::Tensor bias = f->past->by_head(past_x);  // [H, .., C, K]
   if (bidirectional_) {

@@ -33,6 +33,12 @@ class FireMlpImpl : public torch::nn::Module {
   // each x takes its segment's slope and intercept per head (two gathers) instead of a
   // width-wide hidden layer per pair.
   torch::Tensor by_head(const torch::Tensor& x);
+  // That piecewise-linear form: the kinks [W] ascending (no gradient), and per head the slope
+  // and intercept of each segment [H, W + 1] (differentiable), in dtype dt.
+  struct Piecewise {
+    torch::Tensor kinks, slope, intercept;
+  };
+  Piecewise piecewise(torch::ScalarType dt);
   torch::nn::Linear hidden{nullptr}, out{nullptr};
 };
 TORCH_MODULE(FireMlp);

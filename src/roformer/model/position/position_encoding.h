@@ -46,6 +46,10 @@ class PositionEncodingImpl : public torch::nn::Module {
     // The hooks take a prefix of the keys: k [B, H, K, D] holding keys [0, K) of the S in
     // `positions` (causal rows need no later key, so attention passes K = the rows' end).
     bool keys_prefix = true;
+    // The family's scores are content_scores' default (q . k / sqrt(D)) plus a score_term that
+    // reads neither the scores nor q and k, and there is no output_term: in evaluation without
+    // autograd, attention hands mask + term to SDPA as one additive mask (FIRE).
+    bool term_is_bias = false;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }

@@ -20,8 +20,7 @@ CopeTermLaunch describe(const at::Tensor& scores, const at::Tensor& at_integers)
               "roformer::cope_term: scores ", scores.sizes(), " and at_integers ", at_integers.sizes(),
               " differ before their last dimension");
   TORCH_CHECK(at_integers.size(-1) >= 1, "roformer::cope_term: at_integers needs at least one position");
-  TORCH_CHECK(scores.is_cpu() && at_integers.is_cpu(), "roformer::cope_term: CPU tensors only, got ",
-              scores.device());
+  TORCH_CHECK(scores.is_cpu() && at_integers.is_cpu(), "roformer::cope_term: CPU tensors only, got ", scores.device());
   CopeTermLaunch p;
   p.keys = scores.size(-1);
   p.positions = at_integers.size(-1);

@@ -9,9 +9,9 @@
 namespace roformer::ops {
 
 struct CopeTermLaunch {
-  int64_t rows = 0;       // product of the leading dimensions
-  int64_t keys = 0;       // S
-  int64_t positions = 0;  // P
+  int64_t rows = 0;                      // product of the leading dimensions
+  int64_t keys = 0;                      // S
+  int64_t positions = 0;                 // P
   KernelDType dtype = KernelDType::f32;  // f32 or f64, every tensor alike
   const void* scores = nullptr;          // [rows, S]
   const void* at_integers = nullptr;     // [rows, P]

@@ -3,12 +3,14 @@
 // offset and unordered positions, every block of rows, fewer keys than positions, and an MLP with
 // flat units (kinks at +inf); and a FIRE model evaluated without autograd (the fused path) against
 // the same model with autograd on (the unfused one).
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/fire.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
+#include "roformer/ops/piecewise_linear/piecewise_linear.h"
 
 namespace fire_bias_test {
 
@@ -58,8 +60,8 @@ TEST(FireBias, EqualsThePiecewiseMlpOnTheUnfusedInputs) {
     torch::NoGradGuard no_grad;
     const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-5;
     for (const auto& [name, positions] : cases)
-      for (auto [begin, end, keys] : {std::tuple<int64_t, int64_t, int64_t>{0, S, S}, {5, 9, 9}, {30, 37, 37},
-                                      {12, 20, 33}}) {
+      for (auto [begin, end, keys] :
+           {std::tuple<int64_t, int64_t, int64_t>{0, S, S}, {5, 9, 9}, {30, 37, 37}, {12, 20, 33}}) {
         SCOPED_TRACE(std::string(name) + " rows " + std::to_string(begin) + "-" + std::to_string(end));
         const torch::Tensor want = unfused(m, positions, begin, end, keys, 0.37, 5.0, dtype);
         const torch::Tensor got = fused(m, positions, begin, end, keys, 0.37, 5.0, dtype);
@@ -105,6 +107,29 @@ TEST(FireBias, AModelEvaluatedWithoutAutogradEqualsItWithAutograd) {
   const torch::Tensor with_autograd = m->forward(in).detach();
   torch::NoGradGuard no_grad;
   EXPECT_LE((m->forward(in) - with_autograd).abs().max().item<double>(), 1e-12);
+}
+
+// ops/piecewise_linear (FireMlpImpl::by_head on the CPU; held to the MLP in double by
+// FrontierPosition.FirePiecewiseMlpEqualsTheMlpInValuesAndGradients): its gradients are summed per
+// fixed chunk of inputs, so one thread and two give the same bits, over several chunks.
+TEST(PiecewiseLinear, GradientsDoNotDependOnTheThreadCount) {
+  FireMlp m = mlp_with_flat_units(torch::kFloat32);
+  const FireMlpImpl::Piecewise f = m->piecewise(torch::kFloat32);
+  torch::manual_seed(2);
+  const torch::Tensor x0 = torch::rand({5, 4001});
+  const torch::Tensor up = torch::randn({3, 5, 4001});
+  auto grads = [&](int threads) {
+    at::set_num_threads(threads);
+    const torch::Tensor x = x0.clone().requires_grad_();
+    const torch::Tensor s = f.slope.detach().clone().requires_grad_(),
+                        i = f.intercept.detach().clone().requires_grad_();
+    (ops::piecewise_linear(x, f.kinks, s, i) * up).sum().backward();
+    return std::vector<torch::Tensor>{x.grad(), s.grad(), i.grad()};
+  };
+  const int threads = at::get_num_threads();
+  const auto one = grads(1), two = grads(2);
+  at::set_num_threads(threads);
+  for (size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(torch::equal(one[k], two[k])) << k;
 }
 
 TEST(FireBias, RefusesPositionsItCannotRead) {

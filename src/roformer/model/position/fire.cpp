@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "roformer/ops/fire_bias/fire_bias.h"
+#include "roformer/ops/piecewise_linear/piecewise_linear.h"
 
 #include <limits>
 #include <vector>
@@ -53,6 +54,7 @@ FireMlpImpl::Piecewise FireMlpImpl::piecewise(torch::ScalarType dt) {
 
 torch::Tensor FireMlpImpl::by_head(const torch::Tensor& x) {
   const Piecewise f = piecewise(x.scalar_type());
+  if (x.is_cpu()) return ops::piecewise_linear(x, f.kinks, f.slope, f.intercept);  // one pass, no index tensors
   torch::Tensor segment;
   {
     torch::NoGradGuard no_grad;

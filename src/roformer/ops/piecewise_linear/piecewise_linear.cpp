@@ -17,15 +17,14 @@ PiecewiseLinearLaunch describe(const at::Tensor& x, const at::Tensor& kinks, con
                                const at::Tensor& intercept) {
   TORCH_CHECK(x.is_cpu() && kinks.is_cpu() && slope.is_cpu() && intercept.is_cpu(),
               "roformer::piecewise_linear: CPU tensors only");
-  TORCH_CHECK(kinks.dim() == 1 && slope.dim() == 2 && slope.sizes() == intercept.sizes() &&
-                  slope.size(1) == kinks.size(0) + 1,
-              "roformer::piecewise_linear: kinks [W] and slope, intercept [H, W + 1] expected, got ", kinks.sizes(),
-              ", ", slope.sizes(), ", ", intercept.sizes());
-  TORCH_CHECK(x.scalar_type() == slope.scalar_type() && x.scalar_type() == intercept.scalar_type() &&
-                  x.scalar_type() == kinks.scalar_type() &&
-                  (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble),
-              "roformer::piecewise_linear: x, kinks, slope and intercept must share float32 or float64, got ",
-              x.scalar_type());
+  TORCH_CHECK(
+      kinks.dim() == 1 && slope.dim() == 2 && slope.sizes() == intercept.sizes() && slope.size(1) == kinks.size(0) + 1,
+      "roformer::piecewise_linear: kinks [W] and slope, intercept [H, W + 1] expected, got ", kinks.sizes(), ", ",
+      slope.sizes(), ", ", intercept.sizes());
+  TORCH_CHECK(
+      x.scalar_type() == slope.scalar_type() && x.scalar_type() == intercept.scalar_type() &&
+          x.scalar_type() == kinks.scalar_type() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble),
+      "roformer::piecewise_linear: x, kinks, slope and intercept must share float32 or float64, got ", x.scalar_type());
   PiecewiseLinearLaunch p;
   p.inputs = x.numel();
   p.heads = slope.size(0);

@@ -389,13 +389,13 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
 
 // The 2022-2024 families of issue 36 the same way: trained from the CLI at 32 tokens, evaluated at
 // 1x (the trainer's validation loss again) and 4x; KERPLE and Sandwich ride SDPA with their bias
-// in the mask, FIRE with its term added to the mask (evaluation), CoPE forms its scores.
+// in the mask, FIRE and CoPE evaluate through tile attention (their terms computed per tile).
 TEST(Eval, FrontierFamiliesTrainAndEvaluatePastTheTrainingLength) {
   for (const std::string kind : {"fire", "kerple", "sandwich", "cope"}) {
     SCOPED_TRACE(kind);
     Trained t("causal_lm", "--set model.position.kind=" + kind);
     const json j = expect_trains_and_evaluates_at_4x(t);
-    EXPECT_EQ(j["results"][1]["attention"], kind == "cope" ? "explicit-scores" : "sdpa-flash");
+    EXPECT_EQ(j["results"][1]["attention"], kind == "cope" || kind == "fire" ? "tile-attention" : "sdpa-flash");
   }
 }
 

@@ -16,6 +16,7 @@
 #include "roformer/model/linear_attention.h"
 #include "roformer/model/stick_breaking.h"
 #include "roformer/ops/short_attention/short_attention.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace roformer::model {
 namespace {
@@ -246,9 +247,24 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   return output_term.defined() ? out + output_term.to(out.scalar_type()) : out;
 }
 
+torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const AttentionContext& ctx, const torch::Tensor& state) {
+  // Evaluation only, as bias_to_sdpa; model.attention_kernel reference keeps the explicit scores.
+  if (kernel_ == config::AttentionKernel::reference || normalizer_ != config::AttentionNormalizer::softmax ||
+      torch::GradMode::is_enabled() || is_training() || state.defined())
+    return {};
+  const bool causal = ctx.mask.defined() ? ctx.mask.only_causality() : ctx.causal;
+  if (!causal || ctx.positions.dim() != 1 || !ops::tile_attention_supports(q, k, v)) return {};
+  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_);
+  if (!term) return {};
+  record_kernel(attention_kernel::kTile);
+  return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term);
+}
+
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx, const torch::Tensor& state) {
   const int64_t S = q.size(2);
+  if (const torch::Tensor tiled = attend_in_tiles(q, k, v, ctx, state); tiled.defined()) return tiled;
   if (!bias_to_sdpa()) record_kernel(attention_kernel::kExplicitScores);  // else sdpa records its backend
   return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
     return attend_rows_with_terms(q, k, v, ctx, state, begin, end);

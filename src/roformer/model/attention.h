@@ -126,6 +126,11 @@ class AttentionImpl : public torch::nn::Module {
   // `state` is the family's layer_state. Stick-breaking replaces the softmax here.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, const torch::Tensor& state);
+  // attend_with_terms through ops::tile_attention (scores, term and softmax per tile, no S x S
+  // tensor) where the family has a tile term and the call is causal evaluation without autograd
+  // and without a layer state; undefined otherwise.
+  torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const AttentionContext& ctx, const torch::Tensor& state);
   // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no
   // later key is visible) when the family's hooks take a prefix of the keys, else all S.
   int64_t visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const;

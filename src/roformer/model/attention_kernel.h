@@ -19,6 +19,7 @@ namespace attention_kernel {
 inline constexpr const char* kExplicitScores = "explicit-scores";  // matmul + softmax formed here (score terms)
 inline constexpr const char* kLinear = "linear";                   // linear attention (no scores)
 inline constexpr const char* kShort = "short-attention";           // ops/short_attention (CPU)
+inline constexpr const char* kTile = "tile-attention";             // ops/tile_attention (CPU evaluation, score terms)
 }  // namespace attention_kernel
 
 // "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math", "sdpa-overrideable" for an

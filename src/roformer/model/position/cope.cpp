@@ -52,6 +52,15 @@ torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return high * w + low * (1 - w);
 }
 
+std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*positions*/,
+                                                 int64_t layer_index) {
+  const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::cope;
+  term.cope_at_integers = torch::matmul(q.to(acc), layers_[layer_index]->pos_emb.to(acc));  // [B, H, S, P]
+  return term;
+}
+
 double CopeImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
   // Gates, their sums, the positions, floor, w, two int64 indices, two gathers, the result: ~12
   // fp32 tensors of the block's [B, H, C, S] at once.

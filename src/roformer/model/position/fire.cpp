@@ -172,6 +172,23 @@ torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return positions.dim() == 1 ? bias.unsqueeze(0) : bias.permute({1, 0, 2, 3});
 }
 
+std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                 int64_t layer_index) {
+  if (bidirectional_ || positions.dim() != 1) return std::nullopt;
+  FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
+  const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::fire;
+  term.fire_c = f->c.to(dt).item<double>();
+  term.fire_threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs().item<double>();
+  term.fire_eps = kEps;
+  term.fire_kinks = mlp.kinks;
+  term.fire_slope = mlp.slope;
+  term.fire_intercept = mlp.intercept;
+  return term;
+}
+
 double FireImpl::score_term_bytes_per_pair(int64_t /*batch*/, int64_t heads, double /*elem*/) const {
   // Per pair, shared by the batch: the distance and the input (2), the segment index (an int64:
   // 2), the gathered slopes and intercepts, their product and the sum (4 x heads); per side, in fp32.

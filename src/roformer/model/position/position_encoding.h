@@ -27,9 +27,11 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "roformer/config/config.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace roformer::model {
 
@@ -99,6 +101,14 @@ class PositionEncodingImpl : public torch::nn::Module {
   virtual torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
                                     int64_t begin) {
     return {};
+  }
+  // The score term as tile attention computes it inside each tile (ops/tile_attention): for
+  // evaluation of causal attention without autograd, over positions 0..S-1 ([S]) with no
+  // layer_state, q [B, H, S, D] after rotate. nullopt where the family has no tile form
+  // (attention then forms the scores in blocks of query rows).
+  virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                 int64_t layer) {
+    return std::nullopt;
   }
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.
   virtual double score_scale(int64_t head_dim) const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }

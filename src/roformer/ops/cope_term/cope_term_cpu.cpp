@@ -8,38 +8,15 @@
 #include <cmath>
 #include <vector>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_nonpositive
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/cope_term/cope_math.h"
 #include "roformer/ops/cope_term/cope_term_kernels.h"
 
 namespace roformer::ops {
 namespace {
 
-// sigmoid(x) from e^-|x|: exp_nonpositive (bias_gelu_math.h) in float, so the loop vectorises;
-// exactly 0 below -87 (hidden keys count nothing) and NaN for NaN. The C library's in double.
-ROFORMER_ALWAYS_INLINE float sigmoid(float x) {
-  const float e = exp_nonpositive(x >= 0.0f ? -x : x);
-  const float g = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-  return x < -87.0f ? 0.0f : g;
-}
-ROFORMER_ALWAYS_INLINE double sigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
-
-// A position's two table indices and the weight of the upper one, clamped to [0, top]; a NaN
-// position reads index 0 with weight NaN, so the term is NaN as the formula's would be.
-template <typename acc_t>
-struct Interpolation {
-  int64_t low, high;
-  acc_t w;
-};
-
-template <typename acc_t>
-ROFORMER_ALWAYS_INLINE Interpolation<acc_t> interpolation(acc_t raw, acc_t top) {
-  const acc_t clamped = raw > acc_t(0) ? (raw < top ? raw : top) : acc_t(0);
-  const acc_t low = std::floor(clamped);
-  return {static_cast<int64_t>(low), static_cast<int64_t>(std::ceil(clamped)), raw == raw ? clamped - low : raw};
-}
+using cope_math::interpolation;
+using cope_math::sigmoid;
 
 // Fills gates[j] = sigmoid(s_j) and position[j] = sum_{t >= j} gates[t] (unclamped).
 template <typename acc_t>

@@ -24,6 +24,7 @@
 #include "roformer/ops/common/cpu_kernel_support.h"
 #include "roformer/ops/short_attention/short_attention_kernels.h"
 #include "roformer/ops/short_attention/small_gemm.h"
+#include "roformer/ops/short_attention/vector_exp.h"
 
 namespace roformer::ops {
 namespace {
@@ -70,18 +71,7 @@ ROFORMER_ALWAYS_INLINE int64_t row_end(const ShortAttentionLaunch& p, int64_t i)
   return p.causal ? i + 1 : p.seq;
 }
 
-// e^a for a vector of a <= 0 (float): exp_nonpositive's steps (bias_gelu_math.h) on 8 lanes at once.
-ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_nonpositive(small_gemm::Vec<float>::type a) {
-  using vf = small_gemm::Vec<float>::type;
-  typedef int32_t vi __attribute__((vector_size(32)));
-  const vf lo = vf{} - 87.0f;
-  vf n, q;
-  exp_reduced(a < lo ? lo : a, &n, &q);  // NaN passes and makes the result NaN
-  const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
-  vf scale;  // 2^n, n in [-126, 0]
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return q * scale;
-}
+using small_gemm::exp_nonpositive;
 
 // Softmax over row[0, end) in place, in vectors where the row has them; row[end, ld) set to zero.
 // Returns the row's log-sum-exp.

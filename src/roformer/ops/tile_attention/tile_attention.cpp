@@ -1,0 +1,139 @@
+// Tile attention: argument checks, k transposed and padded for the kernel's products, the term's
+// tables (FIRE: each distance's logarithm, each row's denominator and where its segments change,
+// rounded as ops::fire_bias rounds them) and the launch.
+#include "roformer/ops/tile_attention/tile_attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+
+namespace roformer::ops {
+namespace {
+
+constexpr int64_t kMaxHeadDim = 512;
+
+// psi(x) = log(|c x| + 1) in T, as LibTorch rounds it.
+template <typename T>
+T psi(T c, T x) {
+  return std::log1p(std::abs(c * x));
+}
+
+// FIRE's tables for positions 0..S-1: psi [S], denominator [S], and bounds [S, W], per query row
+// the first distance d whose x = psi[d] / denominator passes each kink (S where none does). A
+// row's x only falls as the row grows (its denominator grows), so each kink's bound only moves
+// forward from row to row: O(S W) in all.
+template <typename T>
+void fire_tables(const TileTerm& t, int64_t S, at::Tensor& table, at::Tensor& denominator, at::Tensor& bounds) {
+  const T c = static_cast<T>(t.fire_c), threshold = static_cast<T>(t.fire_threshold), eps = static_cast<T>(t.fire_eps);
+  const at::Tensor kinks_t = t.fire_kinks.to(table.scalar_type()).contiguous();
+  const T* kinks = kinks_t.data_ptr<T>();
+  const int64_t W = kinks_t.size(0);
+  T* psi_d = table.data_ptr<T>();
+  T* den = denominator.data_ptr<T>();
+  int64_t* bound = bounds.data_ptr<int64_t>();
+  for (int64_t d = 0; d < S; ++d) psi_d[d] = psi(c, static_cast<T>(d));
+  for (int64_t i = 0; i < S; ++i) den[i] = psi(c, std::max(static_cast<T>(i), threshold)) + eps;
+  std::vector<int64_t> at(W, 0);
+  for (int64_t i = 0; i < S; ++i) {
+    for (int64_t w = 0; w < W; ++w) {
+      int64_t d = std::max(at[w], w > 0 ? at[w - 1] : int64_t{0});
+      while (d < S && !(kinks[w] < psi_d[d] / den[i])) ++d;
+      at[w] = d;
+      bound[i * W + w] = d;
+    }
+  }
+}
+
+void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, const TileTerm& term) {
+  TORCH_CHECK(tile_attention_supports(q, k, v),
+              "roformer::tile_attention: q, k, v must be [B, H, S, D] CPU tensors of one dtype (float32 or float64), "
+              "equal shapes, q and v with unit stride along D, D a multiple of 8 up to ",
+              kMaxHeadDim, "; got ", q.sizes(), " ", q.scalar_type(), ", ", k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())),
+              "roformer::tile_attention: no gradient (evaluation only); run it under NoGradGuard");
+  TORCH_CHECK(term.kind == TileTerm::Kind::none || causal,
+              "roformer::tile_attention: the FIRE and CoPE terms are causal");
+  if (term.kind == TileTerm::Kind::fire)
+    TORCH_CHECK(term.fire_kinks.dim() == 1 && term.fire_slope.dim() == 2 &&
+                    term.fire_slope.sizes() == term.fire_intercept.sizes() && term.fire_slope.size(0) == q.size(1) &&
+                    term.fire_slope.size(1) == term.fire_kinks.size(0) + 1,
+                "roformer::tile_attention: FIRE needs kinks [W] and slope, intercept [H, W + 1] for H = ", q.size(1),
+                ", got ", term.fire_kinks.sizes(), ", ", term.fire_slope.sizes(), ", ", term.fire_intercept.sizes());
+  if (term.kind == TileTerm::Kind::cope)
+    TORCH_CHECK(term.cope_at_integers.dim() == 4 && term.cope_at_integers.size(-1) >= 1 &&
+                    term.cope_at_integers.sizes().slice(0, 3) == q.sizes().slice(0, 3),
+                "roformer::tile_attention: CoPE needs q . e [B, H, S, P] for q ", q.sizes(), ", got ",
+                term.cope_at_integers.sizes());
+}
+
+}  // namespace
+
+bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (!q.defined() || !k.defined() || !v.defined() || q.dim() != 4) return false;
+  if (!q.is_cpu() || !k.is_cpu() || !v.is_cpu()) return false;
+  const auto dt = q.scalar_type();
+  if ((dt != at::kFloat && dt != at::kDouble) || k.scalar_type() != dt || v.scalar_type() != dt) return false;
+  if (k.sizes() != q.sizes() || v.sizes() != q.sizes()) return false;
+  const int64_t D = q.size(3);
+  return D > 0 && D % 8 == 0 && D <= kMaxHeadDim && q.stride(3) == 1 && v.stride(3) == 1;
+}
+
+torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                             bool causal, const TileTerm& term) {
+  check_inputs(q, k, v, causal, term);
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
+  if (q.numel() == 0) return out;
+  TileAttentionLaunch p;
+  p.batch = B;
+  p.heads = H;
+  p.seq = S;
+  p.head_dim = D;
+  p.causal = causal;
+  p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
+  p.scale = scale;
+  p.kt_ld = (S + 7) / 8 * 8;
+  at::Tensor kt = at::zeros({B, H, D, p.kt_ld}, q.options());
+  kt.narrow(3, 0, S).copy_(k.transpose(2, 3));
+  p.q = q.data_ptr();
+  p.kt = kt.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  for (int a = 0; a < 3; ++a) {
+    p.q_stride[a] = q.stride(a);
+    p.v_stride[a] = v.stride(a);
+    p.out_stride[a] = out.stride(a);
+  }
+  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers;  // alive until the kernel returns
+  if (term.kind == TileTerm::Kind::fire) {
+    p.term = TileTermKind::fire;
+    psi_table = at::empty({S}, q.options());
+    denominator = at::empty({S}, q.options());
+    bounds = at::empty({S, term.fire_kinks.size(0)}, q.options().dtype(at::kLong));
+    if (q.scalar_type() == at::kDouble) {
+      fire_tables<double>(term, S, psi_table, denominator, bounds);
+    } else {
+      fire_tables<float>(term, S, psi_table, denominator, bounds);
+    }
+    slope = term.fire_slope.to(q.scalar_type()).contiguous();
+    intercept = term.fire_intercept.to(q.scalar_type()).contiguous();
+    p.fire_psi = psi_table.data_ptr();
+    p.fire_denominator = denominator.data_ptr();
+    p.fire_bounds = bounds.data_ptr<int64_t>();
+    p.fire_kinks = term.fire_kinks.size(0);
+    p.fire_slope = slope.data_ptr();
+    p.fire_intercept = intercept.data_ptr();
+  } else if (term.kind == TileTerm::Kind::cope) {
+    p.term = TileTermKind::cope;
+    at_integers = term.cope_at_integers.to(q.scalar_type()).contiguous();
+    p.cope_at_integers = at_integers.data_ptr();
+    p.cope_positions = at_integers.size(-1);
+  }
+  tile_attention_cpu(p);
+  return out;
+}
+
+}  // namespace roformer::ops

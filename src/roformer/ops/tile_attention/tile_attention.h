@@ -1,0 +1,39 @@
+// Public API of tile attention for evaluation: softmax(q k^T scale + term) v with queries and keys
+// in tiles, an online softmax and the position family's term computed per tile in cache, so no
+// S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
+// that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
+// as a piecewise-linear map of the distances' logarithms) and CoPE (gates counted from each
+// query's diagonal back, its position table interpolated). CPU, float32 / float64, no autograd.
+// Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
+#pragma once
+
+#include <torch/types.h>
+
+namespace roformer::ops {
+
+// The family's term for one layer.
+struct TileTerm {
+  enum class Kind { none, fire, cope };
+  Kind kind = Kind::none;
+  // FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
+  // x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
+  // kinks below x (ops::fire_bias's map).
+  double fire_c = 0, fire_threshold = 0, fire_eps = 0;
+  torch::Tensor fire_kinks;                  // [W] ascending
+  torch::Tensor fire_slope, fire_intercept;  // [H, W + 1]
+  // CoPE, causal: q_i . e[p] for p = 0..P-1 per query row, [B, H, S, P]; the term of key j is
+  // that row interpolated at min(sum_{t=j..i} sigmoid(score_it), P - 1) (ops::cope_term's map).
+  torch::Tensor cope_at_integers;
+};
+
+// Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or
+// float64), equal shapes, q and v with unit stride along D, D a positive multiple of 8 up to 512.
+bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// softmax(q k^T scale + term (+ the causal mask)) v: [B, H, S, D], its memory in [B, S, H, D]
+// order. FIRE and CoPE terms need `causal`. Refuses inputs that require a gradient while
+// autograd is on (evaluation only).
+torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                             bool causal, const TileTerm& term);
+
+}  // namespace roformer::ops

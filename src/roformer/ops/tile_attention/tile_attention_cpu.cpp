@@ -1,0 +1,211 @@
+// CPU kernel of tile attention. One item is a tile of query rows of one (batch, head): its key
+// tiles are visited from the diagonal (causal) or the last key back to key 0; per tile, the
+// scores q k^T of the tile (small_gemm.h, register-tiled, from k transposed), the scale, the
+// family's term (tile_attention_terms.h), an online softmax (each row's running maximum and sum,
+// its output rescaled when the maximum grows) and the product of the weights with the tile's
+// values. Only the item's score tile, its outputs and the term's per-row state are written; every
+// tile stays in L1/L2. Items run in parallel, claimed from a shared counter (the largest first);
+// each item is computed by one thread in a fixed order, so the result does not depend on the
+// thread count.
+// Vectors pass by value between always-inlined helpers (see small_gemm.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_nonpositive
+#include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/short_attention/small_gemm.h"
+#include "roformer/ops/short_attention/vector_exp.h"
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+#include "roformer/ops/tile_attention/tile_attention_terms.h"
+
+namespace roformer::ops {
+namespace {
+
+constexpr int64_t kQueryTile = 48;  // rows per item: a multiple of small_gemm's 3-, 6- and 8-row tiles
+constexpr int64_t kKeyTile = 128;   // keys per tile: the score tile is 48 x 128 (24 KiB in float)
+
+// e^(x - top) for every lane of a vector (float: vector_exp.h; double: the C library's per lane).
+ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_below(small_gemm::Vec<float>::type x, float top) {
+  return small_gemm::exp_nonpositive(x - top);
+}
+ROFORMER_ALWAYS_INLINE small_gemm::Vec<double>::type exp_below(small_gemm::Vec<double>::type x, double top) {
+  for (int i = 0; i < small_gemm::Vec<double>::width; ++i) x[i] = std::exp(x[i] - top);
+  return x;
+}
+ROFORMER_ALWAYS_INLINE float exp_below(float x, float top) {
+  return exp_nonpositive(x - top);
+}
+ROFORMER_ALWAYS_INLINE double exp_below(double x, double top) {
+  return std::exp(x - top);
+}
+
+// max(start, row[0, n)), in vectors where the row has them.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T row_max(const T* row, int64_t n, T start) {
+  using vec = typename small_gemm::Vec<T>::type;
+  constexpr int W = small_gemm::Vec<T>::width;
+  T top = start;
+  int64_t c = 0;
+  if (n >= W) {
+    vec m = small_gemm::load(row);
+    for (c = W; c + W <= n; c += W) {
+      const vec x = small_gemm::load(row + c);
+      m = x > m ? x : m;
+    }
+    for (int i = 0; i < W; ++i) top = m[i] > top ? m[i] : top;
+  }
+  for (; c < n; ++c) top = row[c] > top ? row[c] : top;
+  return top;
+}
+
+// row[c] = e^(row[c] - top) for c < n; returns their sum.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T exp_row(T* row, int64_t n, T top) {
+  using vec = typename small_gemm::Vec<T>::type;
+  constexpr int W = small_gemm::Vec<T>::width;
+  vec acc = vec{};
+  int64_t c = 0;
+  for (; c + W <= n; c += W) {
+    const vec x = exp_below(small_gemm::load(row + c), top);
+    acc += x;
+    small_gemm::store(row + c, x);
+  }
+  T sum = 0;
+  for (; c < n; ++c) {
+    row[c] = exp_below(row[c], top);
+    sum += row[c];
+  }
+  for (int i = 0; i < W; ++i) sum += acc[i];
+  return sum;
+}
+
+// One item's buffers, reused by the thread from item to item.
+template <typename T>
+struct Scratch {
+  std::vector<T> scores, product, out, maximum, sum, rescale;
+  explicit Scratch(int64_t D)
+      : scores(kQueryTile * kKeyTile),
+        product(kQueryTile * D),
+        out(kQueryTile * D),
+        maximum(kQueryTile),
+        sum(kQueryTile),
+        rescale(kQueryTile) {}
+};
+
+// Row r's scores [0, n) of a tile of `width` keys become weights e^(s - m) under its new running
+// maximum m (keys [n, width) get 0); returns the factor on the row's earlier sum and output.
+template <typename T>
+ROFORMER_ALWAYS_INLINE T softmax_step(T* row, int64_t n, int64_t width, T& maximum, T& sum) {
+  if (n == 0) {
+    std::fill(row, row + width, T(0));
+    return T(1);
+  }
+  const T top = row_max(row, n, maximum);
+  const T factor = maximum == -std::numeric_limits<T>::infinity() ? T(0) : exp_below(maximum, top);
+  const T added = exp_row(row, n, top);
+  std::fill(row + n, row + width, T(0));
+  maximum = top;
+  sum = sum * factor + added;
+  return factor;
+}
+
+template <typename T, typename Term>
+ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item, Term& term, Scratch<T>& w) {
+  const int64_t D = p.head_dim, S = p.seq, tiles = (S + kQueryTile - 1) / kQueryTile;
+  const int64_t pair = item / tiles, b = pair / p.heads, h = pair % p.heads;
+  const int64_t i0 = (tiles - 1 - item % tiles) * kQueryTile, rows = std::min(kQueryTile, S - i0);
+  const T* q = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1] + i0 * p.q_stride[2];
+  const T* kt = static_cast<const T*>(p.kt) + pair * D * p.kt_ld;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + h * p.v_stride[1];
+  const T scale = static_cast<T>(p.scale);
+  std::fill(w.out.begin(), w.out.begin() + rows * D, T(0));
+  std::fill(w.maximum.begin(), w.maximum.end(), -std::numeric_limits<T>::infinity());
+  std::fill(w.sum.begin(), w.sum.end(), T(0));
+  term.begin(b, h, i0, rows);
+  const int64_t key_end = p.causal ? i0 + rows : S;
+  constexpr int64_t W = small_gemm::Vec<T>::width;
+  for (int64_t j0 = (key_end - 1) / kKeyTile * kKeyTile; j0 >= 0; j0 -= kKeyTile) {
+    const int64_t width = std::min(key_end, j0 + kKeyTile) - j0;
+    small_gemm::gemm<T>(rows, (width + W - 1) / W * W, D, {q, p.q_stride[2], 1}, kt + j0, p.kt_ld, w.scores.data(),
+                        kKeyTile);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      const int64_t n = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, width) : width;
+      T* row = w.scores.data() + r * kKeyTile;
+      for (int64_t c = 0; c < n; ++c) row[c] *= scale;
+      if (n > 0) term.add(r, i, j0, n, row);
+      w.rescale[r] = softmax_step(row, n, width, w.maximum[r], w.sum[r]);
+    }
+    small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kKeyTile, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
+                        w.product.data(), D);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* o = w.out.data() + r * D;
+      const T* add = w.product.data() + r * D;
+      const T f = w.rescale[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = o[d] * f + add[d];
+    }
+  }
+  T* out = static_cast<T*>(p.out) + b * p.out_stride[0] + h * p.out_stride[1] + i0 * p.out_stride[2];
+  for (int64_t r = 0; r < rows; ++r) {
+    const T inv = T(1) / w.sum[r];
+    for (int64_t d = 0; d < D; ++d) out[r * p.out_stride[2] + d] = w.out[r * D + d] * inv;
+  }
+}
+
+template <typename T, template <typename> class Term>
+ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  Scratch<T> scratch(p.head_dim);
+  Term<T> term(p);
+  for (int64_t item = first; item < last; ++item) run_item<T>(p, item, term, scratch);
+}
+
+// One function per dtype and term, the float ones compiled per x86-64 level (ROFORMER_CLONES
+// takes no templates).
+using Items = void (*)(const TileAttentionLaunch&, int64_t, int64_t);
+ROFORMER_CLONES void none_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::None>(p, first, last);
+}
+ROFORMER_CLONES void fire_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Fire>(p, first, last);
+}
+ROFORMER_CLONES void cope_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Cope>(p, first, last);
+}
+void none_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::None>(p, first, last);
+}
+void fire_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::Fire>(p, first, last);
+}
+void cope_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::Cope>(p, first, last);
+}
+
+Items items_for(const TileAttentionLaunch& p) {
+  const bool f64 = p.dtype == KernelDType::f64;
+  switch (p.term) {
+    case TileTermKind::fire:
+      return f64 ? fire_f64 : fire_f32;
+    case TileTermKind::cope:
+      return f64 ? cope_f64 : cope_f32;
+    case TileTermKind::none:
+      break;
+  }
+  return f64 ? none_f64 : none_f32;
+}
+
+}  // namespace
+
+void tile_attention_cpu(const TileAttentionLaunch& p) {
+  const Items items = items_for(p);
+  // Items of a few short rows each claim several at a time (the scratch is made once per claim).
+  const int64_t per_claim = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, p.seq));
+  for_each_claim(p.batch * p.heads * ((p.seq + kQueryTile - 1) / kQueryTile), per_claim,
+                 [&](int64_t first, int64_t last) { items(p, first, last); });
+}
+
+}  // namespace roformer::ops

@@ -1,0 +1,45 @@
+// Kernel entry point of tile attention (no LibTorch types): tile_attention.cpp fills a
+// TileAttentionLaunch, with the term's tables, and calls the CPU kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "roformer/ops/common/kernel_dtype.h"
+
+namespace roformer::ops {
+
+enum class TileTermKind { none, fire, cope };
+
+struct TileAttentionLaunch {
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
+  bool causal = false;
+  KernelDType dtype = KernelDType::f32;  // f32 or f64, every tensor and table alike
+  double scale = 1;
+  const void* q = nullptr;  // [B, H, S, D], strides below (D: 1)
+  int64_t q_stride[3] = {0, 0, 0};
+  const void* kt = nullptr;  // k transposed, [B, H, D, kt_ld] contiguous, zero past S
+  int64_t kt_ld = 0;         // S rounded up to 8
+  const void* v = nullptr;   // [B, H, S, D], strides below (D: 1)
+  int64_t v_stride[3] = {0, 0, 0};
+  void* out = nullptr;  // [B, H, S, D], strides below (D: 1)
+  int64_t out_stride[3] = {0, 0, 0};
+  TileTermKind term = TileTermKind::none;
+  // FIRE: psi(d) for d in [0, S); each query row's denominator [S]; the kinks [W]; per row the
+  // first distance whose x exceeds each kink, [S, W] (S where none does); slopes and intercepts
+  // [H, W + 1].
+  const void* fire_psi = nullptr;
+  const void* fire_denominator = nullptr;
+  const int64_t* fire_bounds = nullptr;
+  int64_t fire_kinks = 0;
+  const void* fire_slope = nullptr;
+  const void* fire_intercept = nullptr;
+  // CoPE: [B, H, S, P] contiguous.
+  const void* cope_at_integers = nullptr;
+  int64_t cope_positions = 0;
+};
+
+// CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's
+// threads, the largest first; each item's result is computed in one fixed order.
+void tile_attention_cpu(const TileAttentionLaunch& launch);
+
+}  // namespace roformer::ops

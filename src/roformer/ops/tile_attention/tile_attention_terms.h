@@ -1,0 +1,104 @@
+// The position terms of tile attention's CPU kernel, one struct per family, each added to a
+// row's scores within one key tile. The kernel visits an item's key tiles from the diagonal back
+// to key 0, so a term may carry per-row state from tile to tile (CoPE's running gate sum).
+//   begin(b, h, i0, rows): a new item, query rows [i0, i0 + rows) of batch b, head h;
+//   add(r, i, j0, n, row): row r (query i) of the tile, keys [j0, j0 + n), all visible, holds the
+//                          scaled scores q.k; the term is added in place.
+// Header-only and always inlined, so the kernel's ROFORMER_CLONES functions compile it per
+// instruction set.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/cope_term/cope_math.h"
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+
+namespace roformer::ops::tile_terms {
+
+template <typename T>
+struct None {
+  explicit None(const TileAttentionLaunch&) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t, int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t, int64_t, int64_t, T*) {}
+};
+
+// FIRE: between two consecutive kinks the MLP is one line per head, and a row's keys fall in
+// each segment as one run of distances (x grows with the distance), so the term is a few
+// vectorisable runs of slope * psi(d) / denominator + intercept; the runs' ends are the launch's
+// bounds table.
+template <typename T>
+struct Fire {
+  explicit Fire(const TileAttentionLaunch& p)
+      : psi(static_cast<const T*>(p.fire_psi)),
+        denominator(static_cast<const T*>(p.fire_denominator)),
+        bounds(p.fire_bounds),
+        kinks(p.fire_kinks),
+        all_slope(static_cast<const T*>(p.fire_slope)),
+        all_intercept(static_cast<const T*>(p.fire_intercept)) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t h, int64_t, int64_t) {
+    slope = all_slope + h * (kinks + 1);
+    intercept = all_intercept + h * (kinks + 1);
+  }
+  ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
+    const int64_t* bound = bounds + i * kinks;  // first distance of segment s + 1 is bound[s]
+    const T denom = denominator[i];
+    const T* psi_back = psi + (i - j0);                       // psi_back[-c] = psi(i - (j0 + c))
+    const int64_t d_low = i - (j0 + n - 1), d_high = i - j0;  // the tile's distances, inclusive
+    int64_t s = 0;
+    while (s < kinks && bound[s] <= d_low) ++s;
+    for (int64_t d = d_low; d <= d_high; ++s) {
+      const int64_t d_end = std::min(d_high + 1, s < kinks ? bound[s] : d_high + 1);  // segment s: [d, d_end)
+      const T a = slope[s], b = intercept[s];
+      const int64_t c_first = i - (d_end - 1) - j0, c_last = i - d - j0;
+      for (int64_t c = c_first; c <= c_last; ++c) row[c] += a * (psi_back[-c] / denom) + b;
+      d = std::max(d, d_end);
+    }
+  }
+  const T* psi;
+  const T* denominator;
+  const int64_t* bounds;
+  int64_t kinks;
+  const T* all_slope;
+  const T* all_intercept;
+  const T* slope = nullptr;
+  const T* intercept = nullptr;
+};
+
+// CoPE: the gates of a tile's keys in one vectorisable pass, then the running sum from the
+// row's last key back (carried between tiles) and the interpolation, in ops::cope_term's order.
+template <typename T>
+struct Cope {
+  explicit Cope(const TileAttentionLaunch& p)
+      : table(static_cast<const T*>(p.cope_at_integers)),
+        heads(p.heads),
+        seq(p.seq),
+        positions(p.cope_positions),
+        top(static_cast<T>(p.cope_positions - 1)) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    rows_table = table + ((b * heads + h) * seq + i0) * positions;
+    counted.assign(rows, T(0));
+  }
+  ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t, int64_t, int64_t n, T* row) {
+    if (static_cast<int64_t>(gates.size()) < n) gates.resize(n);
+    for (int64_t c = 0; c < n; ++c) gates[c] = cope_math::sigmoid(row[c]);
+    const T* a = rows_table + r * positions;
+    T position = counted[r];
+    for (int64_t c = n - 1; c >= 0; --c) {
+      position += gates[c];
+      const auto at = cope_math::interpolation(position, top);
+      row[c] += a[at.high] * at.w + a[at.low] * (T(1) - at.w);
+    }
+    counted[r] = position;
+  }
+  const T* table;
+  int64_t heads, seq, positions;
+  T top;
+  const T* rows_table = nullptr;
+  std::vector<T> counted;  // per row: the gates summed over the keys already visited
+  std::vector<T> gates;
+};
+
+}  // namespace roformer::ops::tile_terms

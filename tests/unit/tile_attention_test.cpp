@@ -1,0 +1,256 @@
+// Tile attention (ops/tile_attention) against the explicit math in double: softmax(q k^T scale +
+// term + mask) v with the whole score matrix formed, for no term, FIRE's term as the fused FIRE
+// bias (ops::fire_bias) computes it and CoPE's as the fused CoPE term (ops::cope_term) does, over
+// lengths that end inside and on the edges of the query and key tiles; float against double at one
+// thread and two; what it refuses; and FIRE and CoPE models evaluated through it against the same
+// models on the explicit scores (model.attention_kernel reference).
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "roformer/model/attention_kernel.h"
+#include "roformer/model/encoder.h"
+#include "roformer/model/position/fire.h"
+#include "roformer/ops/cope_term/cope_term.h"
+#include "roformer/ops/fire_bias/fire_bias.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
+
+namespace tile_attention_test {
+
+using namespace roformer;
+using ops::TileTerm;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// [B, H, S, D] views of [B, S, H, D] memory, as attention hands them over.
+torch::Tensor heads_view(int64_t B, int64_t H, int64_t S, int64_t D, torch::Dtype dtype, double scale = 1.0) {
+  return (torch::randn({B, S, H, D}, dtype) * scale).transpose(1, 2);
+}
+
+torch::Tensor future(int64_t S) {
+  return torch::ones({S, S}, torch::kBool).triu(1);
+}
+
+// softmax(scores + term, hidden keys -inf) v, all in q's dtype.
+torch::Tensor explicit_attention(const torch::Tensor& scores, const torch::Tensor& term, const torch::Tensor& v,
+                                 bool causal) {
+  torch::Tensor s = term.defined() ? scores + term : scores;
+  if (causal) s = s.masked_fill(future(scores.size(-1)), -kInf);
+  return torch::matmul(torch::softmax(s, -1), v);
+}
+
+double scale_of(const torch::Tensor& q) {
+  return 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+torch::Tensor scores_of(const torch::Tensor& q, const torch::Tensor& k) {
+  return torch::matmul(q, k.transpose(-2, -1)) * scale_of(q);
+}
+
+// FIRE's MLP with two flat units (kinks at +inf for the one that never switches) among rising and
+// falling ones, kinks within the inputs' [0, 1]; and its term.
+TileTerm fire_term(int64_t heads, double c, double L, torch::Dtype dtype) {
+  torch::manual_seed(3);
+  model::FireMlp m(10, heads);
+  m->to(dtype);
+  {
+    torch::NoGradGuard no_grad;
+    m->hidden->weight[1][0] = 0.0;
+    m->hidden->bias[1] = 0.5;
+    m->hidden->weight[7][0] = 0.0;
+    m->hidden->bias[7] = -0.2;
+    m->hidden->bias.mul_(0.3);
+    m->out->weight.mul_(4.0);  // biases of a few units, so the term moves the weights
+  }
+  const model::FireMlpImpl::Piecewise f = m->piecewise(dtype);
+  TileTerm t;
+  t.kind = TileTerm::Kind::fire;
+  t.fire_c = c;
+  t.fire_threshold = L;
+  t.fire_eps = model::FireImpl::kEps;
+  t.fire_kinks = f.kinks.detach();
+  t.fire_slope = f.slope.detach();
+  t.fire_intercept = f.intercept.detach();
+  return t;
+}
+
+torch::Tensor fire_bias_of(const TileTerm& t, int64_t S) {
+  return ops::fire_bias({torch::arange(S), 0, S, S, t.fire_c, t.fire_threshold, t.fire_eps, t.fire_kinks, t.fire_slope,
+                         t.fire_intercept})
+      .unsqueeze(0);  // [1, H, S, S]
+}
+
+TileTerm cope_term_of(const torch::Tensor& at_integers) {
+  TileTerm t;
+  t.kind = TileTerm::Kind::cope;
+  t.cope_at_integers = at_integers;
+  return t;
+}
+
+torch::Tensor cope_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& at_integers) {
+  const torch::Tensor scores = scores_of(q, k).masked_fill(future(q.size(2)), -kInf);
+  return explicit_attention(scores, ops::cope_term(scores, at_integers), v, true);
+}
+
+const std::vector<int64_t> kLengths{1, 5, 47, 48, 49, 131, 300};
+
+}  // namespace
+
+TEST(TileAttention, WithoutATermEqualsSoftmaxAttentionInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(1);
+  for (const int64_t D : {8, 16})
+    for (const int64_t S : kLengths)
+      for (const bool causal : {false, true}) {
+        const torch::Tensor q = heads_view(2, 3, S, D, torch::kFloat64, 2.0),
+                            k = heads_view(2, 3, S, D, torch::kFloat64), v = heads_view(2, 3, S, D, torch::kFloat64);
+        const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), causal, {});
+        const torch::Tensor want = explicit_attention(scores_of(q, k), {}, v, causal);
+        EXPECT_LE((got - want).abs().max().item<double>(), 1e-12) << "S " << S << " D " << D << " causal " << causal;
+        EXPECT_EQ(got.stride(1), D) << "the output is [B, S, H, D] in memory";
+      }
+}
+
+TEST(TileAttention, FireTermEqualsTheFusedFireBiasInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(2);
+  for (const int64_t S : kLengths)
+    for (const auto& [c, L] : std::vector<std::pair<double, double>>{{0.1, 8.0}, {-0.3, 20.0}, {0.05, 1000.0}}) {
+      const TileTerm t = fire_term(3, c, L, torch::kFloat64);
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+      const torch::Tensor want = explicit_attention(scores_of(q, k), fire_bias_of(t, S), v, true);
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-12) << "S " << S << " c " << c << " L " << L;
+    }
+}
+
+TEST(TileAttention, FireTermIsNotTheNoTermAttention) {  // the comparison above sees the term
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(2);
+  const TileTerm t = fire_term(3, 0.1, 8.0, torch::kFloat64);
+  const torch::Tensor q = heads_view(1, 3, 131, 8, torch::kFloat64), k = heads_view(1, 3, 131, 8, torch::kFloat64),
+                      v = heads_view(1, 3, 131, 8, torch::kFloat64);
+  EXPECT_GT((ops::tile_attention(q, k, v, 0.3, true, t) - ops::tile_attention(q, k, v, 0.3, true, {}))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-2);
+}
+
+TEST(TileAttention, CopeTermEqualsTheFusedCopeTermInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(4);
+  for (const int64_t S : kLengths)
+    for (const int64_t P : {1, 5, 64}) {
+      // Large queries: gates near 0 and 1 as well as between, so positions reach the clamp.
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64, 3.0), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      const torch::Tensor at_integers = torch::randn({2, 3, S, P}, torch::kFloat64) * 2;
+      const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, cope_term_of(at_integers));
+      const torch::Tensor want = cope_reference(q, k, v, at_integers);
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-12) << "S " << S << " P " << P;
+      if (S >= 47 && P == 64) {
+        EXPECT_GT((got - ops::tile_attention(q, k, v, scale_of(q), true, {})).abs().max().item<double>(), 1e-2);
+      }
+    }
+}
+
+TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  const int64_t S = 301;
+  const torch::Tensor q = heads_view(2, 4, S, 32, torch::kFloat64), k = heads_view(2, 4, S, 32, torch::kFloat64),
+                      v = heads_view(2, 4, S, 32, torch::kFloat64);
+  const torch::Tensor at_integers = torch::randn({2, 4, S, 16}, torch::kFloat64);
+  const std::vector<std::pair<const char*, std::function<TileTerm(torch::Dtype)>>> terms{
+      {"none", [](torch::Dtype) { return TileTerm{}; }},
+      {"fire", [](torch::Dtype dt) { return fire_term(4, 0.1, 16.0, dt); }},
+      {"cope", [&](torch::Dtype dt) { return cope_term_of(at_integers.to(dt)); }},
+  };
+  const int threads = at::get_num_threads();
+  for (const auto& [name, term] : terms) {
+    const torch::Tensor want = ops::tile_attention(q, k, v, 0.2, true, term(torch::kFloat64));
+    auto in_float = [&](int n) {
+      at::set_num_threads(n);
+      return ops::tile_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), 0.2, true,
+                                 term(torch::kFloat32));
+    };
+    const torch::Tensor one = in_float(1), two = in_float(2);
+    at::set_num_threads(threads);
+    EXPECT_LE((one.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5) << name;
+    EXPECT_TRUE(torch::equal(one, two)) << name << ": the thread count changed the bits";
+  }
+}
+
+TEST(TileAttention, RefusesWhatItCannotTake) {
+  const torch::Tensor q = torch::randn({1, 2, 9, 12}), odd_dim = q;
+  EXPECT_FALSE(ops::tile_attention_supports(odd_dim, odd_dim, odd_dim));
+  EXPECT_THROW(ops::tile_attention(odd_dim, odd_dim, odd_dim, 1.0, true, {}), c10::Error);
+  const torch::Tensor x = torch::randn({1, 2, 9, 8});
+  EXPECT_FALSE(ops::tile_attention_supports(x.to(torch::kBFloat16), x.to(torch::kBFloat16), x.to(torch::kBFloat16)));
+  EXPECT_FALSE(ops::tile_attention_supports(x, x.to(torch::kFloat64), x));
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, fire_term(2, 0.1, 8.0, torch::kFloat32)), c10::Error);
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, fire_term(3, 0.1, 8.0, torch::kFloat32)), c10::Error);
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, cope_term_of(torch::zeros({1, 2, 8, 4}))), c10::Error);
+  const torch::Tensor leaf = x.clone().requires_grad_();
+  EXPECT_THROW(ops::tile_attention(leaf, x, x, 1.0, true, {}), c10::Error);
+}
+
+// FIRE and CoPE models (CoPE's tables drawn, not its zeros) evaluated without autograd run tile
+// attention and give the hidden states of model.attention_kernel reference (explicit scores; FIRE's
+// term as SDPA's mask); in training they keep the explicit scores.
+TEST(TileAttention, FireAndCopeModelsEvaluateThroughItAsOnTheExplicitScores) {
+  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope}) {
+    config::ModelConfig c;
+    c.objective = config::Objective::causal_lm;
+    c.vocab_size = 23;
+    c.hidden_size = 32;
+    c.num_heads = 2;
+    c.num_layers = 2;
+    c.ffn_size = 32;
+    c.hidden_dropout = 0.0;
+    c.attention_dropout = 0.0;
+    c.position.kind = kind;
+    c.position.fire.l_init = 8;
+    c.position.cope.max_positions = 24;
+    torch::manual_seed(9);
+    const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 150}, torch::kLong);
+    auto hidden = [&](config::AttentionKernel kernel, bool train, std::string* ran) {
+      c.attention_kernel = kernel;
+      model::EncoderModel m = model::build_model(c, 5);
+      m->to(torch::kFloat64);
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& p : m->named_parameters())
+          if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
+      }
+      train ? m->train() : m->eval();
+      torch::NoGradGuard no_grad;
+      model::AttentionKernelProbe probe;
+      model::EncoderInput in;
+      in.input_ids = ids;
+      const torch::Tensor out = m->forward(in);
+      *ran = probe.summary();
+      return out;
+    };
+    std::string tiled, reference, training;
+    const torch::Tensor got = hidden(config::AttentionKernel::auto_, false, &tiled);
+    const torch::Tensor want = hidden(config::AttentionKernel::reference, false, &reference);
+    EXPECT_EQ(tiled, model::attention_kernel::kTile);
+    EXPECT_EQ(reference.find(model::attention_kernel::kTile), std::string::npos) << reference;
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
+    hidden(config::AttentionKernel::auto_, true, &training);
+    EXPECT_EQ(training, model::attention_kernel::kExplicitScores);
+  }
+}
+
+}  // namespace tile_attention_test

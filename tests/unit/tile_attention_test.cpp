@@ -1,8 +1,9 @@
 // Tile attention (ops/tile_attention) against the explicit math in double: softmax(q k^T scale +
 // term + mask) v with the whole score matrix formed, for no term, FIRE's term as the fused FIRE
-// bias (ops::fire_bias) computes it and CoPE's as the fused CoPE term (ops::cope_term) does, over
+// bias (ops::fire_bias) computes it, CoPE's as the fused CoPE term (ops::cope_term) does and FoX's
+// decay c_i - c_j, over
 // lengths that end inside and on the edges of the query and key tiles; float against double at one
-// thread and two; what it refuses; and FIRE and CoPE models evaluated through it against the same
+// thread and two; what it refuses; and FIRE, CoPE and FoX models evaluated through it against the same
 // models on the explicit scores (model.attention_kernel reference).
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -94,6 +95,13 @@ TileTerm cope_term_of(const torch::Tensor& at_integers) {
   return t;
 }
 
+TileTerm fox_term_of(const torch::Tensor& cumulative) {
+  TileTerm t;
+  t.kind = TileTerm::Kind::fox;
+  t.fox_cumulative = cumulative;
+  return t;
+}
+
 torch::Tensor cope_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& at_integers) {
   const torch::Tensor scores = scores_of(q, k).masked_fill(future(q.size(2)), -kInf);
@@ -164,6 +172,23 @@ TEST(TileAttention, CopeTermEqualsTheFusedCopeTermInDouble) {
     }
 }
 
+TEST(TileAttention, FoxTermEqualsTheForgetGatesDecayInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(6);
+  for (const int64_t S : kLengths) {
+    const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                        v = heads_view(2, 3, S, 8, torch::kFloat64);
+    const torch::Tensor c = torch::log_sigmoid(torch::randn({2, 3, S}, torch::kFloat64) + 2).cumsum(-1);
+    const torch::Tensor decay = c.unsqueeze(-1) - c.unsqueeze(-2);  // c_i - c_j
+    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, fox_term_of(c));
+    EXPECT_LE((got - explicit_attention(scores_of(q, k), decay, v, true)).abs().max().item<double>(), 1e-12)
+        << "S " << S;
+    if (S >= 47) {
+      EXPECT_GT((got - ops::tile_attention(q, k, v, scale_of(q), true, {})).abs().max().item<double>(), 1e-2);
+    }
+  }
+}
+
 TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(5);
@@ -175,6 +200,7 @@ TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
       {"none", [](torch::Dtype) { return TileTerm{}; }},
       {"fire", [](torch::Dtype dt) { return fire_term(4, 0.1, 16.0, dt); }},
       {"cope", [&](torch::Dtype dt) { return cope_term_of(at_integers.to(dt)); }},
+      {"fox", [&](torch::Dtype dt) { return fox_term_of(at_integers.select(-1, 0).cumsum(-1).to(dt)); }},
   };
   const int threads = at::get_num_threads();
   for (const auto& [name, term] : terms) {
@@ -201,15 +227,16 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, fire_term(2, 0.1, 8.0, torch::kFloat32)), c10::Error);
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, fire_term(3, 0.1, 8.0, torch::kFloat32)), c10::Error);
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, cope_term_of(torch::zeros({1, 2, 8, 4}))), c10::Error);
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, fox_term_of(torch::zeros({1, 2, 10}))), c10::Error);
   const torch::Tensor leaf = x.clone().requires_grad_();
   EXPECT_THROW(ops::tile_attention(leaf, x, x, 1.0, true, {}), c10::Error);
 }
 
-// FIRE and CoPE models (CoPE's tables drawn, not its zeros) evaluated without autograd run tile
+// FIRE, CoPE and FoX models (CoPE's tables drawn, not its zeros) evaluated without autograd run tile
 // attention and give the hidden states of model.attention_kernel reference (explicit scores; FIRE's
 // term as SDPA's mask); in training they keep the explicit scores.
-TEST(TileAttention, FireAndCopeModelsEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope}) {
+TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
+  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox}) {
     config::ModelConfig c;
     c.objective = config::Objective::causal_lm;
     c.vocab_size = 23;

@@ -251,11 +251,11 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
                                              const AttentionContext& ctx, const torch::Tensor& state) {
   // Evaluation only, as bias_to_sdpa; model.attention_kernel reference keeps the explicit scores.
   if (kernel_ == config::AttentionKernel::reference || normalizer_ != config::AttentionNormalizer::softmax ||
-      torch::GradMode::is_enabled() || is_training() || state.defined())
+      torch::GradMode::is_enabled() || is_training())
     return {};
   const bool causal = ctx.mask.defined() ? ctx.mask.only_causality() : ctx.causal;
   if (!causal || ctx.positions.dim() != 1 || !ops::tile_attention_supports(q, k, v)) return {};
-  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_);
+  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_, state);
   if (!term) return {};
   record_kernel(attention_kernel::kTile);
   return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term);

@@ -127,8 +127,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, const torch::Tensor& state);
   // attend_with_terms through ops::tile_attention (scores, term and softmax per tile, no S x S
-  // tensor) where the family has a tile term and the call is causal evaluation without autograd
-  // and without a layer state; undefined otherwise.
+  // tensor) where the family has a tile term and the call is causal evaluation without autograd;
+  // undefined otherwise.
   torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionContext& ctx, const torch::Tensor& state);
   // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no

@@ -173,8 +173,8 @@ torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 }
 
 std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                 int64_t layer_index) {
-  if (bidirectional_ || positions.dim() != 1) return std::nullopt;
+                                                 int64_t layer_index, const torch::Tensor& state) {
+  if (bidirectional_ || positions.dim() != 1 || state.defined()) return std::nullopt;
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);

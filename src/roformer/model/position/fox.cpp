@@ -52,6 +52,15 @@ torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tenso
   return bidirectional_ ? -d.abs() : d;  // causal: keys after the query are hidden by the mask
 }
 
+std::optional<ops::TileTerm> FoxImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*positions*/,
+                                                int64_t /*layer*/, const torch::Tensor& state) {
+  if (bidirectional_) return std::nullopt;
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::fox;
+  term.fox_cumulative = state;  // [B, heads, S]
+  return term;
+}
+
 double FoxImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
   // The difference (and its abs), the scores plus it, and the softmax weights: fp32 each.
   return (bidirectional_ ? 4.0 : 3.0) * 4.0 * double(batch) * double(heads);

@@ -103,11 +103,11 @@ class PositionEncodingImpl : public torch::nn::Module {
     return {};
   }
   // The score term as tile attention computes it inside each tile (ops/tile_attention): for
-  // evaluation of causal attention without autograd, over positions 0..S-1 ([S]) with no
-  // layer_state, q [B, H, S, D] after rotate. nullopt where the family has no tile form
-  // (attention then forms the scores in blocks of query rows).
-  virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                 int64_t layer) {
+  // evaluation of causal attention without autograd over positions 0..S-1 ([S]); q [B, H, S, D]
+  // after rotate, `state` layer_state's. nullopt where the family has no tile form (attention
+  // then forms the scores in blocks of query rows).
+  virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
+                                                 const torch::Tensor& state) {
     return std::nullopt;
   }
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.

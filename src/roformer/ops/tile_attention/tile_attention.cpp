@@ -55,7 +55,7 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   TORCH_CHECK(!(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())),
               "roformer::tile_attention: no gradient (evaluation only); run it under NoGradGuard");
   TORCH_CHECK(term.kind == TileTerm::Kind::none || causal,
-              "roformer::tile_attention: the FIRE and CoPE terms are causal");
+              "roformer::tile_attention: the FIRE, CoPE and FoX terms are causal");
   if (term.kind == TileTerm::Kind::fire)
     TORCH_CHECK(term.fire_kinks.dim() == 1 && term.fire_slope.dim() == 2 &&
                     term.fire_slope.sizes() == term.fire_intercept.sizes() && term.fire_slope.size(0) == q.size(1) &&
@@ -67,6 +67,10 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     term.cope_at_integers.sizes().slice(0, 3) == q.sizes().slice(0, 3),
                 "roformer::tile_attention: CoPE needs q . e [B, H, S, P] for q ", q.sizes(), ", got ",
                 term.cope_at_integers.sizes());
+  if (term.kind == TileTerm::Kind::fox)
+    TORCH_CHECK(term.fox_cumulative.dim() == 3 && term.fox_cumulative.sizes() == q.sizes().slice(0, 3),
+                "roformer::tile_attention: FoX needs the gates' running sums [B, H, S] for q ", q.sizes(), ", got ",
+                term.fox_cumulative.sizes());
 }
 
 }  // namespace
@@ -107,7 +111,7 @@ torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, con
     p.v_stride[a] = v.stride(a);
     p.out_stride[a] = out.stride(a);
   }
-  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers;  // alive until the kernel returns
+  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative;  // alive until it returns
   if (term.kind == TileTerm::Kind::fire) {
     p.term = TileTermKind::fire;
     psi_table = at::empty({S}, q.options());
@@ -131,6 +135,10 @@ torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, con
     at_integers = term.cope_at_integers.to(q.scalar_type()).contiguous();
     p.cope_at_integers = at_integers.data_ptr();
     p.cope_positions = at_integers.size(-1);
+  } else if (term.kind == TileTerm::Kind::fox) {
+    p.term = TileTermKind::fox;
+    cumulative = term.fox_cumulative.to(q.scalar_type()).contiguous();
+    p.fox_cumulative = cumulative.data_ptr();
   }
   tile_attention_cpu(p);
   return out;

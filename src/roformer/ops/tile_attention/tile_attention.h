@@ -2,9 +2,9 @@
 // in tiles, an online softmax and the position family's term computed per tile in cache, so no
 // S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
-// as a piecewise-linear map of the distances' logarithms) and CoPE (gates counted from each
-// query's diagonal back, its position table interpolated). CPU, float32 / float64, no autograd.
-// Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
+// as a piecewise-linear map of the distances' logarithms), CoPE (gates counted from each
+// query's diagonal back, its position table interpolated) and FoX (the forget gates' decay). CPU, float32 / float64, no
+// autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
 #pragma once
 
 #include <torch/types.h>
@@ -13,7 +13,7 @@ namespace roformer::ops {
 
 // The family's term for one layer.
 struct TileTerm {
-  enum class Kind { none, fire, cope };
+  enum class Kind { none, fire, cope, fox };
   Kind kind = Kind::none;
   // FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
   // x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
@@ -24,6 +24,9 @@ struct TileTerm {
   // CoPE, causal: q_i . e[p] for p = 0..P-1 per query row, [B, H, S, P]; the term of key j is
   // that row interpolated at min(sum_{t=j..i} sigmoid(score_it), P - 1) (ops::cope_term's map).
   torch::Tensor cope_at_integers;
+  // FoX, causal: the running sums c of the log forget gates per (batch, head), [B, H, S]; the term
+  // of key j for query i is c_i - c_j.
+  torch::Tensor fox_cumulative;
 };
 
 // Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or
@@ -31,7 +34,7 @@ struct TileTerm {
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // softmax(q k^T scale + term (+ the causal mask)) v: [B, H, S, D], its memory in [B, S, H, D]
-// order. FIRE and CoPE terms need `causal`. Refuses inputs that require a gradient while
+// order. Every term but none needs `causal`. Refuses inputs that require a gradient while
 // autograd is on (evaluation only).
 torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                              bool causal, const TileTerm& term);

@@ -175,6 +175,9 @@ ROFORMER_CLONES void fire_f32(const TileAttentionLaunch& p, int64_t first, int64
 ROFORMER_CLONES void cope_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::Cope>(p, first, last);
 }
+ROFORMER_CLONES void fox_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Fox>(p, first, last);
+}
 void none_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::None>(p, first, last);
 }
@@ -185,6 +188,10 @@ void cope_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::Cope>(p, first, last);
 }
 
+void fox_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::Fox>(p, first, last);
+}
+
 Items items_for(const TileAttentionLaunch& p) {
   const bool f64 = p.dtype == KernelDType::f64;
   switch (p.term) {
@@ -192,6 +199,8 @@ Items items_for(const TileAttentionLaunch& p) {
       return f64 ? fire_f64 : fire_f32;
     case TileTermKind::cope:
       return f64 ? cope_f64 : cope_f32;
+    case TileTermKind::fox:
+      return f64 ? fox_f64 : fox_f32;
     case TileTermKind::none:
       break;
   }

@@ -8,7 +8,7 @@
 
 namespace roformer::ops {
 
-enum class TileTermKind { none, fire, cope };
+enum class TileTermKind { none, fire, cope, fox };
 
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -36,6 +36,8 @@ struct TileAttentionLaunch {
   // CoPE: [B, H, S, P] contiguous.
   const void* cope_at_integers = nullptr;
   int64_t cope_positions = 0;
+  // FoX: [B, H, S] contiguous.
+  const void* fox_cumulative = nullptr;
 };
 
 // CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's

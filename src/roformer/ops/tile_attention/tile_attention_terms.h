@@ -101,4 +101,22 @@ struct Cope {
   std::vector<T> gates;
 };
 
+// FoX: c_i - c_j, the log forget gates summed between the key and the query.
+template <typename T>
+struct Fox {
+  explicit Fox(const TileAttentionLaunch& p)
+      : cumulative(static_cast<const T*>(p.fox_cumulative)), heads(p.heads), seq(p.seq) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t, int64_t) {
+    row_sums = cumulative + (b * heads + h) * seq;
+  }
+  ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
+    const T at_query = row_sums[i];
+    const T* at_key = row_sums + j0;
+    for (int64_t c = 0; c < n; ++c) row[c] += at_query - at_key[c];
+  }
+  const T* cumulative;
+  int64_t heads, seq;
+  const T* row_sums = nullptr;
+};
+
 }  // namespace roformer::ops::tile_terms

@@ -189,6 +189,31 @@ TEST(TileAttention, FoxTermEqualsTheForgetGatesDecayInDouble) {
   }
 }
 
+// The RoPE remaps' two rotations: q.k near the query, far_q.far_k from the threshold on, with
+// thresholds before the first key, between keys, inside and past the tiles, and past the length.
+TEST(TileAttention, TwoRotationsEqualTheSelectedProductsInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(7);
+  for (const int64_t S : kLengths)
+    for (const double threshold : {0.0, 1.0, 5.0, 47.5, 130.0, 1e9}) {
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      TileTerm t;
+      t.q = heads_view(2, 3, S, 8, torch::kFloat64);  // the family's own near rotation
+      t.k = heads_view(2, 3, S, 8, torch::kFloat64);
+      t.far_q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0);
+      t.far_k = heads_view(2, 3, S, 8, torch::kFloat64);
+      t.far_threshold = threshold;
+      t.score_factor = 1.3;
+      const torch::Tensor distance = torch::arange(S).unsqueeze(1) - torch::arange(S).unsqueeze(0);
+      const torch::Tensor scores =
+          torch::where(distance >= threshold, scores_of(t.far_q, t.far_k), scores_of(t.q, t.k)) * 1.3;
+      const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+      EXPECT_LE((got - explicit_attention(scores, {}, v, true)).abs().max().item<double>(), 1e-12)
+          << "S " << S << " threshold " << threshold;
+    }
+}
+
 TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(5);
@@ -228,55 +253,90 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, fire_term(3, 0.1, 8.0, torch::kFloat32)), c10::Error);
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, cope_term_of(torch::zeros({1, 2, 8, 4}))), c10::Error);
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, fox_term_of(torch::zeros({1, 2, 10}))), c10::Error);
+  TileTerm bidirectional_far;
+  bidirectional_far.far_q = x;
+  bidirectional_far.far_k = x;
+  bidirectional_far.far_threshold = 2;
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, bidirectional_far), c10::Error);
   const torch::Tensor leaf = x.clone().requires_grad_();
   EXPECT_THROW(ops::tile_attention(leaf, x, x, 1.0, true, {}), c10::Error);
 }
 
-// FIRE, CoPE and FoX models (CoPE's tables drawn, not its zeros) evaluated without autograd run tile
-// attention and give the hidden states of model.attention_kernel reference (explicit scores; FIRE's
-// term as SDPA's mask); in training they keep the explicit scores.
+namespace {
+
+config::ModelConfig tiny_causal(config::PositionKind kind) {
+  config::ModelConfig c;
+  c.objective = config::Objective::causal_lm;
+  c.vocab_size = 23;
+  c.hidden_size = 32;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.ffn_size = 32;
+  c.hidden_dropout = 0.0;
+  c.attention_dropout = 0.0;
+  c.position.kind = kind;
+  c.position.fire.l_init = 8;
+  c.position.cope.max_positions = 24;
+  return c;
+}
+
+// The hidden states of a model in double over 150 tokens (CoPE's tables drawn, not its zeros),
+// and which attention kernels ran.
+torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kernel, bool train, std::string* ran) {
+  c.attention_kernel = kernel;
+  torch::manual_seed(9);
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 150}, torch::kLong);
+  model::EncoderModel m = model::build_model(c, 5);
+  m->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->named_parameters())
+      if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
+  }
+  train ? m->train() : m->eval();
+  torch::NoGradGuard no_grad;
+  model::AttentionKernelProbe probe;
+  model::EncoderInput in;
+  in.input_ids = ids;
+  const torch::Tensor out = m->forward(in);
+  *ran = probe.summary();
+  return out;
+}
+
+void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
+  std::string tiled, reference, training;
+  const torch::Tensor got = hidden_states(c, config::AttentionKernel::auto_, false, &tiled);
+  const torch::Tensor want = hidden_states(c, config::AttentionKernel::reference, false, &reference);
+  EXPECT_EQ(tiled, model::attention_kernel::kTile);
+  EXPECT_EQ(reference.find(model::attention_kernel::kTile), std::string::npos) << reference;
+  EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
+  hidden_states(c, config::AttentionKernel::auto_, true, &training);
+  EXPECT_EQ(training, model::attention_kernel::kExplicitScores);
+}
+
+}  // namespace
+
+// FIRE, CoPE and FoX models evaluated without autograd run tile attention and give the hidden
+// states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
+// training they keep the explicit scores.
 TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
   for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox}) {
-    config::ModelConfig c;
-    c.objective = config::Objective::causal_lm;
-    c.vocab_size = 23;
-    c.hidden_size = 32;
-    c.num_heads = 2;
-    c.num_layers = 2;
-    c.ffn_size = 32;
-    c.hidden_dropout = 0.0;
-    c.attention_dropout = 0.0;
-    c.position.kind = kind;
-    c.position.fire.l_init = 8;
-    c.position.cope.max_positions = 24;
-    torch::manual_seed(9);
-    const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 150}, torch::kLong);
-    auto hidden = [&](config::AttentionKernel kernel, bool train, std::string* ran) {
-      c.attention_kernel = kernel;
-      model::EncoderModel m = model::build_model(c, 5);
-      m->to(torch::kFloat64);
-      {
-        torch::NoGradGuard no_grad;
-        for (auto& p : m->named_parameters())
-          if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
-      }
-      train ? m->train() : m->eval();
-      torch::NoGradGuard no_grad;
-      model::AttentionKernelProbe probe;
-      model::EncoderInput in;
-      in.input_ids = ids;
-      const torch::Tensor out = m->forward(in);
-      *ran = probe.summary();
-      return out;
-    };
-    std::string tiled, reference, training;
-    const torch::Tensor got = hidden(config::AttentionKernel::auto_, false, &tiled);
-    const torch::Tensor want = hidden(config::AttentionKernel::reference, false, &reference);
-    EXPECT_EQ(tiled, model::attention_kernel::kTile);
-    EXPECT_EQ(reference.find(model::attention_kernel::kTile), std::string::npos) << reference;
-    EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
-    hidden(config::AttentionKernel::auto_, true, &training);
-    EXPECT_EQ(training, model::attention_kernel::kExplicitScores);
+    SCOPED_TRACE(config::position_kind_names().name(kind));
+    expect_tiles_in_evaluation_only(tiny_causal(kind));
+  }
+}
+
+// The same for the RoPE remaps with two rotations, each with a threshold inside the 150 tokens.
+TEST(TileAttention, RopeRemapsEvaluateThroughItAsOnTheExplicitScores) {
+  for (const auto mode : {config::RopeMode::rerope, config::RopeMode::string, config::RopeMode::self_extend}) {
+    config::ModelConfig c = tiny_causal(config::PositionKind::rope);
+    c.position.rope.mode = mode;
+    c.position.rope.rerope.window = 16;
+    c.position.rope.string.local = 8;
+    c.position.rope.self_extend.group = 4;
+    c.position.rope.self_extend.window = 16;
+    SCOPED_TRACE(static_cast<int>(mode));
+    expect_tiles_in_evaluation_only(c);
   }
 }
 

@@ -94,6 +94,26 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
   return scores;
 }
 
+std::optional<ops::TileTerm> RopeRemapImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                      int64_t /*layer*/, const torch::Tensor& state) {
+  if (bidirectional_ || config_.mode == config::RopeMode::dual_chunk || positions.dim() != 1 || !state.defined())
+    return std::nullopt;
+  const int64_t S = q.size(2);
+  const torch::Tensor pos = positions.to(torch::kFloat64);
+  ops::TileTerm term;
+  term.q = rotated(q, pos, S);
+  term.k = state.select(0, 0);
+  if (config_.mode == config::RopeMode::string)
+    term.score_factor = config_.string.attention_factor * config_.string.attention_factor;
+  const FarRotation far = far_rotation(pos, pos, 1.0, S);
+  if (std::isfinite(far.threshold)) {
+    term.far_q = rotated(q, far.query_at, S);
+    term.far_k = state.select(0, 1);
+    term.far_threshold = far.threshold;
+  }
+  return term;
+}
+
 torch::Tensor RopeRemapImpl::dual_chunk_scores(const torch::Tensor& rows, const torch::Tensor& keys,
                                                const torch::Tensor& row_pos, const torch::Tensor& pos, int64_t S,
                                                double scale) {

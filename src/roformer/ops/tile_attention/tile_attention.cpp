@@ -47,6 +47,13 @@ void fire_tables(const TileTerm& t, int64_t S, at::Tensor& table, at::Tensor& de
   }
 }
 
+// k [B, H, S, D] as the kernel reads keys: [B, H, D, ld] contiguous, zero past S.
+at::Tensor transposed_keys(const at::Tensor& k, int64_t ld) {
+  at::Tensor kt = at::zeros({k.size(0), k.size(1), k.size(3), ld}, k.options());
+  kt.narrow(3, 0, k.size(2)).copy_(k.transpose(2, 3));
+  return kt;
+}
+
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, const TileTerm& term) {
   TORCH_CHECK(tile_attention_supports(q, k, v),
               "roformer::tile_attention: q, k, v must be [B, H, S, D] CPU tensors of one dtype (float32 or float64), "
@@ -67,6 +74,12 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     term.cope_at_integers.sizes().slice(0, 3) == q.sizes().slice(0, 3),
                 "roformer::tile_attention: CoPE needs q . e [B, H, S, P] for q ", q.sizes(), ", got ",
                 term.cope_at_integers.sizes());
+  if (term.far_q.defined() || term.far_k.defined())
+    TORCH_CHECK(causal && tile_attention_supports(term.far_q, term.far_k, v) && !std::isnan(term.far_threshold),
+                "roformer::tile_attention: two rotations need causal attention, far_q and far_k like q, and a "
+                "threshold; got ",
+                term.far_q.defined() ? term.far_q.sizes() : at::IntArrayRef{}, ", ",
+                term.far_k.defined() ? term.far_k.sizes() : at::IntArrayRef{});
   if (term.kind == TileTerm::Kind::fox)
     TORCH_CHECK(term.fox_cumulative.dim() == 3 && term.fox_cumulative.sizes() == q.sizes().slice(0, 3),
                 "roformer::tile_attention: FoX needs the gates' running sums [B, H, S] for q ", q.sizes(), ", got ",
@@ -85,8 +98,10 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
   return D > 0 && D % 8 == 0 && D <= kMaxHeadDim && q.stride(3) == 1 && v.stride(3) == 1;
 }
 
-torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v, double scale,
                              bool causal, const TileTerm& term) {
+  const at::Tensor& q = term.q.defined() ? term.q : q_in;
+  const at::Tensor& k = term.k.defined() ? term.k : k_in;
   check_inputs(q, k, v, causal, term);
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
@@ -98,10 +113,9 @@ torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, con
   p.head_dim = D;
   p.causal = causal;
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
-  p.scale = scale;
+  p.scale = scale * term.score_factor;
   p.kt_ld = (S + 7) / 8 * 8;
-  at::Tensor kt = at::zeros({B, H, D, p.kt_ld}, q.options());
-  kt.narrow(3, 0, S).copy_(k.transpose(2, 3));
+  const at::Tensor kt = transposed_keys(k, p.kt_ld);
   p.q = q.data_ptr();
   p.kt = kt.data_ptr();
   p.v = v.data_ptr();
@@ -110,6 +124,14 @@ torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, con
     p.q_stride[a] = q.stride(a);
     p.v_stride[a] = v.stride(a);
     p.out_stride[a] = out.stride(a);
+  }
+  at::Tensor far_kt;
+  if (term.far_q.defined() && term.far_threshold < static_cast<double>(S)) {  // else no pair is far
+    far_kt = transposed_keys(term.far_k, p.kt_ld);
+    p.far_q = term.far_q.data_ptr();
+    for (int a = 0; a < 3; ++a) p.far_q_stride[a] = term.far_q.stride(a);
+    p.far_kt = far_kt.data_ptr();
+    p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
   at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative;  // alive until it returns
   if (term.kind == TileTerm::Kind::fire) {

@@ -3,7 +3,9 @@
 // S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
 // as a piecewise-linear map of the distances' logarithms), CoPE (gates counted from each
-// query's diagonal back, its position table interpolated) and FoX (the forget gates' decay). CPU, float32 / float64, no
+// query's diagonal back, its position table interpolated) and FoX (the forget gates' decay); and
+// scores from a second rotation of q and k past a distance (the RoPE remaps), each tile forming
+// the product it needs (both only where the threshold crosses the tile). CPU, float32 / float64, no
 // autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
 #pragma once
 
@@ -27,6 +29,14 @@ struct TileTerm {
   // FoX, causal: the running sums c of the log forget gates per (batch, head), [B, H, S]; the term
   // of key j for query i is c_i - c_j.
   torch::Tensor fox_cumulative;
+  // A family that rotates q and k itself (the RoPE remaps): the queries and keys to score with
+  // instead of attention's, [B, H, S, D] each, or undefined.
+  torch::Tensor q, k;
+  // Two rotations (ReRoPE, STRING, Self-Extend), causal: a pair at distance i - j >= far_threshold
+  // scores far_q_i . far_k_j instead, [B, H, S, D] each; undefined: every pair is near.
+  torch::Tensor far_q, far_k;
+  double far_threshold = 0;
+  double score_factor = 1;  // on the scale (STRING's attention factor, squared)
 };
 
 // Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or

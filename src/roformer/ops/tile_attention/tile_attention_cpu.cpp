@@ -86,9 +86,10 @@ ROFORMER_ALWAYS_INLINE T exp_row(T* row, int64_t n, T top) {
 // One item's buffers, reused by the thread from item to item.
 template <typename T>
 struct Scratch {
-  std::vector<T> scores, product, out, maximum, sum, rescale;
-  explicit Scratch(int64_t D)
+  std::vector<T> scores, far, product, out, maximum, sum, rescale;
+  explicit Scratch(int64_t D, bool two_rotations)
       : scores(kQueryTile * kKeyTile),
+        far(two_rotations ? kQueryTile * kKeyTile : 0),
         product(kQueryTile * D),
         out(kQueryTile * D),
         maximum(kQueryTile),
@@ -113,13 +114,40 @@ ROFORMER_ALWAYS_INLINE T softmax_step(T* row, int64_t n, int64_t width, T& maxim
   return factor;
 }
 
+// The scores q k^T of query rows [i0, i0 + rows) against keys [j0, j0 + width) into w.scores
+// (row stride kKeyTile); with two rotations, the far product where i - j >= far_from, each
+// product formed only where the tile has pairs on its side.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pair, int64_t i0, int64_t rows,
+                                        int64_t j0, int64_t width, Scratch<T>& w) {
+  constexpr int64_t W = small_gemm::Vec<T>::width;
+  const int64_t D = p.head_dim, b = pair / p.heads, h = pair % p.heads, padded = (width + W - 1) / W * W;
+  // Always inlined (a lambda is its own function otherwise, compiled without the caller's clones).
+  auto product = [&](const void* q_base, const int64_t* stride, const void* kt_base, T* out)
+      __attribute__((always_inline)) {
+    const T* q = static_cast<const T*>(q_base) + b * stride[0] + h * stride[1] + i0 * stride[2];
+    const T* kt = static_cast<const T*>(kt_base) + pair * D * p.kt_ld + j0;
+    small_gemm::gemm<T>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kKeyTile);
+  };
+  const int64_t nearest = i0 - (j0 + width - 1), farthest = i0 + rows - 1 - j0;  // distances in the tile
+  if (p.far_q != nullptr && nearest >= p.far_from) {
+    product(p.far_q, p.far_q_stride, p.far_kt, w.scores.data());
+    return;
+  }
+  product(p.q, p.q_stride, p.kt, w.scores.data());
+  if (p.far_q == nullptr || farthest < p.far_from) return;
+  product(p.far_q, p.far_q_stride, p.far_kt, w.far.data());
+  for (int64_t r = 0; r < rows; ++r) {  // keys j <= i - far_from take the far scores
+    const int64_t far_keys = std::clamp<int64_t>(i0 + r - p.far_from - j0 + 1, 0, width);
+    std::copy(w.far.data() + r * kKeyTile, w.far.data() + r * kKeyTile + far_keys, w.scores.data() + r * kKeyTile);
+  }
+}
+
 template <typename T, typename Term>
 ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item, Term& term, Scratch<T>& w) {
   const int64_t D = p.head_dim, S = p.seq, tiles = (S + kQueryTile - 1) / kQueryTile;
   const int64_t pair = item / tiles, b = pair / p.heads, h = pair % p.heads;
   const int64_t i0 = (tiles - 1 - item % tiles) * kQueryTile, rows = std::min(kQueryTile, S - i0);
-  const T* q = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1] + i0 * p.q_stride[2];
-  const T* kt = static_cast<const T*>(p.kt) + pair * D * p.kt_ld;
   const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + h * p.v_stride[1];
   const T scale = static_cast<T>(p.scale);
   std::fill(w.out.begin(), w.out.begin() + rows * D, T(0));
@@ -127,11 +155,9 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   std::fill(w.sum.begin(), w.sum.end(), T(0));
   term.begin(b, h, i0, rows);
   const int64_t key_end = p.causal ? i0 + rows : S;
-  constexpr int64_t W = small_gemm::Vec<T>::width;
   for (int64_t j0 = (key_end - 1) / kKeyTile * kKeyTile; j0 >= 0; j0 -= kKeyTile) {
     const int64_t width = std::min(key_end, j0 + kKeyTile) - j0;
-    small_gemm::gemm<T>(rows, (width + W - 1) / W * W, D, {q, p.q_stride[2], 1}, kt + j0, p.kt_ld, w.scores.data(),
-                        kKeyTile);
+    tile_scores(p, pair, i0, rows, j0, width, w);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       const int64_t n = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, width) : width;
@@ -158,7 +184,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
 
 template <typename T, template <typename> class Term>
 ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  Scratch<T> scratch(p.head_dim);
+  Scratch<T> scratch(p.head_dim, p.far_q != nullptr);
   Term<T> term(p);
   for (int64_t item = first; item < last; ++item) run_item<T>(p, item, term, scratch);
 }

@@ -38,6 +38,12 @@ struct TileAttentionLaunch {
   int64_t cope_positions = 0;
   // FoX: [B, H, S] contiguous.
   const void* fox_cumulative = nullptr;
+  // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
+  // i - j >= far_from score with them. far_q null: none.
+  const void* far_q = nullptr;
+  int64_t far_q_stride[3] = {0, 0, 0};
+  const void* far_kt = nullptr;
+  int64_t far_from = 0;
 };
 
 // CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's

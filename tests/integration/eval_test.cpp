@@ -399,13 +399,13 @@ TEST(Eval, FrontierFamiliesTrainAndEvaluatePastTheTrainingLength) {
   }
 }
 
-// The methods of 2025 the same way: FoX (its decay from the forget gates) evaluates through tile
-// attention, stick-breaking attention over RoPE forms its scores; SSMax with QK-norm keeps the
-// fused kernels (our CPU op here).
+// The methods of 2025 the same way: FoX (its decay from the forget gates) and stick-breaking
+// attention over RoPE evaluate through tile attention; SSMax with QK-norm keeps the fused kernels
+// (our CPU op here).
 TEST(Eval, Methods2025TrainAndEvaluatePastTheTrainingLength) {
   const std::vector<std::pair<std::string, std::string>> methods{
       {"--set model.position.kind=fox", "tile-attention"},
-      {"--set model.position.kind=rope --set model.attention_normalizer=stick_breaking", "explicit-scores"},
+      {"--set model.position.kind=rope --set model.attention_normalizer=stick_breaking", "tile-attention"},
       {"--set model.position.kind=none --set model.attention_scale=ssmax --set model.qk_norm=true", "short-attention"}};
   for (const auto& [method, kernel] : methods) {
     SCOPED_TRACE(method);

@@ -1,7 +1,7 @@
 // Tile attention (ops/tile_attention) against the explicit math in double: softmax(q k^T scale +
 // term + mask) v with the whole score matrix formed, for no term, FIRE's term as the fused FIRE
 // bias (ops::fire_bias) computes it, CoPE's as the fused CoPE term (ops::cope_term) does and FoX's
-// decay c_i - c_j, over
+// decay c_i - c_j, the RoPE remaps' two rotations and stick-breaking's weights, over
 // lengths that end inside and on the edges of the query and key tiles; float against double at one
 // thread and two; what it refuses; and FIRE, CoPE and FoX models evaluated through it against the same
 // models on the explicit scores (model.attention_kernel reference).
@@ -17,6 +17,7 @@
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/fire.h"
+#include "roformer/model/stick_breaking.h"
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -214,6 +215,40 @@ TEST(TileAttention, TwoRotationsEqualTheSelectedProductsInDouble) {
     }
 }
 
+// Stick-breaking (model::stick_breaking_weights, the authors' log-space form) with its remainder
+// dropped or on the query's own value, alone and over FoX's decay.
+TEST(TileAttention, StickBreakingEqualsTheLogSpaceWeightsInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(8);
+  for (const int64_t S : kLengths)
+    for (const bool fox : {false, true}) {
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      const torch::Tensor c = torch::log_sigmoid(torch::randn({2, 3, S}, torch::kFloat64) + 2).cumsum(-1);
+      torch::Tensor scores = scores_of(q, k);
+      if (fox) scores = scores + (c.unsqueeze(-1) - c.unsqueeze(-2));
+      const model::StickBreaking sb = model::stick_breaking_weights(scores.masked_fill(future(S), -kInf), 0);
+      const torch::Tensor dropped = torch::matmul(sb.weights, v);
+      const torch::Tensor kept = dropped + sb.remainder.unsqueeze(-1) * v;
+      const TileTerm term = fox ? fox_term_of(c) : TileTerm{};
+      const double scale = scale_of(q);
+      EXPECT_LE((ops::tile_attention(q, k, v, scale, true, term, ops::TileNormalizer::stick_breaking) - dropped)
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-12)
+          << "S " << S << " fox " << fox;
+      EXPECT_LE(
+          (ops::tile_attention(q, k, v, scale, true, term, ops::TileNormalizer::stick_breaking_remainder_to_query) -
+           kept)
+              .abs()
+              .max()
+              .item<double>(),
+          1e-12)
+          << "S " << S << " fox " << fox;
+    }
+}
+
 TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(5);
@@ -240,6 +275,11 @@ TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
     EXPECT_LE((one.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5) << name;
     EXPECT_TRUE(torch::equal(one, two)) << name << ": the thread count changed the bits";
   }
+  const auto sticks = ops::TileNormalizer::stick_breaking_remainder_to_query;
+  const torch::Tensor want = ops::tile_attention(q, k, v, 0.2, true, {}, sticks);
+  const torch::Tensor got =
+      ops::tile_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), 0.2, true, {}, sticks);
+  EXPECT_LE((got.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5) << "stick-breaking";
 }
 
 TEST(TileAttention, RefusesWhatItCannotTake) {
@@ -323,6 +363,18 @@ TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores)
   for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     expect_tiles_in_evaluation_only(tiny_causal(kind));
+  }
+}
+
+// Stick-breaking attention over RoPE (remainder on the query's value) and over no position
+// encoding (remainder dropped), the same way.
+TEST(TileAttention, StickBreakingModelsEvaluateThroughItAsOnTheExplicitScores) {
+  for (const auto kind : {config::PositionKind::rope, config::PositionKind::none}) {
+    config::ModelConfig c = tiny_causal(kind);
+    c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
+    if (kind == config::PositionKind::none) c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
+    SCOPED_TRACE(config::position_kind_names().name(kind));
+    expect_tiles_in_evaluation_only(c);
   }
 }
 

@@ -250,15 +250,21 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
   // Evaluation only, as bias_to_sdpa; model.attention_kernel reference keeps the explicit scores.
-  if (kernel_ == config::AttentionKernel::reference || normalizer_ != config::AttentionNormalizer::softmax ||
-      torch::GradMode::is_enabled() || is_training())
-    return {};
+  if (kernel_ == config::AttentionKernel::reference || torch::GradMode::is_enabled() || is_training()) return {};
   const bool causal = ctx.mask.defined() ? ctx.mask.only_causality() : ctx.causal;
   if (!causal || ctx.positions.dim() != 1 || !ops::tile_attention_supports(q, k, v)) return {};
-  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_, state);
+  // A family that forms no scores (stick-breaking over RoPE or none) scores q.k alone.
+  const std::optional<ops::TileTerm> term = position_->traits().forms_scores
+                                                ? position_->tile_term(q, ctx.positions, layer_, state)
+                                                : std::optional<ops::TileTerm>(ops::TileTerm{});
   if (!term) return {};
+  using ops::TileNormalizer;
+  const TileNormalizer normalizer = normalizer_ == config::AttentionNormalizer::softmax ? TileNormalizer::softmax
+                                    : remainder_ == config::StickBreakingRemainder::discard
+                                        ? TileNormalizer::stick_breaking
+                                        : TileNormalizer::stick_breaking_remainder_to_query;
   record_kernel(attention_kernel::kTile);
-  return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term);
+  return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term, normalizer);
 }
 
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

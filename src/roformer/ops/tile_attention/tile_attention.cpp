@@ -99,10 +99,11 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
 }
 
 torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v, double scale,
-                             bool causal, const TileTerm& term) {
+                             bool causal, const TileTerm& term, TileNormalizer normalizer) {
   const at::Tensor& q = term.q.defined() ? term.q : q_in;
   const at::Tensor& k = term.k.defined() ? term.k : k_in;
   check_inputs(q, k, v, causal, term);
+  TORCH_CHECK(normalizer == TileNormalizer::softmax || causal, "roformer::tile_attention: stick-breaking is causal");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
   if (q.numel() == 0) return out;
@@ -112,6 +113,7 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
   p.seq = S;
   p.head_dim = D;
   p.causal = causal;
+  p.normalizer = static_cast<int>(normalizer);
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
   p.scale = scale * term.score_factor;
   p.kt_ld = (S + 7) / 8 * 8;

@@ -39,14 +39,19 @@ struct TileTerm {
   double score_factor = 1;  // on the scale (STRING's attention factor, squared)
 };
 
+// How a row's scores become weights: softmax, or stick-breaking (Tan et al., ICLR 2025; strictly
+// causal: w_ij = sigmoid(z_ij) prod_{j<t<i} (1 - sigmoid(z_it)), no normaliser) with the weight the
+// sticks leave, 1 - sum_j w_ij, dropped or put on the query's own value.
+enum class TileNormalizer { softmax, stick_breaking, stick_breaking_remainder_to_query };
+
 // Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or
 // float64), equal shapes, q and v with unit stride along D, D a positive multiple of 8 up to 512.
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // softmax(q k^T scale + term (+ the causal mask)) v: [B, H, S, D], its memory in [B, S, H, D]
-// order. Every term but none needs `causal`. Refuses inputs that require a gradient while
+// order. Every term but none, and stick-breaking, need `causal`. Refuses inputs that require a gradient while
 // autograd is on (evaluation only).
 torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                             bool causal, const TileTerm& term);
+                             bool causal, const TileTerm& term, TileNormalizer normalizer = TileNormalizer::softmax);
 
 }  // namespace roformer::ops

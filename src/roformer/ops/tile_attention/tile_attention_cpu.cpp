@@ -86,7 +86,8 @@ ROFORMER_ALWAYS_INLINE T exp_row(T* row, int64_t n, T top) {
 // One item's buffers, reused by the thread from item to item.
 template <typename T>
 struct Scratch {
-  std::vector<T> scores, far, product, out, maximum, sum, rescale;
+  std::vector<T> scores, far, product, out, maximum, sum, rescale, kept;
+  std::vector<double> left;  // stick-breaking: per row, what the sticks of the keys visited leave
   explicit Scratch(int64_t D, bool two_rotations)
       : scores(kQueryTile * kKeyTile),
         far(two_rotations ? kQueryTile * kKeyTile : 0),
@@ -94,7 +95,9 @@ struct Scratch {
         out(kQueryTile * D),
         maximum(kQueryTile),
         sum(kQueryTile),
-        rescale(kQueryTile) {}
+        rescale(kQueryTile),
+        kept(kKeyTile),
+        left(kQueryTile) {}
 };
 
 // Row r's scores [0, n) of a tile of `width` keys become weights e^(s - m) under its new running
@@ -112,6 +115,28 @@ ROFORMER_ALWAYS_INLINE T softmax_step(T* row, int64_t n, int64_t width, T& maxim
   maximum = top;
   sum = sum * factor + added;
   return factor;
+}
+
+// Stick-breaking weights of a row's keys [0, n) (all before the query) from the last back:
+// w = sigmoid(z) x left, then left *= sigmoid(-z), `left` (double, carried between tiles) what
+// the sticks of the keys after it leave; keys [n, width) get 0; the weights' sum is added to
+// `sum`. The sigmoids in one vectorisable pass (cope_math.h's), the product as the scan.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void stick_step(T* row, int64_t n, int64_t width, double& left, T& sum, T* kept) {
+  for (int64_t c = 0; c < n; ++c) {
+    kept[c] = cope_math::sigmoid(-row[c]);
+    row[c] = cope_math::sigmoid(row[c]);
+  }
+  double l = left, added = 0;
+  for (int64_t c = n - 1; c >= 0; --c) {
+    const double weight = double(row[c]) * l;
+    l *= double(kept[c]);
+    row[c] = static_cast<T>(weight);
+    added += weight;
+  }
+  std::fill(row + n, row + width, T(0));
+  left = l;
+  sum += static_cast<T>(added);
 }
 
 // The scores q k^T of query rows [i0, i0 + rows) against keys [j0, j0 + width) into w.scores
@@ -153,6 +178,9 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   std::fill(w.out.begin(), w.out.begin() + rows * D, T(0));
   std::fill(w.maximum.begin(), w.maximum.end(), -std::numeric_limits<T>::infinity());
   std::fill(w.sum.begin(), w.sum.end(), T(0));
+  std::fill(w.left.begin(), w.left.end(), 1.0);
+  std::fill(w.rescale.begin(), w.rescale.end(), T(1));
+  const bool sticks = p.normalizer != 0;
   term.begin(b, h, i0, rows);
   const int64_t key_end = p.causal ? i0 + rows : S;
   for (int64_t j0 = (key_end - 1) / kKeyTile * kKeyTile; j0 >= 0; j0 -= kKeyTile) {
@@ -160,11 +188,16 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
     tile_scores(p, pair, i0, rows, j0, width, w);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      const int64_t n = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, width) : width;
+      // Visible keys: j <= i (causal softmax), j < i (stick-breaking), all.
+      const int64_t n = p.causal ? std::clamp<int64_t>(i + (sticks ? 0 : 1) - j0, 0, width) : width;
       T* row = w.scores.data() + r * kKeyTile;
       for (int64_t c = 0; c < n; ++c) row[c] *= scale;
       if (n > 0) term.add(r, i, j0, n, row);
-      w.rescale[r] = softmax_step(row, n, width, w.maximum[r], w.sum[r]);
+      if (sticks) {
+        stick_step(row, n, width, w.left[r], w.sum[r], w.kept.data());
+      } else {
+        w.rescale[r] = softmax_step(row, n, width, w.maximum[r], w.sum[r]);
+      }
     }
     small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kKeyTile, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
                         w.product.data(), D);
@@ -177,8 +210,17 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   }
   T* out = static_cast<T*>(p.out) + b * p.out_stride[0] + h * p.out_stride[1] + i0 * p.out_stride[2];
   for (int64_t r = 0; r < rows; ++r) {
-    const T inv = T(1) / w.sum[r];
-    for (int64_t d = 0; d < D; ++d) out[r * p.out_stride[2] + d] = w.out[r * D + d] * inv;
+    T* o = out + r * p.out_stride[2];
+    if (!sticks) {
+      const T inv = T(1) / w.sum[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = w.out[r * D + d] * inv;
+    } else if (p.normalizer == 2) {  // the remainder on the query's own value
+      const T* own = v + (i0 + r) * p.v_stride[2];
+      const T remainder = T(1) - w.sum[r];
+      for (int64_t d = 0; d < D; ++d) o[d] = w.out[r * D + d] + remainder * own[d];
+    } else {
+      for (int64_t d = 0; d < D; ++d) o[d] = w.out[r * D + d];
+    }
   }
 }
 

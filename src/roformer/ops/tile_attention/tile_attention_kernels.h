@@ -13,6 +13,7 @@ enum class TileTermKind { none, fire, cope, fox };
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
   bool causal = false;
+  int normalizer = 0;  // 0 softmax, 1 stick-breaking, 2 stick-breaking with the remainder on the query's value
   KernelDType dtype = KernelDType::f32;  // f32 or f64, every tensor and table alike
   double scale = 1;
   const void* q = nullptr;  // [B, H, S, D], strides below (D: 1)

@@ -190,6 +190,27 @@ TEST(TileAttention, FoxTermEqualsTheForgetGatesDecayInDouble) {
   }
 }
 
+// A relative table (Transformer-XL's form): scale x relative_q_i . table[h, i - j] on top of q.k,
+// over lengths across the tiles' spans of distances.
+TEST(TileAttention, RelativeTableEqualsTheGatheredProductsInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(10);
+  for (const int64_t S : kLengths) {
+    const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                        v = heads_view(2, 3, S, 8, torch::kFloat64);
+    TileTerm t;
+    t.kind = TileTerm::Kind::relative;
+    t.relative_q = heads_view(2, 3, S, 8, torch::kFloat64);
+    t.relative_table = torch::randn({3, S + 4, 8}, torch::kFloat64);  // rows past S unused
+    const torch::Tensor distance = (torch::arange(S).unsqueeze(1) - torch::arange(S).unsqueeze(0)).clamp_min(0);
+    const torch::Tensor rows = t.relative_table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
+    const torch::Tensor term = (t.relative_q.unsqueeze(3) * rows.unsqueeze(0)).sum(-1) * scale_of(q);  // [B, H, S, S]
+    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+    EXPECT_LE((got - explicit_attention(scores_of(q, k), term, v, true)).abs().max().item<double>(), 1e-12)
+        << "S " << S;
+  }
+}
+
 // The RoPE remaps' two rotations: q.k near the query, far_q.far_k from the threshold on, with
 // thresholds before the first key, between keys, inside and past the tiles, and past the length.
 TEST(TileAttention, TwoRotationsEqualTheSelectedProductsInDouble) {
@@ -356,11 +377,12 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 
 }  // namespace
 
-// FIRE, CoPE and FoX models evaluated without autograd run tile attention and give the hidden
+// FIRE, CoPE, FoX and Transformer-XL models evaluated without autograd run tile attention and give the hidden
 // states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
 // training they keep the explicit scores.
 TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox}) {
+  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
+                          config::PositionKind::transformer_xl}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     expect_tiles_in_evaluation_only(tiny_causal(kind));
   }

@@ -138,6 +138,24 @@ TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t
 // angle-difference identities make it a product of a per-query and a per-key factor:
 //   p_s.sin((m-n)w) + p_c.cos((m-n)w) = [p_s sin(mw) + p_c cos(mw)].cos(nw) + [p_c sin(mw) - p_s cos(mw)].sin(nw)
 // so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
+std::optional<ops::TileTerm> TransformerXlImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                          int64_t layer_index, const torch::Tensor& /*state*/) {
+  if (positions.dim() != 1) return std::nullopt;
+  const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), half = hidden_ / 2;
+  const auto opts = torch::dtype(torch::kFloat64).device(q.device());
+  const torch::Tensor w = torch::pow(10000.0, -2.0 * torch::arange(half, opts) / static_cast<double>(hidden_));
+  const torch::Tensor a = torch::arange(S, opts).unsqueeze(-1) * w;                            // [S, half]
+  const torch::Tensor R = torch::cat({torch::sin(a), torch::cos(a)}, -1).to(q.scalar_type());  // R_d: [S, hidden]
+  const torch::Tensor w_kr = l->r_net->weight.to(q.scalar_type()).view({H, D, hidden_});
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::relative;
+  term.q = q + l->r_w_bias.to(q.scalar_type()).view({1, H, 1, D});
+  term.relative_q = q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D});
+  term.relative_table = torch::matmul(R.unsqueeze(0), w_kr.transpose(1, 2));  // [H, S, D]
+  return term;
+}
+
 torch::Tensor TransformerXlImpl::score_term(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& /*scores*/, const torch::Tensor& positions,
                                             int64_t layer_index, int64_t begin, int64_t end,

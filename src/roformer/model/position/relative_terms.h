@@ -74,6 +74,10 @@ class TransformerXlImpl : public PositionEncodingImpl {
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& /*state*/) override;
+  // Causal: the content queries q + u, the position queries q + v and the table W_kr R_d of the
+  // distances d in [0, S).
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
+                                         const torch::Tensor& state) override;
 
   torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
 

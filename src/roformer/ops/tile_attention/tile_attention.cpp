@@ -80,6 +80,14 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 "threshold; got ",
                 term.far_q.defined() ? term.far_q.sizes() : at::IntArrayRef{}, ", ",
                 term.far_k.defined() ? term.far_k.sizes() : at::IntArrayRef{});
+  if (term.kind == TileTerm::Kind::relative)
+    TORCH_CHECK(term.relative_q.defined() && term.relative_q.sizes() == q.sizes() &&
+                    term.relative_q.scalar_type() == q.scalar_type() && term.relative_q.stride(3) == 1 &&
+                    term.relative_table.dim() == 3 && term.relative_table.size(0) == q.size(1) &&
+                    term.relative_table.size(1) >= q.size(2) && term.relative_table.size(2) == q.size(3),
+                "roformer::tile_attention: a relative table needs relative_q like q and a table [H, >= S, D] for q ",
+                q.sizes(), ", got ", term.relative_q.defined() ? term.relative_q.sizes() : at::IntArrayRef{}, " and ",
+                term.relative_table.defined() ? term.relative_table.sizes() : at::IntArrayRef{});
   if (term.kind == TileTerm::Kind::fox)
     TORCH_CHECK(term.fox_cumulative.dim() == 3 && term.fox_cumulative.sizes() == q.sizes().slice(0, 3),
                 "roformer::tile_attention: FoX needs the gates' running sums [B, H, S] for q ", q.sizes(), ", got ",
@@ -135,7 +143,8 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.far_kt = far_kt.data_ptr();
     p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
-  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative;  // alive until it returns
+  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative,
+      table_t;  // alive until it returns
   if (term.kind == TileTerm::Kind::fire) {
     p.term = TileTermKind::fire;
     psi_table = at::empty({S}, q.options());
@@ -159,6 +168,14 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     at_integers = term.cope_at_integers.to(q.scalar_type()).contiguous();
     p.cope_at_integers = at_integers.data_ptr();
     p.cope_positions = at_integers.size(-1);
+  } else if (term.kind == TileTerm::Kind::relative) {
+    p.term = TileTermKind::relative;
+    p.relative_q = term.relative_q.data_ptr();
+    for (int a = 0; a < 3; ++a) p.relative_q_stride[a] = term.relative_q.stride(a);
+    p.relative_table_ld = (S + 15) / 8 * 8;  // >= S + 8
+    table_t = at::zeros({H, D, p.relative_table_ld}, q.options());
+    table_t.narrow(2, 0, S).copy_(term.relative_table.narrow(1, 0, S).transpose(1, 2));
+    p.relative_table_t = table_t.data_ptr();
   } else if (term.kind == TileTerm::Kind::fox) {
     p.term = TileTermKind::fox;
     cumulative = term.fox_cumulative.to(q.scalar_type()).contiguous();

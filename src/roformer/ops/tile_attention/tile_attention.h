@@ -3,7 +3,8 @@
 // S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
 // as a piecewise-linear map of the distances' logarithms), CoPE (gates counted from each
-// query's diagonal back, its position table interpolated) and FoX (the forget gates' decay); and
+// query's diagonal back, its position table interpolated), FoX (the forget gates' decay) and a
+// table of relative embeddings (Transformer-XL); and
 // scores from a second rotation of q and k past a distance (the RoPE remaps), each tile forming
 // the product it needs (both only where the threshold crosses the tile). CPU, float32 / float64, no
 // autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
@@ -15,7 +16,7 @@ namespace roformer::ops {
 
 // The family's term for one layer.
 struct TileTerm {
-  enum class Kind { none, fire, cope, fox };
+  enum class Kind { none, fire, cope, fox, relative };
   Kind kind = Kind::none;
   // FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
   // x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
@@ -29,6 +30,10 @@ struct TileTerm {
   // FoX, causal: the running sums c of the log forget gates per (batch, head), [B, H, S]; the term
   // of key j for query i is c_i - c_j.
   torch::Tensor fox_cumulative;
+  // A relative table, causal: scale x relative_q_i . relative_table[h, i - j], relative_q
+  // [B, H, S, D] and relative_table [H, S, D] (row d for distance d; Transformer-XL's projected
+  // sinusoids). Each tile forms its products with the table rows of its distances at once.
+  torch::Tensor relative_q, relative_table;
   // A family that rotates q and k itself (the RoPE remaps): the queries and keys to score with
   // instead of attention's, [B, H, S, D] each, or undefined.
   torch::Tensor q, k;

@@ -25,9 +25,6 @@
 namespace roformer::ops {
 namespace {
 
-constexpr int64_t kQueryTile = 48;  // rows per item: a multiple of small_gemm's 3-, 6- and 8-row tiles
-constexpr int64_t kKeyTile = 128;   // keys per tile: the score tile is 48 x 128 (24 KiB in float)
-
 // e^(x - top) for every lane of a vector (float: vector_exp.h; double: the C library's per lane).
 ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_below(small_gemm::Vec<float>::type x, float top) {
   return small_gemm::exp_nonpositive(x - top);
@@ -89,15 +86,15 @@ struct Scratch {
   std::vector<T> scores, far, product, out, maximum, sum, rescale, kept;
   std::vector<double> left;  // stick-breaking: per row, what the sticks of the keys visited leave
   explicit Scratch(int64_t D, bool two_rotations)
-      : scores(kQueryTile * kKeyTile),
-        far(two_rotations ? kQueryTile * kKeyTile : 0),
-        product(kQueryTile * D),
-        out(kQueryTile * D),
-        maximum(kQueryTile),
-        sum(kQueryTile),
-        rescale(kQueryTile),
-        kept(kKeyTile),
-        left(kQueryTile) {}
+      : scores(kTileQueryRows * kTileKeys),
+        far(two_rotations ? kTileQueryRows * kTileKeys : 0),
+        product(kTileQueryRows * D),
+        out(kTileQueryRows * D),
+        maximum(kTileQueryRows),
+        sum(kTileQueryRows),
+        rescale(kTileQueryRows),
+        kept(kTileKeys),
+        left(kTileQueryRows) {}
 };
 
 // Row r's scores [0, n) of a tile of `width` keys become weights e^(s - m) under its new running
@@ -140,7 +137,7 @@ ROFORMER_ALWAYS_INLINE void stick_step(T* row, int64_t n, int64_t width, double&
 }
 
 // The scores q k^T of query rows [i0, i0 + rows) against keys [j0, j0 + width) into w.scores
-// (row stride kKeyTile); with two rotations, the far product where i - j >= far_from, each
+// (row stride kTileKeys); with two rotations, the far product where i - j >= far_from, each
 // product formed only where the tile has pairs on its side.
 template <typename T>
 ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pair, int64_t i0, int64_t rows,
@@ -152,7 +149,7 @@ ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pa
       __attribute__((always_inline)) {
     const T* q = static_cast<const T*>(q_base) + b * stride[0] + h * stride[1] + i0 * stride[2];
     const T* kt = static_cast<const T*>(kt_base) + pair * D * p.kt_ld + j0;
-    small_gemm::gemm<T>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kKeyTile);
+    small_gemm::gemm<T>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kTileKeys);
   };
   const int64_t nearest = i0 - (j0 + width - 1), farthest = i0 + rows - 1 - j0;  // distances in the tile
   if (p.far_q != nullptr && nearest >= p.far_from) {
@@ -164,15 +161,15 @@ ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pa
   product(p.far_q, p.far_q_stride, p.far_kt, w.far.data());
   for (int64_t r = 0; r < rows; ++r) {  // keys j <= i - far_from take the far scores
     const int64_t far_keys = std::clamp<int64_t>(i0 + r - p.far_from - j0 + 1, 0, width);
-    std::copy(w.far.data() + r * kKeyTile, w.far.data() + r * kKeyTile + far_keys, w.scores.data() + r * kKeyTile);
+    std::copy(w.far.data() + r * kTileKeys, w.far.data() + r * kTileKeys + far_keys, w.scores.data() + r * kTileKeys);
   }
 }
 
 template <typename T, typename Term>
 ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item, Term& term, Scratch<T>& w) {
-  const int64_t D = p.head_dim, S = p.seq, tiles = (S + kQueryTile - 1) / kQueryTile;
+  const int64_t D = p.head_dim, S = p.seq, tiles = (S + kTileQueryRows - 1) / kTileQueryRows;
   const int64_t pair = item / tiles, b = pair / p.heads, h = pair % p.heads;
-  const int64_t i0 = (tiles - 1 - item % tiles) * kQueryTile, rows = std::min(kQueryTile, S - i0);
+  const int64_t i0 = (tiles - 1 - item % tiles) * kTileQueryRows, rows = std::min(kTileQueryRows, S - i0);
   const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + h * p.v_stride[1];
   const T scale = static_cast<T>(p.scale);
   std::fill(w.out.begin(), w.out.begin() + rows * D, T(0));
@@ -183,14 +180,15 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   const bool sticks = p.normalizer != 0;
   term.begin(b, h, i0, rows);
   const int64_t key_end = p.causal ? i0 + rows : S;
-  for (int64_t j0 = (key_end - 1) / kKeyTile * kKeyTile; j0 >= 0; j0 -= kKeyTile) {
-    const int64_t width = std::min(key_end, j0 + kKeyTile) - j0;
+  for (int64_t j0 = (key_end - 1) / kTileKeys * kTileKeys; j0 >= 0; j0 -= kTileKeys) {
+    const int64_t width = std::min(key_end, j0 + kTileKeys) - j0;
     tile_scores(p, pair, i0, rows, j0, width, w);
+    term.tile(j0, width);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       // Visible keys: j <= i (causal softmax), j < i (stick-breaking), all.
       const int64_t n = p.causal ? std::clamp<int64_t>(i + (sticks ? 0 : 1) - j0, 0, width) : width;
-      T* row = w.scores.data() + r * kKeyTile;
+      T* row = w.scores.data() + r * kTileKeys;
       for (int64_t c = 0; c < n; ++c) row[c] *= scale;
       if (n > 0) term.add(r, i, j0, n, row);
       if (sticks) {
@@ -199,7 +197,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
         w.rescale[r] = softmax_step(row, n, width, w.maximum[r], w.sum[r]);
       }
     }
-    small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kKeyTile, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
+    small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kTileKeys, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
                         w.product.data(), D);
     for (int64_t r = 0; r < rows; ++r) {
       T* o = w.out.data() + r * D;
@@ -246,6 +244,9 @@ ROFORMER_CLONES void cope_f32(const TileAttentionLaunch& p, int64_t first, int64
 ROFORMER_CLONES void fox_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::Fox>(p, first, last);
 }
+ROFORMER_CLONES void relative_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Relative>(p, first, last);
+}
 void none_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::None>(p, first, last);
 }
@@ -260,6 +261,10 @@ void fox_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::Fox>(p, first, last);
 }
 
+void relative_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::Relative>(p, first, last);
+}
+
 Items items_for(const TileAttentionLaunch& p) {
   const bool f64 = p.dtype == KernelDType::f64;
   switch (p.term) {
@@ -269,6 +274,8 @@ Items items_for(const TileAttentionLaunch& p) {
       return f64 ? cope_f64 : cope_f32;
     case TileTermKind::fox:
       return f64 ? fox_f64 : fox_f32;
+    case TileTermKind::relative:
+      return f64 ? relative_f64 : relative_f32;
     case TileTermKind::none:
       break;
   }
@@ -281,7 +288,7 @@ void tile_attention_cpu(const TileAttentionLaunch& p) {
   const Items items = items_for(p);
   // Items of a few short rows each claim several at a time (the scratch is made once per claim).
   const int64_t per_claim = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, p.seq));
-  for_each_claim(p.batch * p.heads * ((p.seq + kQueryTile - 1) / kQueryTile), per_claim,
+  for_each_claim(p.batch * p.heads * ((p.seq + kTileQueryRows - 1) / kTileQueryRows), per_claim,
                  [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 

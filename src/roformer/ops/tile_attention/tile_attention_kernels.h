@@ -8,7 +8,12 @@
 
 namespace roformer::ops {
 
-enum class TileTermKind { none, fire, cope, fox };
+// The kernel's tiles: query rows per item (a multiple of small_gemm's 3-, 6- and 8-row tiles)
+// and keys per tile (the score tile is 48 x 128, 24 KiB in float).
+constexpr int64_t kTileQueryRows = 48;
+constexpr int64_t kTileKeys = 128;
+
+enum class TileTermKind { none, fire, cope, fox, relative };
 
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -39,6 +44,12 @@ struct TileAttentionLaunch {
   int64_t cope_positions = 0;
   // FoX: [B, H, S] contiguous.
   const void* fox_cumulative = nullptr;
+  // Relative table: the queries (strides below, D: 1) and the table transposed, [H, D, table_ld]
+  // contiguous, zero past S (table_ld >= S + 8, so a tile's padded span of distances stays inside).
+  const void* relative_q = nullptr;
+  int64_t relative_q_stride[3] = {0, 0, 0};
+  const void* relative_table_t = nullptr;
+  int64_t relative_table_ld = 0;
   // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
   // i - j >= far_from score with them. far_q null: none.
   const void* far_q = nullptr;

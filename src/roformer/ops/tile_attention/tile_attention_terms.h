@@ -2,6 +2,7 @@
 // row's scores within one key tile. The kernel visits an item's key tiles from the diagonal back
 // to key 0, so a term may carry per-row state from tile to tile (CoPE's running gate sum).
 //   begin(b, h, i0, rows): a new item, query rows [i0, i0 + rows) of batch b, head h;
+//   tile(j0, width):       a new key tile, keys [j0, j0 + width), before its rows;
 //   add(r, i, j0, n, row): row r (query i) of the tile, keys [j0, j0 + n), all visible, holds the
 //                          scaled scores q.k; the term is added in place.
 // Header-only and always inlined, so the kernel's ROFORMER_CLONES functions compile it per
@@ -14,6 +15,7 @@
 
 #include "roformer/ops/common/cpu_kernel_support.h"
 #include "roformer/ops/cope_term/cope_math.h"
+#include "roformer/ops/short_attention/small_gemm.h"
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 
 namespace roformer::ops::tile_terms {
@@ -22,6 +24,7 @@ template <typename T>
 struct None {
   explicit None(const TileAttentionLaunch&) {}
   ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t, int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t, int64_t, int64_t, T*) {}
 };
 
@@ -42,6 +45,7 @@ struct Fire {
     slope = all_slope + h * (kinks + 1);
     intercept = all_intercept + h * (kinks + 1);
   }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
     const int64_t* bound = bounds + i * kinks;  // first distance of segment s + 1 is bound[s]
     const T denom = denominator[i];
@@ -81,6 +85,7 @@ struct Cope {
     rows_table = table + ((b * heads + h) * seq + i0) * positions;
     counted.assign(rows, T(0));
   }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t, int64_t, int64_t n, T* row) {
     if (static_cast<int64_t>(gates.size()) < n) gates.resize(n);
     for (int64_t c = 0; c < n; ++c) gates[c] = cope_math::sigmoid(row[c]);
@@ -109,6 +114,7 @@ struct Fox {
   ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t, int64_t) {
     row_sums = cumulative + (b * heads + h) * seq;
   }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
     const T at_query = row_sums[i];
     const T* at_key = row_sums + j0;
@@ -117,6 +123,41 @@ struct Fox {
   const T* cumulative;
   int64_t heads, seq;
   const T* row_sums = nullptr;
+};
+
+// A relative table: per key tile, one product of the rows' queries with the table rows of the
+// tile's distances (at most rows + width - 1 of them), G[r][d - d_min]; the term of key j in row
+// i is then G[r][i - j - d_min], read backwards along the row.
+template <typename T>
+struct Relative {
+  static constexpr int64_t kSpan = kTileQueryRows + kTileKeys + 8;  // distances of a tile, padded
+  explicit Relative(const TileAttentionLaunch& p)
+      : launch(p), scale(static_cast<T>(p.scale)), products(kTileQueryRows * kSpan) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t i0, int64_t rows) {
+    queries = static_cast<const T*>(launch.relative_q) + b * launch.relative_q_stride[0] +
+              h * launch.relative_q_stride[1] + i0 * launch.relative_q_stride[2];
+    table = static_cast<const T*>(launch.relative_table_t) + h * launch.head_dim * launch.relative_table_ld;
+    first_row = i0;
+    row_count = rows;
+  }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t j0, int64_t width) {
+    constexpr int64_t W = small_gemm::Vec<T>::width;
+    d_min = std::max<int64_t>(0, first_row - (j0 + width - 1));
+    const int64_t span = first_row + row_count - 1 - j0 - d_min + 1;
+    small_gemm::gemm<T>(row_count, (span + W - 1) / W * W, launch.head_dim, {queries, launch.relative_q_stride[2], 1},
+                        table + d_min, launch.relative_table_ld, products.data(), kSpan);
+    tile_start = j0;
+  }
+  ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t i, int64_t, int64_t n, T* row) {
+    const T* at_distance = products.data() + r * kSpan + (i - tile_start - d_min);  // [-c]: key j0 + c
+    for (int64_t c = 0; c < n; ++c) row[c] += scale * at_distance[-c];
+  }
+  const TileAttentionLaunch& launch;
+  T scale;
+  std::vector<T> products;
+  const T* queries = nullptr;
+  const T* table = nullptr;
+  int64_t first_row = 0, row_count = 0, d_min = 0, tile_start = 0;
 };
 
 }  // namespace roformer::ops::tile_terms

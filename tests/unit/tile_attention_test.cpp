@@ -208,6 +208,14 @@ TEST(TileAttention, RelativeTableEqualsTheGatheredProductsInDouble) {
     const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
     EXPECT_LE((got - explicit_attention(scores_of(q, k), term, v, true)).abs().max().item<double>(), 1e-12)
         << "S " << S;
+    // With a value table (Shaw's a^V): each output gains sum_j p_ij values[h, i - j].
+    t.relative_value_table = torch::randn({3, S, 8}, torch::kFloat64);
+    const torch::Tensor probs =
+        torch::softmax((scores_of(q, k) + term).masked_fill(future(S), -kInf), -1);  // [B, H, S, S]
+    const torch::Tensor values = t.relative_value_table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
+    const torch::Tensor with_values = torch::matmul(probs, v) + (probs.unsqueeze(-1) * values.unsqueeze(0)).sum(3);
+    EXPECT_LE((ops::tile_attention(q, k, v, scale_of(q), true, t) - with_values).abs().max().item<double>(), 1e-12)
+        << "S " << S << " with values";
   }
 }
 
@@ -338,6 +346,8 @@ config::ModelConfig tiny_causal(config::PositionKind kind) {
   c.position.kind = kind;
   c.position.fire.l_init = 8;
   c.position.cope.max_positions = 24;
+  c.position.shaw.max_distance = 4;
+  c.position.shaw.values = true;
   return c;
 }
 
@@ -377,12 +387,13 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 
 }  // namespace
 
-// FIRE, CoPE, FoX and Transformer-XL models evaluated without autograd run tile attention and give the hidden
+// FIRE, CoPE, FoX, Transformer-XL and Shaw (clipped at 4, with values) models evaluated without
+// autograd run tile attention and give the hidden
 // states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
 // training they keep the explicit scores.
 TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
   for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
-                          config::PositionKind::transformer_xl}) {
+                          config::PositionKind::transformer_xl, config::PositionKind::shaw}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     expect_tiles_in_evaluation_only(tiny_causal(kind));
   }

@@ -116,6 +116,23 @@ torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Ten
   return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
 }
 
+std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                 int64_t layer_index, const torch::Tensor& /*state*/) {
+  if (positions.dim() != 1) return std::nullopt;
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), k = config_.max_distance;
+  // Key j = i - d sits at clip(j - i, -k, k) + k = k - min(d, k).
+  const torch::Tensor row = k - torch::arange(S, torch::dtype(torch::kLong).device(q.device())).clamp_max(k);
+  auto by_distance = [&](const torch::nn::Embedding& table) {
+    return table->weight.to(q.scalar_type()).index_select(0, row).unsqueeze(0).expand({H, S, D});  // heads share it
+  };
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::relative;
+  term.relative_q = q;
+  term.relative_table = by_distance(tables(layer_index)->relative_key);
+  if (config_.values) term.relative_value_table = by_distance(tables(layer_index)->relative_value);
+  return term;
+}
+
 // ---- Transformer-XL (Dai et al. 2019) ----
 
 XlLayerImpl::XlLayerImpl(int64_t hidden, int64_t num_heads) {

@@ -39,6 +39,9 @@ class ShawImpl : public PositionEncodingImpl {
                            const torch::Tensor& /*state*/) override;
   torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
                             int64_t begin) override;
+  // Causal: the key and value tables laid out by distance d = i - j >= 0 (row k - min(d, k)).
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
+                                         const torch::Tensor& state) override;
 
   torch::nn::ModuleList layer{nullptr};  // ShawTables: one per layer, or one shared
 

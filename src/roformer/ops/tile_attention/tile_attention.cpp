@@ -143,8 +143,8 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.far_kt = far_kt.data_ptr();
     p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
-  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative,
-      table_t;  // alive until it returns
+  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative, table_t,
+      value_table;  // alive until it returns
   if (term.kind == TileTerm::Kind::fire) {
     p.term = TileTermKind::fire;
     psi_table = at::empty({S}, q.options());
@@ -176,6 +176,16 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     table_t = at::zeros({H, D, p.relative_table_ld}, q.options());
     table_t.narrow(2, 0, S).copy_(term.relative_table.narrow(1, 0, S).transpose(1, 2));
     p.relative_table_t = table_t.data_ptr();
+    if (term.relative_value_table.defined()) {
+      TORCH_CHECK(term.relative_value_table.dim() == 3 && term.relative_value_table.size(0) == H &&
+                      term.relative_value_table.size(1) >= S && term.relative_value_table.size(2) == D,
+                  "roformer::tile_attention: a relative value table must be [H, >= S, D] for q ", q.sizes(), ", got ",
+                  term.relative_value_table.sizes());
+      value_table = term.relative_value_table.to(q.scalar_type());
+      if (value_table.stride(2) != 1 || value_table.stride(1) != D) value_table = value_table.contiguous();
+      p.relative_value = value_table.data_ptr();
+      p.relative_value_head_stride = value_table.stride(0);
+    }
   } else if (term.kind == TileTerm::Kind::fox) {
     p.term = TileTermKind::fox;
     cumulative = term.fox_cumulative.to(q.scalar_type()).contiguous();

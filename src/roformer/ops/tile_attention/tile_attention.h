@@ -34,6 +34,9 @@ struct TileTerm {
   // [B, H, S, D] and relative_table [H, S, D] (row d for distance d; Transformer-XL's projected
   // sinusoids). Each tile forms its products with the table rows of its distances at once.
   torch::Tensor relative_q, relative_table;
+  // With it, a relative value table [H, >= S, D] (Shaw's a^V): each output gains
+  // sum_j w_ij relative_value_table[h, i - j]; undefined: none.
+  torch::Tensor relative_value_table;
   // A family that rotates q and k itself (the RoPE remaps): the queries and keys to score with
   // instead of attention's, [B, H, S, D] each, or undefined.
   torch::Tensor q, k;

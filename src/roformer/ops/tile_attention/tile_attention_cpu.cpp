@@ -199,6 +199,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
     }
     small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kTileKeys, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
                         w.product.data(), D);
+    term.output(width, w.scores.data(), w.product.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* o = w.out.data() + r * D;
       const T* add = w.product.data() + r * D;

@@ -50,6 +50,9 @@ struct TileAttentionLaunch {
   int64_t relative_q_stride[3] = {0, 0, 0};
   const void* relative_table_t = nullptr;
   int64_t relative_table_ld = 0;
+  // Relative value table: row d at relative_value + h * head_stride + d * D (D: 1); null: none.
+  const void* relative_value = nullptr;
+  int64_t relative_value_head_stride = 0;
   // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
   // i - j >= far_from score with them. far_q null: none.
   const void* far_q = nullptr;

@@ -4,7 +4,9 @@
 //   begin(b, h, i0, rows): a new item, query rows [i0, i0 + rows) of batch b, head h;
 //   tile(j0, width):       a new key tile, keys [j0, j0 + width), before its rows;
 //   add(r, i, j0, n, row): row r (query i) of the tile, keys [j0, j0 + n), all visible, holds the
-//                          scaled scores q.k; the term is added in place.
+//                          scaled scores q.k; the term is added in place;
+//   output(width, weights, product): after the tile's weights (rows of kTileKeys) met its values
+//                          in product (rows of D), a term of the weights added to product.
 // Header-only and always inlined, so the kernel's ROFORMER_CLONES functions compile it per
 // instruction set.
 #pragma once
@@ -25,6 +27,7 @@ struct None {
   explicit None(const TileAttentionLaunch&) {}
   ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t, int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t, int64_t, int64_t, T*) {}
 };
 
@@ -46,6 +49,7 @@ struct Fire {
     intercept = all_intercept + h * (kinks + 1);
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
     const int64_t* bound = bounds + i * kinks;  // first distance of segment s + 1 is bound[s]
     const T denom = denominator[i];
@@ -86,6 +90,7 @@ struct Cope {
     counted.assign(rows, T(0));
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t, int64_t, int64_t n, T* row) {
     if (static_cast<int64_t>(gates.size()) < n) gates.resize(n);
     for (int64_t c = 0; c < n; ++c) gates[c] = cope_math::sigmoid(row[c]);
@@ -115,6 +120,7 @@ struct Fox {
     row_sums = cumulative + (b * heads + h) * seq;
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
     const T at_query = row_sums[i];
     const T* at_key = row_sums + j0;
@@ -127,18 +133,25 @@ struct Fox {
 
 // A relative table: per key tile, one product of the rows' queries with the table rows of the
 // tile's distances (at most rows + width - 1 of them), G[r][d - d_min]; the term of key j in row
-// i is then G[r][i - j - d_min], read backwards along the row.
+// i is then G[r][i - j - d_min], read backwards along the row. A value table the other way: the
+// tile's weights laid out by distance, times the table rows of those distances.
 template <typename T>
 struct Relative {
   static constexpr int64_t kSpan = kTileQueryRows + kTileKeys + 8;  // distances of a tile, padded
   explicit Relative(const TileAttentionLaunch& p)
-      : launch(p), scale(static_cast<T>(p.scale)), products(kTileQueryRows * kSpan) {}
+      : launch(p),
+        scale(static_cast<T>(p.scale)),
+        products(kTileQueryRows * kSpan),
+        by_distance(p.relative_value != nullptr ? kTileQueryRows * kSpan : 0),
+        value_product(p.relative_value != nullptr ? kTileQueryRows * p.head_dim : 0) {}
   ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t i0, int64_t rows) {
     queries = static_cast<const T*>(launch.relative_q) + b * launch.relative_q_stride[0] +
               h * launch.relative_q_stride[1] + i0 * launch.relative_q_stride[2];
     table = static_cast<const T*>(launch.relative_table_t) + h * launch.head_dim * launch.relative_table_ld;
     first_row = i0;
     row_count = rows;
+    if (launch.relative_value != nullptr)
+      values = static_cast<const T*>(launch.relative_value) + h * launch.relative_value_head_stride;
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t j0, int64_t width) {
     constexpr int64_t W = small_gemm::Vec<T>::width;
@@ -152,9 +165,24 @@ struct Relative {
     const T* at_distance = products.data() + r * kSpan + (i - tile_start - d_min);  // [-c]: key j0 + c
     for (int64_t c = 0; c < n; ++c) row[c] += scale * at_distance[-c];
   }
+  ROFORMER_ALWAYS_INLINE void output(int64_t width, T* weights, T* product) {
+    if (values == nullptr) return;
+    const int64_t D = launch.head_dim, span = first_row + row_count - 1 - tile_start - d_min + 1;
+    for (int64_t r = 0; r < row_count; ++r) {  // key j0 + c at distance i - j0 - c
+      T* to = by_distance.data() + r * kSpan;
+      std::fill(to, to + span, T(0));
+      const int64_t last = first_row + r - tile_start - d_min;  // distance row of key j0
+      const T* w = weights + r * kTileKeys;
+      for (int64_t c = 0; c < std::min(width, last + 1); ++c) to[last - c] = w[c];
+    }
+    small_gemm::gemm<T>(row_count, D, span, {by_distance.data(), kSpan, 1}, values + d_min * D, D, value_product.data(),
+                        D);
+    for (int64_t x = 0; x < row_count * D; ++x) product[x] += value_product[x];
+  }
   const TileAttentionLaunch& launch;
   T scale;
-  std::vector<T> products;
+  std::vector<T> products, by_distance, value_product;
+  const T* values = nullptr;
   const T* queries = nullptr;
   const T* table = nullptr;
   int64_t first_row = 0, row_count = 0, d_min = 0, tile_start = 0;

@@ -382,11 +382,8 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
                                " --set model.position.deberta.position_buckets=8" +
                                " --set model.position.deberta.max_relative_positions=32");
     const json j = expect_trains_and_evaluates_at_4x(t);
-    // xPos rotates q and k and leaves the scores to the fused kernel; Shaw and Transformer-XL
-    // evaluate in tiles; DeBERTa forms its scores.
-    EXPECT_EQ(j["results"][1]["attention"], kind == "xpos"      ? "short-attention"
-                                            : kind == "deberta" ? "explicit-scores"
-                                                                : "tile-attention");
+    // xPos rotates q and k and leaves the scores to the fused kernel; the others evaluate in tiles.
+    EXPECT_EQ(j["results"][1]["attention"], kind == "xpos" ? "short-attention" : "tile-attention");
   }
 }
 

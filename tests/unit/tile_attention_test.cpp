@@ -219,6 +219,34 @@ TEST(TileAttention, RelativeTableEqualsTheGatheredProductsInDouble) {
   }
 }
 
+// Bucketed tables (DeBERTa's form): scale x (by_query[i, query_bucket[i - j]] + by_key[key_bucket[i
+// - j], j]), buckets that stop changing at a distance inside the tiles.
+TEST(TileAttention, BucketsEqualTheGatheredTablesInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(11);
+  for (const int64_t S : kLengths) {
+    const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                        v = heads_view(2, 3, S, 8, torch::kFloat64);
+    TileTerm t;
+    t.kind = TileTerm::Kind::buckets;
+    t.by_query = torch::randn({2, 3, S, 6}, torch::kFloat64);
+    t.by_key = torch::randn({2, 3, 6, S}, torch::kFloat64);
+    const torch::Tensor d = torch::arange(S);
+    t.query_bucket = torch::div(d, 7, "floor").clamp_max(5);                        // constant from distance 35 on
+    t.key_bucket = (5 - torch::div(d, 3, "floor")).clamp_min(0);                    // constant from 15 on
+    const torch::Tensor distance = (d.unsqueeze(1) - d.unsqueeze(0)).clamp_min(0);  // [S, S]
+    const torch::Tensor qb =
+        t.query_bucket.index_select(0, distance.reshape(-1)).view({1, 1, S, S}).expand({2, 3, S, S});
+    const torch::Tensor kb = t.key_bucket.index_select(0, distance.reshape(-1)).view({S, S});
+    const torch::Tensor c2p = t.by_query.gather(3, qb);                                        // [b, h, i, qb[i, j]]
+    const torch::Tensor p2c = t.by_key.gather(2, kb.view({1, 1, S, S}).expand({2, 3, S, S}));  // [b, h, kb[i, j], j]
+    const torch::Tensor term = (c2p + p2c) * scale_of(q);
+    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+    EXPECT_LE((got - explicit_attention(scores_of(q, k), term, v, true)).abs().max().item<double>(), 1e-12)
+        << "S " << S;
+  }
+}
+
 // The RoPE remaps' two rotations: q.k near the query, far_q.far_k from the threshold on, with
 // thresholds before the first key, between keys, inside and past the tiles, and past the length.
 TEST(TileAttention, TwoRotationsEqualTheSelectedProductsInDouble) {
@@ -348,6 +376,8 @@ config::ModelConfig tiny_causal(config::PositionKind kind) {
   c.position.cope.max_positions = 24;
   c.position.shaw.max_distance = 4;
   c.position.shaw.values = true;
+  c.position.deberta.position_buckets = 8;
+  c.position.deberta.max_relative_positions = 32;
   return c;
 }
 
@@ -387,13 +417,14 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 
 }  // namespace
 
-// FIRE, CoPE, FoX, Transformer-XL and Shaw (clipped at 4, with values) models evaluated without
-// autograd run tile attention and give the hidden
+// FIRE, CoPE, FoX, Transformer-XL, Shaw (clipped at 4, with values) and DeBERTa (8 buckets to 32)
+// models evaluated without autograd run tile attention and give the hidden
 // states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
 // training they keep the explicit scores.
 TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
-                          config::PositionKind::transformer_xl, config::PositionKind::shaw}) {
+  for (const auto kind :
+       {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
+        config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     expect_tiles_in_evaluation_only(tiny_causal(kind));
   }

@@ -280,6 +280,24 @@ torch::Tensor DebertaImpl::key_positions(const torch::Tensor& k, const torch::Te
 // c2p(i, j) = q_i . K^r_{delta(i,j)} and p2c(i, j) = k_j . Q^r_{delta(j,i)} (the paper's Eq. 4;
 // Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers column j of
 // Q_r K^T (layer_state's, for the keys [0, K)) at row delta(j, i): [B, H, C, K] as the scores are.
+std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
+                                                    int64_t layer_index, const torch::Tensor& state) {
+  if (positions.dim() != 1 || !state.defined()) return std::nullopt;
+  const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), span = config_.position_buckets;
+  auto delta_of = [&](const torch::Tensor& i_minus_j) {
+    return (deberta_bucket(i_minus_j, span, config_.max_relative_positions) + span).clamp(0, 2 * span - 1);
+  };
+  const torch::Tensor d = torch::arange(S, torch::dtype(torch::kLong).device(q.device()));
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::buckets;
+  term.by_query = per_head_matmul(q, position_heads(shared_table(), l->pos_key_proj, H, D));  // [B, H, S, 2k]
+  term.by_key = state;                                                                        // [B, H, 2k, S]
+  term.query_bucket = delta_of(d);  // delta(i, j) for i - j = d
+  term.key_bucket = delta_of(-d);   // delta(j, i)
+  return term;
+}
+
 torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
                                       const torch::Tensor& positions, int64_t layer_index, int64_t begin, int64_t end,
                                       const torch::Tensor& state) {

@@ -116,6 +116,10 @@ class DebertaImpl : public PositionEncodingImpl {
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& state) override;
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
+  // Causal: c2p's q . K^r per query and bucket, p2c's layer state (Q^r . k per bucket and key) and
+  // the two buckets of each distance.
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
+                                         const torch::Tensor& state) override;
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
   torch::nn::ModuleList layer{nullptr};          // DebertaLayer per encoder layer

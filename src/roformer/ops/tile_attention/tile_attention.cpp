@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
@@ -54,6 +55,15 @@ at::Tensor transposed_keys(const at::Tensor& k, int64_t ld) {
   return kt;
 }
 
+// The first distance from which neither bucket index changes (S - 1 at most).
+int64_t constant_from(const at::Tensor& query_bucket, const at::Tensor& key_bucket) {
+  const int64_t* qb = query_bucket.data_ptr<int64_t>();
+  const int64_t* kb = key_bucket.data_ptr<int64_t>();
+  int64_t from = query_bucket.numel() - 1;
+  while (from > 0 && qb[from - 1] == qb[from] && kb[from - 1] == kb[from]) --from;
+  return std::max<int64_t>(from, 0);
+}
+
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, const TileTerm& term) {
   TORCH_CHECK(tile_attention_supports(q, k, v),
               "roformer::tile_attention: q, k, v must be [B, H, S, D] CPU tensors of one dtype (float32 or float64), "
@@ -88,10 +98,110 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 "roformer::tile_attention: a relative table needs relative_q like q and a table [H, >= S, D] for q ",
                 q.sizes(), ", got ", term.relative_q.defined() ? term.relative_q.sizes() : at::IntArrayRef{}, " and ",
                 term.relative_table.defined() ? term.relative_table.sizes() : at::IntArrayRef{});
+  if (term.kind == TileTerm::Kind::buckets) {
+    const bool shaped = term.by_query.defined() && term.by_key.defined() && term.query_bucket.defined() &&
+                        term.key_bucket.defined() && term.by_query.dim() == 4 &&
+                        term.by_query.sizes().slice(0, 3) == q.sizes().slice(0, 3) && term.by_key.dim() == 4 &&
+                        term.by_key.size(0) == q.size(0) && term.by_key.size(1) == q.size(1) &&
+                        term.by_key.size(2) == term.by_query.size(3) && term.by_key.size(3) == q.size(2);
+    TORCH_CHECK(shaped && term.query_bucket.numel() == q.size(2) && term.key_bucket.numel() == q.size(2),
+                "roformer::tile_attention: buckets need by_query [B, H, S, R], by_key [B, H, R, S] and two bucket "
+                "indices [S] for q ",
+                q.sizes());
+    const int64_t R = term.by_query.size(3);
+    for (const at::Tensor& b : {term.query_bucket, term.key_bucket})
+      TORCH_CHECK(b.numel() == 0 || (b.min().item<int64_t>() >= 0 && b.max().item<int64_t>() < R),
+                  "roformer::tile_attention: bucket indices must lie in [0, ", R, ")");
+  }
   if (term.kind == TileTerm::Kind::fox)
     TORCH_CHECK(term.fox_cumulative.dim() == 3 && term.fox_cumulative.sizes() == q.sizes().slice(0, 3),
                 "roformer::tile_attention: FoX needs the gates' running sums [B, H, S] for q ", q.sizes(), ", got ",
                 term.fox_cumulative.sizes());
+}
+
+// `t` in q's dtype and contiguous, kept alive in `keep`; its data.
+const void* kept(const at::Tensor& t, const at::Tensor& q, std::vector<at::Tensor>& keep) {
+  keep.push_back(t.to(q.scalar_type()).contiguous());
+  return keep.back().data_ptr();
+}
+
+void describe_fire(const TileTerm& term, const at::Tensor& q, TileAttentionLaunch& p, std::vector<at::Tensor>& keep) {
+  const int64_t S = p.seq;
+  at::Tensor psi_table = at::empty({S}, q.options()), denominator = at::empty({S}, q.options());
+  at::Tensor bounds = at::empty({S, term.fire_kinks.size(0)}, q.options().dtype(at::kLong));
+  if (q.scalar_type() == at::kDouble) {
+    fire_tables<double>(term, S, psi_table, denominator, bounds);
+  } else {
+    fire_tables<float>(term, S, psi_table, denominator, bounds);
+  }
+  keep.insert(keep.end(), {psi_table, denominator, bounds});
+  p.fire_psi = psi_table.data_ptr();
+  p.fire_denominator = denominator.data_ptr();
+  p.fire_bounds = bounds.data_ptr<int64_t>();
+  p.fire_kinks = term.fire_kinks.size(0);
+  p.fire_slope = kept(term.fire_slope, q, keep);
+  p.fire_intercept = kept(term.fire_intercept, q, keep);
+}
+
+void describe_relative(const TileTerm& term, const at::Tensor& q, TileAttentionLaunch& p,
+                       std::vector<at::Tensor>& keep) {
+  const int64_t H = p.heads, S = p.seq, D = p.head_dim;
+  p.relative_q = term.relative_q.data_ptr();
+  for (int a = 0; a < 3; ++a) p.relative_q_stride[a] = term.relative_q.stride(a);
+  p.relative_table_ld = (S + 15) / 8 * 8;  // >= S + 8
+  at::Tensor table_t = at::zeros({H, D, p.relative_table_ld}, q.options());
+  table_t.narrow(2, 0, S).copy_(term.relative_table.narrow(1, 0, S).transpose(1, 2));
+  keep.push_back(table_t);
+  p.relative_table_t = table_t.data_ptr();
+  if (!term.relative_value_table.defined()) return;
+  TORCH_CHECK(term.relative_value_table.dim() == 3 && term.relative_value_table.size(0) == H &&
+                  term.relative_value_table.size(1) >= S && term.relative_value_table.size(2) == D,
+              "roformer::tile_attention: a relative value table must be [H, >= S, D] for q ", q.sizes(), ", got ",
+              term.relative_value_table.sizes());
+  at::Tensor values = term.relative_value_table.to(q.scalar_type());
+  if (values.stride(2) != 1 || values.stride(1) != D) values = values.contiguous();  // heads may share rows
+  keep.push_back(values);
+  p.relative_value = values.data_ptr();
+  p.relative_value_head_stride = values.stride(0);
+}
+
+void describe_buckets(const TileTerm& term, const at::Tensor& q, TileAttentionLaunch& p,
+                      std::vector<at::Tensor>& keep) {
+  p.by_query = kept(term.by_query, q, keep);
+  p.by_key = kept(term.by_key, q, keep);
+  const at::Tensor query_bucket = term.query_bucket.to(at::kLong).contiguous();
+  const at::Tensor key_bucket = term.key_bucket.to(at::kLong).contiguous();
+  keep.insert(keep.end(), {query_bucket, key_bucket});
+  p.query_bucket = query_bucket.data_ptr<int64_t>();
+  p.key_bucket = key_bucket.data_ptr<int64_t>();
+  p.buckets = term.by_query.size(3);
+  p.buckets_constant_from = constant_from(query_bucket, key_bucket);
+}
+
+// The term's tables into the launch (each kept alive in `keep`).
+void describe_term(const TileTerm& term, const at::Tensor& q, TileAttentionLaunch& p, std::vector<at::Tensor>& keep) {
+  switch (term.kind) {
+    case TileTerm::Kind::none:
+      return;
+    case TileTerm::Kind::fire:
+      p.term = TileTermKind::fire;
+      return describe_fire(term, q, p, keep);
+    case TileTerm::Kind::cope:
+      p.term = TileTermKind::cope;
+      p.cope_at_integers = kept(term.cope_at_integers, q, keep);
+      p.cope_positions = term.cope_at_integers.size(-1);
+      return;
+    case TileTerm::Kind::fox:
+      p.term = TileTermKind::fox;
+      p.fox_cumulative = kept(term.fox_cumulative, q, keep);
+      return;
+    case TileTerm::Kind::relative:
+      p.term = TileTermKind::relative;
+      return describe_relative(term, q, p, keep);
+    case TileTerm::Kind::buckets:
+      p.term = TileTermKind::buckets;
+      return describe_buckets(term, q, p, keep);
+  }
 }
 
 }  // namespace
@@ -125,9 +235,9 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
   p.scale = scale * term.score_factor;
   p.kt_ld = (S + 7) / 8 * 8;
-  const at::Tensor kt = transposed_keys(k, p.kt_ld);
+  std::vector<at::Tensor> keep{transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
   p.q = q.data_ptr();
-  p.kt = kt.data_ptr();
+  p.kt = keep[0].data_ptr();
   p.v = v.data_ptr();
   p.out = out.data_ptr();
   for (int a = 0; a < 3; ++a) {
@@ -135,62 +245,14 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.v_stride[a] = v.stride(a);
     p.out_stride[a] = out.stride(a);
   }
-  at::Tensor far_kt;
   if (term.far_q.defined() && term.far_threshold < static_cast<double>(S)) {  // else no pair is far
-    far_kt = transposed_keys(term.far_k, p.kt_ld);
+    keep.push_back(transposed_keys(term.far_k, p.kt_ld));
     p.far_q = term.far_q.data_ptr();
     for (int a = 0; a < 3; ++a) p.far_q_stride[a] = term.far_q.stride(a);
-    p.far_kt = far_kt.data_ptr();
+    p.far_kt = keep.back().data_ptr();
     p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
-  at::Tensor psi_table, denominator, bounds, slope, intercept, at_integers, cumulative, table_t,
-      value_table;  // alive until it returns
-  if (term.kind == TileTerm::Kind::fire) {
-    p.term = TileTermKind::fire;
-    psi_table = at::empty({S}, q.options());
-    denominator = at::empty({S}, q.options());
-    bounds = at::empty({S, term.fire_kinks.size(0)}, q.options().dtype(at::kLong));
-    if (q.scalar_type() == at::kDouble) {
-      fire_tables<double>(term, S, psi_table, denominator, bounds);
-    } else {
-      fire_tables<float>(term, S, psi_table, denominator, bounds);
-    }
-    slope = term.fire_slope.to(q.scalar_type()).contiguous();
-    intercept = term.fire_intercept.to(q.scalar_type()).contiguous();
-    p.fire_psi = psi_table.data_ptr();
-    p.fire_denominator = denominator.data_ptr();
-    p.fire_bounds = bounds.data_ptr<int64_t>();
-    p.fire_kinks = term.fire_kinks.size(0);
-    p.fire_slope = slope.data_ptr();
-    p.fire_intercept = intercept.data_ptr();
-  } else if (term.kind == TileTerm::Kind::cope) {
-    p.term = TileTermKind::cope;
-    at_integers = term.cope_at_integers.to(q.scalar_type()).contiguous();
-    p.cope_at_integers = at_integers.data_ptr();
-    p.cope_positions = at_integers.size(-1);
-  } else if (term.kind == TileTerm::Kind::relative) {
-    p.term = TileTermKind::relative;
-    p.relative_q = term.relative_q.data_ptr();
-    for (int a = 0; a < 3; ++a) p.relative_q_stride[a] = term.relative_q.stride(a);
-    p.relative_table_ld = (S + 15) / 8 * 8;  // >= S + 8
-    table_t = at::zeros({H, D, p.relative_table_ld}, q.options());
-    table_t.narrow(2, 0, S).copy_(term.relative_table.narrow(1, 0, S).transpose(1, 2));
-    p.relative_table_t = table_t.data_ptr();
-    if (term.relative_value_table.defined()) {
-      TORCH_CHECK(term.relative_value_table.dim() == 3 && term.relative_value_table.size(0) == H &&
-                      term.relative_value_table.size(1) >= S && term.relative_value_table.size(2) == D,
-                  "roformer::tile_attention: a relative value table must be [H, >= S, D] for q ", q.sizes(), ", got ",
-                  term.relative_value_table.sizes());
-      value_table = term.relative_value_table.to(q.scalar_type());
-      if (value_table.stride(2) != 1 || value_table.stride(1) != D) value_table = value_table.contiguous();
-      p.relative_value = value_table.data_ptr();
-      p.relative_value_head_stride = value_table.stride(0);
-    }
-  } else if (term.kind == TileTerm::Kind::fox) {
-    p.term = TileTermKind::fox;
-    cumulative = term.fox_cumulative.to(q.scalar_type()).contiguous();
-    p.fox_cumulative = cumulative.data_ptr();
-  }
+  describe_term(term, q, p, keep);
   tile_attention_cpu(p);
   return out;
 }

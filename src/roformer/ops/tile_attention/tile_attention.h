@@ -3,8 +3,8 @@
 // S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
 // as a piecewise-linear map of the distances' logarithms), CoPE (gates counted from each
-// query's diagonal back, its position table interpolated), FoX (the forget gates' decay) and a
-// table of relative embeddings (Transformer-XL); and
+// query's diagonal back, its position table interpolated), FoX (the forget gates' decay), a
+// table of relative embeddings (Transformer-XL, Shaw) and bucketed tables (DeBERTa); and
 // scores from a second rotation of q and k past a distance (the RoPE remaps), each tile forming
 // the product it needs (both only where the threshold crosses the tile). CPU, float32 / float64, no
 // autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
@@ -16,7 +16,7 @@ namespace roformer::ops {
 
 // The family's term for one layer.
 struct TileTerm {
-  enum class Kind { none, fire, cope, fox, relative };
+  enum class Kind { none, fire, cope, fox, relative, buckets };
   Kind kind = Kind::none;
   // FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
   // x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
@@ -37,6 +37,10 @@ struct TileTerm {
   // With it, a relative value table [H, >= S, D] (Shaw's a^V): each output gains
   // sum_j w_ij relative_value_table[h, i - j]; undefined: none.
   torch::Tensor relative_value_table;
+  // Bucketed query and key tables (DeBERTa's c2p and p2c), causal: scale x (by_query[b, h, i,
+  // query_bucket[i - j]] + by_key[b, h, key_bucket[i - j], j]); by_query [B, H, S, R], by_key
+  // [B, H, R, S], the buckets int64 [S] (indices in [0, R), by distance).
+  torch::Tensor by_query, by_key, query_bucket, key_bucket;
   // A family that rotates q and k itself (the RoPE remaps): the queries and keys to score with
   // instead of attention's, [B, H, S, D] each, or undefined.
   torch::Tensor q, k;

@@ -248,6 +248,9 @@ ROFORMER_CLONES void fox_f32(const TileAttentionLaunch& p, int64_t first, int64_
 ROFORMER_CLONES void relative_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::Relative>(p, first, last);
 }
+ROFORMER_CLONES void buckets_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Buckets>(p, first, last);
+}
 void none_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::None>(p, first, last);
 }
@@ -266,6 +269,10 @@ void relative_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, tile_terms::Relative>(p, first, last);
 }
 
+void buckets_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, tile_terms::Buckets>(p, first, last);
+}
+
 Items items_for(const TileAttentionLaunch& p) {
   const bool f64 = p.dtype == KernelDType::f64;
   switch (p.term) {
@@ -277,6 +284,8 @@ Items items_for(const TileAttentionLaunch& p) {
       return f64 ? fox_f64 : fox_f32;
     case TileTermKind::relative:
       return f64 ? relative_f64 : relative_f32;
+    case TileTermKind::buckets:
+      return f64 ? buckets_f64 : buckets_f32;
     case TileTermKind::none:
       break;
   }

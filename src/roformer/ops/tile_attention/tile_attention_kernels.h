@@ -13,7 +13,7 @@ namespace roformer::ops {
 constexpr int64_t kTileQueryRows = 48;
 constexpr int64_t kTileKeys = 128;
 
-enum class TileTermKind { none, fire, cope, fox, relative };
+enum class TileTermKind { none, fire, cope, fox, relative, buckets };
 
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -53,6 +53,13 @@ struct TileAttentionLaunch {
   // Relative value table: row d at relative_value + h * head_stride + d * D (D: 1); null: none.
   const void* relative_value = nullptr;
   int64_t relative_value_head_stride = 0;
+  // Buckets: by_query [B, H, S, R] and by_key [B, H, R, S] contiguous, the two bucket indices by
+  // distance [S], and the distance from which neither changes any more.
+  const void* by_query = nullptr;
+  const void* by_key = nullptr;
+  const int64_t* query_bucket = nullptr;
+  const int64_t* key_bucket = nullptr;
+  int64_t buckets = 0, buckets_constant_from = 0;
   // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
   // i - j >= far_from score with them. far_q null: none.
   const void* far_q = nullptr;

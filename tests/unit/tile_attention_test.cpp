@@ -272,6 +272,32 @@ TEST(TileAttention, TwoRotationsEqualTheSelectedProductsInDouble) {
     }
 }
 
+// Dual Chunk Attention's three query rotations, picked per pair by the chunk gap, for chunks
+// smaller and larger than the tiles.
+TEST(TileAttention, ChunkGapsPickTheirProductsInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(12);
+  for (const int64_t S : kLengths)
+    for (const int64_t chunk : {1, 7, 60, 200}) {
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      TileTerm t;
+      t.q = heads_view(2, 3, S, 8, torch::kFloat64);
+      t.k = heads_view(2, 3, S, 8, torch::kFloat64);
+      t.mid_q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0);
+      t.far_q = heads_view(2, 3, S, 8, torch::kFloat64, 3.0);
+      t.far_k = heads_view(2, 3, S, 8, torch::kFloat64);
+      t.chunk = chunk;
+      const torch::Tensor in_chunk = torch::div(torch::arange(S), chunk, "floor");
+      const torch::Tensor gap = in_chunk.unsqueeze(1) - in_chunk.unsqueeze(0);
+      const torch::Tensor scores = torch::where(
+          gap == 0, scores_of(t.q, t.k), torch::where(gap == 1, scores_of(t.mid_q, t.k), scores_of(t.far_q, t.far_k)));
+      const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+      EXPECT_LE((got - explicit_attention(scores, {}, v, true)).abs().max().item<double>(), 1e-12)
+          << "S " << S << " chunk " << chunk;
+    }
+}
+
 // Stick-breaking (model::stick_breaking_weights, the authors' log-space form) with its remainder
 // dropped or on the query's own value, alone and over FoX's decay.
 TEST(TileAttention, StickBreakingEqualsTheLogSpaceWeightsInDouble) {
@@ -442,15 +468,19 @@ TEST(TileAttention, StickBreakingModelsEvaluateThroughItAsOnTheExplicitScores) {
   }
 }
 
-// The same for the RoPE remaps with two rotations, each with a threshold inside the 150 tokens.
+// The same for the RoPE remaps with two rotations, each with a threshold inside the 150 tokens, and
+// DCA's three (chunks of 20).
 TEST(TileAttention, RopeRemapsEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto mode : {config::RopeMode::rerope, config::RopeMode::string, config::RopeMode::self_extend}) {
+  for (const auto mode : {config::RopeMode::rerope, config::RopeMode::string, config::RopeMode::self_extend,
+                          config::RopeMode::dual_chunk}) {
     config::ModelConfig c = tiny_causal(config::PositionKind::rope);
     c.position.rope.mode = mode;
     c.position.rope.rerope.window = 16;
     c.position.rope.string.local = 8;
     c.position.rope.self_extend.group = 4;
     c.position.rope.self_extend.window = 16;
+    c.position.rope.dual_chunk.chunk_size = 24;  // chunks of 20 tokens
+    c.position.rope.dual_chunk.local_window = 4;
     SCOPED_TRACE(static_cast<int>(mode));
     expect_tiles_in_evaluation_only(c);
   }

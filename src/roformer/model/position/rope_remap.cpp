@@ -96,11 +96,21 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
 
 std::optional<ops::TileTerm> RopeRemapImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
                                                       int64_t /*layer*/, const torch::Tensor& state) {
-  if (bidirectional_ || config_.mode == config::RopeMode::dual_chunk || positions.dim() != 1 || !state.defined())
-    return std::nullopt;
+  if (bidirectional_ || positions.dim() != 1 || !state.defined()) return std::nullopt;
   const int64_t S = q.size(2);
   const torch::Tensor pos = positions.to(torch::kFloat64);
   ops::TileTerm term;
+  if (config_.mode == config::RopeMode::dual_chunk) {  // keys at j mod c; the query by the chunk gap
+    const double c = dual_chunk_tokens(), chunk_size = double(config_.dual_chunk.chunk_size);
+    const torch::Tensor in_chunk = torch::fmod(pos, c);
+    term.q = rotated(q, in_chunk, S);
+    term.k = state.select(0, 0);
+    term.mid_q = rotated(q, (in_chunk + c).clamp_max(chunk_size), S);
+    term.far_q = rotated(q, torch::full_like(pos, std::min(2.0 * c - 1.0, chunk_size)), S);
+    term.far_k = term.k;
+    term.chunk = static_cast<int64_t>(c);
+    return term;
+  }
   term.q = rotated(q, pos, S);
   term.k = state.select(0, 0);
   if (config_.mode == config::RopeMode::string)

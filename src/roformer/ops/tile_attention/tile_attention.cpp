@@ -245,7 +245,20 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.v_stride[a] = v.stride(a);
     p.out_stride[a] = out.stride(a);
   }
-  if (term.far_q.defined() && term.far_threshold < static_cast<double>(S)) {  // else no pair is far
+  if (term.chunk > 0) {
+    TORCH_CHECK(
+        causal && tile_attention_supports(term.far_q, term.far_k, v) && tile_attention_supports(term.mid_q, k, v),
+        "roformer::tile_attention: chunks need causal attention and mid_q, far_q, far_k like q");
+    keep.push_back(transposed_keys(term.far_k, p.kt_ld));
+    p.far_kt = keep.back().data_ptr();
+    p.far_q = term.far_q.data_ptr();
+    p.mid_q = term.mid_q.data_ptr();
+    for (int a = 0; a < 3; ++a) {
+      p.far_q_stride[a] = term.far_q.stride(a);
+      p.mid_q_stride[a] = term.mid_q.stride(a);
+    }
+    p.chunk = term.chunk;
+  } else if (term.far_q.defined() && term.far_threshold < static_cast<double>(S)) {  // else no pair is far
     keep.push_back(transposed_keys(term.far_k, p.kt_ld));
     p.far_q = term.far_q.data_ptr();
     for (int a = 0; a < 3; ++a) p.far_q_stride[a] = term.far_q.stride(a);

@@ -48,6 +48,11 @@ struct TileTerm {
   // scores far_q_i . far_k_j instead, [B, H, S, D] each; undefined: every pair is near.
   torch::Tensor far_q, far_k;
   double far_threshold = 0;
+  // Chunks instead (Dual Chunk Attention), causal: with chunk > 0 a pair's chunk gap
+  // floor(i / chunk) - floor(j / chunk) picks q . k (0), mid_q . k (1) or far_q . far_k (2 or more);
+  // mid_q [B, H, S, D].
+  int64_t chunk = 0;
+  torch::Tensor mid_q;
   double score_factor = 1;  // on the scale (STRING's attention factor, squared)
 };
 

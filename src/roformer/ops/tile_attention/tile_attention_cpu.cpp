@@ -151,6 +151,25 @@ ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pa
     const T* kt = static_cast<const T*>(kt_base) + pair * D * p.kt_ld + j0;
     small_gemm::gemm<T>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kTileKeys);
   };
+  if (p.chunk > 0) {  // Dual Chunk Attention: the pair's chunk gap picks the queries
+    const int64_t c = p.chunk, gap_min = i0 / c - (j0 + width - 1) / c, gap_max = (i0 + rows - 1) / c - j0 / c;
+    if (gap_max >= 2) {
+      product(p.far_q, p.far_q_stride, p.far_kt, w.scores.data());
+    } else {
+      product(gap_max == 1 ? p.mid_q : p.q, gap_max == 1 ? p.mid_q_stride : p.q_stride, p.kt, w.scores.data());
+    }
+    for (int64_t gap = std::min<int64_t>(gap_max, 2) - 1; gap >= std::max<int64_t>(gap_min, 0); --gap) {
+      product(gap == 1 ? p.mid_q : p.q, gap == 1 ? p.mid_q_stride : p.q_stride, p.kt, w.far.data());
+      for (int64_t r = 0; r < rows; ++r) {  // keys of chunk floor(i / c) - gap
+        const int64_t first = ((i0 + r) / c - gap) * c;
+        const int64_t c0 = std::clamp<int64_t>(first - j0, 0, width),
+                      c1 = std::clamp<int64_t>(first + c - j0, 0, width);
+        std::copy(w.far.data() + r * kTileKeys + c0, w.far.data() + r * kTileKeys + c1,
+                  w.scores.data() + r * kTileKeys + c0);
+      }
+    }
+    return;
+  }
   const int64_t nearest = i0 - (j0 + width - 1), farthest = i0 + rows - 1 - j0;  // distances in the tile
   if (p.far_q != nullptr && nearest >= p.far_from) {
     product(p.far_q, p.far_q_stride, p.far_kt, w.scores.data());
@@ -225,7 +244,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
 
 template <typename T, template <typename> class Term>
 ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  Scratch<T> scratch(p.head_dim, p.far_q != nullptr);
+  Scratch<T> scratch(p.head_dim, p.far_q != nullptr || p.chunk > 0);
   Term<T> term(p);
   for (int64_t item = first; item < last; ++item) run_item<T>(p, item, term, scratch);
 }

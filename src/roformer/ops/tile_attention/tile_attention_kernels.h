@@ -66,6 +66,11 @@ struct TileAttentionLaunch {
   int64_t far_q_stride[3] = {0, 0, 0};
   const void* far_kt = nullptr;
   int64_t far_from = 0;
+  // Chunks: with chunk > 0, gap floor(i / chunk) - floor(j / chunk) picks q . k (0), mid_q . k (1;
+  // strides below, D: 1) or far_q . far_k (2 or more) instead of far_from.
+  int64_t chunk = 0;
+  const void* mid_q = nullptr;
+  int64_t mid_q_stride[3] = {0, 0, 0};
 };
 
 // CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's

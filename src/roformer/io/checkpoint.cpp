@@ -70,7 +70,9 @@ bool is_architecture_key(const std::string& key) {
   if (key.rfind("model.", 0) != 0) return false;
   for (const char* skip :
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
-        "model.norm_kernel", "model.position.rope.impl", "model.position.rope.cos_sin_table",
+        "model.norm_kernel",
+        "model.attention_kernel",  // kernels change the speed, not the function "model.position.rope.impl",
+                                   // "model.position.rope.cos_sin_table",
         "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
         "model.position.rope.string.", "model.position.rope.self_extend.", "model.position.rope.dual_chunk.",
         "model.attention_scale",

@@ -12,7 +12,9 @@
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 
 namespace roformer::ops {
-namespace {
+// Named, not anonymous: in a unity batch an anonymous namespace merges with its neighbours' (fire_bias.cpp
+// has a psi too).
+namespace tile_attention_setup {
 
 constexpr int64_t kMaxHeadDim = 512;
 
@@ -204,7 +206,7 @@ void describe_term(const TileTerm& term, const at::Tensor& q, TileAttentionLaunc
   }
 }
 
-}  // namespace
+}  // namespace tile_attention_setup
 
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (!q.defined() || !k.defined() || !v.defined() || q.dim() != 4) return false;
@@ -213,14 +215,14 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
   if ((dt != at::kFloat && dt != at::kDouble) || k.scalar_type() != dt || v.scalar_type() != dt) return false;
   if (k.sizes() != q.sizes() || v.sizes() != q.sizes()) return false;
   const int64_t D = q.size(3);
-  return D > 0 && D % 8 == 0 && D <= kMaxHeadDim && q.stride(3) == 1 && v.stride(3) == 1;
+  return D > 0 && D % 8 == 0 && D <= tile_attention_setup::kMaxHeadDim && q.stride(3) == 1 && v.stride(3) == 1;
 }
 
 torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v, double scale,
                              bool causal, const TileTerm& term, TileNormalizer normalizer) {
   const at::Tensor& q = term.q.defined() ? term.q : q_in;
   const at::Tensor& k = term.k.defined() ? term.k : k_in;
-  check_inputs(q, k, v, causal, term);
+  tile_attention_setup::check_inputs(q, k, v, causal, term);
   TORCH_CHECK(normalizer == TileNormalizer::softmax || causal, "roformer::tile_attention: stick-breaking is causal");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
@@ -235,7 +237,8 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
   p.scale = scale * term.score_factor;
   p.kt_ld = (S + 7) / 8 * 8;
-  std::vector<at::Tensor> keep{transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
+  std::vector<at::Tensor> keep{
+      tile_attention_setup::transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
   p.q = q.data_ptr();
   p.kt = keep[0].data_ptr();
   p.v = v.data_ptr();
@@ -249,7 +252,7 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     TORCH_CHECK(
         causal && tile_attention_supports(term.far_q, term.far_k, v) && tile_attention_supports(term.mid_q, k, v),
         "roformer::tile_attention: chunks need causal attention and mid_q, far_q, far_k like q");
-    keep.push_back(transposed_keys(term.far_k, p.kt_ld));
+    keep.push_back(tile_attention_setup::transposed_keys(term.far_k, p.kt_ld));
     p.far_kt = keep.back().data_ptr();
     p.far_q = term.far_q.data_ptr();
     p.mid_q = term.mid_q.data_ptr();
@@ -259,13 +262,13 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     }
     p.chunk = term.chunk;
   } else if (term.far_q.defined() && term.far_threshold < static_cast<double>(S)) {  // else no pair is far
-    keep.push_back(transposed_keys(term.far_k, p.kt_ld));
+    keep.push_back(tile_attention_setup::transposed_keys(term.far_k, p.kt_ld));
     p.far_q = term.far_q.data_ptr();
     for (int a = 0; a < 3; ++a) p.far_q_stride[a] = term.far_q.stride(a);
     p.far_kt = keep.back().data_ptr();
     p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
-  describe_term(term, q, p, keep);
+  tile_attention_setup::describe_term(term, q, p, keep);
   tile_attention_cpu(p);
   return out;
 }

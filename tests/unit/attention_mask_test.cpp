@@ -19,6 +19,7 @@
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/relative_bias.h"
+#include "tiny_models.h"
 
 namespace attention_mask_test {
 
@@ -48,22 +49,7 @@ torch::Tensor concat_blocks(const AttentionMask& m, int64_t S, int64_t B, int64_
   return torch::cat(parts, 2);
 }
 
-// A two-layer model 16 wide with two heads and no dropout, T5 in 8 buckets up to distance 16.
-config::ModelConfig tiny_model(config::PositionKind kind, config::Objective objective) {
-  config::ModelConfig c;
-  c.objective = objective;
-  c.vocab_size = 23;
-  c.hidden_size = 16;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.ffn_size = 32;
-  c.hidden_dropout = 0.0;
-  c.attention_dropout = 0.0;
-  c.position.kind = kind;
-  c.position.t5_bias.num_buckets = 8;
-  c.position.t5_bias.max_distance = 16;
-  return c;
-}
+using tiny_models::tiny_model;
 
 }  // namespace
 

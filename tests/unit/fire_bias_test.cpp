@@ -11,6 +11,7 @@
 #include "roformer/model/position/fire.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
 #include "roformer/ops/piecewise_linear/piecewise_linear.h"
+#include "tiny_models.h"
 
 namespace fire_bias_test {
 
@@ -18,20 +19,6 @@ using namespace roformer;
 using namespace roformer::model;
 
 namespace {
-
-// The MLP with two flat units (one on, one off) among rising and falling ones.
-FireMlp mlp_with_flat_units(torch::Dtype dtype) {
-  torch::manual_seed(3);
-  FireMlp m(10, 3);
-  m->to(dtype);
-  torch::NoGradGuard no_grad;
-  m->hidden->weight[1][0] = 0.0;
-  m->hidden->bias[1] = 0.5;
-  m->hidden->weight[7][0] = 0.0;
-  m->hidden->bias[7] = -0.2;
-  m->hidden->bias.mul_(0.3);  // kinks -b/w within the inputs' [0, 1]
-  return m;
-}
 
 torch::Tensor fused(FireMlp& m, const torch::Tensor& positions, int64_t begin, int64_t end, int64_t keys, double c,
                     double L, torch::Dtype dtype) {
@@ -56,7 +43,7 @@ TEST(FireBias, EqualsThePiecewiseMlpOnTheUnfusedInputs) {
       {"unordered", torch::randint(0, 90, {S}, torch::kLong)},
   };
   for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
-    FireMlp m = mlp_with_flat_units(dtype);
+    FireMlp m = tiny_models::fire_mlp_with_flat_units(3, dtype);
     torch::NoGradGuard no_grad;
     const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-5;
     for (const auto& [name, positions] : cases)
@@ -74,7 +61,7 @@ TEST(FireBias, EqualsThePiecewiseMlpOnTheUnfusedInputs) {
 
 // A normaliser by the key's position instead of the query's (a mutated formula) is far from it.
 TEST(FireBias, DiffersFromTheKeyNormalisedFormula) {
-  FireMlp m = mlp_with_flat_units(torch::kFloat64);
+  FireMlp m = tiny_models::fire_mlp_with_flat_units(3, torch::kFloat64);
   torch::NoGradGuard no_grad;
   const torch::Tensor positions = torch::arange(30);
   const torch::Tensor ct = torch::tensor(0.37, torch::kFloat64), Lt = torch::tensor(2.0, torch::kFloat64);
@@ -86,16 +73,7 @@ TEST(FireBias, DiffersFromTheKeyNormalisedFormula) {
 }
 
 TEST(FireBias, AModelEvaluatedWithoutAutogradEqualsItWithAutograd) {
-  config::ModelConfig c;
-  c.objective = config::Objective::causal_lm;
-  c.vocab_size = 23;
-  c.hidden_size = 16;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.ffn_size = 32;
-  c.hidden_dropout = 0.0;
-  c.attention_dropout = 0.0;
-  c.position.kind = config::PositionKind::fire;
+  config::ModelConfig c = tiny_models::tiny_model(config::PositionKind::fire, config::Objective::causal_lm);
   c.position.fire.l_init = 8;
   torch::manual_seed(9);
   const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 40}, torch::kLong);
@@ -113,7 +91,7 @@ TEST(FireBias, AModelEvaluatedWithoutAutogradEqualsItWithAutograd) {
 // FrontierPosition.FirePiecewiseMlpEqualsTheMlpInValuesAndGradients): its gradients are summed per
 // fixed chunk of inputs, so one thread and two give the same bits, over several chunks.
 TEST(PiecewiseLinear, GradientsDoNotDependOnTheThreadCount) {
-  FireMlp m = mlp_with_flat_units(torch::kFloat32);
+  FireMlp m = tiny_models::fire_mlp_with_flat_units(3, torch::kFloat32);
   const FireMlpImpl::Piecewise f = m->piecewise(torch::kFloat32);
   torch::manual_seed(2);
   const torch::Tensor x0 = torch::rand({5, 4001});

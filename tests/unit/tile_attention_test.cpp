@@ -21,6 +21,7 @@
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
+#include "tiny_models.h"
 
 namespace tile_attention_test {
 
@@ -59,16 +60,9 @@ torch::Tensor scores_of(const torch::Tensor& q, const torch::Tensor& k) {
 // FIRE's MLP with two flat units (kinks at +inf for the one that never switches) among rising and
 // falling ones, kinks within the inputs' [0, 1]; and its term.
 TileTerm fire_term(int64_t heads, double c, double L, torch::Dtype dtype) {
-  torch::manual_seed(3);
-  model::FireMlp m(10, heads);
-  m->to(dtype);
+  model::FireMlp m = tiny_models::fire_mlp_with_flat_units(heads, dtype);
   {
     torch::NoGradGuard no_grad;
-    m->hidden->weight[1][0] = 0.0;
-    m->hidden->bias[1] = 0.5;
-    m->hidden->weight[7][0] = 0.0;
-    m->hidden->bias[7] = -0.2;
-    m->hidden->bias.mul_(0.3);
     m->out->weight.mul_(4.0);  // biases of a few units, so the term moves the weights
   }
   const model::FireMlpImpl::Piecewise f = m->piecewise(dtype);
@@ -388,16 +382,7 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
 namespace {
 
 config::ModelConfig tiny_causal(config::PositionKind kind) {
-  config::ModelConfig c;
-  c.objective = config::Objective::causal_lm;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.ffn_size = 32;
-  c.hidden_dropout = 0.0;
-  c.attention_dropout = 0.0;
-  c.position.kind = kind;
+  config::ModelConfig c = tiny_models::tiny_model(kind, config::Objective::causal_lm);
   c.position.fire.l_init = 8;
   c.position.cope.max_positions = 24;
   c.position.shaw.max_distance = 4;

@@ -249,8 +249,8 @@ ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, int64_t firs
   for (int64_t item = first; item < last; ++item) run_item<T>(p, item, term, scratch);
 }
 
-// One function per dtype and term, the float ones compiled per x86-64 level (ROFORMER_CLONES
-// takes no templates).
+// One function per term in float, compiled per x86-64 level (ROFORMER_CLONES takes no templates);
+// in double (the tests' precision) one template.
 using Items = void (*)(const TileAttentionLaunch&, int64_t, int64_t);
 ROFORMER_CLONES void none_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::None>(p, first, last);
@@ -270,45 +270,28 @@ ROFORMER_CLONES void relative_f32(const TileAttentionLaunch& p, int64_t first, i
 ROFORMER_CLONES void buckets_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::Buckets>(p, first, last);
 }
-void none_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::None>(p, first, last);
-}
-void fire_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::Fire>(p, first, last);
-}
-void cope_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::Cope>(p, first, last);
-}
-
-void fox_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::Fox>(p, first, last);
-}
-
-void relative_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::Relative>(p, first, last);
-}
-
-void buckets_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
-  run_items<double, tile_terms::Buckets>(p, first, last);
+template <template <typename> class Term>
+void items_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<double, Term>(p, first, last);
 }
 
 Items items_for(const TileAttentionLaunch& p) {
   const bool f64 = p.dtype == KernelDType::f64;
   switch (p.term) {
     case TileTermKind::fire:
-      return f64 ? fire_f64 : fire_f32;
+      return f64 ? items_f64<tile_terms::Fire> : fire_f32;
     case TileTermKind::cope:
-      return f64 ? cope_f64 : cope_f32;
+      return f64 ? items_f64<tile_terms::Cope> : cope_f32;
     case TileTermKind::fox:
-      return f64 ? fox_f64 : fox_f32;
+      return f64 ? items_f64<tile_terms::Fox> : fox_f32;
     case TileTermKind::relative:
-      return f64 ? relative_f64 : relative_f32;
+      return f64 ? items_f64<tile_terms::Relative> : relative_f32;
     case TileTermKind::buckets:
-      return f64 ? buckets_f64 : buckets_f32;
+      return f64 ? items_f64<tile_terms::Buckets> : buckets_f32;
     case TileTermKind::none:
       break;
   }
-  return f64 ? none_f64 : none_f32;
+  return f64 ? items_f64<tile_terms::None> : none_f32;
 }
 
 }  // namespace

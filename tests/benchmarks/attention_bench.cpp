@@ -7,16 +7,22 @@
 // per head forward, 8 S^2 D more backward; causal counted in full), so the ratios are time
 // ratios. The rope+ pairs add RoPE (interleaved, as RoFormer's) to both: LibTorch's way applies
 // the rope op to q and k and calls SDPA, ours passes the projection and the rotation tables to
-// short_attention_qkv (the model's path), whose gradient is the projection's in one tensor.
+// short_attention_qkv (the model's path), whose gradient is the projection's in one tensor. The
+// cope+ pairs add CoPE's term (a table of 128 positions, its gradient included): the explicit
+// scores (LibTorch's products, the fused CoPE term, softmax; the model's path before) against
+// short_attention_cope.
 // Numbers only; for a median and spread over interleaved runs add
 // --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true.
 // Run: build/release/tests/benchmarks/bench_attention [--benchmark_filter=128]
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/rope/rope.h"
 #include "roformer/ops/short_attention/short_attention.h"
 
@@ -27,15 +33,29 @@ struct Shape {
   bool causal;
 };
 
-enum class Side { sdpa, ours, rope_sdpa, rope_ours };
+enum class Side { sdpa, ours, rope_sdpa, rope_ours, cope_explicit, cope_ours };
 
 struct Inputs {
   torch::Tensor packed;            // [B, S, 3 H D]
   std::vector<torch::Tensor> qkv;  // [B, H, S, D] views of it
   torch::Tensor inv_freq, positions, rotation;
+  torch::Tensor at_integers;  // [B, H, S, 128], CoPE's q . e[p]
 };
 
+torch::Tensor cope_explicit(const Inputs& in, bool causal) {
+  const torch::Tensor& q = in.qkv[0];
+  torch::Tensor scores = at::matmul(q, in.qkv[1].transpose(-2, -1)) / std::sqrt(double(q.size(3)));
+  if (causal)
+    scores = scores.masked_fill(torch::ones({q.size(2), q.size(2)}, torch::kBool).triu(1),
+                                -std::numeric_limits<double>::infinity());
+  return at::matmul(torch::softmax(scores + roformer::ops::cope_term(scores, in.at_integers), -1), in.qkv[2]);
+}
+
 torch::Tensor attend(Side side, const Inputs& in, int64_t heads, bool causal) {
+  if (side == Side::cope_explicit) return cope_explicit(in, causal);
+  if (side == Side::cope_ours)
+    return roformer::ops::short_attention_cope(in.qkv[0], in.qkv[1], in.qkv[2], in.at_integers,
+                                               1.0 / std::sqrt(double(in.qkv[0].size(3))), causal);
   if (side == Side::ours) return roformer::ops::short_attention(in.qkv[0], in.qkv[1], in.qkv[2], causal);
   if (side == Side::rope_ours)
     return roformer::ops::short_attention_qkv(in.packed, {}, heads, causal, in.rotation, /*interleaved=*/true);
@@ -58,11 +78,13 @@ void run(benchmark::State& state, Side side, Shape s, bool backward) {
   in.inv_freq = torch::pow(10000.0, -torch::arange(0, s.head_dim, 2, torch::kFloat64) / double(s.head_dim));
   in.positions = torch::arange(s.seq, torch::kLong);
   in.rotation = roformer::ops::short_attention_rotation(in.inv_freq, 1.0, 1.0, true, in.positions, torch::kFloat);
+  in.at_integers = torch::randn({s.batch, s.heads, s.seq, 128}).requires_grad_(backward);
   const torch::Tensor up = torch::randn({s.batch, s.heads, s.seq, s.head_dim});
   auto once = [&] {
     if (backward) {
       attend(side, in, s.heads, s.causal).backward(up);
       in.packed.mutable_grad().reset();
+      in.at_integers.mutable_grad().reset();
     } else {
       const torch::NoGradGuard no_grad;
       benchmark::DoNotOptimize(attend(side, in, s.heads, s.causal).data_ptr());
@@ -82,7 +104,8 @@ void register_all() {
     for (bool backward : {false, true})
       for (const auto& [side, label] :
            {std::pair{Side::sdpa, "sdpa"}, std::pair{Side::ours, "short_attention"},
-            std::pair{Side::rope_sdpa, "rope+sdpa"}, std::pair{Side::rope_ours, "rope+short_attention_qkv"}}) {
+            std::pair{Side::rope_sdpa, "rope+sdpa"}, std::pair{Side::rope_ours, "rope+short_attention_qkv"},
+            std::pair{Side::cope_explicit, "cope+explicit"}, std::pair{Side::cope_ours, "cope+short_attention"}}) {
         const std::string name = "cpu/B" + std::to_string(s.batch) + "xH" + std::to_string(s.heads) + "xS" +
                                  std::to_string(s.seq) + "xD" + std::to_string(s.head_dim) +
                                  (s.causal ? "/causal" : "") + (backward ? "/fwd+bwd/" : "/fwd/") + label;

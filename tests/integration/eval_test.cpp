@@ -62,12 +62,14 @@ std::vector<double> train_losses(const std::string& run) {
 
 // The run's training loss fell, `eval` at 1x reproduces its last validation loss and 4x gives a
 // finite loss; returns the evaluation (1x, 4x).
-// A tile-attention family's evaluation at 4x equals the explicit scores' (`--set
-// model.attention_kernel=reference` on the same checkpoint: a kernel choice, not architecture).
+// A family's evaluation at 4x through a fused kernel (tile attention, or CoPE's term in the short
+// kernel) equals the explicit scores' (`--set model.attention_kernel=reference` on the same
+// checkpoint: a kernel choice, not architecture).
 void expect_tiles_equal_the_reference(const Trained& t, const json& tiled) {
   const json reference = t.eval(
       "--lengths 32,128 --set eval.max_tokens=512 --set eval.batch_size=8 --set model.attention_kernel=reference");
-  EXPECT_NE(reference["results"][1]["attention"], "tile-attention");
+  EXPECT_NE(reference["results"][1]["attention"], "tile-attention");  // FIRE: its bias as SDPA's mask
+  EXPECT_NE(reference["results"][1]["attention"], "short-attention");
   EXPECT_NEAR(reference["results"][1]["loss"].get<double>(), tiled["results"][1]["loss"].get<double>(), 1e-5);
 }
 
@@ -399,13 +401,16 @@ TEST(Eval, RelativeFamiliesTrainAndEvaluatePastTheTrainingLength) {
 
 // The 2022-2024 families of issue 36 the same way: trained from the CLI at 32 tokens, evaluated at
 // 1x (the trainer's validation loss again) and 4x; KERPLE and Sandwich ride SDPA with their bias
-// in the mask, FIRE and CoPE evaluate through tile attention (their terms computed per tile).
+// in the mask, FIRE evaluates through tile attention (its term computed per tile) and CoPE through
+// the short-sequence kernel with its term (tile attention past 512 tokens).
 TEST(Eval, FrontierFamiliesTrainAndEvaluatePastTheTrainingLength) {
   for (const std::string kind : {"fire", "kerple", "sandwich", "cope"}) {
     SCOPED_TRACE(kind);
     Trained t("causal_lm", "--set model.position.kind=" + kind);
     const json j = expect_trains_and_evaluates_at_4x(t);
-    EXPECT_EQ(j["results"][1]["attention"], kind == "cope" || kind == "fire" ? "tile-attention" : "sdpa-flash");
+    EXPECT_EQ(j["results"][1]["attention"], kind == "fire"   ? "tile-attention"
+                                            : kind == "cope" ? "short-attention"
+                                                             : "sdpa-flash");
     if (kind == "cope" || kind == "fire") expect_tiles_equal_the_reference(t, j);
   }
 }

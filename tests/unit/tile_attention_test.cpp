@@ -392,12 +392,13 @@ config::ModelConfig tiny_causal(config::PositionKind kind) {
   return c;
 }
 
-// The hidden states of a model in double over 150 tokens (CoPE's tables drawn, not its zeros),
-// and which attention kernels ran.
-torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kernel, bool train, std::string* ran) {
+// The hidden states of a model in double over `tokens` tokens (CoPE's tables drawn, not its
+// zeros), and which attention kernels ran.
+torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kernel, bool train, std::string* ran,
+                            int64_t tokens) {
   c.attention_kernel = kernel;
   torch::manual_seed(9);
-  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, 150}, torch::kLong);
+  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
   model::EncoderModel m = model::build_model(c, 5);
   m->to(torch::kFloat64);
   {
@@ -415,14 +416,17 @@ torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kerne
   return out;
 }
 
+// 150 tokens, except CoPE's 520: up to 512 the short-sequence kernel computes its term
+// (short_attention_cope_test.cpp).
 void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
   std::string tiled, reference, training;
-  const torch::Tensor got = hidden_states(c, config::AttentionKernel::auto_, false, &tiled);
-  const torch::Tensor want = hidden_states(c, config::AttentionKernel::reference, false, &reference);
+  const int64_t tokens = c.position.kind == config::PositionKind::cope ? 520 : 150;
+  const torch::Tensor got = hidden_states(c, config::AttentionKernel::auto_, false, &tiled, tokens);
+  const torch::Tensor want = hidden_states(c, config::AttentionKernel::reference, false, &reference, tokens);
   EXPECT_EQ(tiled, model::attention_kernel::kTile);
   EXPECT_EQ(reference.find(model::attention_kernel::kTile), std::string::npos) << reference;
   EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
-  hidden_states(c, config::AttentionKernel::auto_, true, &training);
+  hidden_states(c, config::AttentionKernel::auto_, true, &training, tokens);
   EXPECT_EQ(training, model::attention_kernel::kExplicitScores);
 }
 

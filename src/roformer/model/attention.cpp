@@ -267,9 +267,23 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
   return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term, normalizer);
 }
 
+torch::Tensor AttentionImpl::attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const AttentionContext& ctx,
+                                                    const torch::Tensor& state) {
+  if (!position_->traits().short_kernel_term || normalizer_ != config::AttentionNormalizer::softmax ||
+      !use_short_attention(q, k, v, ctx, is_training() ? dropout_ : 0.0))
+    return {};
+  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_, state);
+  if (!term || term->kind != ops::TileTerm::Kind::cope) return {};
+  record_kernel(attention_kernel::kShort);
+  return ops::short_attention_cope(q, k, v, term->cope_at_integers.to(q.scalar_type()),
+                                   position_->score_scale(head_dim_), ctx.causal);
+}
+
 torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx, const torch::Tensor& state) {
   const int64_t S = q.size(2);
+  if (const torch::Tensor fused = attend_short_with_term(q, k, v, ctx, state); fused.defined()) return fused;
   if (const torch::Tensor tiled = attend_in_tiles(q, k, v, ctx, state); tiled.defined()) return tiled;
   if (!bias_to_sdpa()) record_kernel(attention_kernel::kExplicitScores);  // else sdpa records its backend
   return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
@@ -278,7 +292,9 @@ torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const tor
 }
 
 bool AttentionImpl::short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const {
-  if (kernel_ == config::AttentionKernel::reference || ctx.mask.defined() || dropout > 0.0) return false;
+  // A mask of causality alone (built for families that form their scores) is the causal flag.
+  const bool masked = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
+  if (kernel_ == config::AttentionKernel::reference || masked || dropout > 0.0) return false;
   // auto: where it measured faster than LibTorch's flash kernel (docs/kernels.md, bench_attention).
   return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
 }

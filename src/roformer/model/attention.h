@@ -126,6 +126,11 @@ class AttentionImpl : public torch::nn::Module {
   // `state` is the family's layer_state. Stick-breaking replaces the softmax here.
   torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, const torch::Tensor& state);
+  // attend_with_terms through ops::short_attention_cope where the family's term is one the
+  // short-sequence kernel computes (traits().short_kernel_term) and that kernel runs (no mask
+  // beyond causality, no dropout, S <= 512; training included), else undefined.
+  torch::Tensor attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const AttentionContext& ctx, const torch::Tensor& state);
   // attend_with_terms through ops::tile_attention (scores, term and softmax per tile, no S x S
   // tensor) where the family has a tile term and the call is causal evaluation without autograd;
   // undefined otherwise.

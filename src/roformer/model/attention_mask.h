@@ -71,8 +71,10 @@ class AttentionMask {
   // False when no mask applies (SDPA runs unmasked, with its causal flag).
   bool defined() const { return defined_; }
   // Whether the mask hides keys by causality alone (no bias, padding, window or documents).
-  bool only_causality() const {
-    return causal_ && !bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
+  bool only_causality() const { return causal_ && nothing_beyond_causality(); }
+  // Whether it hides keys by causality at most (a zero mask built for a family that forms its scores).
+  bool nothing_beyond_causality() const {
+    return !bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
   }
   // Query rows per block: S when the whole mask is kept.
   int64_t block_rows() const { return block_rows_; }

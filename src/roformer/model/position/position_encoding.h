@@ -52,6 +52,10 @@ class PositionEncodingImpl : public torch::nn::Module {
     // reads neither the scores nor q and k, and there is no output_term: in evaluation without
     // autograd, attention hands mask + term to SDPA as one additive mask (FIRE).
     bool term_is_bias = false;
+    // The family's term is one the short-sequence kernel computes in its rows (CoPE's table
+    // products, from tile_term): where that kernel runs, attention hands it tile_term's tables in
+    // training and evaluation alike instead of forming the scores.
+    bool short_kernel_term = false;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -105,7 +109,8 @@ class PositionEncodingImpl : public torch::nn::Module {
   // The score term as tile attention computes it inside each tile (ops/tile_attention): for
   // evaluation of causal attention without autograd over positions 0..S-1 ([S]); q [B, H, S, D]
   // after rotate, `state` layer_state's. nullopt where the family has no tile form (attention
-  // then forms the scores in blocks of query rows).
+  // then forms the scores in blocks of query rows). A family with traits().short_kernel_term
+  // also serves training from it, so its tables must carry autograd.
   virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
                                                  const torch::Tensor& state) {
     return std::nullopt;

@@ -67,6 +67,50 @@ std::pair<at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Te
   return run_forward(p, q, keep);
 }
 
+// short_attention_cope's launch: q, k, v, the scale and the CoPE table [B, H, S, P] (contiguous).
+ShortAttentionLaunch describe_cope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& at_integers, double scale, bool causal) {
+  ShortAttentionLaunch p = describe(q, causal);
+  p.scale = scale;
+  p.q = operand(q);
+  p.k = operand(k);
+  p.v = operand(v);
+  p.cope_at_integers = at_integers.data_ptr();
+  p.cope_positions = at_integers.size(3);
+  return p;
+}
+
+class ShortAttentionCopeFunction : public torch::autograd::Function<ShortAttentionCopeFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& at_integers, double scale, bool causal) {
+    auto [out, lse] = run_forward(describe_cope(q, k, v, at_integers, scale, causal), q, /*keep=*/true);
+    ctx->save_for_backward({q, k, v, at_integers, lse});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["causal"] = causal;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &at_integers = saved[3], &lse = saved[4];
+    const at::Tensor grad_out = unit_last_stride(grads[0].to(q.scalar_type()));
+    ShortAttentionLaunch p =
+        describe_cope(q, k, v, at_integers, ctx->saved_data["scale"].toDouble(), ctx->saved_data["causal"].toBool());
+    at::Tensor dq = empty_bshd(q), dk = empty_bshd(q), dv = empty_bshd(q);
+    at::Tensor da = at::empty_like(at_integers);
+    p.lse = lse.data_ptr();
+    p.grad_out = operand(grad_out);
+    p.grad_q = operand(dq);
+    p.grad_k = operand(dk);
+    p.grad_v = operand(dv);
+    p.grad_cope_at_integers = da.data_ptr();
+    if (dq.numel() > 0) short_attention_backward_cpu(p);
+    return {dq, dk, dv, da, at::Tensor(), at::Tensor()};
+  }
+};
+
 class ShortAttentionFunction : public torch::autograd::Function<ShortAttentionFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -207,6 +251,27 @@ torch::Tensor short_attention(const torch::Tensor& q_in, const torch::Tensor& k_
   const bool grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!grad) return forward_impl(q, k, v, causal, /*keep=*/false).first;
   return ShortAttentionFunction::apply(q, k, v, causal);
+}
+
+torch::Tensor short_attention_cope(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                                   const torch::Tensor& at_integers_in, double scale, bool causal) {
+  TORCH_CHECK(short_attention_supports(q_in, k_in, v_in),
+              "roformer::short_attention_cope: needs [B, H, S, D] CPU tensors of one dtype (float32 or float64), "
+              "equal shapes, S <= ",
+              kShortAttentionMaxSeq, ", D a multiple of 8; got q ", q_in.sizes(), " ", q_in.scalar_type(), " on ",
+              q_in.device(), ", k ", k_in.sizes(), ", v ", v_in.sizes());
+  const auto& a = at_integers_in;
+  TORCH_CHECK(a.dim() == 4 && a.is_cpu() && a.scalar_type() == q_in.scalar_type() && a.size(0) == q_in.size(0) &&
+                  a.size(1) == q_in.size(1) && a.size(2) == q_in.size(2) && a.size(3) >= 1,
+              "roformer::short_attention_cope: at_integers must be [", q_in.size(0), ", ", q_in.size(1), ", ",
+              q_in.size(2), ", P >= 1] of q's dtype on the CPU; got ", a.sizes(), " ", a.scalar_type(), " on ",
+              a.device());
+  const at::Tensor q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
+  const at::Tensor at_integers = a.contiguous();
+  const bool grad = at::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad() || at_integers.requires_grad());
+  if (!grad) return run_forward(describe_cope(q, k, v, at_integers, scale, causal), q, /*keep=*/false).first;
+  return ShortAttentionCopeFunction::apply(q, k, v, at_integers, scale, causal);
 }
 
 bool short_attention_qkv_supports(const torch::Tensor& qkv, int64_t heads) {

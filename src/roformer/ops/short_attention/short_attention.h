@@ -27,6 +27,14 @@ bool short_attention_supports(const torch::Tensor& q, const torch::Tensor& k, co
 // (so the heads merge back without a copy). Throws where short_attention_supports says no.
 torch::Tensor short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal);
 
+// softmax(s + cope_term(s, at_integers)) v with s = q k^T scale (+ the causal mask): CoPE's
+// contextual positions (Golovneva et al. 2024; ops/cope_term/cope_term.h's term) computed per row
+// inside the kernel, so no [B, H, S, S] tensor is formed in forward or backward. at_integers
+// [B, H, S, P] (q . e[p] for p < P) of q's dtype; differentiable in q, k, v and at_integers.
+// Checks as short_attention does, and the table's shape.
+torch::Tensor short_attention_cope(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& at_integers, double scale, bool causal);
+
 // The same attention straight from one q/k/v projection, so that neither a bias add, a rotary
 // op nor the gradient's concatenation of three parts makes a pass over memory of its own:
 // qkv [B, S, 3 H D] (q, k, v features, each head's D together) without its bias; bias [3 H D]

@@ -4,7 +4,9 @@
 // exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product
 // on this hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs .
 // dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
-// pairs skip the blocks above the diagonal. Pairs run in parallel, the threads claiming them from a
+// pairs skip the blocks above the diagonal. With CoPE's term (short_attention_cope) each score row
+// gains its term before the softmax, and the backward sends d logits through the term's row
+// gradient (ops/cope_term/cope_rows.h) before the products. Pairs run in parallel, the threads claiming them from a
 // shared counter; each pair's result is computed by one thread in a fixed order, so it does not
 // depend on the thread count or on which thread took it.
 // Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
@@ -22,6 +24,7 @@
 
 #include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/cope_term/cope_rows.h"
 #include "roformer/ops/short_attention/short_attention_kernels.h"
 #include "roformer/ops/short_attention/small_gemm.h"
 #include "roformer/ops/short_attention/vector_exp.h"
@@ -143,13 +146,32 @@ ROFORMER_ALWAYS_INLINE T dot(const T* a, const T* b, int64_t D) {
 
 // One thread's buffers: a transposed operand [D x L], four operands' rows packed [S x D] (a
 // strided one, e.g. a head of a fused QKV projection 3 H D floats apart, would map its rows onto
-// few cache sets), and two S x L blocks (probabilities; the backward's dscores).
+// few cache sets), two S x L blocks (probabilities; the backward's dscores) and, with CoPE's
+// term, two more (the backward's gates and positions of every row, then the term's gradient) and
+// the term's row buffers.
 template <typename T>
 struct Workspace {
   T* transposed;
   T* packed[4];
-  T* square[2];
+  T* square[4];
+  cope_rows::Scratch<T>* cope;
 };
+
+// Row i of `pair` in a [B * H, S, P] CoPE table (launch.cope_at_integers or its gradient).
+template <typename T>
+ROFORMER_ALWAYS_INLINE T* cope_row(const ShortAttentionLaunch& p, const void* table, int64_t pair, int64_t i) {
+  return static_cast<T*>(const_cast<void*>(table)) + (pair * p.seq + i) * p.cope_positions;
+}
+
+// row[j] += CoPE's term of row[0, end) (the scores of query i), when the launch has the term;
+// the row's gates and positions into `gates` and `positions` (L each) when not null.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void add_cope_term(const ShortAttentionLaunch& p, int64_t pair, int64_t i, T* row,
+                                          const Workspace<T>& w, T* gates = nullptr, T* positions = nullptr) {
+  if (p.cope_at_integers == nullptr) return;
+  cope_rows::forward</*kAdd=*/true>(row, row_end(p, i), cope_row<const T>(p, p.cope_at_integers, pair, i),
+                                    p.cope_positions, gates != nullptr ? gates : w.cope->gates.data(), row, positions);
+}
 
 // Which third of a fused projection an operand is (its bias rows, and whether it rotates), or
 // none (the output's gradient).
@@ -315,6 +337,7 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
   for (int64_t i = 0; i < S; ++i) {
     if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
     prefetch_row<T, true>(p, pair, i, {&p.out});
+    add_cope_term(p, pair, i, probs + i * L, w);
     const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
     if (lse != nullptr) lse[i] = row_lse;
   }
@@ -355,6 +378,8 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
   for (int64_t i = 0; i < S; ++i) {
     if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
     prefetch_row<T, true>(p, pair, i, {&p.grad_v});
+    if (p.cope_at_integers != nullptr)  // gates and positions kept for the term's gradient
+      add_cope_term(p, pair, i, probs + i * L, w, w.square[2] + i * L, w.square[3] + i * L);
     probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
   }
   // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
@@ -373,7 +398,16 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
     // column of them, and probs is zero past `end`
     const int64_t W = small_gemm::Vec<T>::width;
     const T delta = dot(pr, row, (end + W - 1) / W * W);
-    for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
+    if (p.cope_at_integers == nullptr) {
+      for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
+    } else {  // d logits, then through CoPE's term: d scores = d logits + d term / d scores
+      for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta);
+      T* through = w.square[3] + i * L;  // the positions, overwritten by d scores through the term
+      cope_rows::backward_from(w.square[2] + i * L, through, end, cope_row<const T>(p, p.cope_at_integers, pair, i),
+                               p.cope_positions, row, *w.cope, through,
+                               cope_row<T>(p, p.grad_cope_at_integers, pair, i));
+      for (int64_t j = 0; j < end; ++j) row[j] = (row[j] + through[j]) * scale;
+    }
     for (int64_t j = end; j < L; ++j) row[j] = T(0);
   }
   grad_product(p, pair, Part::q, p.grad_q, Strided<T>{ds, L, 1}, k, upto, w.packed[3]);
@@ -423,11 +457,17 @@ void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
     // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
     // page faults, which the threads take one at a time.
     thread_local std::vector<T> buffer;
-    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 4 * S * D + 2 * S * L)));
+    thread_local cope_rows::Scratch<T> cope;
+    const int64_t squares = p.cope_at_integers != nullptr ? 4 : 2;
+    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 4 * S * D + squares * S * L)));
+    if (p.cope_at_integers != nullptr) cope.reserve(S, p.cope_positions);
     T* b = buffer.data();
     T* square = b + D * L + 4 * S * D;
-    const Workspace<T> w{
-        b, {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D}, {square, square + S * L}};
+    const Workspace<T> w{b,
+                         {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D},
+                         {square, square + S * L, squares == 4 ? square + 2 * S * L : nullptr,
+                          squares == 4 ? square + 3 * S * L : nullptr},
+                         &cope};
     fn(first, last, w);
   });
 }

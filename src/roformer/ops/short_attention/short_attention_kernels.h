@@ -39,6 +39,12 @@ struct ShortAttentionLaunch {
   // Backward, when not null: [B, 3, H, D] sums over the sequence of the q, k, v gradients (before
   // the rotation), per batch element: the bias's gradient once summed over the batch.
   void* grad_bias = nullptr;
+  // CoPE's term (short_attention_cope), when not null: [B * H, seq, cope_positions] q . e[p] of
+  // every query row, contiguous; the scores become s + cope_term(s) (ops/cope_term/cope_rows.h)
+  // before the softmax. Backward: its gradient, the same shape, when not null.
+  const void* cope_at_integers = nullptr;
+  int64_t cope_positions = 0;
+  void* grad_cope_at_integers = nullptr;
 };
 
 // Forward: out (and lse). Backward: grad_q, grad_k, grad_v from grad_out, lse, q, k, v.

@@ -15,6 +15,10 @@
 #          RECORD (default data/results/tasks, where task_report.py copies the evaluations) holds
 #          evaluations of earlier sittings: they are copied into OUT first, and a run whose every
 #          evaluation is there is not trained again, so a fresh machine resumes from the record.
+#          SIZE (default tiny) picks the model: tiny is configs/tasks/base.yaml's (width 64, 2
+#          layers, about 0.1M parameters); small is width 128, 4 layers, FFN 512 (about 0.8M), the
+#          second size that shows whether a ranking moves with scale; its record defaults to
+#          data/results/tasks/small (use another OUT too).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
@@ -26,6 +30,7 @@ methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
 lengths="${LENGTHS:-64 128 256 512 1024 2048}"
 budget_min="${BUDGET_MIN:-100}"
+size="${SIZE:-tiny}"
 train_len=64
 retrieval="niah_single niah_multikey niah_multivalue niah_multiquery variable_tracking mqar"
 py="$here/.venv/bin/python"
@@ -43,6 +48,11 @@ done
 [[ "$budget_min" =~ ^[0-9]{1,5}$ ]] || bad "BUDGET_MIN: '$budget_min' is not a whole number of minutes"
 [ -n "$tasks" ] && [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$lengths" ] || bad "TASKS, METHODS, SEEDS and LENGTHS must not be empty"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+case "$size" in
+  tiny) size_args=() ;;
+  small) size_args=(--set model.hidden_size=128 --set model.num_layers=4 --set model.ffn_size=512) ;;
+  *) bad "SIZE: '$size' is not tiny or small" ;;
+esac
 
 # The --set arguments of one method (the frontier study's settings at this length).
 method_args() {
@@ -76,7 +86,9 @@ method_args() {
   esac
 }
 
-record="${RECORD:-$here/data/results/tasks}"
+default_record="$here/data/results/tasks"
+[ "$size" = tiny ] || default_record="$here/data/results/tasks/$size"
+record="${RECORD:-$default_record}"
 if [ -d "$record/eval" ]; then
   mkdir -p "$out/eval"
   cp -rn "$record/eval/." "$out/eval/"
@@ -109,7 +121,7 @@ train_run() {
   # shellcheck disable=SC2046
   "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" \
     --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
-    $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
+    "${size_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
 }
 
 started=$(date +%s)

@@ -1,7 +1,8 @@
 // Tile attention (ops/tile_attention) against the explicit math in double: softmax(q k^T scale +
 // term + mask) v with the whole score matrix formed, for no term, FIRE's term as the fused FIRE
 // bias (ops::fire_bias) computes it, CoPE's as the fused CoPE term (ops::cope_term) does and FoX's
-// decay c_i - c_j, the RoPE remaps' two rotations and stick-breaking's weights, over
+// decay c_i - c_j, the RoPE remaps' two rotations, PaTH's Householder products (walked key by
+// key from each query, with and without its forget gate) and stick-breaking's weights, over
 // lengths that end inside and on the edges of the query and key tiles; float against double at one
 // thread and two; what it refuses; and FIRE, CoPE and FoX models evaluated through it against the same
 // models on the explicit scores (model.attention_kernel reference).
@@ -292,6 +293,66 @@ TEST(TileAttention, ChunkGapsPickTheirProductsInDouble) {
     }
 }
 
+namespace {
+
+// PaTH (Yang et al. 2025, their Eq. for the scores): per query i a vector walked back from q_i,
+// r <- (I - beta_j w_j w_j^T) r after scoring key j, so key j scores q_i . H_i ... H_{j+1} k_j;
+// plus (c_i - c_j) with the gate; then times the scale. Scalar loops in double, causal.
+torch::Tensor path_scores_by_walking(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& state,
+                                     bool gate) {
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  const torch::Tensor qc = q.contiguous(), kc = k.contiguous(), st = state.contiguous();
+  torch::Tensor out = torch::full({B, H, S, S}, -kInf, torch::kFloat64);
+  auto Q = qc.accessor<double, 4>(), K = kc.accessor<double, 4>(), X = st.accessor<double, 4>();
+  auto O = out.accessor<double, 4>();
+  std::vector<double> r(D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        for (int64_t d = 0; d < D; ++d) r[d] = Q[b][h][i][d];
+        for (int64_t j = i; j >= 0; --j) {
+          double score = 0, along = 0;
+          for (int64_t d = 0; d < D; ++d) score += r[d] * K[b][h][j][d];
+          if (gate) score += X[b][h][i][D + 1] - X[b][h][j][D + 1];
+          O[b][h][i][j] = score * scale_of(q);
+          for (int64_t d = 0; d < D; ++d) along += X[b][h][j][d] * r[d];
+          for (int64_t d = 0; d < D; ++d) r[d] -= X[b][h][j][D] * along * X[b][h][j][d];
+        }
+      }
+  return out;
+}
+
+// PaTH's state as its layer forms it: unit w per head, beta in (0, 2), c the log gates' sums.
+torch::Tensor path_state(int64_t B, int64_t H, int64_t S, int64_t D) {
+  torch::Tensor w = torch::randn({B, H, S, D}, torch::kFloat64);
+  w = w / w.norm(2, -1, true);
+  const torch::Tensor beta = 2 * torch::sigmoid(torch::randn({B, H, S, 1}, torch::kFloat64) * 2);
+  const torch::Tensor c = torch::log_sigmoid(torch::randn({B, H, S}, torch::kFloat64) + 2).cumsum(-1).unsqueeze(-1);
+  return torch::cat({w, beta, c}, -1);
+}
+
+}  // namespace
+
+TEST(TileAttention, PathScoresEqualTheHouseholderWalkInDouble) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(13);
+  for (const int64_t S : kLengths)
+    for (const bool gate : {false, true}) {
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      TileTerm t;
+      t.kind = TileTerm::Kind::path;
+      t.path_state = path_state(2, 3, S, 8);
+      t.path_forget_gate = gate;
+      const torch::Tensor want = torch::matmul(torch::softmax(path_scores_by_walking(q, k, t.path_state, gate), -1), v);
+      EXPECT_LE((ops::tile_attention(q, k, v, scale_of(q), true, t) - want).abs().max().item<double>(), 1e-12)
+          << "S " << S << " gate " << gate;
+      if (S > 1) {  // the walk moves the result: the comparison sees it
+        EXPECT_GT((explicit_attention(scores_of(q, k), {}, v, true) - want).abs().max().item<double>(), 1e-3);
+      }
+    }
+}
+
 // Stick-breaking (model::stick_breaking_weights, the authors' log-space form) with its remainder
 // dropped or on the query's own value, alone and over FoX's decay.
 TEST(TileAttention, StickBreakingEqualsTheLogSpaceWeightsInDouble) {
@@ -333,11 +394,20 @@ TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
   const torch::Tensor q = heads_view(2, 4, S, 32, torch::kFloat64), k = heads_view(2, 4, S, 32, torch::kFloat64),
                       v = heads_view(2, 4, S, 32, torch::kFloat64);
   const torch::Tensor at_integers = torch::randn({2, 4, S, 16}, torch::kFloat64);
+  const torch::Tensor state = path_state(2, 4, S, 32);
   const std::vector<std::pair<const char*, std::function<TileTerm(torch::Dtype)>>> terms{
       {"none", [](torch::Dtype) { return TileTerm{}; }},
       {"fire", [](torch::Dtype dt) { return fire_term(4, 0.1, 16.0, dt); }},
       {"cope", [&](torch::Dtype dt) { return cope_term_of(at_integers.to(dt)); }},
       {"fox", [&](torch::Dtype dt) { return fox_term_of(at_integers.select(-1, 0).cumsum(-1).to(dt)); }},
+      {"path",
+       [&](torch::Dtype dt) {
+         TileTerm t;
+         t.kind = TileTerm::Kind::path;
+         t.path_state = state.to(dt);
+         t.path_forget_gate = true;
+         return t;
+       }},
   };
   const int threads = at::get_num_threads();
   for (const auto& [name, term] : terms) {
@@ -375,6 +445,13 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
   bidirectional_far.far_k = x;
   bidirectional_far.far_threshold = 2;
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, bidirectional_far), c10::Error);
+  TileTerm path;  // its state needs D + 2 features per token, and the walk is causal
+  path.kind = TileTerm::Kind::path;
+  path.path_state = torch::zeros({1, 2, 9, x.size(3) + 1});
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, path), c10::Error);
+  path.path_state = torch::zeros({1, 2, 9, x.size(3) + 2});
+  EXPECT_NO_THROW(ops::tile_attention(x, x, x, 1.0, true, path));
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, path), c10::Error);
   const torch::Tensor leaf = x.clone().requires_grad_();
   EXPECT_THROW(ops::tile_attention(leaf, x, x, 1.0, true, {}), c10::Error);
 }
@@ -432,17 +509,22 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 
 }  // namespace
 
-// FIRE, CoPE, FoX, Transformer-XL, Shaw (clipped at 4, with values) and DeBERTa (8 buckets to 32)
+// FIRE, CoPE, FoX, Transformer-XL, Shaw (clipped at 4, with values), DeBERTa (8 buckets to 32),
+// PaTH and PaTH-FoX
 // models evaluated without autograd run tile attention and give the hidden
 // states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
 // training they keep the explicit scores.
 TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind :
-       {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
-        config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta}) {
+  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
+                          config::PositionKind::transformer_xl, config::PositionKind::shaw,
+                          config::PositionKind::deberta, config::PositionKind::path}) {
     SCOPED_TRACE(config::position_kind_names().name(kind));
     expect_tiles_in_evaluation_only(tiny_causal(kind));
   }
+  config::ModelConfig path_fox = tiny_causal(config::PositionKind::path);
+  path_fox.position.path.forget_gate = true;
+  SCOPED_TRACE("path with the forget gate");
+  expect_tiles_in_evaluation_only(path_fox);
 }
 
 // Stick-breaking attention over RoPE (remainder on the query's value) and over no position

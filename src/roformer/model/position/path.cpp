@@ -178,6 +178,15 @@ torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return term * score_scale(D);
 }
 
+std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*positions*/,
+                                                 int64_t /*layer*/, const torch::Tensor& state) {
+  ops::TileTerm term;
+  term.kind = ops::TileTerm::Kind::path;
+  term.path_state = state;  // [B, H, S, D + 2]: w, beta, c
+  term.path_forget_gate = config_.forget_gate;
+  return term;
+}
+
 double PathImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
   // PaTH's scores, their blocks stacked by distance and gathered, plain q.k and the term: fp32.
   return 5.0 * 4.0 * double(batch) * double(heads);

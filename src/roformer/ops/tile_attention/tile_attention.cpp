@@ -74,7 +74,7 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   TORCH_CHECK(!(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())),
               "roformer::tile_attention: no gradient (evaluation only); run it under NoGradGuard");
   TORCH_CHECK(term.kind == TileTerm::Kind::none || causal,
-              "roformer::tile_attention: the FIRE, CoPE and FoX terms are causal");
+              "roformer::tile_attention: the FIRE, CoPE, FoX, relative, bucket and PaTH terms are causal");
   if (term.kind == TileTerm::Kind::fire)
     TORCH_CHECK(term.fire_kinks.dim() == 1 && term.fire_slope.dim() == 2 &&
                     term.fire_slope.sizes() == term.fire_intercept.sizes() && term.fire_slope.size(0) == q.size(1) &&
@@ -115,6 +115,12 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
       TORCH_CHECK(b.numel() == 0 || (b.min().item<int64_t>() >= 0 && b.max().item<int64_t>() < R),
                   "roformer::tile_attention: bucket indices must lie in [0, ", R, ")");
   }
+  if (term.kind == TileTerm::Kind::path)
+    TORCH_CHECK(
+        term.path_state.dim() == 4 && term.path_state.sizes().slice(0, 3) == q.sizes().slice(0, 3) &&
+            term.path_state.size(3) == q.size(3) + 2 && !term.q.defined() && !term.far_q.defined() && term.chunk == 0,
+        "roformer::tile_attention: PaTH needs its state [B, H, S, D + 2] for q ", q.sizes(), ", got ",
+        term.path_state.defined() ? term.path_state.sizes() : at::IntArrayRef{}, ", and no other queries or rotations");
   if (term.kind == TileTerm::Kind::fox)
     TORCH_CHECK(term.fox_cumulative.dim() == 3 && term.fox_cumulative.sizes() == q.sizes().slice(0, 3),
                 "roformer::tile_attention: FoX needs the gates' running sums [B, H, S] for q ", q.sizes(), ", got ",
@@ -203,6 +209,11 @@ void describe_term(const TileTerm& term, const at::Tensor& q, TileAttentionLaunc
     case TileTerm::Kind::buckets:
       p.term = TileTermKind::buckets;
       return describe_buckets(term, q, p, keep);
+    case TileTerm::Kind::path:
+      p.term = TileTermKind::path;
+      p.path_state = kept(term.path_state, q, keep);
+      p.path_forget_gate = term.path_forget_gate;
+      return;
   }
 }
 

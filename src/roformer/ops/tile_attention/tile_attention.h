@@ -4,7 +4,8 @@
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
 // as a piecewise-linear map of the distances' logarithms), CoPE (gates counted from each
 // query's diagonal back, its position table interpolated), FoX (the forget gates' decay), a
-// table of relative embeddings (Transformer-XL, Shaw) and bucketed tables (DeBERTa); and
+// table of relative embeddings (Transformer-XL, Shaw), bucketed tables (DeBERTa) and PaTH's
+// Householder products (scores formed by a walk from the diagonal back, not by q k^T); and
 // scores from a second rotation of q and k past a distance (the RoPE remaps), each tile forming
 // the product it needs (both only where the threshold crosses the tile). CPU, float32 / float64, no
 // autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
@@ -16,7 +17,7 @@ namespace roformer::ops {
 
 // The family's term for one layer.
 struct TileTerm {
-  enum class Kind { none, fire, cope, fox, relative, buckets };
+  enum class Kind { none, fire, cope, fox, relative, buckets, path };
   Kind kind = Kind::none;
   // FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
   // x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
@@ -53,6 +54,11 @@ struct TileTerm {
   // mid_q [B, H, S, D].
   int64_t chunk = 0;
   torch::Tensor mid_q;
+  // PaTH, causal: the score of query i and key j is q_i . (H_i H_{i-1} ... H_{j+1} k_j) with
+  // H_t = I - beta_t w_t w_t^T, plus, with path_forget_gate, FoX's c_i - c_j (before the scale);
+  // path_state [B, H, S, D + 2] holds w_t (D), beta_t and c_t (PathImpl::layer_state's layout).
+  torch::Tensor path_state;
+  bool path_forget_gate = false;
   double score_factor = 1;  // on the scale (STRING's attention factor, squared)
 };
 

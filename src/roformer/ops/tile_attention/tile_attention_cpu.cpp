@@ -201,7 +201,11 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   const int64_t key_end = p.causal ? i0 + rows : S;
   for (int64_t j0 = (key_end - 1) / kTileKeys * kTileKeys; j0 >= 0; j0 -= kTileKeys) {
     const int64_t width = std::min(key_end, j0 + kTileKeys) - j0;
-    tile_scores(p, pair, i0, rows, j0, width, w);
+    if constexpr (tile_terms::forms_scores<Term>::value) {
+      term.scores(j0, width, w.scores.data());
+    } else {
+      tile_scores(p, pair, i0, rows, j0, width, w);
+    }
     term.tile(j0, width);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
@@ -270,6 +274,9 @@ ROFORMER_CLONES void relative_f32(const TileAttentionLaunch& p, int64_t first, i
 ROFORMER_CLONES void buckets_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<float, tile_terms::Buckets>(p, first, last);
 }
+ROFORMER_CLONES void path_f32(const TileAttentionLaunch& p, int64_t first, int64_t last) {
+  run_items<float, tile_terms::Path>(p, first, last);
+}
 template <template <typename> class Term>
 void items_f64(const TileAttentionLaunch& p, int64_t first, int64_t last) {
   run_items<double, Term>(p, first, last);
@@ -288,6 +295,8 @@ Items items_for(const TileAttentionLaunch& p) {
       return f64 ? items_f64<tile_terms::Relative> : relative_f32;
     case TileTermKind::buckets:
       return f64 ? items_f64<tile_terms::Buckets> : buckets_f32;
+    case TileTermKind::path:
+      return f64 ? items_f64<tile_terms::Path> : path_f32;
     case TileTermKind::none:
       break;
   }

@@ -13,7 +13,7 @@ namespace roformer::ops {
 constexpr int64_t kTileQueryRows = 48;
 constexpr int64_t kTileKeys = 128;
 
-enum class TileTermKind { none, fire, cope, fox, relative, buckets };
+enum class TileTermKind { none, fire, cope, fox, relative, buckets, path };
 
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -71,6 +71,9 @@ struct TileAttentionLaunch {
   int64_t chunk = 0;
   const void* mid_q = nullptr;
   int64_t mid_q_stride[3] = {0, 0, 0};
+  // PaTH: w (D), beta and c per token, [B, H, S, D + 2] contiguous; whether c_i - c_j joins.
+  const void* path_state = nullptr;
+  bool path_forget_gate = false;
 };
 
 // CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's

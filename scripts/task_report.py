@@ -17,7 +17,7 @@ import report_render as render
 from report_render import mean_std
 
 TRAIN_LEN = 64
-TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "reverse_string",
+TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
               "binary_addition"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "none",
                 "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope",

@@ -156,15 +156,7 @@ Step train_step(config::Objective objective, config::AttentionKernel kernel, int
   config::ModelConfig c = tiny_models::tiny_model(config::PositionKind::cope, objective);
   c.position.cope.max_positions = 24;
   c.attention_kernel = kernel;
-  torch::manual_seed(9);
-  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
-  model::EncoderModel m = model::build_model(c, 5);
-  m->to(torch::kFloat64);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : m->named_parameters())
-      if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
-  }
+  auto [m, ids] = tiny_models::double_model(c, tokens);
   m->train();
   model::AttentionKernelProbe probe;
   model::EncoderInput in;

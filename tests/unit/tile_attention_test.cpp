@@ -474,15 +474,7 @@ config::ModelConfig tiny_causal(config::PositionKind kind) {
 torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kernel, bool train, std::string* ran,
                             int64_t tokens) {
   c.attention_kernel = kernel;
-  torch::manual_seed(9);
-  const torch::Tensor ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
-  model::EncoderModel m = model::build_model(c, 5);
-  m->to(torch::kFloat64);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : m->named_parameters())
-      if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
-  }
+  auto [m, ids] = tiny_models::double_model(c, tokens);
   train ? m->train() : m->eval();
   torch::NoGradGuard no_grad;
   model::AttentionKernelProbe probe;

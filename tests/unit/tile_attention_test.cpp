@@ -2,7 +2,8 @@
 // term + mask) v with the whole score matrix formed, for no term, FIRE's term as the fused FIRE
 // bias (ops::fire_bias) computes it, CoPE's as the fused CoPE term (ops::cope_term) does and FoX's
 // decay c_i - c_j, the RoPE remaps' two rotations, PaTH's Householder products (walked key by
-// key from each query, with and without its forget gate) and stick-breaking's weights, over
+// key from each query, with and without its forget gate), stick-breaking's weights and key lengths
+// (a right padding), over
 // lengths that end inside and on the edges of the query and key tiles; float against double at one
 // thread and two; what it refuses; and FIRE, CoPE and FoX models evaluated through it against the same
 // models on the explicit scores (model.attention_kernel reference).
@@ -121,6 +122,30 @@ TEST(TileAttention, WithoutATermEqualsSoftmaxAttentionInDouble) {
         EXPECT_LE((got - want).abs().max().item<double>(), 1e-12) << "S " << S << " D " << D << " causal " << causal;
         EXPECT_EQ(got.stride(1), D) << "the output is [B, S, H, D] in memory";
       }
+}
+
+// Key lengths (a right padding) hide each batch row's later keys from every query, as a padding
+// mask does: no term (causal and bidirectional) and FoX's, lengths that end inside and on tiles.
+TEST(TileAttention, KeyLengthsHideThePaddedKeysAsAPaddingMaskDoes) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(12);
+  for (const int64_t S : {5, 131, 300})
+    for (const bool causal : {false, true}) {
+      const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0), k = heads_view(2, 3, S, 8, torch::kFloat64),
+                          v = heads_view(2, 3, S, 8, torch::kFloat64);
+      const torch::Tensor lengths = torch::tensor({S, std::max<int64_t>(1, S - 130)}, torch::kLong);
+      const torch::Tensor padded = (torch::arange(S).unsqueeze(0) >= lengths.unsqueeze(1)).view({2, 1, 1, S});
+      const torch::Tensor mask = torch::zeros({2, 1, 1, S}, torch::kFloat64).masked_fill(padded, -kInf);
+      const torch::Tensor c = torch::log_sigmoid(torch::randn({2, 3, S}, torch::kFloat64) + 2).cumsum(-1);
+      const torch::Tensor decay = c.unsqueeze(-1) - c.unsqueeze(-2);
+      const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), causal, {}, {}, lengths);
+      const torch::Tensor want = explicit_attention(scores_of(q, k), mask, v, causal);
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-12) << "S " << S << " causal " << causal;
+      if (!causal) continue;
+      const torch::Tensor got_fox = ops::tile_attention(q, k, v, scale_of(q), true, fox_term_of(c), {}, lengths);
+      const torch::Tensor want_fox = explicit_attention(scores_of(q, k), decay + mask, v, true);
+      EXPECT_LE((got_fox - want_fox).abs().max().item<double>(), 1e-12) << "FoX, S " << S;
+    }
 }
 
 TEST(TileAttention, FireTermEqualsTheFusedFireBiasInDouble) {
@@ -452,6 +477,15 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
   path.path_state = torch::zeros({1, 2, 9, x.size(3) + 2});
   EXPECT_NO_THROW(ops::tile_attention(x, x, x, 1.0, true, path));
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, path), c10::Error);
+  const torch::Tensor lengths = torch::tensor({int64_t{4}}, torch::kLong);  // PaTH's walk passes every position
+  EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, path, ops::TileNormalizer::softmax, lengths), c10::Error);
+  for (const int64_t bad : {0, 10})  // outside [1, S]
+    EXPECT_THROW(
+        ops::tile_attention(x, x, x, 1.0, true, {}, ops::TileNormalizer::softmax, torch::tensor({bad}, torch::kLong)),
+        c10::Error);
+  EXPECT_THROW(
+      ops::tile_attention(x, x, x, 1.0, true, {}, ops::TileNormalizer::softmax, torch::ones({2}, torch::kLong)),
+      c10::Error);
   const torch::Tensor leaf = x.clone().requires_grad_();
   EXPECT_THROW(ops::tile_attention(leaf, x, x, 1.0, true, {}), c10::Error);
 }

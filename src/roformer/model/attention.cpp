@@ -14,6 +14,7 @@
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
+#include "roformer/model/recomputed_attention.h"
 #include "roformer/model/stick_breaking.h"
 #include "roformer/ops/short_attention/short_attention.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -247,24 +248,60 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   return output_term.defined() ? out + output_term.to(out.scalar_type()) : out;
 }
 
+bool AttentionImpl::tiles_in_training(const torch::Tensor& q) const {
+  if (is_training() && dropout_ > 0.0) return false;  // the recomputation would draw other dropout masks
+  if (kernel_ == config::AttentionKernel::fused) return true;
+  // auto: where the explicit scores of one layer, kept for backward, would pass the limit.
+  const double S = double(q.size(2));
+  return double(q.size(0)) * double(q.size(1)) * S * S * double(q.element_size()) > kTileTrainingScoreBytes;
+}
+
 torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
-  // Evaluation only, as bias_to_sdpa; model.attention_kernel reference keeps the explicit scores.
-  if (kernel_ == config::AttentionKernel::reference || torch::GradMode::is_enabled() || is_training()) return {};
-  const bool causal = ctx.mask.defined() ? ctx.mask.only_causality() : ctx.causal;
+  // model.attention_kernel reference keeps the explicit scores; training takes tiles where
+  // tiles_in_training says so (the same answer with and without autograd, so activation
+  // checkpointing's forward and its recomputation agree).
+  if (kernel_ == config::AttentionKernel::reference) return {};
+  if ((torch::GradMode::is_enabled() || is_training()) && !tiles_in_training(q)) return {};
+  const bool causal = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
   if (!causal || ctx.positions.dim() != 1 || !ops::tile_attention_supports(q, k, v)) return {};
-  // A family that forms no scores (stick-breaking over RoPE or none) scores q.k alone.
-  const std::optional<ops::TileTerm> term = position_->traits().forms_scores
-                                                ? position_->tile_term(q, ctx.positions, layer_, state)
-                                                : std::optional<ops::TileTerm>(ops::TileTerm{});
-  if (!term) return {};
+  const torch::Tensor key_lengths = ctx.mask.defined() ? ctx.mask.key_lengths() : torch::Tensor();
+  std::optional<ops::TileTerm> term;
+  {
+    torch::NoGradGuard no_grad;  // the term's tables are plain tensors; backward recomputes the rows
+    // A family that forms no scores (stick-breaking over RoPE or none) scores q.k alone.
+    term = position_->traits().forms_scores ? position_->tile_term(q, ctx.positions, layer_, state)
+                                            : std::optional<ops::TileTerm>(ops::TileTerm{});
+  }
+  if (!term || (key_lengths.defined() && term->kind == ops::TileTerm::Kind::path)) return {};
   using ops::TileNormalizer;
   const TileNormalizer normalizer = normalizer_ == config::AttentionNormalizer::softmax ? TileNormalizer::softmax
                                     : remainder_ == config::StickBreakingRemainder::discard
                                         ? TileNormalizer::stick_breaking
                                         : TileNormalizer::stick_breaking_remainder_to_query;
   record_kernel(attention_kernel::kTile);
-  return ops::tile_attention(q, k, v, position_->score_scale(head_dim_), /*causal=*/true, *term, normalizer);
+  AttentionForward forward = [term = *term, scale = position_->score_scale(head_dim_), normalizer, key_lengths](
+                                 const torch::Tensor& tq, const torch::Tensor& tk, const torch::Tensor& tv,
+                                 const torch::Tensor& /*state: in the term*/) {
+    return ops::tile_attention(tq, tk, tv, scale, /*causal=*/true, term, normalizer, key_lengths);
+  };
+  const std::vector<torch::Tensor> parameters = position_->parameters();
+  auto needs = [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); };
+  const bool gradient = torch::GradMode::is_enabled() && (needs(q) || needs(k) || needs(v) || needs(state) ||
+                                                          std::any_of(parameters.begin(), parameters.end(), needs));
+  if (!gradient) {
+    torch::NoGradGuard no_grad;
+    return forward(q, k, v, state);
+  }
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
+  // Blocks of the scores' bytes that stay below the heap's mmap threshold, or the encoder's blocks if smaller.
+  int64_t block =
+      query_block_rows(double(B * H * S) * double(q.element_size()), S, AttentionMask::kCpuBlockBytes, q.device());
+  if (ctx.score_block_rows > 0) block = std::min(block, ctx.score_block_rows);
+  AttentionRows rows = [this, ctx](const torch::Tensor& rq, const torch::Tensor& rk, const torch::Tensor& rv,
+                                   const torch::Tensor& rstate, int64_t begin,
+                                   int64_t end) { return attend_rows_with_terms(rq, rk, rv, ctx, rstate, begin, end); };
+  return attention_with_recomputed_gradient(q, k, v, state, parameters, std::move(forward), std::move(rows), block);
 }
 
 torch::Tensor AttentionImpl::attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k,

@@ -132,10 +132,16 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, const torch::Tensor& state);
   // attend_with_terms through ops::tile_attention (scores, term and softmax per tile, no S x S
-  // tensor) where the family has a tile term and the call is causal evaluation without autograd;
-  // undefined otherwise.
+  // tensor) where the family has a tile term, the mask hides keys by causality and a right
+  // padding at most, and the pass is evaluation or tiles_in_training; with autograd its gradient
+  // is recomputed per block of query rows (recomputed_attention.h). Undefined otherwise.
   torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionContext& ctx, const torch::Tensor& state);
+  // Whether training takes the tile path for q [B, H, S, D]: no dropout, and model.attention_kernel
+  // fused, or auto where one layer's explicit scores would pass kTileTrainingScoreBytes.
+  bool tiles_in_training(const torch::Tensor& q) const;
+  // Past this many bytes of one layer's [B, H, S, S] scores, auto trains in tiles (linear memory).
+  static constexpr double kTileTrainingScoreBytes = 16.0 * (1 << 20);
   // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no
   // later key is visible) when the family's hooks take a prefix of the keys, else all S.
   int64_t visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const;

@@ -14,6 +14,16 @@ constexpr double kMasked = -1e30;
 // The fewest query rows of a block in a windowed mask's bands.
 constexpr int64_t kMinBandRows = 128;
 
+// The tokens of each row of key_keep [B, S] when they form a prefix of at least one (a right
+// padding), int64 [B]; undefined otherwise.
+torch::Tensor right_padding_lengths(const torch::Tensor& key_keep) {
+  const torch::Tensor keep = key_keep != 0;
+  const torch::Tensor lengths = keep.sum(1);
+  const torch::Tensor prefix = torch::arange(keep.size(1), lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);
+  if (lengths.numel() == 0 || lengths.min().item<int64_t>() < 1 || !torch::equal(prefix, keep)) return {};
+  return lengths;
+}
+
 }  // namespace
 
 int64_t query_block_rows(double row_bytes, int64_t S, double whole_limit_bytes, const torch::Device& device) {
@@ -45,7 +55,10 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
                 "AttentionMask: relative bias must be [H, 2S - 1] for S = ", S, ", got ", relative_bias.sizes());
     bias_ = relative_bias.to(dtype);
   }
-  if (key_keep.defined()) pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
+  if (key_keep.defined()) {
+    pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
+    if (device.is_cpu()) key_lengths_ = right_padding_lengths(key_keep);
+  }
   square_ = bias_.defined() || causal || window_.size > 0 || packed;
   // Bytes of the whole mask: batch (padding combined with rows, or documents), heads (bias), rows, keys.
   const double batch = packed                      ? double(documents_.segments.size(0))

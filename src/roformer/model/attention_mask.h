@@ -76,6 +76,15 @@ class AttentionMask {
   bool nothing_beyond_causality() const {
     return !bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
   }
+  // Whether it hides keys by causality and a right padding at most (key_lengths() then
+  // describes the padding; the tile kernel takes such masks).
+  bool causality_and_right_padding() const {
+    return causal_ && !bias_.defined() && window_.size == 0 && !documents_.segments.defined() &&
+           (!pad_.defined() || key_lengths_.defined());
+  }
+  // The keys each batch row keeps, int64 [B], when its padding is a right padding (each row's
+  // tokens a prefix of at least one; computed on the CPU); undefined otherwise or without padding.
+  const torch::Tensor& key_lengths() const { return key_lengths_; }
   // Query rows per block: S when the whole mask is kept.
   int64_t block_rows() const { return block_rows_; }
   // The additive mask for query rows [begin, end) and keys [0, keys) (-1: all S):
@@ -109,6 +118,7 @@ class AttentionMask {
   torch::Tensor bias_;         // [H, 2S - 1] in dtype_
   torch::Tensor offset_mask_;  // bias_ with causality (future offsets kMasked), for reversed_rows; or undefined
   torch::Tensor pad_;          // [B, 1, 1, S] bool, true at padded keys
+  torch::Tensor key_lengths_;  // [B] int64 for a right padding on the CPU, else undefined
   DocumentMask documents_;
   bool causal_ = false;
   LocalWindow window_;   // size 0 when none applies (or it covers every key)

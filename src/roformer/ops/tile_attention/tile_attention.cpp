@@ -217,6 +217,19 @@ void describe_term(const TileTerm& term, const at::Tensor& q, TileAttentionLaunc
   }
 }
 
+// key_lengths as the kernel reads them: int64 [B] contiguous, each in [1, S].
+at::Tensor checked_key_lengths(const at::Tensor& key_lengths, const at::Tensor& q, const TileTerm& term) {
+  TORCH_CHECK(term.kind != TileTerm::Kind::path,
+              "roformer::tile_attention: PaTH takes no key lengths (its walk passes every position)");
+  const at::Tensor lengths = key_lengths.to(at::kCPU, at::kLong).contiguous();
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == q.size(0),
+              "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
+  TORCH_CHECK(
+      lengths.numel() == 0 || (lengths.min().item<int64_t>() >= 1 && lengths.max().item<int64_t>() <= q.size(2)),
+      "roformer::tile_attention: key lengths must lie in [1, ", q.size(2), "]");
+  return lengths;
+}
+
 }  // namespace tile_attention_setup
 
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -230,7 +243,8 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
 }
 
 torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v, double scale,
-                             bool causal, const TileTerm& term, TileNormalizer normalizer) {
+                             bool causal, const TileTerm& term, TileNormalizer normalizer,
+                             const torch::Tensor& key_lengths) {
   const at::Tensor& q = term.q.defined() ? term.q : q_in;
   const at::Tensor& k = term.k.defined() ? term.k : k_in;
   tile_attention_setup::check_inputs(q, k, v, causal, term);
@@ -280,6 +294,10 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
   }
   tile_attention_setup::describe_term(term, q, p, keep);
+  if (key_lengths.defined()) {
+    keep.push_back(tile_attention_setup::checked_key_lengths(key_lengths, q, term));
+    p.key_lengths = keep.back().data_ptr<int64_t>();
+  }
   tile_attention_cpu(p);
   return out;
 }

@@ -1,4 +1,5 @@
-// Public API of tile attention for evaluation: softmax(q k^T scale + term) v with queries and keys
+// Public API of tile attention (evaluation, and the forward of training whose gradient the model
+// recomputes): softmax(q k^T scale + term) v with queries and keys
 // in tiles, an online softmax and the position family's term computed per tile in cache, so no
 // S x S score, bias or term tensor is ever formed and the work per pair is one pass over a tile
 // that stays in L1/L2 (the FlexAttention score_mod idea on the CPU). Terms: none, FIRE (its MLP
@@ -7,8 +8,9 @@
 // table of relative embeddings (Transformer-XL, Shaw), bucketed tables (DeBERTa) and PaTH's
 // Householder products (scores formed by a walk from the diagonal back, not by q k^T); and
 // scores from a second rotation of q and k past a distance (the RoPE remaps), each tile forming
-// the product it needs (both only where the threshold crosses the tile). CPU, float32 / float64, no
-// autograd. Knows nothing of configs; the families describe their term (TileTerm) and attention calls it.
+// the product it needs (both only where the threshold crosses the tile); right padding as per-row
+// key lengths. CPU, float32 / float64, no autograd. Knows nothing of configs; the families describe their term
+// (TileTerm) and attention calls it.
 #pragma once
 
 #include <torch/types.h>
@@ -72,9 +74,13 @@ enum class TileNormalizer { softmax, stick_breaking, stick_breaking_remainder_to
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // softmax(q k^T scale + term (+ the causal mask)) v: [B, H, S, D], its memory in [B, S, H, D]
-// order. Every term but none, and stick-breaking, need `causal`. Refuses inputs that require a gradient while
-// autograd is on (evaluation only).
+// order. Every term but none, and stick-breaking, need `causal`. key_lengths: int64 [B], each in
+// [1, S], the keys [0, length) each batch row has (right padding: the later keys are hidden from
+// every query, as a padding mask hides them); undefined: all S (PaTH takes none: its walk passes
+// every position). Refuses inputs that require a gradient while autograd is on (a training
+// caller runs it without autograd and recomputes its gradient).
 torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                             bool causal, const TileTerm& term, TileNormalizer normalizer = TileNormalizer::softmax);
+                             bool causal, const TileTerm& term, TileNormalizer normalizer = TileNormalizer::softmax,
+                             const torch::Tensor& key_lengths = torch::Tensor());
 
 }  // namespace roformer::ops

@@ -198,7 +198,8 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   std::fill(w.rescale.begin(), w.rescale.end(), T(1));
   const bool sticks = p.normalizer != 0;
   term.begin(b, h, i0, rows);
-  const int64_t key_end = p.causal ? i0 + rows : S;
+  int64_t key_end = p.causal ? i0 + rows : S;
+  if (p.key_lengths != nullptr) key_end = std::min(key_end, p.key_lengths[b]);  // padded keys: never visited
   for (int64_t j0 = (key_end - 1) / kTileKeys * kTileKeys; j0 >= 0; j0 -= kTileKeys) {
     const int64_t width = std::min(key_end, j0 + kTileKeys) - j0;
     if constexpr (tile_terms::forms_scores<Term>::value) {

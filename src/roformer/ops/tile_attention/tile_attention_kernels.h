@@ -29,6 +29,8 @@ struct TileAttentionLaunch {
   int64_t v_stride[3] = {0, 0, 0};
   void* out = nullptr;  // [B, H, S, D], strides below (D: 1)
   int64_t out_stride[3] = {0, 0, 0};
+  // Right padding: per batch row the keys [0, key_lengths[b]) it has (each >= 1); null: all S.
+  const int64_t* key_lengths = nullptr;
   TileTermKind term = TileTermKind::none;
   // FIRE: psi(d) for d in [0, S); each query row's denominator [S]; the kinks [W]; per row the
   // first distance whose x exceeds each kink, [S, W] (S where none does); slopes and intercepts

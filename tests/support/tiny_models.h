@@ -1,12 +1,14 @@
 // Test helpers shared by the attention and position-family unit tests: the tiny model config
 // they build (two layers, 16 wide, two heads of 8, no dropout), that model in double with random
-// token ids, and a FIRE MLP whose piecewise-linear form has flat units (one never switches: its
-// kink is +inf).
+// token ids, a FIRE MLP whose piecewise-linear form has flat units (one never switches: its
+// kink is +inf), and the causal models of every family tile attention takes.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "roformer/config/config.h"
 #include "roformer/model/encoder.h"
@@ -63,6 +65,57 @@ inline DoubleModel double_model(const roformer::config::ModelConfig& c, int64_t 
   for (auto& p : d.model->named_parameters())
     if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
   return d;
+}
+
+// The tiny causal model with the family settings the tile tests use: FIRE's L at 8, CoPE's 24
+// positions, Shaw clipped at 4 with values, DeBERTa's 8 buckets up to 32.
+inline roformer::config::ModelConfig tiny_causal(roformer::config::PositionKind kind) {
+  roformer::config::ModelConfig c = tiny_model(kind, roformer::config::Objective::causal_lm);
+  c.position.fire.l_init = 8;
+  c.position.cope.max_positions = 24;
+  c.position.shaw.max_distance = 4;
+  c.position.shaw.values = true;
+  c.position.deberta.position_buckets = 8;
+  c.position.deberta.max_relative_positions = 32;
+  return c;
+}
+
+// Every model with a tile term or the tile kernel's normaliser, named: FIRE, CoPE, FoX,
+// Transformer-XL, Shaw, DeBERTa, PaTH, PaTH-FoX; stick-breaking over RoPE (remainder on the query's
+// value) and over NoPE (remainder dropped); ReRoPE, STRING and Self-Extend with thresholds inside
+// 150 tokens, and Dual Chunk Attention (chunks of 20).
+inline std::vector<std::pair<std::string, roformer::config::ModelConfig>> tile_family_models() {
+  using roformer::config::PositionKind;
+  namespace config = roformer::config;
+  std::vector<std::pair<std::string, config::ModelConfig>> models;
+  for (const auto kind : {PositionKind::fire, PositionKind::cope, PositionKind::fox, PositionKind::transformer_xl,
+                          PositionKind::shaw, PositionKind::deberta, PositionKind::path})
+    models.emplace_back(config::position_kind_names().name(kind), tiny_causal(kind));
+  config::ModelConfig path_fox = tiny_causal(PositionKind::path);
+  path_fox.position.path.forget_gate = true;
+  models.emplace_back("path_fox", path_fox);
+  for (const auto kind : {PositionKind::rope, PositionKind::none}) {
+    config::ModelConfig c = tiny_causal(kind);
+    c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
+    if (kind == PositionKind::none) c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
+    models.emplace_back("stick_breaking over " + config::position_kind_names().name(kind), c);
+  }
+  for (const auto& [name, mode] :
+       std::vector<std::pair<std::string, config::RopeMode>>{{"rerope", config::RopeMode::rerope},
+                                                             {"string", config::RopeMode::string},
+                                                             {"self_extend", config::RopeMode::self_extend},
+                                                             {"dual_chunk", config::RopeMode::dual_chunk}}) {
+    config::ModelConfig c = tiny_causal(PositionKind::rope);
+    c.position.rope.mode = mode;
+    c.position.rope.rerope.window = 16;
+    c.position.rope.string.local = 8;
+    c.position.rope.self_extend.group = 4;
+    c.position.rope.self_extend.window = 16;
+    c.position.rope.dual_chunk.chunk_size = 24;  // chunks of 20 tokens
+    c.position.rope.dual_chunk.local_window = 4;
+    models.emplace_back("rope " + name, c);
+  }
+  return models;
 }
 
 }  // namespace tiny_models

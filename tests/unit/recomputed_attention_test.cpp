@@ -89,17 +89,6 @@ TEST(RecomputedAttention, GradientsEqualAutogradThroughTheWholeAttention) {
 
 namespace {
 
-config::ModelConfig tiny_causal(config::PositionKind kind) {
-  config::ModelConfig c = tiny_models::tiny_model(kind, config::Objective::causal_lm);
-  c.position.fire.l_init = 8;
-  c.position.cope.max_positions = 24;
-  c.position.shaw.max_distance = 4;
-  c.position.shaw.values = true;
-  c.position.deberta.position_buckets = 8;
-  c.position.deberta.max_relative_positions = 32;
-  return c;
-}
-
 struct Step {
   torch::Tensor loss;
   std::vector<torch::Tensor> grads;
@@ -164,38 +153,10 @@ void expect_trains_in_tiles_as_on_the_explicit_scores(const config::ModelConfig&
 
 }  // namespace
 
-TEST(RecomputedAttention, FamiliesWithATileTermTrainThroughTilesAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
-                          config::PositionKind::transformer_xl, config::PositionKind::shaw,
-                          config::PositionKind::deberta, config::PositionKind::path}) {
-    SCOPED_TRACE(config::position_kind_names().name(kind));
-    expect_trains_in_tiles_as_on_the_explicit_scores(tiny_causal(kind));
-  }
-  config::ModelConfig path_fox = tiny_causal(config::PositionKind::path);
-  path_fox.position.path.forget_gate = true;
-  SCOPED_TRACE("path with the forget gate");
-  expect_trains_in_tiles_as_on_the_explicit_scores(path_fox);
-}
-
-TEST(RecomputedAttention, StickBreakingAndRopeRemapsTrainThroughTilesAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::rope, config::PositionKind::none}) {
-    config::ModelConfig c = tiny_causal(kind);
-    c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
-    if (kind == config::PositionKind::none) c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
-    SCOPED_TRACE(config::position_kind_names().name(kind));
-    expect_trains_in_tiles_as_on_the_explicit_scores(c);
-  }
-  for (const auto mode : {config::RopeMode::rerope, config::RopeMode::string, config::RopeMode::self_extend,
-                          config::RopeMode::dual_chunk}) {
-    config::ModelConfig c = tiny_causal(config::PositionKind::rope);
-    c.position.rope.mode = mode;
-    c.position.rope.rerope.window = 16;
-    c.position.rope.string.local = 8;
-    c.position.rope.self_extend.group = 4;
-    c.position.rope.self_extend.window = 16;
-    c.position.rope.dual_chunk.chunk_size = 24;
-    c.position.rope.dual_chunk.local_window = 4;
-    SCOPED_TRACE(static_cast<int>(mode));
+// Every model tile attention takes (tiny_models::tile_family_models).
+TEST(RecomputedAttention, EveryTileFamilyTrainsThroughTilesAsOnTheExplicitScores) {
+  for (const auto& [name, c] : tiny_models::tile_family_models()) {
+    SCOPED_TRACE(name);
     expect_trains_in_tiles_as_on_the_explicit_scores(c);
   }
 }
@@ -204,7 +165,7 @@ TEST(RecomputedAttention, StickBreakingAndRopeRemapsTrainThroughTilesAsOnTheExpl
 // (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB).
 TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
   for (const int64_t tokens : {1024, 1040}) {
-    config::ModelConfig c = tiny_causal(config::PositionKind::fire);
+    config::ModelConfig c = tiny_models::tiny_causal(config::PositionKind::fire);
     torch::manual_seed(2);
     model::EncoderModel m = model::build_model(c, 5);
     m->train();
@@ -220,7 +181,7 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
 
 // With attention dropout, or a left padding, training keeps the explicit scores.
 TEST(RecomputedAttention, DropoutAndLeftPaddingKeepTheExplicitScores) {
-  config::ModelConfig c = tiny_causal(config::PositionKind::fire);
+  config::ModelConfig c = tiny_models::tiny_causal(config::PositionKind::fire);
   c.attention_kernel = config::AttentionKernel::fused;
   {
     config::ModelConfig with_dropout = c;

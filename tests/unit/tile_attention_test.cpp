@@ -492,17 +492,6 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
 
 namespace {
 
-config::ModelConfig tiny_causal(config::PositionKind kind) {
-  config::ModelConfig c = tiny_models::tiny_model(kind, config::Objective::causal_lm);
-  c.position.fire.l_init = 8;
-  c.position.cope.max_positions = 24;
-  c.position.shaw.max_distance = 4;
-  c.position.shaw.values = true;
-  c.position.deberta.position_buckets = 8;
-  c.position.deberta.max_relative_positions = 32;
-  return c;
-}
-
 // The hidden states of a model in double over `tokens` tokens (CoPE's tables drawn, not its
 // zeros), and which attention kernels ran.
 torch::Tensor hidden_states(config::ModelConfig c, config::AttentionKernel kernel, bool train, std::string* ran,
@@ -535,50 +524,13 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 
 }  // namespace
 
-// FIRE, CoPE, FoX, Transformer-XL, Shaw (clipped at 4, with values), DeBERTa (8 buckets to 32),
-// PaTH and PaTH-FoX
-// models evaluated without autograd run tile attention and give the hidden
-// states of model.attention_kernel reference (explicit scores; FIRE's term as SDPA's mask); in
-// training they keep the explicit scores.
-TEST(TileAttention, FamiliesWithATileTermEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::fire, config::PositionKind::cope, config::PositionKind::fox,
-                          config::PositionKind::transformer_xl, config::PositionKind::shaw,
-                          config::PositionKind::deberta, config::PositionKind::path}) {
-    SCOPED_TRACE(config::position_kind_names().name(kind));
-    expect_tiles_in_evaluation_only(tiny_causal(kind));
-  }
-  config::ModelConfig path_fox = tiny_causal(config::PositionKind::path);
-  path_fox.position.path.forget_gate = true;
-  SCOPED_TRACE("path with the forget gate");
-  expect_tiles_in_evaluation_only(path_fox);
-}
-
-// Stick-breaking attention over RoPE (remainder on the query's value) and over no position
-// encoding (remainder dropped), the same way.
-TEST(TileAttention, StickBreakingModelsEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto kind : {config::PositionKind::rope, config::PositionKind::none}) {
-    config::ModelConfig c = tiny_causal(kind);
-    c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
-    if (kind == config::PositionKind::none) c.stick_breaking_remainder = config::StickBreakingRemainder::discard;
-    SCOPED_TRACE(config::position_kind_names().name(kind));
-    expect_tiles_in_evaluation_only(c);
-  }
-}
-
-// The same for the RoPE remaps with two rotations, each with a threshold inside the 150 tokens, and
-// DCA's three (chunks of 20).
-TEST(TileAttention, RopeRemapsEvaluateThroughItAsOnTheExplicitScores) {
-  for (const auto mode : {config::RopeMode::rerope, config::RopeMode::string, config::RopeMode::self_extend,
-                          config::RopeMode::dual_chunk}) {
-    config::ModelConfig c = tiny_causal(config::PositionKind::rope);
-    c.position.rope.mode = mode;
-    c.position.rope.rerope.window = 16;
-    c.position.rope.string.local = 8;
-    c.position.rope.self_extend.group = 4;
-    c.position.rope.self_extend.window = 16;
-    c.position.rope.dual_chunk.chunk_size = 24;  // chunks of 20 tokens
-    c.position.rope.dual_chunk.local_window = 4;
-    SCOPED_TRACE(static_cast<int>(mode));
+// Every model tile attention takes (tiny_models::tile_family_models: the families with a tile
+// term, PaTH-FoX, stick-breaking over RoPE and NoPE, the RoPE remaps) evaluated without autograd
+// runs tile attention and gives the hidden states of model.attention_kernel reference (explicit
+// scores; FIRE's term as SDPA's mask); in training at this size they keep the explicit scores.
+TEST(TileAttention, EveryTileFamilyEvaluatesThroughItAsOnTheExplicitScores) {
+  for (const auto& [name, c] : tiny_models::tile_family_models()) {
+    SCOPED_TRACE(name);
     expect_tiles_in_evaluation_only(c);
   }
 }

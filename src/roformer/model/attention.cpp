@@ -14,7 +14,6 @@
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/linear_attention.h"
-#include "roformer/model/recomputed_attention.h"
 #include "roformer/model/stick_breaking.h"
 #include "roformer/ops/short_attention/short_attention.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -285,11 +284,17 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
                                  const torch::Tensor& /*state: in the term*/) {
     return ops::tile_attention(tq, tk, tv, scale, /*causal=*/true, term, normalizer, key_lengths);
   };
+  if (!torch::GradMode::is_enabled()) return forward(q, k, v, state);
+  return tiles_with_recomputed_gradient(q, k, v, ctx, state, std::move(forward));
+}
+
+torch::Tensor AttentionImpl::tiles_with_recomputed_gradient(const torch::Tensor& q, const torch::Tensor& k,
+                                                            const torch::Tensor& v, const AttentionContext& ctx,
+                                                            const torch::Tensor& state, AttentionForward forward) {
   const std::vector<torch::Tensor> parameters = position_->parameters();
   auto needs = [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); };
-  const bool gradient = torch::GradMode::is_enabled() && (needs(q) || needs(k) || needs(v) || needs(state) ||
-                                                          std::any_of(parameters.begin(), parameters.end(), needs));
-  if (!gradient) {
+  if (!needs(q) && !needs(k) && !needs(v) && !needs(state) &&
+      std::none_of(parameters.begin(), parameters.end(), needs)) {
     torch::NoGradGuard no_grad;
     return forward(q, k, v, state);
   }

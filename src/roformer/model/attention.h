@@ -23,6 +23,7 @@
 #include "roformer/config/config.h"
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/position_encoding.h"
+#include "roformer/model/recomputed_attention.h"
 
 namespace roformer::model {
 
@@ -137,6 +138,12 @@ class AttentionImpl : public torch::nn::Module {
   // is recomputed per block of query rows (recomputed_attention.h). Undefined otherwise.
   torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionContext& ctx, const torch::Tensor& state);
+  // forward(q, k, v, state) (the tile kernel) with autograd on: where q, k, v, the state or the
+  // family's parameters take a gradient, it is recomputed per block of query rows through
+  // attend_rows_with_terms (recomputed_attention.h); else forward runs without autograd.
+  torch::Tensor tiles_with_recomputed_gradient(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const AttentionContext& ctx, const torch::Tensor& state,
+                                               AttentionForward forward);
   // Whether training takes the tile path for q [B, H, S, D]: no dropout, and model.attention_kernel
   // fused, or auto where one layer's explicit scores would pass kTileTrainingScoreBytes.
   bool tiles_in_training(const torch::Tensor& q) const;

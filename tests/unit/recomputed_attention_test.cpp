@@ -1,10 +1,10 @@
 // Attention trained through tile attention with its gradient recomputed in query blocks
 // (model/recomputed_attention.h), in double: the op's gradients against autograd through the
 // whole explicit attention for any block size; and every family with a tile term (FIRE, CoPE,
-// FoX, Transformer-XL, Shaw, PaTH, PaTH-FoX, the RoPE remaps, stick-breaking) trained with
-// model.attention_kernel fused, causal, with and without a right padding, against the same model
-// on the explicit scores (reference): the loss and every parameter's gradient (DeBERTa and padded
-// PaTH, which keep the explicit scores in training, included as the fallback they take).
+// FoX, Transformer-XL, Shaw, DeBERTa, PaTH, PaTH-FoX, the RoPE remaps, stick-breaking) trained
+// with model.attention_kernel fused, causal, with and without a right padding, against the same
+// model on the explicit scores (reference): the loss and every parameter's gradient (padded PaTH,
+// which keeps the explicit scores in training, included as the fallback it takes).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -133,10 +133,8 @@ void expect_trains_in_tiles_as_on_the_explicit_scores(const config::ModelConfig&
     SCOPED_TRACE(std::to_string(length) + " tokens, whole up to " + std::to_string(whole_limit) + " bytes");
     const Step tiled = train_step(c, config::AttentionKernel::fused, tokens, length, whole_limit);
     const Step reference = train_step(c, config::AttentionKernel::reference, tokens, length, whole_limit);
-    // PaTH with padding, and DeBERTa (whose key table layer_state forms only without autograd),
-    // keep the explicit scores in training.
-    const bool explicit_scores = (length < tokens && c.position.kind == config::PositionKind::path) ||
-                                 c.position.kind == config::PositionKind::deberta;
+    // PaTH with padding keeps the explicit scores (its walk passes every position).
+    const bool explicit_scores = length < tokens && c.position.kind == config::PositionKind::path;
     EXPECT_EQ(tiled.kernels,
               explicit_scores ? model::attention_kernel::kExplicitScores : model::attention_kernel::kTile);
     EXPECT_EQ(reference.kernels, model::attention_kernel::kExplicitScores);
@@ -162,20 +160,24 @@ TEST(RecomputedAttention, EveryTileFamilyTrainsThroughTilesAsOnTheExplicitScores
 }
 
 // Under auto, training takes the tiles once one layer's [B, H, S, S] float scores pass 16 MiB
-// (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB).
+// (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB); PaTH, whose tiles train slower than its
+// explicit scores, keeps them at any length.
 TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
-  for (const int64_t tokens : {1024, 1040}) {
-    config::ModelConfig c = tiny_models::tiny_causal(config::PositionKind::fire);
-    torch::manual_seed(2);
-    model::EncoderModel m = model::build_model(c, 5);
-    m->train();
-    model::AttentionKernelProbe probe;
-    model::EncoderInput in;
-    in.input_ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
-    m->forward(in);
-    EXPECT_EQ(probe.summary(),
-              tokens > 1024 ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
-        << tokens;
+  for (const config::PositionKind kind : {config::PositionKind::fire, config::PositionKind::path}) {
+    for (const int64_t tokens : {1024, 1040}) {
+      config::ModelConfig c = tiny_models::tiny_causal(kind);
+      torch::manual_seed(2);
+      model::EncoderModel m = model::build_model(c, 5);
+      m->train();
+      model::AttentionKernelProbe probe;
+      model::EncoderInput in;
+      in.input_ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
+      torch::NoGradGuard no_grad;  // the choice does not depend on autograd
+      m->forward(in);
+      const bool tiles = tokens > 1024 && kind != config::PositionKind::path;
+      EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
+          << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "FIRE");
+    }
   }
 }
 

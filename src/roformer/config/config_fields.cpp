@@ -267,8 +267,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
              "faster than SDPA (causal, or length <= 128; docs/kernels.md); CUDA always runs SDPA. Families that form "
              "their scores, causal on the CPU: tile attention in evaluation, and in training without attention dropout "
-             "under fused, or under auto where one layer's scores would pass 16 MiB (backward recomputes them per "
-             "block of query rows); reference keeps the explicit scores");
+             "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
+             "recomputes them per block of query rows); reference keeps the explicit scores");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

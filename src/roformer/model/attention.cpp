@@ -250,7 +250,9 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 bool AttentionImpl::tiles_in_training(const torch::Tensor& q) const {
   if (is_training() && dropout_ > 0.0) return false;  // the recomputation would draw other dropout masks
   if (kernel_ == config::AttentionKernel::fused) return true;
-  // auto: where the explicit scores of one layer, kept for backward, would pass the limit.
+  // auto: where the explicit scores of one layer, kept for backward, would pass the limit, for a
+  // family whose tiles train faster than its explicit scores.
+  if (!position_->traits().tiles_train_faster) return false;
   const double S = double(q.size(2));
   return double(q.size(0)) * double(q.size(1)) * S * S * double(q.element_size()) > kTileTrainingScoreBytes;
 }
@@ -269,7 +271,7 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
   {
     torch::NoGradGuard no_grad;  // the term's tables are plain tensors; backward recomputes the rows
     // A family that forms no scores (stick-breaking over RoPE or none) scores q.k alone.
-    term = position_->traits().forms_scores ? position_->tile_term(q, ctx.positions, layer_, state)
+    term = position_->traits().forms_scores ? position_->tile_term(q, k, ctx.positions, layer_, state)
                                             : std::optional<ops::TileTerm>(ops::TileTerm{});
   }
   if (!term || (key_lengths.defined() && term->kind == ops::TileTerm::Kind::path)) return {};
@@ -315,7 +317,7 @@ torch::Tensor AttentionImpl::attend_short_with_term(const torch::Tensor& q, cons
   if (!position_->traits().short_kernel_term || normalizer_ != config::AttentionNormalizer::softmax ||
       !use_short_attention(q, k, v, ctx, is_training() ? dropout_ : 0.0))
     return {};
-  const std::optional<ops::TileTerm> term = position_->tile_term(q, ctx.positions, layer_, state);
+  const std::optional<ops::TileTerm> term = position_->tile_term(q, k, ctx.positions, layer_, state);
   if (!term || term->kind != ops::TileTerm::Kind::cope) return {};
   record_kernel(attention_kernel::kShort);
   return ops::short_attention_cope(q, k, v, term->cope_at_integers.to(q.scalar_type()),

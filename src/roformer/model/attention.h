@@ -145,7 +145,8 @@ class AttentionImpl : public torch::nn::Module {
                                                const AttentionContext& ctx, const torch::Tensor& state,
                                                AttentionForward forward);
   // Whether training takes the tile path for q [B, H, S, D]: no dropout, and model.attention_kernel
-  // fused, or auto where one layer's explicit scores would pass kTileTrainingScoreBytes.
+  // fused, or auto where one layer's explicit scores would pass kTileTrainingScoreBytes and the
+  // family's tiles train faster (its traits).
   bool tiles_in_training(const torch::Tensor& q) const;
   // Past this many bytes of one layer's [B, H, S, S] scores, auto trains in tiles (linear memory).
   static constexpr double kTileTrainingScoreBytes = 16.0 * (1 << 20);

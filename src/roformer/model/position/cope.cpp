@@ -53,8 +53,9 @@ torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return high * w + low * (1 - w);
 }
 
-std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*positions*/,
-                                                 int64_t layer_index, const torch::Tensor& /*state*/) {
+std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
+                                                 const torch::Tensor& /*positions*/, int64_t layer_index,
+                                                 const torch::Tensor& /*state*/) {
   const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   ops::TileTerm term;
   term.kind = ops::TileTerm::Kind::cope;

@@ -37,8 +37,8 @@ class CopeImpl : public PositionEncodingImpl {
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& /*state*/) override;
   // The queries' products with the layer's position table, [B, H, S, P].
-  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
-                                         const torch::Tensor& state) override;
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t layer, const torch::Tensor& state) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   void reset_parameters() override;
 

@@ -172,8 +172,9 @@ torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return positions.dim() == 1 ? bias.unsqueeze(0) : bias.permute({1, 0, 2, 3});
 }
 
-std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                 int64_t layer_index, const torch::Tensor& state) {
+std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
+                                                 const torch::Tensor& positions, int64_t layer_index,
+                                                 const torch::Tensor& state) {
   if (bidirectional_ || positions.dim() != 1 || state.defined()) return std::nullopt;
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;

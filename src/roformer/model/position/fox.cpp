@@ -52,8 +52,9 @@ torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tenso
   return bidirectional_ ? -d.abs() : d;  // causal: keys after the query are hidden by the mask
 }
 
-std::optional<ops::TileTerm> FoxImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*positions*/,
-                                                int64_t /*layer*/, const torch::Tensor& state) {
+std::optional<ops::TileTerm> FoxImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
+                                                const torch::Tensor& /*positions*/, int64_t /*layer*/,
+                                                const torch::Tensor& state) {
   if (bidirectional_) return std::nullopt;
   ops::TileTerm term;
   term.kind = ops::TileTerm::Kind::fox;

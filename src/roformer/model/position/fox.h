@@ -45,8 +45,8 @@ class FoxImpl : public PositionEncodingImpl {
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& state) override;
   // Causal FoX: the gates' running sums (layer_state).
-  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
-                                         const torch::Tensor& state) override;
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t layer, const torch::Tensor& state) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
 
   torch::nn::ModuleList layer{nullptr};  // FoxLayer per encoder layer

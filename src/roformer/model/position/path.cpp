@@ -107,6 +107,7 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   traits_.forms_scores = true;
   traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
+  traits_.tiles_train_faster = false;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config, hidden, heads);
@@ -178,8 +179,9 @@ torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   return term * score_scale(D);
 }
 
-std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*positions*/,
-                                                 int64_t /*layer*/, const torch::Tensor& state) {
+std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
+                                                 const torch::Tensor& /*positions*/, int64_t /*layer*/,
+                                                 const torch::Tensor& state) {
   ops::TileTerm term;
   term.kind = ops::TileTerm::Kind::path;
   term.path_state = state;  // [B, H, S, D + 2]: w, beta, c

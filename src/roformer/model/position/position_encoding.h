@@ -56,6 +56,10 @@ class PositionEncodingImpl : public torch::nn::Module {
     // products, from tile_term): where that kernel runs, attention hands it tile_term's tables in
     // training and evaluation alike instead of forming the scores.
     bool short_kernel_term = false;
+    // Training in tiles (model/recomputed_attention) beats the explicit scores once they are
+    // large, so model.attention_kernel auto takes it there; false keeps auto on the explicit
+    // scores (PaTH: its blocks, recomputed in backward, cost more than its explicit training).
+    bool tiles_train_faster = true;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -107,11 +111,13 @@ class PositionEncodingImpl : public torch::nn::Module {
     return {};
   }
   // The score term as tile attention computes it inside each tile (ops/tile_attention): for
-  // evaluation of causal attention without autograd over positions 0..S-1 ([S]); q [B, H, S, D]
-  // after rotate, `state` layer_state's. nullopt where the family has no tile form (attention
+  // causal attention over positions 0..S-1 ([S]), its tables formed without autograd (training
+  // recomputes the explicit rows in backward); q and k [B, H, S, D] after rotate, `state`
+  // layer_state's. nullopt where the family has no tile form (attention
   // then forms the scores in blocks of query rows). A family with traits().short_kernel_term
   // also serves training from it, so its tables must carry autograd.
-  virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
+  virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                 const torch::Tensor& positions, int64_t layer,
                                                  const torch::Tensor& state) {
     return std::nullopt;
   }

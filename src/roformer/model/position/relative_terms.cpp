@@ -116,8 +116,9 @@ torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Ten
   return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
 }
 
-std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                 int64_t layer_index, const torch::Tensor& /*state*/) {
+std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
+                                                 const torch::Tensor& positions, int64_t layer_index,
+                                                 const torch::Tensor& /*state*/) {
   if (positions.dim() != 1) return std::nullopt;
   const int64_t H = q.size(1), S = q.size(2), D = q.size(3), k = config_.max_distance;
   // Key j = i - d sits at clip(j - i, -k, k) + k = k - min(d, k).
@@ -155,8 +156,9 @@ TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t
 // angle-difference identities make it a product of a per-query and a per-key factor:
 //   p_s.sin((m-n)w) + p_c.cos((m-n)w) = [p_s sin(mw) + p_c cos(mw)].cos(nw) + [p_c sin(mw) - p_s cos(mw)].sin(nw)
 // so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
-std::optional<ops::TileTerm> TransformerXlImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                          int64_t layer_index, const torch::Tensor& /*state*/) {
+std::optional<ops::TileTerm> TransformerXlImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
+                                                          const torch::Tensor& positions, int64_t layer_index,
+                                                          const torch::Tensor& /*state*/) {
   if (positions.dim() != 1) return std::nullopt;
   const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), S = q.size(2), D = q.size(3), half = hidden_ / 2;
@@ -280,19 +282,22 @@ torch::Tensor DebertaImpl::key_positions(const torch::Tensor& k, const torch::Te
 // c2p(i, j) = q_i . K^r_{delta(i,j)} and p2c(i, j) = k_j . Q^r_{delta(j,i)} (the paper's Eq. 4;
 // Hugging Face's DebertaV2 indexes p2c by delta(i,j) instead). p2c gathers column j of
 // Q_r K^T (layer_state's, for the keys [0, K)) at row delta(j, i): [B, H, C, K] as the scores are.
-std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                    int64_t layer_index, const torch::Tensor& state) {
-  if (positions.dim() != 1 || !state.defined()) return std::nullopt;
+std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& positions, int64_t layer_index,
+                                                    const torch::Tensor& state) {
+  if (positions.dim() != 1) return std::nullopt;
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), S = q.size(2), D = q.size(3), span = config_.position_buckets;
+  const torch::Tensor P = shared_table();
   auto delta_of = [&](const torch::Tensor& i_minus_j) {
     return (deberta_bucket(i_minus_j, span, config_.max_relative_positions) + span).clamp(0, 2 * span - 1);
   };
   const torch::Tensor d = torch::arange(S, torch::dtype(torch::kLong).device(q.device()));
   ops::TileTerm term;
   term.kind = ops::TileTerm::Kind::buckets;
-  term.by_query = per_head_matmul(q, position_heads(shared_table(), l->pos_key_proj, H, D));  // [B, H, S, 2k]
-  term.by_key = state;                                                                        // [B, H, 2k, S]
+  term.by_query = per_head_matmul(q, position_heads(P, l->pos_key_proj, H, D));  // [B, H, S, 2k]
+  // [B, H, 2k, S]: layer_state's, or (training, where it is left undefined) formed here.
+  term.by_key = state.defined() ? state : key_positions(k, position_heads(P, l->pos_query_proj, H, D));
   term.query_bucket = delta_of(d);  // delta(i, j) for i - j = d
   term.key_bucket = delta_of(-d);   // delta(j, i)
   return term;

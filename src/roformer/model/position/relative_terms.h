@@ -40,8 +40,8 @@ class ShawImpl : public PositionEncodingImpl {
   torch::Tensor output_term(const torch::Tensor& probs, const torch::Tensor& positions, int64_t layer,
                             int64_t begin) override;
   // Causal: the key and value tables laid out by distance d = i - j >= 0 (row k - min(d, k)).
-  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
-                                         const torch::Tensor& state) override;
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t layer, const torch::Tensor& state) override;
 
   torch::nn::ModuleList layer{nullptr};  // ShawTables: one per layer, or one shared
 
@@ -79,8 +79,8 @@ class TransformerXlImpl : public PositionEncodingImpl {
                            const torch::Tensor& /*state*/) override;
   // Causal: the content queries q + u, the position queries q + v and the table W_kr R_d of the
   // distances d in [0, S).
-  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
-                                         const torch::Tensor& state) override;
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t layer, const torch::Tensor& state) override;
 
   torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
 
@@ -118,8 +118,8 @@ class DebertaImpl : public PositionEncodingImpl {
   double score_scale(int64_t head_dim) const override { return 1.0 / std::sqrt(3.0 * static_cast<double>(head_dim)); }
   // Causal: c2p's q . K^r per query and bucket, p2c's layer state (Q^r . k per bucket and key) and
   // the two buckets of each distance.
-  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& positions, int64_t layer,
-                                         const torch::Tensor& state) override;
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                         int64_t layer, const torch::Tensor& state) override;
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
   torch::nn::ModuleList layer{nullptr};          // DebertaLayer per encoder layer

@@ -94,8 +94,9 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
   return scores;
 }
 
-std::optional<ops::TileTerm> RopeRemapImpl::tile_term(const torch::Tensor& q, const torch::Tensor& positions,
-                                                      int64_t /*layer*/, const torch::Tensor& state) {
+std::optional<ops::TileTerm> RopeRemapImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
+                                                      const torch::Tensor& positions, int64_t /*layer*/,
+                                                      const torch::Tensor& state) {
   if (bidirectional_ || positions.dim() != 1 || !state.defined()) return std::nullopt;
   const int64_t S = q.size(2);
   const torch::Tensor pos = positions.to(torch::kFloat64);

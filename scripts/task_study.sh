@@ -18,7 +18,10 @@
 #          SIZE (default tiny) picks the model: tiny is configs/tasks/base.yaml's (width 64, 2
 #          layers, about 0.1M parameters); small is width 128, 4 layers, FFN 512, lr 1e-3 (about 0.8M), the
 #          second size that shows whether a ranking moves with scale; its record defaults to
-#          data/results/tasks/small (use another OUT too).
+#          data/results/tasks/small (use another OUT too). THREADS (default 2) pins every run's
+#          intra-op threads: a tiny model's training takes another path from the same seed at
+#          another count (LibTorch's reductions round differently), so a run reproduces bitwise
+#          only with the same count and the same build.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
@@ -30,6 +33,7 @@ methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
 lengths="${LENGTHS:-64 128 256 512 1024 2048}"
 budget_min="${BUDGET_MIN:-100}"
+threads="${THREADS:-2}"
 size="${SIZE:-tiny}"
 train_len=64
 retrieval="niah_single niah_multikey niah_multivalue niah_multiquery variable_tracking mqar"
@@ -46,6 +50,9 @@ for v in $lengths; do
 done
 [ -z "${STEPS:-}" ] || [[ "$STEPS" =~ ^[1-9][0-9]{0,6}$ ]] || bad "STEPS: '$STEPS' is not a step count"
 [[ "$budget_min" =~ ^[0-9]{1,5}$ ]] || bad "BUDGET_MIN: '$budget_min' is not a whole number of minutes"
+cpus=$(nproc)
+[[ "$threads" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$threads" -le "$cpus" ] ||
+  bad "THREADS: '$threads' is not a thread count from 1 to this machine's $cpus CPUs"
 [ -n "$tasks" ] && [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$lengths" ] || bad "TASKS, METHODS, SEEDS and LENGTHS must not be empty"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
 case "$size" in
@@ -120,7 +127,7 @@ train_run() {
   mkdir -p "$out/runs/$task"
   echo "[tasks] train $task $method-seed$seed"
   # shellcheck disable=SC2046
-  "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" \
+  "$bin" train "$here/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" --set "train.threads=$threads" \
     --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
     "${size_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
 }
@@ -137,7 +144,7 @@ eval_once() {
   [ -f "$file" ] && return 0
   local tmp="$file.dir"
   rm -rf "$tmp"
-  "$bin" eval "$ckpt" --out "$tmp" "$@" > "$tmp.log" 2>&1 || { echo "task_study: eval failed, see $tmp.log" >&2; exit 1; }
+  "$bin" eval "$ckpt" --out "$tmp" --set "train.threads=$threads" "$@" > "$tmp.log" 2>&1 || { echo "task_study: eval failed, see $tmp.log" >&2; exit 1; }
   mv "$tmp/eval.json" "$file"
   rm -rf "$tmp" "$tmp.log"
 }

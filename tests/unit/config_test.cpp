@@ -214,6 +214,18 @@ TEST(Config, ResolvedDumpRoundTrips) {
   EXPECT_NE(text.find("lr: 0.1\n"), std::string::npos) << text;
 }
 
+// An evaluation length past 2^24 tokens leaves the derived train.random_positions_max at its
+// ceiling, so the resolved config loads again (the config fuzzer found the dump refused).
+TEST(Config, EvaluationLengthsPastTheRandomPositionCeilingStillRoundTrip) {
+  const LoadedConfig a = load_overrides({"eval.lengths=[128, 20000000]"});
+  EXPECT_EQ(a.config.train.random_positions_max, kMaxRandomPositions);
+  const std::string text = dump_yaml(a.config);
+  TempDir dir;
+  write_file(dir.file("resolved.yaml"), text);
+  const LoadedConfig b = load_config(dir.file("resolved.yaml"));
+  EXPECT_EQ(dump_yaml(b.config), text);
+}
+
 // A resolved layout (every auto written in) loads again as itself, for every preset.
 TEST(Config, ResolvedLayoutsRoundTrip) {
   for (const std::vector<std::string>& sets :

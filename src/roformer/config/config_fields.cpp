@@ -1,6 +1,7 @@
 // The schema: every config field, its YAML key, its range and a one-line help, in one place.
 // Loading, overrides, dumping and `roformer config schema` all walk these visit() methods.
 #include "roformer/config/config.h"
+#include "roformer/config/position_families.h"
 
 namespace roformer::config {
 
@@ -454,9 +455,9 @@ void TrainConfig::visit(FieldVisitor& v) {
   enum_field(v, "positions", positions, position_samplings,
              "training positions: contiguous (0..S-1) or random (per sequence, S sorted distinct positions from "
              "[0, random_positions_max); Ruoss et al. 2023); evaluation is always contiguous");
-  v.field("random_positions_max", random_positions_max, between(int64_t{0}, int64_t{1} << 24),
+  v.field("random_positions_max", random_positions_max, between(int64_t{0}, kMaxRandomPositions),
           "positions: random draws below this (at most 2^24, where float32 positions stop being exact); 0 = the "
-          "longest of eval.lengths, at least 2 x data.seq_len");
+          "longest of eval.lengths, at least 2 x data.seq_len, at most 2^24");
   v.field("tensorboard", tensorboard,
           "also write metrics.jsonl's scalars as TensorBoard event files in RUN/tensorboard/ (Python with the "
           "tensorboard package: ROFORMER_PYTHON, else the checkout's .venv)");

@@ -335,7 +335,7 @@ int64_t resolved_random_positions_max(const Config& c) {
   if (c.train.random_positions_max > 0) return c.train.random_positions_max;
   int64_t longest = 2 * c.data.seq_len;
   for (int64_t length : c.eval.lengths) longest = std::max(longest, length);
-  return longest;
+  return std::min(longest, kMaxRandomPositions);
 }
 
 const EnumNames<PositionKind>& position_kind_names() {

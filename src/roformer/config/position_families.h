@@ -47,8 +47,10 @@ std::string family_names(bool (*keep)(const PositionTraits&));
 // the trained function of a model of `kind`).
 bool belongs_to_unused_family(const std::string& key, PositionKind kind);
 
+// The largest train.random_positions_max: float32 positions stay exact below 2^24.
+inline constexpr int64_t kMaxRandomPositions = int64_t{1} << 24;
 // train.random_positions_max after resolution: as set, or the longest evaluation length, at
-// least twice the training length (so random draws reach past it).
+// least twice the training length (so random draws reach past it), at most kMaxRandomPositions.
 int64_t resolved_random_positions_max(const Config& c);
 
 // The longest sequence the family can encode (a learned table's rows), or 0 for no limit.

@@ -18,7 +18,7 @@ from report_render import mean_std
 
 TRAIN_LEN = 64
 TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
-              "binary_addition"]
+              "binary_addition", "addition", "addition_hints"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "none",
                 "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope",
                 "fox", "fox_pro", "stick_breaking", "ssmax", "none_llama4", "irope", "rnope_swa", "gemma3", "path",

@@ -26,7 +26,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-sweeps/tasks}"
 bin="${ROFORMER_BIN:-$here/build/release/bin/roformer}"
-all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition"
+all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
 all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"

@@ -204,6 +204,55 @@ std::vector<int64_t> algorithmic_oracle(const TaskExample& ex, TaskKind kind) {
   }
 }
 
+// Decimal addition (Kazemnejad et al.; Zhou et al.): parse both numbers in the written order,
+// add them as integers, write the k + 1 digit sum in the same order. With hints, each digit's
+// hint is its place: one start for a, b and the sum, the 10^j digit at start + j.
+std::vector<int64_t> addition_oracle(const TaskExample& ex, const config::TaskConfig& t) {
+  const auto& in = ex.inputs;
+  int64_t start = 0;
+  while (in[static_cast<size_t>(start)] == kTaskPad) ++start;
+  const int64_t plus = index_of(in, kTaskQuery, start), mark = index_of(in, kTaskAnswer, start);
+  const int64_t step = t.index_hints > 0 ? 2 : 1, first_hint = 14;
+  int64_t hint0 = -1;
+  // The value of the number at [from, to) and its places' hints checked against hint0.
+  auto number = [&](int64_t from, int64_t to) {
+    const int64_t places = (to - from) / step;
+    unsigned __int128 v = 0;
+    for (int64_t i = 0; i < places; ++i) {
+      const int64_t j = t.reverse_digits ? i : places - 1 - i;
+      const int64_t at = from + i * step;
+      if (step == 2) {
+        const int64_t h = in[static_cast<size_t>(at)] - first_hint - j;
+        EXPECT_TRUE(hint0 < 0 || h == hint0) << "hints of one place differ";
+        hint0 = h;
+      }
+      const int64_t d = in[static_cast<size_t>(at + step - 1)] - 4;
+      EXPECT_TRUE(d >= 0 && d < 10);
+      unsigned __int128 p = 1;
+      for (int64_t e = 0; e < j; ++e) p *= 10;
+      v += p * static_cast<unsigned __int128>(d);
+    }
+    return v;
+  };
+  const unsigned __int128 x = number(start, plus), y = number(plus + 1, mark);
+  EXPECT_EQ(plus - start, mark - plus - 1) << "operands of equal length";
+  const int64_t places = (plus - start) / step + 1;
+  if (step == 2) {
+    EXPECT_TRUE(hint0 >= 0 && hint0 + places <= t.index_hints) << "hints inside their set";
+  }
+  unsigned __int128 sum = x + y;
+  std::vector<int64_t> units_first;
+  for (int64_t j = 0; j < places; ++j, sum /= 10) units_first.push_back(static_cast<int64_t>(sum % 10));
+  EXPECT_EQ(sum, 0u) << "the sum fits k + 1 digits";
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < places; ++i) {
+    const int64_t j = t.reverse_digits ? i : places - 1 - i;
+    if (step == 2) out.push_back(first_hint + hint0 + j);
+    out.push_back(4 + units_first[static_cast<size_t>(j)]);
+  }
+  return out;
+}
+
 std::vector<int64_t> oracle(const TaskExample& ex, const config::TaskConfig& t) {
   switch (t.name) {
     case TaskKind::niah_single:
@@ -217,6 +266,8 @@ std::vector<int64_t> oracle(const TaskExample& ex, const config::TaskConfig& t) 
       return mqar_oracle(ex, t);
     case TaskKind::flip_flop:
       return flip_flop_oracle(ex);
+    case TaskKind::addition:
+      return addition_oracle(ex, t);
     default:
       return algorithmic_oracle(ex, t.name);
   }
@@ -238,11 +289,12 @@ TEST(Tasks, EveryExampleAnswersWhatItsDefinitionAsks) {
       config::TaskConfig t = task_of(kind);
       if (setting == 1) {  // more keys, values, hops, longer values, a Zipf haystack
         t.keys = 6, t.queries = 3, t.values = 3, t.value_tokens = 3, t.chains = 2, t.hops = 3, t.symbols = 24;
-        t.filler = config::TaskFiller::zipf, t.p_ignore = 0.3;
+        t.filler = config::TaskFiller::zipf, t.p_ignore = 0.3, t.reverse_digits = true, t.index_hints = 40;
       }
       const auto generator = make_task_generator(t, true);
       for (int64_t length : {generator->min_length(), generator->min_length() + 1, int64_t{61}, int64_t{200}}) {
         if (kind == TaskKind::binary_addition && length > 61) continue;  // the oracle's sums fit 62 bits
+        if (kind == TaskKind::addition && length > 61) continue;         // ... and 38 decimal digits
         for (uint64_t key = 0; key < 40; ++key) {
           SCOPED_TRACE(config::task_kind_names().name(kind) + " setting " + std::to_string(setting) + " length " +
                        std::to_string(length) + " key " + std::to_string(key));
@@ -419,6 +471,37 @@ TEST(Tasks, LengthsAndVocabulariesThatCannotHoldAnExampleAreRefused) {
   config::TaskConfig mq = task_of(TaskKind::mqar);
   mq.keys = 8;  // needs 18 symbols
   EXPECT_THROW(make_task_generator(mq, true), UserError);
+  config::TaskConfig add = task_of(TaskKind::addition);
+  add.index_hints = 12;  // 11 digits per operand at most: 2 (3 * 11 + 1) + 2 = 70 tokens
+  const auto ga = make_task_generator(add, true);
+  EXPECT_EQ(ga->max_length(), 75);  // 12 digits would need 76
+  EXPECT_EQ(ga->vocab_size(), 14 + 12);
+  EXPECT_NO_THROW(check_task_fits(*ga, add, 75, 128, "evaluation length"));
+  try {
+    check_task_fits(*ga, add, 76, 128, "evaluation length");
+    ADD_FAILURE() << "a length past the hint set was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("raise data.task.index_hints"), std::string::npos) << e.what();
+  }
+}
+
+// Zhou et al.'s hints start anywhere in their set, so that training meets every hint: over
+// 3,000 examples with 5 digits per operand and 16 hints, each of the 11 starts holds 1/11
+// of them, and no hint runs past the set.
+TEST(Tasks, AdditionHintsStartUniformlyInTheirSet) {
+  config::TaskConfig t = task_of(TaskKind::addition);
+  t.index_hints = 16, t.reverse_digits = true;
+  const int64_t length = 2 * (3 * 5 + 1) + 2, starts = 16 - 5;
+  std::vector<int64_t> count(static_cast<size_t>(starts), 0);
+  const int n = 3000;
+  for (int key = 0; key < n; ++key) {
+    const TaskExample ex = draw(t, true, length, static_cast<uint64_t>(key));
+    const int64_t start = ex.inputs[0] - 14;
+    ASSERT_TRUE(start >= 0 && start < starts) << start;  // no padding: the first token is the units' hint
+    ++count[static_cast<size_t>(start)];
+  }
+  const double p = 1.0 / static_cast<double>(starts), sd = std::sqrt(p * (1 - p) / n);
+  for (int64_t c : count) EXPECT_NEAR(static_cast<double>(c) / n, p, 4 * sd);
 }
 
 }  // namespace task_test

@@ -364,7 +364,8 @@ enum class TaskKind {
   even_pairs,
   binary_addition,
   bucket_sort,
-  cycle_navigation
+  cycle_navigation,
+  addition
 };
 enum class TaskFiller { noise, zipf };
 
@@ -381,6 +382,8 @@ struct TaskConfig {
   TaskFiller filler = TaskFiller::noise;
   double gap_power = 0.01;      // MQAR: query gap g drawn with p(g) ~ a g^(a-1) (Zoology)
   double p_ignore = 0.8;        // flip-flop: probability of an ignore instruction
+  bool reverse_digits = false;  // addition: least significant digit first (Zhou et al. 2024)
+  int64_t index_hints = 0;      // addition: hint symbols before the digits (0: none)
   int64_t eval_examples = 256;  // examples per evaluation length
   void visit(FieldVisitor& v);
 };

@@ -337,7 +337,8 @@ const EnumNames<TaskKind>& task_kind_names() {
                                           {TaskKind::even_pairs, "even_pairs"},
                                           {TaskKind::binary_addition, "binary_addition"},
                                           {TaskKind::bucket_sort, "bucket_sort"},
-                                          {TaskKind::cycle_navigation, "cycle_navigation"}}};
+                                          {TaskKind::cycle_navigation, "cycle_navigation"},
+                                          {TaskKind::addition, "addition"}}};
   return names;
 }
 
@@ -347,7 +348,7 @@ void TaskConfig::visit(FieldVisitor& v) {
              "none (the corpus at data.path) or a synthetic task: niah_single, niah_multikey, niah_multivalue, "
              "niah_multiquery, variable_tracking (RULER), mqar (Zoology), flip_flop, copy, reverse_string, "
              "duplicate_string, odds_first, parity_check, even_pairs, binary_addition, bucket_sort, "
-             "cycle_navigation (Ruoss et al.)");
+             "cycle_navigation (Ruoss et al.), addition (decimal: Kazemnejad et al., Zhou et al.)");
   v.field("min_length", min_length, at_least(int64_t{0}),
           "training lengths drawn per step uniformly from [min_length, data.seq_len] (a curriculum); 0 = seq_len");
   v.field("symbols", symbols, between(int64_t{2}, int64_t{1} << 20),
@@ -366,6 +367,12 @@ void TaskConfig::visit(FieldVisitor& v) {
           "mqar: a in p(g) ~ a g^(a-1) for the gap between a pair and its query (Zoology: 0.01; 1 = uniform)");
   v.field("p_ignore", p_ignore, between(0.0, 1.0),
           "flip_flop: probability of an ignore instruction (Liu et al.: 0.8 to train; 0.98 sparse, 0.1 dense)");
+  v.field("reverse_digits", reverse_digits,
+          "addition: operands and sum least significant digit first (Zhou et al. 2024); false: as written "
+          "(Kazemnejad et al. 2023)");
+  v.field("index_hints", index_hints, between(int64_t{0}, int64_t{1} << 16),
+          "addition: 0, or the size of an ordered set of hint symbols; each digit is preceded by the hint of its "
+          "place, consecutive hints from a random start (Zhou et al. 2024 use 102); bounds the digits per number");
   v.field("eval_examples", eval_examples, between(int64_t{1}, int64_t{1} << 24),
           "examples scored per evaluation length");
 }

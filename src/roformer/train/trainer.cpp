@@ -212,13 +212,14 @@ void Trainer::check_inputs() {
   check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
 }
 
-// A synthetic task: its generator, and every training length holds an example.
+// A synthetic task: its generator, and the shortest and longest training lengths hold an example.
 void Trainer::check_task() {
   const config::TaskConfig& task = cfg_.data.task;
   task_ = data::make_task_generator(task, cfg_.model.objective == config::Objective::causal_lm);
   const int64_t shortest = task.min_length > 0 ? task.min_length : cfg_.data.seq_len;
   data::check_task_fits(*task_, task, shortest, cfg_.model.vocab_size,
                         task.min_length > 0 ? "data.task.min_length" : "data.seq_len");
+  data::check_task_fits(*task_, task, cfg_.data.seq_len, cfg_.model.vocab_size, "data.seq_len");
 }
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.

@@ -1,10 +1,13 @@
-// Flip-flop language modelling (Liu et al., NeurIPS 2023) and the algorithmic tasks of Ruoss et
-// al. (ACL 2023, after Deletang et al. 2023) and Kazemnejad et al. (NeurIPS 2023).
+// Flip-flop language modelling (Liu et al., NeurIPS 2023), the algorithmic tasks of Ruoss et
+// al. (ACL 2023, after Deletang et al. 2023) and Kazemnejad et al. (NeurIPS 2023), and decimal
+// addition with reversed digits and index hints (Zhou et al. 2024).
 //
 // An algorithmic example is [PAD..., input, ANSWER, answer]: the instance size is the largest
 // whose example fits the length, the rest is padding in front, so the length axis counts tokens
 // in the sequence like every other evaluation here. Binary tasks use symbols 4 (0) and 5 (1).
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "roformer/common/errors.h"
 #include "roformer/data/tasks/task_kinds.h"
@@ -169,12 +172,76 @@ std::vector<int64_t> AlgorithmicTask::solve(const std::vector<int64_t>& s) const
   }
 }
 
+// Decimal addition of two k-digit numbers: [PAD..., a, QUERY (+), b, ANSWER, a + b], the sum in
+// k + 1 digits (a leading 0 kept), each number as written (Kazemnejad et al.) or least
+// significant digit first (reverse_digits, Zhou et al.). With index_hints H, every digit is
+// preceded by the hint of its place, start + j for the 10^j digit, from an ordered set of H
+// symbols; start is drawn per example from [0, H - k), so training meets every hint and the
+// places of a, b and the sum share theirs. Digits are ids 4..13, hints 14 on. Leading zeros
+// are allowed: every digit is uniform.
+class AdditionTask : public TaskGenerator {
+ public:
+  AdditionTask(const TaskConfig& t, bool causal)
+      : TaskGenerator(causal), reversed_(t.reverse_digits), hints_(t.index_hints) {}
+  static constexpr int64_t kFirstHint = kTaskFirstSymbol + 10;
+  int64_t vocab_size() const override { return kFirstHint + hints_; }
+  int64_t min_length() const override { return total(1); }
+  // k + 1 places need k + 1 hints: the longest example has k = H - 1 digits per operand.
+  int64_t max_length() const override { return hints_ > 0 ? total(hints_) - 1 : TaskGenerator::max_length(); }
+
+  TaskExample make(int64_t n, TaskRng& rng) const override {
+    int64_t k = 1;
+    while (total(k + 1) <= n) ++k;
+    std::vector<int64_t> a(static_cast<size_t>(k)), b(static_cast<size_t>(k)), sum;  // units first
+    for (int64_t& d : a) d = rng.below(10);
+    for (int64_t& d : b) d = rng.below(10);
+    int64_t carry = 0;
+    for (size_t j = 0; j < a.size(); ++j) {
+      sum.push_back((a[j] + b[j] + carry) % 10);
+      carry = (a[j] + b[j] + carry) / 10;
+    }
+    sum.push_back(carry);
+    if (hints_ > 0 && k >= hints_)  // callers check lengths against max_length() first
+      throw std::logic_error("addition: " + std::to_string(k) + " digits past the hint set");
+    const int64_t start = hints_ > 0 ? rng.below(hints_ - k) : 0;
+    std::vector<int64_t> tokens = written(a, start);
+    tokens.push_back(kTaskQuery);
+    for (int64_t t : written(b, start)) tokens.push_back(t);
+    const std::vector<int64_t> answer = written(sum, start);
+    TaskExample ex(n);
+    const int64_t pad = n - static_cast<int64_t>(tokens.size() + 1 + answer.size());
+    std::copy(tokens.begin(), tokens.end(), ex.inputs.begin() + pad);
+    ex.inputs[static_cast<size_t>(pad) + tokens.size()] = kTaskAnswer;
+    place_answer(ex, pad + static_cast<int64_t>(tokens.size()) + 1, answer);
+    return ex;
+  }
+
+ private:
+  // Tokens of an example with k digits per operand: 3k + 1 digits, each with its hint, + 2 marks.
+  int64_t total(int64_t k) const { return (hints_ > 0 ? 2 : 1) * (3 * k + 1) + 2; }
+  // A number's tokens (digits units first in `digits`) in the task's order, hints before digits.
+  std::vector<int64_t> written(const std::vector<int64_t>& digits, int64_t start) const {
+    std::vector<int64_t> out;
+    const auto places = static_cast<int64_t>(digits.size());
+    for (int64_t i = 0; i < places; ++i) {
+      const int64_t j = reversed_ ? i : places - 1 - i;  // the place 10^j written i-th
+      if (hints_ > 0) out.push_back(kFirstHint + start + j);
+      out.push_back(kTaskFirstSymbol + digits[static_cast<size_t>(j)]);
+    }
+    return out;
+  }
+
+  bool reversed_;
+  int64_t hints_;
+};
+
 }  // namespace algorithmic
 
 std::unique_ptr<TaskGenerator> make_flip_flop_task(const config::TaskConfig& t, bool causal) {
   return std::make_unique<algorithmic::FlipFlopTask>(t, causal);
 }
 std::unique_ptr<TaskGenerator> make_algorithmic_task(const config::TaskConfig& t, bool causal) {
+  if (t.name == config::TaskKind::addition) return std::make_unique<algorithmic::AdditionTask>(t, causal);
   return std::make_unique<algorithmic::AlgorithmicTask>(t, causal);
 }
 

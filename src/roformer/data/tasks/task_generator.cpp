@@ -87,6 +87,10 @@ void check_task_fits(const TaskGenerator& g, const config::TaskConfig& task, int
     throw UserError(where + " " + std::to_string(length) + " cannot hold one " + name + " example (it needs " +
                     std::to_string(g.min_length()) + " tokens with these data.task settings); use lengths >= " +
                     std::to_string(g.min_length()) + " or fewer keys, values or hops");
+  if (length > g.max_length())
+    throw UserError(where + " " + std::to_string(length) + " is longer than one " + name +
+                    " example can be with these data.task settings (at most " + std::to_string(g.max_length()) +
+                    " tokens); raise data.task.index_hints or use shorter lengths");
 }
 
 }  // namespace roformer::data

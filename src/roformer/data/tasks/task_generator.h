@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,8 @@ class TaskGenerator {
   virtual int64_t vocab_size() const = 0;
   // The shortest length that holds one example; lengths below it are refused.
   virtual int64_t min_length() const = 0;
+  // The longest length the settings can write an example of (addition's index hints bound it).
+  virtual int64_t max_length() const { return std::numeric_limits<int64_t>::max(); }
   virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
   bool causal() const { return causal_; }
 
@@ -67,8 +70,8 @@ class TaskGenerator {
 // The generator of data.task (name != none) for a causal or a bidirectional model.
 std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal);
 
-// Throws UserError naming data.task when `length` cannot hold an example or the model's
-// vocabulary is smaller than the task's.
+// Throws UserError naming data.task when `length` cannot hold an example, is past what the
+// task's settings can write, or the model's vocabulary is smaller than the task's.
 void check_task_fits(const TaskGenerator& generator, const config::TaskConfig& task, int64_t length,
                      int64_t model_vocab, const std::string& where);
 

@@ -1,8 +1,9 @@
-// String helpers: split/trim/join, edit distance for did-you-mean, shortest double text.
+// String helpers: split/trim/join, edit distance for did-you-mean, shortest double text, UTF-8.
 #include "roformer/common/strings.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -83,6 +84,46 @@ std::string shortest_double(double value) {
   // Keep a marker that it is a float so YAML readers do not see an integer.
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
+}
+
+bool is_plain_utf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x20 || lead == 0x7f) return false;
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // Continuation bytes, the payload of the lead byte and the smallest code point of the form.
+    const int more = (lead & 0xE0) == 0xC0 ? 1 : (lead & 0xF0) == 0xE0 ? 2 : (lead & 0xF8) == 0xF0 ? 3 : 0;
+    if (more == 0 || i + static_cast<size_t>(more) >= text.size()) return false;
+    uint32_t cp = lead & (0x7F >> (more + 1));
+    for (int k = 1; k <= more; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    const uint32_t smallest = more == 1 ? 0x80 : more == 2 ? 0x800 : 0x10000;
+    if (cp < smallest || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(more) + 1;
+  }
+  return true;
+}
+
+std::string printable(const std::string& text) {
+  if (is_plain_utf8(text)) return text;
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+      continue;
+    }
+    char hex[5];
+    std::snprintf(hex, sizeof hex, "\\x%02x", c);
+    out += hex;
+  }
+  return out;
 }
 
 }  // namespace roformer

@@ -22,4 +22,11 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 // Shortest decimal text that parses back to exactly `value` ("0.1", "1e-12", "10000").
 std::string shortest_double(double value);
 
+// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF) without control characters (U+0000-U+001F, U+007F).
+bool is_plain_utf8(const std::string& text);
+// `text` itself when is_plain_utf8, else with every control and non-ASCII byte written as \xNN
+// (fit to quote in a message).
+std::string printable(const std::string& text);
+
 }  // namespace roformer

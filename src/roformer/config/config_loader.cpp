@@ -121,6 +121,8 @@ class YamlApplier : public FieldVisitor {
     YAML::Node n = child(key);
     if (!n) return;
     expect_scalar(n, key, "a string");
+    if (!is_plain_utf8(n.Scalar()))
+      fail(n, key, "expected UTF-8 text without control characters; write the value in plain characters");
     value = n.Scalar();
     record(key, n);
   }
@@ -344,22 +346,22 @@ void apply_file(LoadedConfig& loaded, const fs::path& path, std::vector<fs::path
 YAML::Node override_node(const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw UserError("--set " + spec + ": expected key.path=value, e.g. --set model.num_layers=4");
+    throw UserError("--set " + printable(spec) + ": expected key.path=value, e.g. --set model.num_layers=4");
   const std::string key = spec.substr(0, eq);
   const std::string text = spec.substr(eq + 1);
   YAML::Node value;
   try {
     value = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw UserError("--set " + spec + ": the value is not valid YAML: " + e.msg);
+    throw UserError("--set " + printable(spec) + ": the value is not valid YAML: " + e.msg);
   }
-  if (text.empty()) throw UserError("--set " + spec + ": the value is empty");
+  if (text.empty()) throw UserError("--set " + printable(spec) + ": the value is empty");
   const std::vector<std::string> parts = split(key, '.');
   // The top-level `base` (a config's parent file) only; model.position.rope.base is a number.
   if (parts.size() == 1 && parts[0] == "base")
-    throw UserError("--set " + spec + ": 'base' can only be set in a config file");
+    throw UserError("--set " + printable(spec) + ": 'base' can only be set in a config file");
   for (const std::string& part : parts) {
-    if (part.empty()) throw UserError("--set " + spec + ": empty component in key '" + key + "'");
+    if (part.empty()) throw UserError("--set " + printable(spec) + ": empty component in key '" + key + "'");
   }
   // Innermost first. (Assigning one YAML::Node to another copies the value into the first
   // node's storage instead of rebinding, so each level is a fresh node.)
@@ -385,7 +387,7 @@ void apply_yaml_text(LoadedConfig& loaded, const std::string& text, const std::s
 
 void apply_overrides(LoadedConfig& loaded, const std::vector<std::string>& overrides) {
   for (const std::string& spec : overrides) {
-    const Source src{"--set " + spec, false};
+    const Source src{"--set " + printable(spec), false};
     apply_layer(loaded, override_node(spec), src, false);
   }
   validate(loaded.config, loaded.origins);

@@ -20,6 +20,13 @@ using roformer::testing::write_file;
 
 namespace {
 
+// The config a resolved dump of `c` loads back as (written to a file, as a run directory holds it).
+LoadedConfig reloaded(const Config& c) {
+  TempDir dir;
+  write_file(dir.file("resolved.yaml"), dump_yaml(c));
+  return load_config(dir.file("resolved.yaml"));
+}
+
 // Loads YAML text written to a temp file and returns the error message (empty if none).
 std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   TempDir dir;
@@ -206,9 +213,7 @@ TEST(Config, ResolvedDumpRoundTrips) {
   const LoadedConfig a = load_config(roformer::testing::source_dir() + "/configs/quickstart/t5_bias.yaml",
                                      {"train.lr=0.1", "eval.lengths=[100, 200]", "name=with \"quotes\""});
   const std::string text = dump_yaml(a.config);
-  TempDir dir;
-  write_file(dir.file("resolved.yaml"), text);
-  const LoadedConfig b = load_config(dir.file("resolved.yaml"));
+  const LoadedConfig b = reloaded(a.config);
   EXPECT_EQ(dump_yaml(b.config), text);
   EXPECT_EQ(flatten(a.config), flatten(b.config));
   EXPECT_NE(text.find("lr: 0.1\n"), std::string::npos) << text;
@@ -219,11 +224,7 @@ TEST(Config, ResolvedDumpRoundTrips) {
 TEST(Config, EvaluationLengthsPastTheRandomPositionCeilingStillRoundTrip) {
   const LoadedConfig a = load_overrides({"eval.lengths=[128, 20000000]"});
   EXPECT_EQ(a.config.train.random_positions_max, kMaxRandomPositions);
-  const std::string text = dump_yaml(a.config);
-  TempDir dir;
-  write_file(dir.file("resolved.yaml"), text);
-  const LoadedConfig b = load_config(dir.file("resolved.yaml"));
-  EXPECT_EQ(dump_yaml(b.config), text);
+  EXPECT_EQ(dump_yaml(reloaded(a.config).config), dump_yaml(a.config));
 }
 
 // A config's strings are UTF-8 text without control characters: yaml-cpp decodes the bytes
@@ -248,9 +249,7 @@ TEST(Config, StringsMustBeUtf8TextWithoutControlCharacters) {
   }
   const LoadedConfig a = load_overrides({"name=r\xc3\xa9sum\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80"});
   EXPECT_EQ(a.config.name, "r\xc3\xa9sum\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80");
-  TempDir dir;
-  write_file(dir.file("resolved.yaml"), dump_yaml(a.config));
-  EXPECT_EQ(load_config(dir.file("resolved.yaml")).config.name, a.config.name);
+  EXPECT_EQ(reloaded(a.config).config.name, a.config.name);
 }
 
 // A resolved layout (every auto written in) loads again as itself, for every preset.
@@ -263,11 +262,7 @@ TEST(Config, ResolvedLayoutsRoundTrip) {
         {"model.layout.preset=custom", "model.layout.pattern=LG", "model.layout.global.position=none"}}) {
     SCOPED_TRACE(sets.front() + " " + sets.back());
     const LoadedConfig a = load_overrides(sets);
-    const std::string text = dump_yaml(a.config);
-    TempDir dir;
-    write_file(dir.file("resolved.yaml"), text);
-    const LoadedConfig b = load_config(dir.file("resolved.yaml"));
-    EXPECT_EQ(dump_yaml(b.config), text);
+    EXPECT_EQ(dump_yaml(reloaded(a.config).config), dump_yaml(a.config));
   }
 }
 

@@ -344,24 +344,24 @@ void apply_file(LoadedConfig& loaded, const fs::path& path, std::vector<fs::path
 }
 
 YAML::Node override_node(const std::string& spec) {
+  const std::string shown = "--set " + printable(spec);  // how messages quote it
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw UserError("--set " + printable(spec) + ": expected key.path=value, e.g. --set model.num_layers=4");
+    throw UserError(shown + ": expected key.path=value, e.g. --set model.num_layers=4");
   const std::string key = spec.substr(0, eq);
   const std::string text = spec.substr(eq + 1);
   YAML::Node value;
   try {
     value = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw UserError("--set " + printable(spec) + ": the value is not valid YAML: " + e.msg);
+    throw UserError(shown + ": the value is not valid YAML: " + e.msg);
   }
-  if (text.empty()) throw UserError("--set " + printable(spec) + ": the value is empty");
+  if (text.empty()) throw UserError(shown + ": the value is empty");
   const std::vector<std::string> parts = split(key, '.');
   // The top-level `base` (a config's parent file) only; model.position.rope.base is a number.
-  if (parts.size() == 1 && parts[0] == "base")
-    throw UserError("--set " + printable(spec) + ": 'base' can only be set in a config file");
+  if (parts.size() == 1 && parts[0] == "base") throw UserError(shown + ": 'base' can only be set in a config file");
   for (const std::string& part : parts) {
-    if (part.empty()) throw UserError("--set " + printable(spec) + ": empty component in key '" + key + "'");
+    if (part.empty()) throw UserError(shown + ": empty component in key '" + key + "'");
   }
   // Innermost first. (Assigning one YAML::Node to another copies the value into the first
   // node's storage instead of rebinding, so each level is a fresh node.)

@@ -56,10 +56,37 @@ class FlipFlopTask : public TaskGenerator {
   double p_ignore_;
 };
 
+// The layout every string task shares: [PAD..., tokens, ANSWER, answer].
+class PaddedTask : public TaskGenerator {
+ protected:
+  using TaskGenerator::TaskGenerator;
+  TaskExample padded(int64_t n, const std::vector<int64_t>& tokens, const std::vector<int64_t>& answer) const {
+    TaskExample ex(n);
+    const int64_t pad = n - static_cast<int64_t>(tokens.size() + 1 + answer.size());
+    std::copy(tokens.begin(), tokens.end(), ex.inputs.begin() + pad);
+    ex.inputs[static_cast<size_t>(pad) + tokens.size()] = kTaskAnswer;
+    place_answer(ex, pad + static_cast<int64_t>(tokens.size()) + 1, answer);
+    return ex;
+  }
+};
+
+// a + b in `base`, digits least significant first (both of a's length): the sum's |a| + 1 digits.
+std::vector<int64_t> add_digits(const std::vector<int64_t>& a, const std::vector<int64_t>& b, int64_t base) {
+  std::vector<int64_t> sum;
+  int64_t carry = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t s = a[i] + b[i] + carry;
+    sum.push_back(s % base);
+    carry = s / base;
+  }
+  sum.push_back(carry);
+  return sum;
+}
+
 // One class for the string-to-string tasks: a rule maps a random input to its answer.
-class AlgorithmicTask : public TaskGenerator {
+class AlgorithmicTask : public PaddedTask {
  public:
-  AlgorithmicTask(const TaskConfig& t, bool causal) : TaskGenerator(causal), kind_(t.name) {
+  AlgorithmicTask(const TaskConfig& t, bool causal) : PaddedTask(causal), kind_(t.name) {
     alphabet_ = is_binary() ? 2 : kind_ == TaskKind::cycle_navigation ? 3 : t.symbols;
   }
   int64_t vocab_size() const override {
@@ -77,21 +104,16 @@ class AlgorithmicTask : public TaskGenerator {
     if (kind_ == TaskKind::binary_addition) {  // a, QUERY (+), b: both k bits, least significant first
       std::vector<int64_t> b(static_cast<size_t>(k));
       for (int64_t& s : b) s = rng.below(2);
-      answer = add_lsb_first(input, b);
+      answer = add_digits(input, b, 2);
       tokens = symbols(input);
       tokens.push_back(kTaskQuery);
       for (int64_t s : symbols(b)) tokens.push_back(s);
     } else {
       tokens = symbols(input);
     }
-    TaskExample ex(n);
-    const int64_t pad = n - static_cast<int64_t>(tokens.size()) - 1 - static_cast<int64_t>(answer.size());
-    std::copy(tokens.begin(), tokens.end(), ex.inputs.begin() + pad);
-    ex.inputs[static_cast<size_t>(pad) + tokens.size()] = kTaskAnswer;
     const int64_t answer_offset = kind_ == TaskKind::cycle_navigation ? 3 : 0;
     for (int64_t& s : answer) s = kTaskFirstSymbol + answer_offset + s;
-    place_answer(ex, pad + static_cast<int64_t>(tokens.size()) + 1, answer);
-    return ex;
+    return padded(n, tokens, answer);
   }
 
  private:
@@ -117,17 +139,6 @@ class AlgorithmicTask : public TaskGenerator {
     std::vector<int64_t> out;
     for (int64_t x : s) out.push_back(kTaskFirstSymbol + x);
     return out;
-  }
-  static std::vector<int64_t> add_lsb_first(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-    std::vector<int64_t> sum;
-    int64_t carry = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const int64_t s = a[i] + b[i] + carry;
-      sum.push_back(s % 2);
-      carry = s / 2;
-    }
-    sum.push_back(carry);
-    return sum;
   }
   std::vector<int64_t> solve(const std::vector<int64_t>& s) const;
 
@@ -179,10 +190,10 @@ std::vector<int64_t> AlgorithmicTask::solve(const std::vector<int64_t>& s) const
 // symbols; start is drawn per example from [0, H - k), so training meets every hint and the
 // places of a, b and the sum share theirs. Digits are ids 4..13, hints 14 on. Leading zeros
 // are allowed: every digit is uniform.
-class AdditionTask : public TaskGenerator {
+class AdditionTask : public PaddedTask {
  public:
   AdditionTask(const TaskConfig& t, bool causal)
-      : TaskGenerator(causal), reversed_(t.reverse_digits), hints_(t.index_hints) {}
+      : PaddedTask(causal), reversed_(t.reverse_digits), hints_(t.index_hints) {}
   static constexpr int64_t kFirstHint = kTaskFirstSymbol + 10;
   int64_t vocab_size() const override { return kFirstHint + hints_; }
   int64_t min_length() const override { return total(1); }
@@ -192,28 +203,16 @@ class AdditionTask : public TaskGenerator {
   TaskExample make(int64_t n, TaskRng& rng) const override {
     int64_t k = 1;
     while (total(k + 1) <= n) ++k;
-    std::vector<int64_t> a(static_cast<size_t>(k)), b(static_cast<size_t>(k)), sum;  // units first
+    std::vector<int64_t> a(static_cast<size_t>(k)), b(static_cast<size_t>(k));  // units first
     for (int64_t& d : a) d = rng.below(10);
     for (int64_t& d : b) d = rng.below(10);
-    int64_t carry = 0;
-    for (size_t j = 0; j < a.size(); ++j) {
-      sum.push_back((a[j] + b[j] + carry) % 10);
-      carry = (a[j] + b[j] + carry) / 10;
-    }
-    sum.push_back(carry);
     if (hints_ > 0 && k >= hints_)  // callers check lengths against max_length() first
       throw std::logic_error("addition: " + std::to_string(k) + " digits past the hint set");
     const int64_t start = hints_ > 0 ? rng.below(hints_ - k) : 0;
     std::vector<int64_t> tokens = written(a, start);
     tokens.push_back(kTaskQuery);
     for (int64_t t : written(b, start)) tokens.push_back(t);
-    const std::vector<int64_t> answer = written(sum, start);
-    TaskExample ex(n);
-    const int64_t pad = n - static_cast<int64_t>(tokens.size() + 1 + answer.size());
-    std::copy(tokens.begin(), tokens.end(), ex.inputs.begin() + pad);
-    ex.inputs[static_cast<size_t>(pad) + tokens.size()] = kTaskAnswer;
-    place_answer(ex, pad + static_cast<int64_t>(tokens.size()) + 1, answer);
-    return ex;
+    return padded(n, tokens, written(add_digits(a, b, 10), start));
   }
 
  private:

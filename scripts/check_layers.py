@@ -5,8 +5,10 @@ The layer order, low to high (a folder may include its own folder and any lower 
   common < config < runtime < ops < model < {data, distributed, io} < eval < train < finetune < {sweep, convert} < cli
 and ops/ never includes config/ or runtime/ (the device, threads and memory estimate a run picks from its config). Inside model/, position/ is the lower layer: the families are
 the math attention calls, so model/position/ includes nothing of model/ outside itself. Inside
-ops/ (one folder per op), common/ is the lower layer: the kernel support every op builds on.
-src/cli and src/tools are the top. Prints each violation as file:line and exits 1.
+ops/ (one folder per op), common/ is the lower layer: the kernel support every op builds on, and
+no op includes a peer op (what two ops share lives in common/). Two files that include each
+other (a.h or a.cpp including b, and b's including a) are a violation too: one of them is the
+lower. src/cli and src/tools are the top. Prints each violation as file:line and exits 1.
 Usage: scripts/check_layers.py [SOURCE_ROOT]
 """
 import os
@@ -21,6 +23,32 @@ FORBIDDEN = {"ops": {"config", "runtime"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"roformer/([a-z_]+)/([a-z_]+/)?')
 # Sub-folders that rank below the rest of their folder: folder -> the lower sub-folder.
 LOWER_SUBFOLDER = {"model": "position", "ops": "common"}
+
+
+def inside_op(dirpath, base):
+    """The op folder ("rope/") a file of ops/ sits in."""
+    parts = os.path.relpath(dirpath, os.path.join(base, "ops")).split(os.sep)
+    return parts[0] + "/"
+
+
+def mutual_includes(base, root):
+    """Pairs of modules (a file's stem: a.h with a.cpp) that include each other."""
+    any_include = re.compile(r'^\s*#\s*include\s+"(roformer/[^"]+)"')
+    includes = {}
+    for dirpath, _, files in os.walk(base):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            stem = os.path.splitext(os.path.relpath(path, os.path.dirname(base)))[0]
+            for line in open(path, encoding="utf-8", errors="replace"):
+                m = any_include.match(line)
+                if m:
+                    includes.setdefault(stem, set()).add(os.path.splitext(m.group(1))[0])
+    found = []
+    for a in sorted(includes):
+        for b in sorted(includes[a]):
+            if a < b and a in includes.get(b, ()):
+                found.append(f"src/{a} and src/{b}: include each other; one of them must be the lower")
+    return found
 
 
 def main():
@@ -41,6 +69,9 @@ def main():
                     checked += 1
                     target = m.group(1)
                     if target == folder:
+                        if folder == "ops" and m.group(2) != "common/" and m.group(2) != inside_op(dirpath, base):
+                            violations.append(f"{os.path.relpath(path, root)}:{number}: ops/{m.group(2)} included by "
+                                              f"a peer op; move what they share to ops/common/")
                         low = LOWER_SUBFOLDER.get(folder)
                         inside = os.path.relpath(dirpath, os.path.join(base, folder)).split(os.sep)[0]
                         if low and inside == low and m.group(2) != low + "/":
@@ -53,6 +84,7 @@ def main():
                         rel = os.path.relpath(path, root)
                         kind = "a peer" if RANK.get(target) == RANK[folder] else "a higher layer"
                         violations.append(f"{rel}:{number}: {folder}/ includes {target}/, {kind}")
+    violations += mutual_includes(base, root)
     for v in violations:
         print(v)
     order = " < ".join("{" + ", ".join(p) + "}" if len(p) > 1 else p[0] for p in LAYERS) + " < cli"

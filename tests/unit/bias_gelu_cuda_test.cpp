@@ -6,7 +6,7 @@
 
 #include "model_compare.h"
 #include "roformer/model/encoder.h"
-#include "roformer/ops/bias_gelu/bias_gelu.h"
+#include "roformer/ops/feed_forward/bias_gelu.h"
 
 namespace bias_gelu_cuda_test {
 

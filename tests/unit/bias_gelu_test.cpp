@@ -11,8 +11,8 @@
 
 #include "model_compare.h"
 #include "roformer/model/encoder.h"
-#include "roformer/ops/bias_gelu/bias_gelu.h"
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"
+#include "roformer/ops/feed_forward/bias_gelu.h"
+#include "roformer/ops/feed_forward/bias_gelu_math.h"
 
 namespace bias_gelu_test {
 

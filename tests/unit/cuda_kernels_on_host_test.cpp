@@ -18,9 +18,9 @@
 
 #include "roformer/ops/add_layer_norm/add_layer_norm_cuda_kernels.cuh"
 #include "roformer/ops/add_layer_norm/add_layer_norm_kernels.h"
-#include "roformer/ops/bias_gelu/bias_gelu_cuda_kernels.cuh"
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
 #include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/feed_forward/bias_gelu_cuda_kernels.cuh"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 #include "roformer/ops/rope/rope_cuda_kernels.cuh"
 #include "roformer/ops/rope/rope_kernels.h"
 

@@ -430,13 +430,12 @@ struct Pass {
 };
 
 Pass train_pass(const config::ModelConfig& c, int64_t checkpoint_every, uint64_t dropout_seed = 99) {
-  EncoderModel m = build_model(c, 7);
+  EncoderModel m = build_model(c, 7, checkpoint_every);
   if (c.position.kind == PositionKind::cope) {  // its zero-initialised tables would hide the term
     torch::NoGradGuard no_grad;
     for (auto& item : m->position->named_parameters()) item.value().normal_(0.0, 0.5);
   }
   m->train();
-  m->checkpoint_every = checkpoint_every;
   torch::manual_seed(5);
   const torch::Tensor ids = torch::randint(0, 11, {2, 10}, torch::kLong);
   torch::Tensor mask = torch::ones({2, 10}, torch::kLong);

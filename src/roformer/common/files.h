@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace roformer {
@@ -16,6 +17,9 @@ std::string read_text_file(const std::string& path, size_t max_bytes = kMaxTextF
 
 // Writes `content` to path.tmp.<pid>, flushes it to disk, then renames it over `path`.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// CRC-32 (zlib) of a file's bytes.
+uint32_t file_crc32(const std::string& path);
 
 // Throws UserError unless `name` can be one path component of something we write: not empty,
 // no '/', not '.' or '..' (a run or sweep name must never point outside its directory).

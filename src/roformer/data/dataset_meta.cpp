@@ -3,7 +3,6 @@
 #include "roformer/data/dataset_meta.h"
 
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -57,19 +56,6 @@ int64_t DatasetMeta::mask_id() const {
 int64_t DatasetMeta::pad_id() const {
   const auto it = special_ids.find("[PAD]");
   return it == special_ids.end() ? -1 : it->second;
-}
-
-uint32_t file_crc32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read '" + path + "'");
-  std::vector<char> buf(1 << 20);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize n = in.gcount();
-    if (n > 0) crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(n));
-  }
-  return static_cast<uint32_t>(crc);
 }
 
 DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {

@@ -41,7 +41,4 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums = fa
 // Writes DIR/meta.json atomically (temporary file + rename).
 void write_dataset_meta(const std::string& dir, const DatasetMeta& meta);
 
-// CRC-32 (zlib) of a file's bytes.
-uint32_t file_crc32(const std::string& path);
-
 }  // namespace roformer::data

@@ -5,7 +5,6 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
-#include "roformer/data/dataset_meta.h"
 
 namespace roformer::data {
 

@@ -153,7 +153,8 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   asked.config = io::checkpoint_config(dir);
   config::apply_overrides(asked, overrides);
   if (asked.config.eval.fit_temperature) {
-    temperature = fit_temperature(dir, overrides, asked.config);
+    temperature = fit_temperature(dir, overrides, asked.config,
+                                  [&](const std::vector<std::string>& o) { return mean_corpus_loss(dir, o); });
     for (const std::string& o : temperature_overrides(temperature->c)) overrides.push_back(o);
   }
   LoadedCheckpoint loaded = load_for_eval(dir, overrides);

@@ -7,7 +7,6 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
-#include "roformer/eval/extrapolation.h"
 
 namespace roformer::eval {
 namespace {
@@ -29,7 +28,7 @@ std::vector<std::string> temperature_overrides(double c) {
 }
 
 TemperatureFit fit_temperature(const std::string& dir, const std::vector<std::string>& overrides,
-                               const config::Config& cfg) {
+                               const config::Config& cfg, const CorpusLoss& mean_loss) {
   if (cfg.data.task.name != config::TaskKind::none)
     throw UserError("eval.fit_temperature fits DroPE's c on the corpus's loss; '" + dir +
                     "' is a task checkpoint: set model.attention_scale=drope and attention_scale_factor yourself");
@@ -54,7 +53,7 @@ TemperatureFit fit_temperature(const std::string& dir, const std::vector<std::st
     for (const std::string& s : temperature_overrides(c)) o.push_back(s);
     o.insert(o.end(), {"eval.split=" + std::string(kFitSplit), "eval.max_tokens=" + std::to_string(fit.tokens),
                        "eval.lengths=[" + list(fit.lengths) + "]", "eval.fit_temperature=false"});
-    const double loss = mean_corpus_loss(dir, o);
+    const double loss = mean_loss(o);
     fit.trials.emplace_back(c, loss);
     log::debug("DroPE temperature: c ", c, " -> loss ", loss);
     return loss;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,10 +24,15 @@ struct TemperatureFit {
   std::vector<std::pair<double, double>> trials;  // (c, mean loss), in the order tried
 };
 
-// Fits c for the checkpoint at `dir` under `overrides` (its resolved config: `cfg`). UserError
-// when no evaluation length passes the training length, or for a task checkpoint.
+// The mean corpus loss of the checkpoint being fitted with `overrides` applied (the evaluation's
+// own scorer, eval::mean_corpus_loss, passed in so the fit sits below it).
+using CorpusLoss = std::function<double(const std::vector<std::string>& overrides)>;
+
+// Fits c for the checkpoint at `dir` under `overrides` (its resolved config: `cfg`), scoring each
+// trial with `mean_loss`. UserError when no evaluation length passes the training length, or for
+// a task checkpoint.
 TemperatureFit fit_temperature(const std::string& dir, const std::vector<std::string>& overrides,
-                               const config::Config& cfg);
+                               const config::Config& cfg, const CorpusLoss& mean_loss);
 
 // The overrides that evaluate with DroPE's temperature at `c`.
 std::vector<std::string> temperature_overrides(double c);

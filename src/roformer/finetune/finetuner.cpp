@@ -222,8 +222,8 @@ void Finetuner::build() {
   runtime::check_fits_device(
       runtime::estimate_memory(cfg_.model, rows, f_.max_length, true, life_.autocast(), config::checkpoint_every(t)),
       life_.device(), "fine-tuning this model", "train.batch_size (raise train.grad_accum) or finetune.max_length");
-  model_ = TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed));
-  model_->roformer->checkpoint_every = config::checkpoint_every(t);
+  model_ =
+      TaskModel(cfg_.model, spec_, f_.classifier_dropout, static_cast<uint64_t>(t.seed), config::checkpoint_every(t));
   if (life_.resume_dir().empty()) io::load_model_weights(opts_.checkpoint, *model_->roformer);
   model_->to(life_.device());
   optimizer_ = train::make_optimizer(*model_, t);

@@ -47,9 +47,9 @@ TaskTargets targets_of(const std::vector<const TaskExample*>& examples, const to
 }
 
 TaskModelImpl::TaskModelImpl(const config::ModelConfig& model, const TaskSpec& spec, double classifier_dropout,
-                             uint64_t seed)
+                             uint64_t seed, int64_t checkpoint_every)
     : spec_(spec), causal_(model.objective == config::Objective::causal_lm) {
-  roformer = register_module("roformer", model::build_model(model, seed));
+  roformer = register_module("roformer", model::build_model(model, seed, checkpoint_every));
   torch::manual_seed(seed + 7);  // the head's own stream: the same head whatever the encoder
   classifier = register_module(
       "classifier", ClassificationHead(model.hidden_size, spec.num_labels, classifier_dropout, model.activation));

@@ -37,7 +37,8 @@ TaskTargets targets_of(const std::vector<const TaskExample*>& examples, const to
 
 class TaskModelImpl : public torch::nn::Module {
  public:
-  TaskModelImpl(const config::ModelConfig& model, const TaskSpec& spec, double classifier_dropout, uint64_t seed);
+  TaskModelImpl(const config::ModelConfig& model, const TaskSpec& spec, double classifier_dropout, uint64_t seed,
+                int64_t checkpoint_every = 0);
 
   // Head outputs [R, num_labels], float32 (float64 for a double model) whatever the autocast.
   torch::Tensor forward(const TaskInputs& in);

@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "roformer/model/autocast.h"
-#include "roformer/model/encoder.h"
 
 namespace roformer::model {
 namespace {
@@ -34,7 +33,7 @@ class GeneratorState {
 // What backward needs besides the saved tensors: the layer, its context and the forward's RNG
 // and autocast state.
 struct RecomputeState : torch::CustomClassHolder {
-  EncoderLayerImpl* layer = nullptr;
+  LayerForward layer;
   AttentionContext ctx;
   std::vector<GeneratorState> generators;  // CPU, and the input's CUDA device
   bool autocast = false;
@@ -66,7 +65,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->save_for_backward(saved);
     ctx->saved_data["state"] = at::IValue::make_capsule(state);
     ctx->saved_data["parameters"] = static_cast<int64_t>(parameters.size());
-    return state->layer->forward(x, state->ctx);
+    return state->layer(x, state->ctx);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -92,7 +91,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     {
       torch::AutoGradMode grad_on(true);
       AutocastGuard autocast(state->autocast);
-      out = state->layer->forward(leaves[0], recompute_ctx);
+      out = state->layer(leaves[0], recompute_ctx);
     }
     for (auto& g : now) g.restore();
 
@@ -115,10 +114,10 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
 
 }  // namespace
 
-torch::Tensor checkpointed_layer(EncoderLayerImpl& layer, const torch::Tensor& x, const AttentionContext& ctx,
+torch::Tensor checkpointed_layer(LayerForward layer, const torch::Tensor& x, const AttentionContext& ctx,
                                  const std::vector<torch::Tensor>& parameters) {
   auto state = c10::make_intrusive<RecomputeState>();
-  state->layer = &layer;
+  state->layer = std::move(layer);
   state->ctx = ctx;
   std::vector<torch::Tensor> mask_tensors;
   for (const auto& t : ctx.mask.differentiable()) {

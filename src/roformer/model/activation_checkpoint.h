@@ -14,18 +14,21 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <vector>
 
 #include "roformer/model/attention.h"
 
 namespace roformer::model {
 
-class EncoderLayerImpl;
+// A layer's forward: its output for x under ctx. It must stay callable until backward has run
+// (capture the layer's module holder, not a reference to a local).
+using LayerForward = std::function<torch::Tensor(const torch::Tensor& x, const AttentionContext& ctx)>;
 
 // The layer's output for x under ctx, from a forward that keeps no activations. `parameters`: every
 // trainable tensor the layer may read besides x and ctx (its own and its position modules'); the
 // mask's differentiable tensors are found in ctx. Only meaningful with autograd on.
-torch::Tensor checkpointed_layer(EncoderLayerImpl& layer, const torch::Tensor& x, const AttentionContext& ctx,
+torch::Tensor checkpointed_layer(LayerForward layer, const torch::Tensor& x, const AttentionContext& ctx,
                                  const std::vector<torch::Tensor>& parameters);
 
 }  // namespace roformer::model

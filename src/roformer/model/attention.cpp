@@ -12,7 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "roformer/common/log.h"
 #include "roformer/model/attention_kernel.h"
+#include "roformer/model/attention_plan.h"
 #include "roformer/model/linear_attention.h"
 #include "roformer/model/stick_breaking.h"
 #include "roformer/ops/short_attention/short_attention.h"
@@ -199,11 +201,25 @@ int64_t AttentionImpl::visible_keys(const AttentionContext& ctx, int64_t S, int6
   return ctx.causal ? end : S;
 }
 
-bool AttentionImpl::bias_to_sdpa() const {
-  // Evaluation only: activation checkpointing's forward runs without autograd in training and
-  // must round as its recomputation with autograd does.
-  return position_->traits().term_is_bias && normalizer_ == config::AttentionNormalizer::softmax &&
-         !torch::GradMode::is_enabled() && !is_training();
+// The rows' additive mask: the encoder's (causal + padding), or the causal flag's -inf above
+// the diagonal for a caller without the encoder's mask; `rows` [B|1, H|1, C, K] gains it.
+torch::Tensor AttentionImpl::masked_rows(torch::Tensor rows, const AttentionContext& ctx, int64_t begin, int64_t end,
+                                         int64_t K) const {
+  if (ctx.mask.defined()) return rows + ctx.mask.rows(begin, end, K).to(rows.scalar_type());
+  if (!ctx.causal) return rows;
+  const auto opts = torch::dtype(torch::kLong).device(rows.device());
+  const torch::Tensor future = torch::arange(K, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
+  return rows.masked_fill(future, -std::numeric_limits<double>::infinity());
+}
+
+torch::Tensor AttentionImpl::bias_rows_to_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const AttentionContext& ctx, const torch::Tensor& state, int64_t begin,
+                                               int64_t end) {
+  const int64_t K = visible_keys(ctx, q.size(2), begin, end);
+  const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
+  const torch::Tensor bias =
+      masked_rows(position_->score_term(q, keys, {}, ctx.positions, layer_, begin, end, state), ctx, begin, end, K);
+  return sdpa(q.narrow(2, begin, end - begin), keys, values, bias.to(q.scalar_type()), 0.0, false);
 }
 
 torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k,
@@ -212,25 +228,8 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   // Causal rows see no key after `end`: the family scores the keys [0, K) alone.
   const int64_t K = visible_keys(ctx, q.size(2), begin, end);
   const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
-  if (bias_to_sdpa()) {  // a term of positions alone: mask + term as SDPA's additive mask
-    torch::Tensor bias = position_->score_term(q, keys, {}, ctx.positions, layer_, begin, end, state);
-    if (ctx.mask.defined()) {
-      bias = bias + ctx.mask.rows(begin, end, K).to(bias.scalar_type());
-    } else if (ctx.causal) {
-      const auto opts = torch::dtype(torch::kLong).device(q.device());
-      const torch::Tensor future = torch::arange(K, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
-      bias = bias.masked_fill(future, -std::numeric_limits<double>::infinity());
-    }
-    return sdpa(q.narrow(2, begin, end - begin), keys, values, bias.to(q.scalar_type()), 0.0, false);
-  }
-  torch::Tensor scores = position_->content_scores(q, keys, ctx.positions, begin, end, state);  // [B, H, C, K]
-  if (ctx.mask.defined()) {
-    scores = scores + ctx.mask.rows(begin, end, K).to(scores.scalar_type());  // the encoder's: causal + padding
-  } else if (ctx.causal) {                                                    // a caller without the encoder's mask
-    const auto opts = torch::dtype(torch::kLong).device(q.device());
-    const torch::Tensor future = torch::arange(K, opts).unsqueeze(0) > torch::arange(begin, end, opts).unsqueeze(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
+  torch::Tensor scores = masked_rows(position_->content_scores(q, keys, ctx.positions, begin, end, state), ctx, begin,
+                                     end, K);  // [B, H, C, K]
   // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
   if (position_->traits().forms_scores) {
     const torch::Tensor score_term = position_->score_term(q, keys, scores, ctx.positions, layer_, begin, end, state);
@@ -247,34 +246,22 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   return output_term.defined() ? out + output_term.to(out.scalar_type()) : out;
 }
 
-bool AttentionImpl::tiles_in_training(const torch::Tensor& q) const {
-  if (is_training() && dropout_ > 0.0) return false;  // the recomputation would draw other dropout masks
-  if (kernel_ == config::AttentionKernel::fused) return true;
-  // auto: where the explicit scores of one layer, kept for backward, would pass the limit, for a
-  // family whose tiles train faster than its explicit scores.
-  if (!position_->traits().tiles_train_faster) return false;
-  const double S = double(q.size(2));
-  return double(q.size(0)) * double(q.size(1)) * S * S * double(q.element_size()) > kTileTrainingScoreBytes;
+std::optional<ops::TileTerm> AttentionImpl::tile_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                      const AttentionContext& ctx, const torch::Tensor& state) {
+  // A layer whose scores only stick-breaking forms (over RoPE or none) scores q.k alone.
+  if (!position_->traits().forms_scores) return ops::TileTerm{};
+  return position_->tile_term(q, k, ctx.positions, layer_, state);
 }
 
 torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
-  // model.attention_kernel reference keeps the explicit scores; training takes tiles where
-  // tiles_in_training says so (the same answer with and without autograd, so activation
-  // checkpointing's forward and its recomputation agree).
-  if (kernel_ == config::AttentionKernel::reference) return {};
-  if ((torch::GradMode::is_enabled() || is_training()) && !tiles_in_training(q)) return {};
-  const bool causal = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
-  if (!causal || ctx.positions.dim() != 1 || !ops::tile_attention_supports(q, k, v)) return {};
-  const torch::Tensor key_lengths = ctx.mask.defined() ? ctx.mask.key_lengths() : torch::Tensor();
   std::optional<ops::TileTerm> term;
   {
     torch::NoGradGuard no_grad;  // the term's tables are plain tensors; backward recomputes the rows
-    // A family that forms no scores (stick-breaking over RoPE or none) scores q.k alone.
-    term = position_->traits().forms_scores ? position_->tile_term(q, k, ctx.positions, layer_, state)
-                                            : std::optional<ops::TileTerm>(ops::TileTerm{});
+    term = tile_term(q, k, ctx, state);
   }
-  if (!term || (key_lengths.defined() && term->kind == ops::TileTerm::Kind::path)) return {};
+  if (!term) return attend_explicit(q, k, v, ctx, state);  // the family has no tile form for this pass
+  const torch::Tensor key_lengths = ctx.mask.defined() ? ctx.mask.key_lengths() : torch::Tensor();
   using ops::TileNormalizer;
   const TileNormalizer normalizer = normalizer_ == config::AttentionNormalizer::softmax ? TileNormalizer::softmax
                                     : remainder_ == config::StickBreakingRemainder::discard
@@ -314,47 +301,24 @@ torch::Tensor AttentionImpl::tiles_with_recomputed_gradient(const torch::Tensor&
 torch::Tensor AttentionImpl::attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const AttentionContext& ctx,
                                                     const torch::Tensor& state) {
-  if (!position_->traits().short_kernel_term || normalizer_ != config::AttentionNormalizer::softmax ||
-      !use_short_attention(q, k, v, ctx, is_training() ? dropout_ : 0.0))
-    return {};
-  const std::optional<ops::TileTerm> term = position_->tile_term(q, k, ctx.positions, layer_, state);
-  if (!term || term->kind != ops::TileTerm::Kind::cope) return {};
+  const std::optional<ops::TileTerm> term = tile_term(q, k, ctx, state);
+  if (!term) return attend_explicit(q, k, v, ctx, state);  // the family has no tile form for this pass
   record_kernel(attention_kernel::kShort);
   return ops::short_attention_cope(q, k, v, term->cope_at_integers.to(q.scalar_type()),
                                    position_->score_scale(head_dim_), ctx.causal);
 }
 
-torch::Tensor AttentionImpl::attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                               const AttentionContext& ctx, const torch::Tensor& state) {
-  const int64_t S = q.size(2);
-  if (const torch::Tensor fused = attend_short_with_term(q, k, v, ctx, state); fused.defined()) return fused;
-  if (const torch::Tensor tiled = attend_in_tiles(q, k, v, ctx, state); tiled.defined()) return tiled;
-  if (!bias_to_sdpa()) record_kernel(attention_kernel::kExplicitScores);  // else sdpa records its backend
-  return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
-    return attend_rows_with_terms(q, k, v, ctx, state, begin, end);
-  });
-}
-
-bool AttentionImpl::short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const {
-  // A mask of causality alone (built for families that form their scores) is the causal flag.
-  const bool masked = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
-  if (kernel_ == config::AttentionKernel::reference || masked || dropout > 0.0) return false;
-  // auto: where it measured faster than LibTorch's flash kernel (docs/kernels.md, bench_attention).
-  return kernel_ == config::AttentionKernel::fused || S <= 128 || ctx.causal;
-}
-
-bool AttentionImpl::use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                        const AttentionContext& ctx, double dropout) const {
-  return short_attention_allowed(q.size(2), ctx, dropout) && ops::short_attention_supports(q, k, v);
+torch::Tensor AttentionImpl::attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const AttentionContext& ctx, const torch::Tensor& state) {
+  record_kernel(attention_kernel::kExplicitScores);
+  return in_query_blocks(
+      q.size(2), ctx.score_block_rows > 0 ? ctx.score_block_rows : q.size(2),
+      [&](int64_t begin, int64_t end) { return attend_rows_with_terms(q, k, v, ctx, state, begin, end); });
 }
 
 torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const AttentionContext& ctx) {
   const double p = is_training() ? dropout_ : 0.0;
-  if (use_short_attention(q, k, v, ctx, p)) {
-    record_kernel(attention_kernel::kShort);
-    return ops::short_attention(q, k, v, ctx.causal);
-  }
   if (!ctx.mask.defined()) return sdpa(q, k, v, std::nullopt, p, ctx.causal);
   // Queries in blocks at long lengths, each with its own rows of the mask and, under a local
   // window, only the keys the window lets it see.
@@ -371,29 +335,61 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
   });
 }
 
-torch::Tensor AttentionImpl::attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                                               const AttentionContext& ctx) {
-  const int64_t S = x.size(1);
-  if (kind_ != config::AttentionKind::softmax || at::autocast::is_autocast_enabled(at::kCPU) ||
-      ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || forms_scores() || q_norm ||
-      !short_attention_allowed(S, ctx, is_training() ? dropout_ : 0.0) ||
-      !ops::short_attention_shape_supported(S, head_dim_, x.scalar_type(), x.device()))
-    return {};
-  const PositionEncodingImpl::FusedRotation rotation =
-      position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
-  if (!rotation.fusable) return {};
-  record_kernel(attention_kernel::kShort);
-  return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
+AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const AttentionContext& ctx) const {
+  const PositionEncodingImpl::Traits& traits = position_->traits();
+  AttentionPassFacts f;
+  f.linear = kind_ == config::AttentionKind::linear;
+  f.softmax = normalizer_ == config::AttentionNormalizer::softmax;
+  f.forms_scores = forms_scores();
+  if (traits.term) {
+    f.term = ops::tile_term_properties(*traits.term);
+  } else if (f.forms_scores && !traits.forms_scores) {  // stick-breaking alone scores q.k
+    f.term = ops::tile_term_properties(ops::TileTerm::Kind::none);
+  }
+  f.kernel = kernel_;
+  const bool cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);  // q, k, v in the autocast dtype
+  f.projection_not_fusable = cpu_autocast || ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || q_norm ||
+                             !position_->rotation_fusable(ctx.positions, head_dim_);
+  f.batch = x.size(0);
+  f.heads = heads_;
+  f.seq = x.size(1);
+  f.head_dim = head_dim_;
+  f.element_size = static_cast<int64_t>(x.element_size());
+  f.short_shape = !cpu_autocast && ops::short_attention_shape_supported(f.seq, head_dim_, x.scalar_type(), x.device());
+  f.tile_shape = !cpu_autocast && ops::tile_attention_shape_supported(head_dim_, x.scalar_type(), x.device());
+  f.autograd = torch::GradMode::is_enabled();
+  f.training = is_training();
+  f.dropout = is_training() ? dropout_ : 0.0;
+  f.causal = ctx.causal;
+  f.mask_beyond_causality = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
+  f.causal_right_padding = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
+  f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
+  f.shared_positions = ctx.positions.dim() == 1;
+  return f;
+}
+
+AttentionPlan AttentionImpl::plan(const torch::Tensor& x, const AttentionContext& ctx) {
+  AttentionPlan chosen = plan_attention(pass_facts(x, ctx));
+  if (chosen.path != last_path_) {  // logged once per layer and path, not per step
+    log::debug("attention layer ", layer_, ": ", attention_path_name(chosen.path), " (", chosen.why, ")");
+    last_path_ = chosen.path;
+  }
+  return chosen;
 }
 
 torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const AttentionContext& ctx) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
+  const AttentionPath path = plan(x, ctx).path;
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
   // gradient in backward) instead of three; the parameters stay three Linears (HF names).
   const torch::Tensor w = torch::cat({self->query->weight, self->key->weight, self->value->weight});
   const torch::Tensor b = torch::cat({self->query->bias, self->key->bias, self->value->bias});
-  const torch::Tensor fused = attend_projection(x, w, b, ctx);
-  if (fused.defined()) return fused;
+  if (path == AttentionPath::short_projection) {
+    const PositionEncodingImpl::FusedRotation rotation =
+        position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
+    record_kernel(attention_kernel::kShort);
+    return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
+  }
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split(width, -1);  // 3 x [B, S, H*D]
   auto split_heads = [&](const torch::Tensor& t) { return t.view({B, S, heads_, head_dim_}).transpose(1, 2); };
   torch::Tensor q = split_heads(qkv[0]);  // [B, H, S, D] views of the projection, no copies
@@ -403,14 +399,33 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  if (kind_ == config::AttentionKind::linear) return attend_linear(q, k, v, ctx);
+  if (path == AttentionPath::linear) return attend_linear(q, k, v, ctx);
   position_->rotate(q, k, v, ctx.positions);
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
-  if (forms_scores())
-    return attend_with_terms(q, k, v, ctx, position_->layer_state(x, k, ctx.positions, layer_, ctx.segments));
-  return attend_sdpa(q, k, v, ctx);
+  switch (path) {
+    case AttentionPath::short_kernel:
+      record_kernel(attention_kernel::kShort);
+      return ops::short_attention(q, k, v, ctx.causal);
+    case AttentionPath::sdpa:
+      return attend_sdpa(q, k, v, ctx);
+    default:
+      break;
+  }
+  const torch::Tensor state = position_->layer_state(x, k, ctx.positions, layer_, ctx.segments);
+  switch (path) {
+    case AttentionPath::short_with_term:
+      return attend_short_with_term(q, k, v, ctx, state);
+    case AttentionPath::tiles:
+      return attend_in_tiles(q, k, v, ctx, state);
+    case AttentionPath::bias_to_sdpa:  // SDPA records its backend
+      return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
+        return bias_rows_to_sdpa(q, k, v, ctx, state, begin, end);
+      });
+    default:
+      return attend_explicit(q, k, v, ctx, state);
+  }
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {

@@ -18,10 +18,12 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <optional>
 #include <utility>
 
 #include "roformer/config/config.h"
 #include "roformer/model/attention_mask.h"
+#include "roformer/model/attention_plan.h"
 #include "roformer/model/position/position_encoding.h"
 #include "roformer/model/recomputed_attention.h"
 
@@ -118,24 +120,29 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_linear(const torch::Tensor& q, const torch::Tensor& k, torch::Tensor& v,
                               const AttentionContext& ctx);
   void maybe_redraw_features();
+  // The pass's facts for the plan (attention_plan.h): from x [B, S, H] before the projection.
+  AttentionPassFacts pass_facts(const torch::Tensor& x, const AttentionContext& ctx) const;
+  // plan_attention of this pass, logged at debug level when the layer's path changes.
+  AttentionPlan plan(const torch::Tensor& x, const AttentionContext& ctx);
   // q, k, v: [B, H, S, D] -> [B, H, S, D] through SDPA with the encoder's mask (whole or per
   // block of query rows) or its causal flag.
   torch::Tensor attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx);
-  // q, k, v: [B, H, S, D] -> [B, H, S, D] with the scores formed here, for families with
-  // score terms: softmax(q.k * scale + term + mask) v + output term, in blocks of query rows.
-  // `state` is the family's layer_state. Stick-breaking replaces the softmax here.
-  torch::Tensor attend_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const AttentionContext& ctx, const torch::Tensor& state);
-  // attend_with_terms through ops::short_attention_cope where the family's term is one the
-  // short-sequence kernel computes (traits().short_kernel_term) and that kernel runs (no mask
-  // beyond causality, no dropout, S <= 512; training included), else undefined.
+  // The family's tile term for this pass (a term of kind none where only stick-breaking forms
+  // the scores); nullopt where the family has none for it.
+  std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const AttentionContext& ctx,
+                                         const torch::Tensor& state);
+  // The paths that form scores, q, k, v: [B, H, S, D] -> [B, H, S, D]; `state` is the family's
+  // layer_state. attend_explicit: softmax(q.k * scale + term + mask) v + output term, in blocks
+  // of query rows (stick-breaking replaces the softmax). attend_short_with_term: the short kernel
+  // with the term's tables (training included). attend_in_tiles: ops::tile_attention (no S x S
+  // tensor); with autograd its gradient is recomputed per block of query rows
+  // (recomputed_attention.h). The two fall back to attend_explicit where the family has no term
+  // for the pass.
+  torch::Tensor attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const AttentionContext& ctx, const torch::Tensor& state);
   torch::Tensor attend_short_with_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, const torch::Tensor& state);
-  // attend_with_terms through ops::tile_attention (scores, term and softmax per tile, no S x S
-  // tensor) where the family has a tile term, the mask hides keys by causality and a right
-  // padding at most, and the pass is evaluation or tiles_in_training; with autograd its gradient
-  // is recomputed per block of query rows (recomputed_attention.h). Undefined otherwise.
   torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionContext& ctx, const torch::Tensor& state);
   // forward(q, k, v, state) (the tile kernel) with autograd on: where q, k, v, the state or the
@@ -144,19 +151,16 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor tiles_with_recomputed_gradient(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const AttentionContext& ctx, const torch::Tensor& state,
                                                AttentionForward forward);
-  // Whether training takes the tile path for q [B, H, S, D]: no dropout, and model.attention_kernel
-  // fused, or auto where one layer's explicit scores would pass kTileTrainingScoreBytes and the
-  // family's tiles train faster (its traits).
-  bool tiles_in_training(const torch::Tensor& q) const;
-  // Past this many bytes of one layer's [B, H, S, S] scores, auto trains in tiles (linear memory).
-  static constexpr double kTileTrainingScoreBytes = 16.0 * (1 << 20);
   // The keys [0, K) query rows [begin, end) are scored against: K = end for causal rows (no
   // later key is visible) when the family's hooks take a prefix of the keys, else all S.
   int64_t visible_keys(const AttentionContext& ctx, int64_t S, int64_t begin, int64_t end) const;
-  // Whether a family's score term goes to SDPA as an additive mask (traits().term_is_bias,
-  // softmax, evaluation without autograd) instead of scores formed here.
-  bool bias_to_sdpa() const;
-  // attend_with_terms for query rows [begin, end): -> [B, H, end - begin, D].
+  // rows [B|1, H|1, end - begin, K] plus the encoder's mask rows, or the causal flag's -inf.
+  torch::Tensor masked_rows(torch::Tensor rows, const AttentionContext& ctx, int64_t begin, int64_t end,
+                            int64_t K) const;
+  // Query rows [begin, end) through SDPA with the family's positions-only term in the mask.
+  torch::Tensor bias_rows_to_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionContext& ctx, const torch::Tensor& state, int64_t begin, int64_t end);
+  // attend_explicit for query rows [begin, end): -> [B, H, end - begin, D].
   torch::Tensor attend_rows_with_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const AttentionContext& ctx, const torch::Tensor& state, int64_t begin,
                                        int64_t end);
@@ -167,20 +171,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx);
   // Whether this layer forms its scores itself: the family's terms, or stick-breaking.
   bool forms_scores() const;
-
-  // The projection, bias, rotation and attention in one op (ops::short_attention_qkv) where
-  // use_short_attention would run and the position family's rotation can ride along: x [B, S, E],
-  // the fused projection's w [3 H D, E] and b -> [B, H, S, D]; undefined where it does not apply.
-  torch::Tensor attend_projection(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                                  const AttentionContext& ctx);
-  // Whether model.attention_kernel and the pass let ops/short_attention run S tokens: no mask, no
-  // dropout, and under auto where it measured faster than SDPA.
-  bool short_attention_allowed(int64_t S, const AttentionContext& ctx, double dropout) const;
-  // Whether ops/short_attention runs these inputs (the above, and shapes it takes).
-  bool use_short_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                           const AttentionContext& ctx, double dropout) const;
-
   int64_t heads_, head_dim_, layer_;
+  AttentionPath last_path_ = AttentionPath::sdpa;  // the path last logged
   double dropout_;
   config::AttentionKind kind_;
   config::AttentionKernel kernel_;

@@ -12,7 +12,7 @@
 #include "roformer/config/layer_layout.h"
 #include "roformer/model/activation_checkpoint.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
-#include "roformer/ops/bias_gelu/bias_gelu.h"
+#include "roformer/ops/feed_forward/bias_gelu.h"
 #include "roformer/ops/feed_forward/feed_forward.h"
 
 namespace roformer::model {
@@ -141,7 +141,8 @@ LmHeadImpl::LmHeadImpl(const config::ModelConfig& c) {
   predictions = register_module("predictions", LmPredictions(c));
 }
 
-EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c) : config_(c) {
+EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c, int64_t checkpoint_every)
+    : config_(c), checkpoint_every_(checkpoint_every) {
   embeddings = register_module("embeddings", Embeddings(c));
   if (c.embed_dim() != c.hidden_size)
     embeddings_project = register_module("embeddings_project", torch::nn::Linear(c.embed_dim(), c.hidden_size));
@@ -245,8 +246,12 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
     const bool global = config::is_global_layer(config_, i);
     if (!ctx[global]) ctx[global] = attention_context(in, positions, x.scalar_type(), global);
     EncoderLayerImpl& layer = *encoder->layer[i]->as<EncoderLayer>();
-    if (is_training() && torch::GradMode::is_enabled() && config::is_checkpointed_layer(i, checkpoint_every)) {
-      x = checkpointed_layer(layer, x, *ctx[global], layer_parameters(layer, layer_positions));
+    if (is_training() && torch::GradMode::is_enabled() && config::is_checkpointed_layer(i, checkpoint_every_)) {
+      const std::shared_ptr<torch::nn::Module> held = encoder->layer[i];  // alive until backward
+      LayerForward forward = [held](const torch::Tensor& layer_in, const AttentionContext& c) {
+        return held->as<EncoderLayer>()->forward(layer_in, c);
+      };
+      x = checkpointed_layer(std::move(forward), x, *ctx[global], layer_parameters(layer, layer_positions));
     } else {
       x = layer.forward(x, *ctx[global]);
     }
@@ -284,9 +289,9 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
   return F::cross_entropy(logits, gold, F::CrossEntropyFuncOptions().reduction(torch::kNone));  // ignore_index -100
 }
 
-EncoderModel build_model(const config::ModelConfig& config, uint64_t seed) {
+EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64_t checkpoint_every) {
   torch::manual_seed(seed);
-  EncoderModel model(config);
+  EncoderModel model(config, checkpoint_every);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
     const std::string& name = item.key();

@@ -101,7 +101,7 @@ struct EncoderInput {
 
 class EncoderModelImpl : public torch::nn::Module {
  public:
-  explicit EncoderModelImpl(const config::ModelConfig& config);
+  explicit EncoderModelImpl(const config::ModelConfig& config, int64_t checkpoint_every = 0);
 
   // Final hidden states [B, S, H].
   torch::Tensor forward(const EncoderInput& input);
@@ -133,8 +133,9 @@ class EncoderModelImpl : public torch::nn::Module {
   // to exercise the blocks.
   double attention_whole_limit_bytes = AttentionMask::kWholeMaskBytes;
   // Activation checkpointing in training (train.activation_checkpointing, activation_checkpoint.h):
-  // every `checkpoint_every`-th layer recomputes its activations in backward (config::checkpoint_every).
-  int64_t checkpoint_every = 0;
+  // every `checkpoint_every()`-th layer recomputes its activations in backward
+  // (config::checkpoint_every; 0 none), fixed when the model is built.
+  int64_t checkpoint_every() const { return checkpoint_every_; }
 
   Embeddings embeddings{nullptr};
   torch::nn::Linear embeddings_project{nullptr};   // [H, E], only if E != H
@@ -145,6 +146,7 @@ class EncoderModelImpl : public torch::nn::Module {
 
  private:
   config::ModelConfig config_;
+  int64_t checkpoint_every_ = 0;
 };
 TORCH_MODULE(EncoderModel);
 
@@ -153,8 +155,9 @@ TORCH_MODULE(EncoderModel);
 torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tensor& gold);
 
 // Builds the model with BERT initialisation (normal(0, init_std) weights, zero biases,
-// LayerNorm ones) from `seed`.
-EncoderModel build_model(const config::ModelConfig& config, uint64_t seed);
+// LayerNorm ones) from `seed`; `checkpoint_every`: activation checkpointing in training
+// (config::checkpoint_every of the run's train config; 0 none).
+EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64_t checkpoint_every = 0);
 
 // Number of trainable parameter elements.
 int64_t count_parameters(torch::nn::Module& module);

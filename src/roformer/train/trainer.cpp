@@ -300,8 +300,7 @@ void Trainer::build() {
       device_, "training this model",
       "model.hidden_size, model.num_layers, model.ffn_size or model.vocab_size, or train.batch_size (raise "
       "train.grad_accum to keep the global batch) or data.seq_len");
-  model_ = model::build_model(cfg_.model, static_cast<uint64_t>(t_.seed));
-  model_->checkpoint_every = config::checkpoint_every(t_);
+  model_ = model::build_model(cfg_.model, static_cast<uint64_t>(t_.seed), config::checkpoint_every(t_));
   model_->to(device_);
   optimizer_ = make_optimizer(model_, t_);
   log::info("model: ", config::position_kind_names().name(cfg_.model.position.kind), ", ",

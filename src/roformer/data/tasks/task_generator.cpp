@@ -1,11 +1,10 @@
-// The task seam (see task_generator.h): the random stream, the answer's two forms, the one
-// table from data.task.name to its generator, and the checks every task shares.
+// The task seam (see task_generator.h): the random stream, the answer's two forms and the checks
+// every task shares (the table from data.task.name to its generator is task_kinds.cpp).
 #include "roformer/data/tasks/task_generator.h"
 
 #include <algorithm>
 
 #include "roformer/common/errors.h"
-#include "roformer/data/tasks/task_kinds.h"
 
 namespace roformer::data {
 
@@ -52,28 +51,6 @@ void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<
       ex.labels[t] = answer[i];
     }
   }
-}
-
-std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal) {
-  using config::TaskKind;
-  switch (task.name) {
-    case TaskKind::niah_single:
-    case TaskKind::niah_multikey:
-    case TaskKind::niah_multivalue:
-    case TaskKind::niah_multiquery:
-      return make_needle_task(task, causal);
-    case TaskKind::variable_tracking:
-      return make_variable_tracking_task(task, causal);
-    case TaskKind::mqar:
-      return make_mqar_task(task, causal);
-    case TaskKind::flip_flop:
-      return make_flip_flop_task(task, causal);
-    case TaskKind::none:
-      break;
-    default:
-      return make_algorithmic_task(task, causal);
-  }
-  throw UserError("data.task.name is none: this run reads the corpus at data.path, not a task");
 }
 
 void check_task_fits(const TaskGenerator& g, const config::TaskConfig& task, int64_t length, int64_t model_vocab,

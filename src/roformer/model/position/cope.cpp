@@ -23,7 +23,7 @@ torch::Tensor cope_positions(const torch::Tensor& scores, int64_t max_positions)
 
 CopeImpl::CopeImpl(const config::CopeConfig& config, int64_t num_layers, int64_t head_dim) : config_(config) {
   traits_.forms_scores = true;
-  traits_.short_kernel_term = true;  // ops::short_attention_cope
+  traits_.term = ops::TileTerm::Kind::cope;
   TORCH_CHECK(config.max_positions >= 1, "CoPE: max_positions must be resolved (at least 1), got ",
               config.max_positions);
   layer = register_module("layer", torch::nn::ModuleList());

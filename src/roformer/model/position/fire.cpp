@@ -103,7 +103,7 @@ std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positio
 FireImpl::FireImpl(const config::FireConfig& config, int64_t num_layers, int64_t num_heads, bool bidirectional)
     : config_(config), num_heads_(num_heads), bidirectional_(bidirectional) {
   traits_.forms_scores = true;
-  traits_.term_is_bias = true;
+  traits_.term = ops::TileTerm::Kind::fire;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < (config.shared_layers ? 1 : num_layers); ++i) {
     functions_.emplace_back(config, num_heads, bidirectional);

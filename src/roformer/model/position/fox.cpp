@@ -22,6 +22,7 @@ FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64
                  bool bidirectional)
     : bidirectional_(bidirectional) {
   traits_.forms_scores = true;
+  traits_.term = ops::TileTerm::Kind::fox;
   traits_.rotation = config.fox.rope ? Rotation::applied : Rotation::none;
   if (config.fox.rope) rope_ = std::make_shared<RopeImpl>(config.rope, hidden / heads);
   layer = register_module("layer", torch::nn::ModuleList());

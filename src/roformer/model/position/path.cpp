@@ -107,7 +107,7 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   traits_.forms_scores = true;
   traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
-  traits_.tiles_train_faster = false;
+  traits_.term = ops::TileTerm::Kind::path;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config, hidden, heads);

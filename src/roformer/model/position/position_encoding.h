@@ -14,7 +14,7 @@
 //   output_term: a term from the attention weights (Shaw's relative values)
 // What attention must know about a family beyond that math is one Traits value, set by the
 // family's constructor: whether attention forms the scores (content_scores, score_term and
-// output_term are then called) and how its rotation may be fused. (Its length limit is the
+// output_term are then called), how its rotation may be fused and the kind of its tile term. (Its length limit is the
 // family row's, config/position_families.h.)
 // Families that form no scores keep SDPA.
 // positions: int64, [S] = 0..S-1 shared by the batch (what the encoder passes, so tables for
@@ -48,18 +48,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     // The hooks take a prefix of the keys: k [B, H, K, D] holding keys [0, K) of the S in
     // `positions` (causal rows need no later key, so attention passes K = the rows' end).
     bool keys_prefix = true;
-    // The family's scores are content_scores' default (q . k / sqrt(D)) plus a score_term that
-    // reads neither the scores nor q and k, and there is no output_term: in evaluation without
-    // autograd, attention hands mask + term to SDPA as one additive mask (FIRE).
-    bool term_is_bias = false;
-    // The family's term is one the short-sequence kernel computes in its rows (CoPE's table
-    // products, from tile_term): where that kernel runs, attention hands it tile_term's tables in
-    // training and evaluation alike instead of forming the scores.
-    bool short_kernel_term = false;
-    // Training in tiles (model/recomputed_attention) beats the explicit scores once they are
-    // large, so model.attention_kernel auto takes it there; false keeps auto on the explicit
-    // scores (PaTH: its blocks, recomputed in backward, cost more than its explicit training).
-    bool tiles_train_faster = true;
+    // The kind of term tile_term forms (what attention's plan asks of it is that kind's
+    // ops::tile_term_properties), or none where the family has no tile form.
+    std::optional<ops::TileTerm::Kind> term;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -113,9 +104,10 @@ class PositionEncodingImpl : public torch::nn::Module {
   // The score term as tile attention computes it inside each tile (ops/tile_attention): for
   // causal attention over positions 0..S-1 ([S]), its tables formed without autograd (training
   // recomputes the explicit rows in backward); q and k [B, H, S, D] after rotate, `state`
-  // layer_state's. nullopt where the family has no tile form (attention
-  // then forms the scores in blocks of query rows). A family with traits().short_kernel_term
-  // also serves training from it, so its tables must carry autograd.
+  // layer_state's; of the kind traits().term says. nullopt where the family has no tile form
+  // for this pass (attention then forms the scores in blocks of query rows). A term the short
+  // kernel computes (its properties' short_kernel) also serves training from it, so its tables
+  // must carry autograd.
   virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& positions, int64_t layer,
                                                  const torch::Tensor& state) {
@@ -134,7 +126,12 @@ class PositionEncodingImpl : public torch::nn::Module {
   };
   FusedRotation fused_rotation(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
     if (traits_.rotation == Rotation::none) return {true};
-    return traits_.rotation == Rotation::tables ? rotation_tables(positions, head_dim, dtype) : FusedRotation{};
+    return rotation_fusable(positions, head_dim) ? rotation_tables(positions, head_dim, dtype) : FusedRotation{};
+  }
+  // Whether fused_rotation would be fusable for these positions, without forming its tables.
+  bool rotation_fusable(const torch::Tensor& positions, int64_t head_dim) const {
+    if (traits_.rotation == Rotation::none) return true;
+    return traits_.rotation == Rotation::tables && tables_apply(positions, head_dim);
   }
 
   // Initialises the family's parameters after build_model's generic N(0, init_std) draw, for
@@ -142,7 +139,9 @@ class PositionEncodingImpl : public torch::nn::Module {
   virtual void reset_parameters() {}
 
  protected:
-  // The tables of a family whose traits say Rotation::tables.
+  // Whether a family whose traits say Rotation::tables has tables for these positions.
+  virtual bool tables_apply(const torch::Tensor& positions, int64_t head_dim) const { return false; }
+  // The tables of a family whose traits say Rotation::tables, where tables_apply.
   virtual FusedRotation rotation_tables(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) {
     return {};
   }

@@ -48,6 +48,7 @@ ShawTablesImpl::ShawTablesImpl(int64_t max_distance, int64_t head_dim, bool valu
 
 ShawImpl::ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim) : config_(config) {
   traits_.forms_scores = true;
+  traits_.term = ops::TileTerm::Kind::relative;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < (config.per_layer ? num_layers : 1); ++i) {
     tables_.emplace_back(config.max_distance, head_dim, config.values);
@@ -144,6 +145,7 @@ XlLayerImpl::XlLayerImpl(int64_t hidden, int64_t num_heads) {
 
 TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads) : hidden_(hidden) {
   traits_.forms_scores = true;
+  traits_.term = ops::TileTerm::Kind::relative;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(hidden, num_heads);
@@ -226,6 +228,7 @@ DebertaLayerImpl::DebertaLayerImpl(int64_t hidden) {
 
 DebertaImpl::DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden) : config_(config) {
   traits_.forms_scores = true;
+  traits_.term = ops::TileTerm::Kind::buckets;
   rel_embeddings = register_module("rel_embeddings", torch::nn::Embedding(2 * config.position_buckets, hidden));
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {

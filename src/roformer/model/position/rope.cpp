@@ -48,11 +48,13 @@ void RopeImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
   }
 }
 
+bool RopeImpl::tables_apply(const torch::Tensor& positions, int64_t head_dim) const {
+  return config_.impl == config::RopeKernel::fused && !config_.rotate_value && rotary_dim_ == head_dim &&
+         positions.dim() == 1 && positions.is_cpu();
+}
+
 PositionEncodingImpl::FusedRotation RopeImpl::rotation_tables(const torch::Tensor& positions, int64_t head_dim,
                                                               torch::ScalarType dtype) {
-  if (config_.impl != config::RopeKernel::fused || config_.rotate_value || rotary_dim_ != head_dim ||
-      positions.dim() != 1 || !positions.is_cpu())
-    return {};
   const int64_t length = positions.size(0);
   const RopeFrequencies& freqs = freqs_.at(length);
   const bool interleaved = config_.pairing == config::RopePairing::interleaved;

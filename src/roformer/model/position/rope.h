@@ -19,6 +19,7 @@ class RopeImpl : public PositionEncodingImpl {
  protected:
   // Tables for the fused kernel RoPE (model.position.rope.impl), rotating q and k over the whole
   // head, at positions [S] shared by the batch, on the CPU; not fusable otherwise.
+  bool tables_apply(const torch::Tensor& positions, int64_t head_dim) const override;
   FusedRotation rotation_tables(const torch::Tensor& positions, int64_t head_dim, torch::ScalarType dtype) override;
 
  private:

@@ -15,8 +15,9 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
       rotary_dim_(config.resolved_rotary_dim(head_dim)),
       bidirectional_(bidirectional),
       freqs_(config, rotary_dim_) {
-  traits_.forms_scores = true;        // content_scores rotates per (query, key) distance;
-  traits_.rotation = Rotation::none;  // attention rotates nothing
+  traits_.forms_scores = true;               // content_scores rotates per (query, key) distance;
+  traits_.rotation = Rotation::none;         // attention rotates nothing
+  traits_.term = ops::TileTerm::Kind::none;  // scores from its own rotations, no term on top
 }
 
 torch::Tensor RopeRemapImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {

@@ -2,8 +2,8 @@
 // through cope_rows.h's row functions (the short-sequence attention kernel's too). Rows are
 // claimed in runs by the pool's threads; every row is computed the same way whichever thread
 // takes it.
+#include "roformer/ops/common/cope_rows.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
-#include "roformer/ops/cope_term/cope_rows.h"
 #include "roformer/ops/cope_term/cope_term_kernels.h"
 
 namespace roformer::ops {

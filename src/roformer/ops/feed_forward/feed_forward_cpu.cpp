@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 #include "roformer/ops/feed_forward/feed_forward_kernels.h"
 
 namespace roformer::ops {

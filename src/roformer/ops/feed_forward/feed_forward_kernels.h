@@ -4,7 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"
+#include "roformer/ops/feed_forward/bias_gelu_math.h"
 
 namespace roformer::ops {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
-#include "roformer/ops/rope/rope_math.h"
+#include "roformer/ops/common/rotation_math.h"
 #include "roformer/ops/short_attention/short_attention_kernels.h"
 
 namespace roformer::ops {

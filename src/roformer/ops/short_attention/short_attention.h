@@ -1,7 +1,7 @@
 // Public API of the short-sequence attention op: softmax(q k^T scale) v for one self-attention
 // call, CPU only, differentiable. Where LibTorch's CPU flash kernel streams key blocks with an
 // online softmax, this op keeps one head's whole S x S score block in cache (an exact softmax
-// per row) and multiplies with register-tiled small products (ops/short_attention/small_gemm.h), which for the
+// per row) and multiplies with register-tiled small products (ops/common/small_gemm.h), which for the
 // blocks of short sequences run about twice as fast as the BLAS calls ATen's kernel makes. It
 // saves each row's log-sum-exp (B * H * S floats) and recomputes the scores in backward. Knows
 // nothing of configs; model code picks it (model.attention_kernel).

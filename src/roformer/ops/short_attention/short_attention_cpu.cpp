@@ -6,7 +6,7 @@
 // dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
 // pairs skip the blocks above the diagonal. With CoPE's term (short_attention_cope) each score row
 // gains its term before the softmax, and the backward sends d logits through the term's row
-// gradient (ops/cope_term/cope_rows.h) before the products. Pairs run in parallel, the threads claiming them from a
+// gradient (ops/common/cope_rows.h) before the products. Pairs run in parallel, the threads claiming them from a
 // shared counter; each pair's result is computed by one thread in a fixed order, so it does not
 // depend on the thread count or on which thread took it.
 // Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
@@ -22,12 +22,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
+#include "roformer/ops/common/cope_rows.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
-#include "roformer/ops/cope_term/cope_rows.h"
+#include "roformer/ops/common/exp_math.h"  // exp_reduced, the float exp shared with GELU
+#include "roformer/ops/common/small_gemm.h"
+#include "roformer/ops/common/vector_exp.h"
 #include "roformer/ops/short_attention/short_attention_kernels.h"
-#include "roformer/ops/short_attention/small_gemm.h"
-#include "roformer/ops/short_attention/vector_exp.h"
 
 namespace roformer::ops {
 namespace {

@@ -40,7 +40,7 @@ struct ShortAttentionLaunch {
   // the rotation), per batch element: the bias's gradient once summed over the batch.
   void* grad_bias = nullptr;
   // CoPE's term (short_attention_cope), when not null: [B * H, seq, cope_positions] q . e[p] of
-  // every query row, contiguous; the scores become s + cope_term(s) (ops/cope_term/cope_rows.h)
+  // every query row, contiguous; the scores become s + cope_term(s) (ops/common/cope_rows.h)
   // before the softmax. Backward: its gradient, the same shape, when not null.
   const void* cope_at_integers = nullptr;
   int64_t cope_positions = 0;

@@ -232,6 +232,33 @@ at::Tensor checked_key_lengths(const at::Tensor& key_lengths, const at::Tensor& 
 
 }  // namespace tile_attention_setup
 
+TileTermProperties tile_term_properties(TileTerm::Kind kind) {
+  TileTermProperties p;
+  switch (kind) {
+    case TileTerm::Kind::fire:  // a function of the distance and the query's position
+      p.positions_only = true;
+      break;
+    case TileTerm::Kind::cope:
+      p.short_kernel = true;
+      break;
+    case TileTerm::Kind::path:  // its tiles train slower than its explicit scores (docs/performance.md)
+      p.key_lengths = false;
+      p.trains_faster_in_tiles = false;
+      break;
+    case TileTerm::Kind::none:
+    case TileTerm::Kind::fox:
+    case TileTerm::Kind::relative:
+    case TileTerm::Kind::buckets:
+      break;
+  }
+  return p;
+}
+
+bool tile_attention_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
+  return device.is_cpu() && (dtype == at::kFloat || dtype == at::kDouble) && head_dim > 0 && head_dim % 8 == 0 &&
+         head_dim <= tile_attention_setup::kMaxHeadDim;
+}
+
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (!q.defined() || !k.defined() || !v.defined() || q.dim() != 4) return false;
   if (!q.is_cpu() || !k.is_cpu() || !v.is_cpu()) return false;

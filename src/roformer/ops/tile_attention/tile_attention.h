@@ -64,10 +64,24 @@ struct TileTerm {
   double score_factor = 1;  // on the scale (STRING's attention factor, squared)
 };
 
+// What a caller may ask of a term without forming it: properties of its kind, so the caller
+// (attention's plan) chooses a kernel path without naming a family.
+struct TileTermProperties {
+  bool key_lengths = true;             // takes right padding as key lengths (PaTH's walk passes every position: no)
+  bool short_kernel = false;           // ops::short_attention computes it in its rows too (the counted-position table)
+  bool positions_only = false;         // reads neither the scores nor q and k: SDPA may take it as an additive mask
+  bool trains_faster_in_tiles = true;  // its tiles, recomputed in backward, beat its explicit scores in training
+};
+TileTermProperties tile_term_properties(TileTerm::Kind kind);
+
 // How a row's scores become weights: softmax, or stick-breaking (Tan et al., ICLR 2025; strictly
 // causal: w_ij = sigmoid(z_ij) prod_{j<t<i} (1 - sigmoid(z_it)), no normaliser) with the weight the
 // sticks leave, 1 - sum_j w_ij, dropped or put on the query's own value.
 enum class TileNormalizer { softmax, stick_breaking, stick_breaking_remainder_to_query };
+
+// Whether tile_attention takes [B, H, S, D] tensors of head dimension D and this dtype on this
+// device (the shape part of tile_attention_supports).
+bool tile_attention_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
 
 // Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or
 // float64), equal shapes, q and v with unit stride along D, D a positive multiple of 8 up to 512.

@@ -15,10 +15,10 @@
 #include <limits>
 #include <vector>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_nonpositive
 #include "roformer/ops/common/cpu_kernel_support.h"
-#include "roformer/ops/short_attention/small_gemm.h"
-#include "roformer/ops/short_attention/vector_exp.h"
+#include "roformer/ops/common/exp_math.h"  // exp_nonpositive
+#include "roformer/ops/common/small_gemm.h"
+#include "roformer/ops/common/vector_exp.h"
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 #include "roformer/ops/tile_attention/tile_attention_terms.h"
 

@@ -18,9 +18,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "roformer/ops/common/cope_math.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
-#include "roformer/ops/cope_term/cope_math.h"
-#include "roformer/ops/short_attention/small_gemm.h"
+#include "roformer/ops/common/small_gemm.h"
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 
 namespace roformer::ops::tile_terms {

@@ -1,7 +1,7 @@
 // Fused bias + GELU op: argument checks, the BiasGeluLaunch description, device dispatch and
 // the autograd Function (saves x and bias; backward recomputes x + bias and GELU's derivative
 // in one pass rather than keeping the pre-activation).
-#include "roformer/ops/bias_gelu/bias_gelu.h"
+#include "roformer/ops/feed_forward/bias_gelu.h"
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -11,8 +11,8 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
 #include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 
 namespace roformer::ops {
 namespace {

@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "roformer/ops/bias_gelu/bias_gelu_cuda_kernels.cuh"
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
+#include "roformer/ops/feed_forward/bias_gelu_cuda_kernels.cuh"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 
 namespace roformer::ops {
 namespace {

@@ -1,5 +1,5 @@
 // e^a on a whole vector of float a <= 0 (small_gemm.h's 32-byte vectors): exp_nonpositive's steps
-// (bias_gelu_math.h) on 8 lanes at once, for the row softmaxes of the CPU attention kernels
+// (common/exp_math.h) on 8 lanes at once, for the row softmaxes of the CPU attention kernels
 // (short_attention_cpu.cpp, tile_attention_cpu.cpp). Header-only and always inlined, so each
 // ROFORMER_CLONES caller gets it compiled for its instruction set.
 #pragma once
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_reduced, the float exp shared with GELU
-#include "roformer/ops/short_attention/small_gemm.h"
+#include "roformer/ops/common/exp_math.h"  // exp_reduced, the float exp shared with GELU
+#include "roformer/ops/common/small_gemm.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"

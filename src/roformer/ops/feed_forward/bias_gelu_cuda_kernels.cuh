@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
 #include "roformer/ops/common/cuda_elem.cuh"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 
 namespace roformer::ops {
 namespace {  // NOLINT(build/namespaces): per including file

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "roformer/ops/common/exp_math.h"  // exp_nonpositive (CPU)
 #include "roformer/ops/common/kernel_dtype.h"
 
 #if defined(__CUDACC__)
@@ -98,33 +99,6 @@ ROFORMER_GELU_HD void gelu_accurate(T x, T* y, T* dy) {
 }
 
 #if !defined(__CUDACC__)
-// The steps of e^a before the power of two, for a float or a GCC vector of floats (the attention
-// kernel's softmax uses them on 8 lanes): n = round(a / ln2) and e^(a - n ln2) by the degree-7
-// Taylor polynomial. `safe` is a, clamped at -87 by the caller.
-template <typename F>
-inline void exp_reduced(F safe, F* n, F* p) {
-  *n = (safe * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(a / ln2)
-  const F r = (safe - *n * 0.693359375f) - *n * -2.12194440e-4f;   // a - n ln2 (hi + lo)
-  F q = F{} + 1.0f / 5040.0f;                                      // a float, or the constant in every lane
-  q = q * r + 1.0f / 720.0f;
-  q = q * r + 1.0f / 120.0f;
-  q = q * r + 1.0f / 24.0f;
-  q = q * r + 1.0f / 6.0f;
-  q = q * r + 0.5f;
-  q = q * r + 1.0f;
-  *p = q * r + 1.0f;
-}
-
-// e^a for a <= 0 (and NaN), branch-free: see the header comment. a < -87 gives ~e^-87.
-inline float exp_nonpositive(float a) {
-  const float safe = a >= -87.0f ? a : -87.0f;  // NaN and -inf become -87 here
-  float n, p;
-  exp_reduced(safe, &n, &p);
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 0]
-  const float e = p * __builtin_bit_cast(float, bits);
-  return a == a ? e : a;  // NaN stays NaN
-}
-
 // GELU(x) and its derivative in float with the approximations above (CPU kernel).
 template <GeluKind kind>
 inline void gelu_fast(float x, float* y, float* dy) {

@@ -2,7 +2,7 @@
 // BiasGeluLaunch and calls the kernel for the tensors' device.
 #pragma once
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"
+#include "roformer/ops/feed_forward/bias_gelu_math.h"
 
 namespace roformer::ops {
 

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "roformer/ops/bias_gelu/bias_gelu_kernels.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/feed_forward/bias_gelu_kernels.h"
 
 namespace roformer::ops {
 namespace {

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdint>
 
-#include "roformer/ops/bias_gelu/bias_gelu_math.h"  // exp_nonpositive
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/common/exp_math.h"  // exp_nonpositive
 
 namespace roformer::ops::cope_math {
 
-// sigmoid(x) from e^-|x|: exp_nonpositive (bias_gelu_math.h) in float, so the loop vectorises;
+// sigmoid(x) from e^-|x|: exp_nonpositive (common/exp_math.h) in float, so the loop vectorises;
 // exactly 0 below -87 (hidden keys count nothing) and NaN for NaN. The C library's in double.
 ROFORMER_ALWAYS_INLINE float sigmoid(float x) {
   const float e = exp_nonpositive(x >= 0.0f ? -x : x);

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "roformer/ops/common/cope_math.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
-#include "roformer/ops/cope_term/cope_math.h"
 
 namespace roformer::ops::cope_rows {
 

@@ -1,0 +1,83 @@
+// The kernel plan of one attention pass (see attention_plan.h): the order of the paths, each
+// with the conditions under which it runs, written once.
+#include "roformer/model/attention_plan.h"
+
+namespace roformer::model {
+namespace {
+
+using config::AttentionKernel;
+
+// Whether ops/short_attention may run the pass: not model.attention_kernel reference, no mask
+// beyond causality, no dropout, and under auto where it measured faster than SDPA
+// (docs/kernels.md: up to 128 tokens, or causal).
+bool short_kernel_allowed(const AttentionPassFacts& f) {
+  if (f.kernel == AttentionKernel::reference || f.mask_beyond_causality || f.dropout > 0.0) return false;
+  return f.kernel == AttentionKernel::fused || f.seq <= 128 || f.causal;
+}
+
+// Why the pass may not run in tiles (empty: it may). Training takes them only without dropout
+// (the recomputation would draw other masks) and, under auto, past kTileTrainingScoreBytes of
+// one layer's scores for a term whose tiles train faster; the same answer with autograd on and
+// off, so activation checkpointing's forward and its recomputation agree.
+std::string no_tiles(const AttentionPassFacts& f) {
+  if (f.kernel == AttentionKernel::reference) return "model.attention_kernel reference";
+  if (!f.term) return "the family has no tile form";
+  if (!f.causal_right_padding) return "the mask hides more than causality and a right padding";
+  if (!f.shared_positions) return "explicit positions per sequence";
+  if (!f.tile_shape) return "shapes or dtype the tile kernel does not take";
+  if (f.right_padding && !f.term->key_lengths) return "the term takes no right padding";
+  if (!f.autograd && !f.training) return "";
+  if (f.dropout > 0.0) return "attention dropout in training";
+  if (f.kernel == AttentionKernel::fused) return "";
+  if (!f.term->trains_faster_in_tiles) return "the term trains faster on explicit scores";
+  const double S = double(f.seq), bytes = double(f.batch) * double(f.heads) * S * S * double(f.element_size);
+  return bytes > kTileTrainingScoreBytes ? "" : "training scores below the tile limit";
+}
+
+AttentionPlan scores_plan(const AttentionPassFacts& f) {
+  if (f.term && f.term->short_kernel && f.softmax && short_kernel_allowed(f) && f.short_shape)
+    return {AttentionPath::short_with_term, "the short kernel computes the term"};
+  const std::string why_not_tiles = no_tiles(f);
+  if (why_not_tiles.empty()) return {AttentionPath::tiles, "scores, term and weights per tile"};
+  // Evaluation only: activation checkpointing's forward runs without autograd in training and
+  // must round as its recomputation with autograd does.
+  if (f.term && f.term->positions_only && f.softmax && !f.autograd && !f.training)
+    return {AttentionPath::bias_to_sdpa, "a positions-only term, no tiles: " + why_not_tiles};
+  return {AttentionPath::explicit_scores, "no tiles: " + why_not_tiles};
+}
+
+}  // namespace
+
+const char* attention_path_name(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::linear:
+      return "linear";
+    case AttentionPath::short_projection:
+      return "short-projection";
+    case AttentionPath::short_kernel:
+      return "short";
+    case AttentionPath::short_with_term:
+      return "short-with-term";
+    case AttentionPath::tiles:
+      return "tiles";
+    case AttentionPath::bias_to_sdpa:
+      return "bias-to-sdpa";
+    case AttentionPath::explicit_scores:
+      return "explicit-scores";
+    case AttentionPath::sdpa:
+      return "sdpa";
+  }
+  return "?";
+}
+
+AttentionPlan plan_attention(const AttentionPassFacts& f) {
+  if (f.linear) return {AttentionPath::linear, "model.attention linear"};
+  const bool short_kernel = short_kernel_allowed(f) && f.short_shape;
+  if (!f.forms_scores && short_kernel && !f.projection_not_fusable)
+    return {AttentionPath::short_projection, "short sequence, rotation fusable"};
+  if (f.forms_scores) return scores_plan(f);
+  if (short_kernel) return {AttentionPath::short_kernel, "short sequence"};
+  return {AttentionPath::sdpa, "no fused path applies"};
+}
+
+}  // namespace roformer::model

@@ -25,16 +25,27 @@ fi
 [[ "$fuzz_seconds" =~ ^[0-9]+$ ]] || { echo "test.sh: ROFORMER_FUZZ_SECONDS must be a whole number" >&2; exit 2; }
 
 start=$(date +%s)
+# Every stage's time, printed at the end whether the run passes or fails (so each CI log shows
+# where the time went; docs/building.md states the budget per stage).
+stage_times=()
+stage_done() { stage_times+=("$1 $(( $(date +%s) - $2 )) s"); echo "[test] $1: $(( $(date +%s) - $2 )) s"; }
+print_stages() {
+  local status=$?
+  ((${#stage_times[@]} == 0)) && return
+  echo "[test] stage times (total $(( $(date +%s) - start )) s, exit $status):"
+  printf '[test]   %s\n' "${stage_times[@]}"
+}
+trap print_stages EXIT
 scripts/format.sh --check
 python3 scripts/check_layers.py
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 built=$(date +%s)
-echo "[test] $preset build: $((built - start)) s"
+stage_done "$preset build" "$start"
 ctest_log="build/$preset/ctest-output.log"
 ctest --preset "$preset" -j "$jobs" --timeout 900 "$@" 2>&1 | tee "$ctest_log"
 ctest_status=${PIPESTATUS[0]}
-echo "[test] $preset tests: $(( $(date +%s) - built )) s"
+stage_done "$preset tests" "$built"
 scripts/gpu_test_summary.sh "$preset" "$ctest_log"
 ((ctest_status == 0)) || exit "$ctest_status"
 
@@ -47,17 +58,17 @@ if [ "${ROFORMER_SKIP_ASAN:-0}" != 1 ]; then
   ninja -C build/asan -t query test_cuda_kernels_on_host >/dev/null 2>&1 && asan_targets+=(test_cuda_kernels_on_host)
   cmake --build --preset asan -j "$jobs" --target "${asan_targets[@]}"
   t1=$(date +%s)
-  echo "[test] asan build: $((t1 - t0)) s"
+  stage_done "asan build" "$t0"
   # LibTorch is not instrumented; no suppression has been needed (none is passed). The
   # bad-input cases run without LeakSanitizer (tests/CMakeLists.txt says why), the unit tests with it.
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     ctest --preset asan -j "$jobs" --timeout 900 -L 'unit|bad_input'
-  echo "[test] asan tests: $(( $(date +%s) - t1 )) s"
+  stage_done "asan tests" "$t1"
 fi
 
 if ((fuzz_seconds > 0)); then
   t0=$(date +%s)
   scripts/fuzz.sh all "$fuzz_seconds"
-  echo "[test] fuzzing: $(( $(date +%s) - t0 )) s"
+  stage_done fuzzing "$t0"
 fi
 echo "[test] all stages passed in $(( $(date +%s) - start )) s"

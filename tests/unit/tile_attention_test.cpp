@@ -68,35 +68,28 @@ TileTerm fire_term(int64_t heads, double c, double L, torch::Dtype dtype) {
     m->out->weight.mul_(4.0);  // biases of a few units, so the term moves the weights
   }
   const model::FireMlpImpl::Piecewise f = m->piecewise(dtype);
-  TileTerm t;
-  t.kind = TileTerm::Kind::fire;
-  t.fire_c = c;
-  t.fire_threshold = L;
-  t.fire_eps = model::FireImpl::kEps;
-  t.fire_kinks = f.kinks.detach();
-  t.fire_slope = f.slope.detach();
-  t.fire_intercept = f.intercept.detach();
-  return t;
+  ops::FireTerm fire;
+  fire.c = c;
+  fire.threshold = L;
+  fire.eps = model::FireImpl::kEps;
+  fire.kinks = f.kinks.detach();
+  fire.slope = f.slope.detach();
+  fire.intercept = f.intercept.detach();
+  return TileTerm{fire};
 }
 
 torch::Tensor fire_bias_of(const TileTerm& t, int64_t S) {
-  return ops::fire_bias({torch::arange(S), 0, S, S, t.fire_c, t.fire_threshold, t.fire_eps, t.fire_kinks, t.fire_slope,
-                         t.fire_intercept})
+  const auto& f = std::get<ops::FireTerm>(t.added);
+  return ops::fire_bias({torch::arange(S), 0, S, S, f.c, f.threshold, f.eps, f.kinks, f.slope, f.intercept})
       .unsqueeze(0);  // [1, H, S, S]
 }
 
 TileTerm cope_term_of(const torch::Tensor& at_integers) {
-  TileTerm t;
-  t.kind = TileTerm::Kind::cope;
-  t.cope_at_integers = at_integers;
-  return t;
+  return TileTerm{ops::CopeTerm{at_integers}};
 }
 
 TileTerm fox_term_of(const torch::Tensor& cumulative) {
-  TileTerm t;
-  t.kind = TileTerm::Kind::fox;
-  t.fox_cumulative = cumulative;
-  return t;
+  return TileTerm{ops::FoxTerm{cumulative}};
 }
 
 torch::Tensor cope_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -218,23 +211,23 @@ TEST(TileAttention, RelativeTableEqualsTheGatheredProductsInDouble) {
   for (const int64_t S : kLengths) {
     const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
                         v = heads_view(2, 3, S, 8, torch::kFloat64);
-    TileTerm t;
-    t.kind = TileTerm::Kind::relative;
-    t.relative_q = heads_view(2, 3, S, 8, torch::kFloat64);
-    t.relative_table = torch::randn({3, S + 4, 8}, torch::kFloat64);  // rows past S unused
+    ops::RelativeTerm r;
+    r.q = heads_view(2, 3, S, 8, torch::kFloat64);
+    r.table = torch::randn({3, S + 4, 8}, torch::kFloat64);  // rows past S unused
     const torch::Tensor distance = (torch::arange(S).unsqueeze(1) - torch::arange(S).unsqueeze(0)).clamp_min(0);
-    const torch::Tensor rows = t.relative_table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
-    const torch::Tensor term = (t.relative_q.unsqueeze(3) * rows.unsqueeze(0)).sum(-1) * scale_of(q);  // [B, H, S, S]
-    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+    const torch::Tensor rows = r.table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
+    const torch::Tensor term = (r.q.unsqueeze(3) * rows.unsqueeze(0)).sum(-1) * scale_of(q);  // [B, H, S, S]
+    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, TileTerm{r});
     EXPECT_LE((got - explicit_attention(scores_of(q, k), term, v, true)).abs().max().item<double>(), 1e-12)
         << "S " << S;
     // With a value table (Shaw's a^V): each output gains sum_j p_ij values[h, i - j].
-    t.relative_value_table = torch::randn({3, S, 8}, torch::kFloat64);
+    r.value_table = torch::randn({3, S, 8}, torch::kFloat64);
     const torch::Tensor probs =
         torch::softmax((scores_of(q, k) + term).masked_fill(future(S), -kInf), -1);  // [B, H, S, S]
-    const torch::Tensor values = t.relative_value_table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
+    const torch::Tensor values = r.value_table.index_select(1, distance.reshape(-1)).view({3, S, S, 8});
     const torch::Tensor with_values = torch::matmul(probs, v) + (probs.unsqueeze(-1) * values.unsqueeze(0)).sum(3);
-    EXPECT_LE((ops::tile_attention(q, k, v, scale_of(q), true, t) - with_values).abs().max().item<double>(), 1e-12)
+    EXPECT_LE((ops::tile_attention(q, k, v, scale_of(q), true, TileTerm{r}) - with_values).abs().max().item<double>(),
+              1e-12)
         << "S " << S << " with values";
   }
 }
@@ -247,8 +240,7 @@ TEST(TileAttention, BucketsEqualTheGatheredTablesInDouble) {
   for (const int64_t S : kLengths) {
     const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64), k = heads_view(2, 3, S, 8, torch::kFloat64),
                         v = heads_view(2, 3, S, 8, torch::kFloat64);
-    TileTerm t;
-    t.kind = TileTerm::Kind::buckets;
+    ops::BucketTerm t;
     t.by_query = torch::randn({2, 3, S, 6}, torch::kFloat64);
     t.by_key = torch::randn({2, 3, 6, S}, torch::kFloat64);
     const torch::Tensor d = torch::arange(S);
@@ -261,7 +253,7 @@ TEST(TileAttention, BucketsEqualTheGatheredTablesInDouble) {
     const torch::Tensor c2p = t.by_query.gather(3, qb);                                        // [b, h, i, qb[i, j]]
     const torch::Tensor p2c = t.by_key.gather(2, kb.view({1, 1, S, S}).expand({2, 3, S, S}));  // [b, h, kb[i, j], j]
     const torch::Tensor term = (c2p + p2c) * scale_of(q);
-    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, t);
+    const torch::Tensor got = ops::tile_attention(q, k, v, scale_of(q), true, TileTerm{t});
     EXPECT_LE((got - explicit_attention(scores_of(q, k), term, v, true)).abs().max().item<double>(), 1e-12)
         << "S " << S;
   }
@@ -365,11 +357,9 @@ TEST(TileAttention, PathScoresEqualTheHouseholderWalkInDouble) {
     for (const bool gate : {false, true}) {
       const torch::Tensor q = heads_view(2, 3, S, 8, torch::kFloat64, 2.0), k = heads_view(2, 3, S, 8, torch::kFloat64),
                           v = heads_view(2, 3, S, 8, torch::kFloat64);
-      TileTerm t;
-      t.kind = TileTerm::Kind::path;
-      t.path_state = path_state(2, 3, S, 8);
-      t.path_forget_gate = gate;
-      const torch::Tensor want = torch::matmul(torch::softmax(path_scores_by_walking(q, k, t.path_state, gate), -1), v);
+      const TileTerm t{ops::PathTerm{path_state(2, 3, S, 8), gate}};
+      const torch::Tensor& state = std::get<ops::PathTerm>(t.added).state;
+      const torch::Tensor want = torch::matmul(torch::softmax(path_scores_by_walking(q, k, state, gate), -1), v);
       EXPECT_LE((ops::tile_attention(q, k, v, scale_of(q), true, t) - want).abs().max().item<double>(), 1e-12)
           << "S " << S << " gate " << gate;
       if (S > 1) {  // the walk moves the result: the comparison sees it
@@ -427,11 +417,7 @@ TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
       {"fox", [&](torch::Dtype dt) { return fox_term_of(at_integers.select(-1, 0).cumsum(-1).to(dt)); }},
       {"path",
        [&](torch::Dtype dt) {
-         TileTerm t;
-         t.kind = TileTerm::Kind::path;
-         t.path_state = state.to(dt);
-         t.path_forget_gate = true;
-         return t;
+         return TileTerm{ops::PathTerm{state.to(dt), true}};
        }},
   };
   const int threads = at::get_num_threads();
@@ -470,11 +456,9 @@ TEST(TileAttention, RefusesWhatItCannotTake) {
   bidirectional_far.far_k = x;
   bidirectional_far.far_threshold = 2;
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, bidirectional_far), c10::Error);
-  TileTerm path;  // its state needs D + 2 features per token, and the walk is causal
-  path.kind = TileTerm::Kind::path;
-  path.path_state = torch::zeros({1, 2, 9, x.size(3) + 1});
+  TileTerm path{ops::PathTerm{torch::zeros({1, 2, 9, x.size(3) + 1})}};  // state: D + 2 features per token
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, true, path), c10::Error);
-  path.path_state = torch::zeros({1, 2, 9, x.size(3) + 2});
+  path.added = ops::PathTerm{torch::zeros({1, 2, 9, x.size(3) + 2})};  // and the walk is causal
   EXPECT_NO_THROW(ops::tile_attention(x, x, x, 1.0, true, path));
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, path), c10::Error);
   const torch::Tensor lengths = torch::tensor({int64_t{4}}, torch::kLong);  // PaTH's walk passes every position

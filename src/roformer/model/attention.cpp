@@ -230,7 +230,7 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
   const torch::Tensor keys = k.narrow(2, 0, K), values = v.narrow(2, 0, K);
   torch::Tensor scores = masked_rows(position_->content_scores(q, keys, ctx.positions, begin, end, state), ctx, begin,
                                      end, K);  // [B, H, C, K]
-  // After the mask, so a term built from the scores (CoPE's gates) sees hidden keys as -inf.
+  // After the mask, so a term built from the scores (gates over them) sees hidden keys as -inf.
   if (position_->traits().forms_scores) {
     const torch::Tensor score_term = position_->score_term(q, keys, scores, ctx.positions, layer_, begin, end, state);
     if (score_term.defined()) scores = scores + score_term.to(scores.scalar_type());
@@ -304,8 +304,7 @@ torch::Tensor AttentionImpl::attend_short_with_term(const torch::Tensor& q, cons
   const std::optional<ops::TileTerm> term = tile_term(q, k, ctx, state);
   if (!term) return attend_explicit(q, k, v, ctx, state);  // the family has no tile form for this pass
   record_kernel(attention_kernel::kShort);
-  return ops::short_attention_cope(q, k, v, term->cope_at_integers.to(q.scalar_type()),
-                                   position_->score_scale(head_dim_), ctx.causal);
+  return position_->short_attention_with_term(q, k, v, *term, position_->score_scale(head_dim_), ctx.causal);
 }
 
 torch::Tensor AttentionImpl::attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -342,9 +341,9 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.softmax = normalizer_ == config::AttentionNormalizer::softmax;
   f.forms_scores = forms_scores();
   if (traits.term) {
-    f.term = ops::tile_term_properties(*traits.term);
+    f.term = *traits.term;
   } else if (f.forms_scores && !traits.forms_scores) {  // stick-breaking alone scores q.k
-    f.term = ops::tile_term_properties(ops::TileTerm::Kind::none);
+    f.term = ops::NoTerm::properties();
   }
   f.kernel = kernel_;
   const bool cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);  // q, k, v in the autocast dtype
@@ -371,7 +370,8 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
 AttentionPlan AttentionImpl::plan(const torch::Tensor& x, const AttentionContext& ctx) {
   AttentionPlan chosen = plan_attention(pass_facts(x, ctx));
   if (chosen.path != last_path_) {  // logged once per layer and path, not per step
-    log::debug("attention layer ", layer_, ": ", attention_path_name(chosen.path), " (", chosen.why, ")");
+    log::debug("attention layer ", layer_, ": ", attention_path_name(chosen.path), " (", chosen.why, chosen.detail,
+               ")");
     last_path_ = chosen.path;
   }
   return chosen;

@@ -15,35 +15,35 @@ bool short_kernel_allowed(const AttentionPassFacts& f) {
   return f.kernel == AttentionKernel::fused || f.seq <= 128 || f.causal;
 }
 
-// Why the pass may not run in tiles (empty: it may). Training takes them only without dropout
+// Why the pass may not run in tiles (null: it may). Training takes them only without dropout
 // (the recomputation would draw other masks) and, under auto, past kTileTrainingScoreBytes of
 // one layer's scores for a term whose tiles train faster; the same answer with autograd on and
 // off, so activation checkpointing's forward and its recomputation agree.
-std::string no_tiles(const AttentionPassFacts& f) {
+const char* no_tiles(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference) return "model.attention_kernel reference";
   if (!f.term) return "the family has no tile form";
   if (!f.causal_right_padding) return "the mask hides more than causality and a right padding";
   if (!f.shared_positions) return "explicit positions per sequence";
   if (!f.tile_shape) return "shapes or dtype the tile kernel does not take";
   if (f.right_padding && !f.term->key_lengths) return "the term takes no right padding";
-  if (!f.autograd && !f.training) return "";
+  if (!f.autograd && !f.training) return nullptr;
   if (f.dropout > 0.0) return "attention dropout in training";
-  if (f.kernel == AttentionKernel::fused) return "";
+  if (f.kernel == AttentionKernel::fused) return nullptr;
   if (!f.term->trains_faster_in_tiles) return "the term trains faster on explicit scores";
   const double S = double(f.seq), bytes = double(f.batch) * double(f.heads) * S * S * double(f.element_size);
-  return bytes > kTileTrainingScoreBytes ? "" : "training scores below the tile limit";
+  return bytes > kTileTrainingScoreBytes ? nullptr : "training scores below the tile limit";
 }
 
 AttentionPlan scores_plan(const AttentionPassFacts& f) {
   if (f.term && f.term->short_kernel && f.softmax && short_kernel_allowed(f) && f.short_shape)
     return {AttentionPath::short_with_term, "the short kernel computes the term"};
-  const std::string why_not_tiles = no_tiles(f);
-  if (why_not_tiles.empty()) return {AttentionPath::tiles, "scores, term and weights per tile"};
+  const char* why_not_tiles = no_tiles(f);
+  if (why_not_tiles == nullptr) return {AttentionPath::tiles, "scores, term and weights per tile"};
   // Evaluation only: activation checkpointing's forward runs without autograd in training and
   // must round as its recomputation with autograd does.
   if (f.term && f.term->positions_only && f.softmax && !f.autograd && !f.training)
-    return {AttentionPath::bias_to_sdpa, "a positions-only term, no tiles: " + why_not_tiles};
-  return {AttentionPath::explicit_scores, "no tiles: " + why_not_tiles};
+    return {AttentionPath::bias_to_sdpa, "a positions-only term, no tiles: ", why_not_tiles};
+  return {AttentionPath::explicit_scores, "no tiles: ", why_not_tiles};
 }
 
 }  // namespace

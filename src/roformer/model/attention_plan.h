@@ -56,7 +56,8 @@ struct AttentionPassFacts {
 
 struct AttentionPlan {
   AttentionPath path = AttentionPath::sdpa;
-  std::string why;  // the deciding condition, for the log
+  const char* why = "";     // the deciding condition, for the log
+  const char* detail = "";  // and why tiles do not apply, where that decided it
 };
 
 // Past this many bytes of one layer's [B, H, S, S] scores, auto trains in tiles (linear memory).

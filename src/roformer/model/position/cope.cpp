@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "roformer/ops/cope_term/cope_term.h"
+#include "roformer/ops/short_attention/short_attention.h"
 
 namespace roformer::model {
 
@@ -23,7 +24,7 @@ torch::Tensor cope_positions(const torch::Tensor& scores, int64_t max_positions)
 
 CopeImpl::CopeImpl(const config::CopeConfig& config, int64_t num_layers, int64_t head_dim) : config_(config) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::cope;
+  traits_.term = ops::CopeTerm::properties();
   TORCH_CHECK(config.max_positions >= 1, "CoPE: max_positions must be resolved (at least 1), got ",
               config.max_positions);
   layer = register_module("layer", torch::nn::ModuleList());
@@ -57,10 +58,14 @@ std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const t
                                                  const torch::Tensor& /*positions*/, int64_t layer_index,
                                                  const torch::Tensor& /*state*/) {
   const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::cope;
-  term.cope_at_integers = torch::matmul(q.to(acc), layers_[layer_index]->pos_emb.to(acc));  // [B, H, S, P]
-  return term;
+  return ops::TileTerm{ops::CopeTerm{torch::matmul(q.to(acc), layers_[layer_index]->pos_emb.to(acc))}};  // [B, H, S, P]
+}
+
+torch::Tensor CopeImpl::short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const ops::TileTerm& term, double scale,
+                                                  bool causal) {
+  const torch::Tensor& at_integers = std::get<ops::CopeTerm>(term.added).at_integers;
+  return ops::short_attention_cope(q, k, v, at_integers.to(q.scalar_type()), scale, causal);
 }
 
 double CopeImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {

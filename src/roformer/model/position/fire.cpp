@@ -103,7 +103,7 @@ std::pair<torch::Tensor, torch::Tensor> fire_inputs(const torch::Tensor& positio
 FireImpl::FireImpl(const config::FireConfig& config, int64_t num_layers, int64_t num_heads, bool bidirectional)
     : config_(config), num_heads_(num_heads), bidirectional_(bidirectional) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::fire;
+  traits_.term = ops::FireTerm::properties();
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < (config.shared_layers ? 1 : num_layers); ++i) {
     functions_.emplace_back(config, num_heads, bidirectional);
@@ -179,15 +179,14 @@ std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const t
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::fire;
-  term.fire_c = f->c.to(dt).item<double>();
-  term.fire_threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs().item<double>();
-  term.fire_eps = kEps;
-  term.fire_kinks = mlp.kinks;
-  term.fire_slope = mlp.slope;
-  term.fire_intercept = mlp.intercept;
-  return term;
+  ops::FireTerm fire;
+  fire.c = f->c.to(dt).item<double>();
+  fire.threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs().item<double>();
+  fire.eps = kEps;
+  fire.kinks = mlp.kinks;
+  fire.slope = mlp.slope;
+  fire.intercept = mlp.intercept;
+  return ops::TileTerm{fire};
 }
 
 double FireImpl::score_term_bytes_per_pair(int64_t /*batch*/, int64_t heads, double /*elem*/) const {

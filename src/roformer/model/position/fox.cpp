@@ -22,7 +22,7 @@ FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64
                  bool bidirectional)
     : bidirectional_(bidirectional) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::fox;
+  traits_.term = ops::FoxTerm::properties();
   traits_.rotation = config.fox.rope ? Rotation::applied : Rotation::none;
   if (config.fox.rope) rope_ = std::make_shared<RopeImpl>(config.rope, hidden / heads);
   layer = register_module("layer", torch::nn::ModuleList());
@@ -57,10 +57,7 @@ std::optional<ops::TileTerm> FoxImpl::tile_term(const torch::Tensor& /*q*/, cons
                                                 const torch::Tensor& /*positions*/, int64_t /*layer*/,
                                                 const torch::Tensor& state) {
   if (bidirectional_) return std::nullopt;
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::fox;
-  term.fox_cumulative = state;  // [B, heads, S]
-  return term;
+  return ops::TileTerm{ops::FoxTerm{state}};  // the running sums [B, heads, S]
 }
 
 double FoxImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {

@@ -107,7 +107,7 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   traits_.forms_scores = true;
   traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
-  traits_.term = ops::TileTerm::Kind::path;
+  traits_.term = ops::PathTerm::properties();
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config, hidden, heads);
@@ -182,11 +182,7 @@ torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& /*positions*/, int64_t /*layer*/,
                                                  const torch::Tensor& state) {
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::path;
-  term.path_state = state;  // [B, H, S, D + 2]: w, beta, c
-  term.path_forget_gate = config_.forget_gate;
-  return term;
+  return ops::TileTerm{ops::PathTerm{state, config_.forget_gate}};  // state [B, H, S, D + 2]: w, beta, c
 }
 
 double PathImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {

@@ -68,7 +68,7 @@ class PathImpl : public PositionEncodingImpl {
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& state) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
-  // The Householder walk of tile attention (ops::TileTerm::Kind::path) over layer_state's w,
+  // The Householder walk of tile attention (ops::PathTerm) over layer_state's w,
   // beta and c.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                          int64_t layer, const torch::Tensor& state) override;

@@ -48,9 +48,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     // The hooks take a prefix of the keys: k [B, H, K, D] holding keys [0, K) of the S in
     // `positions` (causal rows need no later key, so attention passes K = the rows' end).
     bool keys_prefix = true;
-    // The kind of term tile_term forms (what attention's plan asks of it is that kind's
-    // ops::tile_term_properties), or none where the family has no tile form.
-    std::optional<ops::TileTerm::Kind> term;
+    // The properties of the term tile_term forms (its type's properties(): what attention's plan
+    // asks of it), or none where the family has no tile form.
+    std::optional<ops::TileTermProperties> term;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -113,6 +113,11 @@ class PositionEncodingImpl : public torch::nn::Module {
                                                  const torch::Tensor& state) {
     return std::nullopt;
   }
+  // softmax(q k^T scale + the term) v from ops::short_attention for a term whose properties say
+  // short_kernel: q, k, v [B, H, S, D] after rotate, `term` tile_term's (with autograd).
+  virtual torch::Tensor short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const ops::TileTerm& term, double scale,
+                                                  bool causal);
   // The factor on q.k: 1/sqrt(D), or DeBERTa's 1/sqrt(3D) shared by its three terms.
   virtual double score_scale(int64_t head_dim) const { return 1.0 / std::sqrt(static_cast<double>(head_dim)); }
 

@@ -2,6 +2,8 @@
 // seam's default content scores.
 #include <ATen/ops/matmul.h>
 
+#include <stdexcept>
+
 #include "roformer/model/position/absolute.h"
 #include "roformer/model/position/cope.h"
 #include "roformer/model/position/fire.h"
@@ -20,6 +22,12 @@ torch::Tensor PositionEncodingImpl::content_scores(const torch::Tensor& q, const
                                                    const torch::Tensor& /*positions*/, int64_t begin, int64_t end,
                                                    const torch::Tensor& /*state*/) {
   return at::matmul(q.narrow(2, begin, end - begin), k.transpose(-2, -1)) * score_scale(q.size(-1));
+}
+
+torch::Tensor PositionEncodingImpl::short_attention_with_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
+                                                              const torch::Tensor& /*v*/, const ops::TileTerm& /*term*/,
+                                                              double /*scale*/, bool /*causal*/) {
+  throw std::logic_error("short_attention_with_term: this family's term has no short-kernel form");
 }
 
 std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::ModelConfig& m) {

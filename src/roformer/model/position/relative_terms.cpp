@@ -48,7 +48,7 @@ ShawTablesImpl::ShawTablesImpl(int64_t max_distance, int64_t head_dim, bool valu
 
 ShawImpl::ShawImpl(const config::ShawConfig& config, int64_t num_layers, int64_t head_dim) : config_(config) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::relative;
+  traits_.term = ops::RelativeTerm::properties();
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < (config.per_layer ? num_layers : 1); ++i) {
     tables_.emplace_back(config.max_distance, head_dim, config.values);
@@ -127,12 +127,9 @@ std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const t
   auto by_distance = [&](const torch::nn::Embedding& table) {
     return table->weight.to(q.scalar_type()).index_select(0, row).unsqueeze(0).expand({H, S, D});  // heads share it
   };
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::relative;
-  term.relative_q = q;
-  term.relative_table = by_distance(tables(layer_index)->relative_key);
-  if (config_.values) term.relative_value_table = by_distance(tables(layer_index)->relative_value);
-  return term;
+  ops::RelativeTerm relative{q, by_distance(tables(layer_index)->relative_key)};
+  if (config_.values) relative.value_table = by_distance(tables(layer_index)->relative_value);
+  return ops::TileTerm{relative};
 }
 
 // ---- Transformer-XL (Dai et al. 2019) ----
@@ -145,7 +142,7 @@ XlLayerImpl::XlLayerImpl(int64_t hidden, int64_t num_heads) {
 
 TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t num_heads) : hidden_(hidden) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::relative;
+  traits_.term = ops::RelativeTerm::properties();
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(hidden, num_heads);
@@ -169,11 +166,9 @@ std::optional<ops::TileTerm> TransformerXlImpl::tile_term(const torch::Tensor& q
   const torch::Tensor a = torch::arange(S, opts).unsqueeze(-1) * w;                            // [S, half]
   const torch::Tensor R = torch::cat({torch::sin(a), torch::cos(a)}, -1).to(q.scalar_type());  // R_d: [S, hidden]
   const torch::Tensor w_kr = l->r_net->weight.to(q.scalar_type()).view({H, D, hidden_});
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::relative;
+  ops::TileTerm term{ops::RelativeTerm{q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}),
+                                       torch::matmul(R.unsqueeze(0), w_kr.transpose(1, 2))}};  // table [H, S, D]
   term.q = q + l->r_w_bias.to(q.scalar_type()).view({1, H, 1, D});
-  term.relative_q = q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D});
-  term.relative_table = torch::matmul(R.unsqueeze(0), w_kr.transpose(1, 2));  // [H, S, D]
   return term;
 }
 
@@ -228,7 +223,7 @@ DebertaLayerImpl::DebertaLayerImpl(int64_t hidden) {
 
 DebertaImpl::DebertaImpl(const config::DebertaConfig& config, int64_t num_layers, int64_t hidden) : config_(config) {
   traits_.forms_scores = true;
-  traits_.term = ops::TileTerm::Kind::buckets;
+  traits_.term = ops::BucketTerm::properties();
   rel_embeddings = register_module("rel_embeddings", torch::nn::Embedding(2 * config.position_buckets, hidden));
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
@@ -296,14 +291,13 @@ std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, cons
     return (deberta_bucket(i_minus_j, span, config_.max_relative_positions) + span).clamp(0, 2 * span - 1);
   };
   const torch::Tensor d = torch::arange(S, torch::dtype(torch::kLong).device(q.device()));
-  ops::TileTerm term;
-  term.kind = ops::TileTerm::Kind::buckets;
-  term.by_query = per_head_matmul(q, position_heads(P, l->pos_key_proj, H, D));  // [B, H, S, 2k]
+  ops::BucketTerm buckets;
+  buckets.by_query = per_head_matmul(q, position_heads(P, l->pos_key_proj, H, D));  // [B, H, S, 2k]
   // [B, H, 2k, S]: layer_state's, or (training, where it is left undefined) formed here.
-  term.by_key = state.defined() ? state : key_positions(k, position_heads(P, l->pos_query_proj, H, D));
-  term.query_bucket = delta_of(d);  // delta(i, j) for i - j = d
-  term.key_bucket = delta_of(-d);   // delta(j, i)
-  return term;
+  buckets.by_key = state.defined() ? state : key_positions(k, position_heads(P, l->pos_query_proj, H, D));
+  buckets.query_bucket = delta_of(d);  // delta(i, j) for i - j = d
+  buckets.key_bucket = delta_of(-d);   // delta(j, i)
+  return ops::TileTerm{buckets};
 }
 
 torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,

@@ -17,7 +17,7 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
       freqs_(config, rotary_dim_) {
   traits_.forms_scores = true;               // content_scores rotates per (query, key) distance;
   traits_.rotation = Rotation::none;         // attention rotates nothing
-  traits_.term = ops::TileTerm::Kind::none;  // scores from its own rotations, no term on top
+  traits_.term = ops::NoTerm::properties();  // scores from its own rotations, no term on top
 }
 
 torch::Tensor RopeRemapImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {

@@ -14,6 +14,7 @@
 
 #include "roformer/ops/common/cope_math.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/common/exp_math.h"  // sigmoid
 
 namespace roformer::ops::cope_rows {
 
@@ -39,7 +40,7 @@ template <bool kAdd, typename acc_t>
 ROFORMER_ALWAYS_INLINE void forward(const acc_t* s, int64_t keys, const acc_t* a, int64_t positions, acc_t* gates,
                                     acc_t* out, acc_t* kept_positions = nullptr) {
   const acc_t top = static_cast<acc_t>(positions - 1);
-  for (int64_t j = 0; j < keys; ++j) gates[j] = cope_math::sigmoid(s[j]);
+  for (int64_t j = 0; j < keys; ++j) gates[j] = sigmoid(s[j]);
   acc_t position = 0;  // the running sum and the interpolation in one pass overlap their latencies
   for (int64_t j = keys - 1; j >= 0; --j) {
     position += gates[j];
@@ -96,7 +97,7 @@ ROFORMER_ALWAYS_INLINE void backward(const acc_t* s, int64_t keys, const acc_t* 
                                      Scratch<acc_t>& w, acc_t* ds, acc_t* da) {
   acc_t* gates = w.gates.data();
   acc_t* position = w.position.data();
-  for (int64_t j = 0; j < keys; ++j) gates[j] = cope_math::sigmoid(s[j]);
+  for (int64_t j = 0; j < keys; ++j) gates[j] = sigmoid(s[j]);
   acc_t sum = 0;
   for (int64_t j = keys - 1; j >= 0; --j) {
     sum += gates[j];

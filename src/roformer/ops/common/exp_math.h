@@ -1,10 +1,11 @@
 // e^a for a <= 0 in float, branch-free, on the CPU: the exponential the GELU kernel, the
-// attention kernels' softmaxes and CoPE's gates share (ops/bias_gelu, ops/short_attention,
-// ops/tile_attention, ops/common/cope_math.h). Cody-Waite reduction a = n ln2 + r with ln2 split
-// in two, |r| <= ln2/2, Taylor polynomial of degree 7 (truncation below r^8/8! < 5e-9 relative),
-// times 2^n built in the exponent bits.
+// attention kernels' softmaxes and the sigmoid below share (ops/feed_forward, ops/short_attention,
+// ops/tile_attention; the sigmoid: CoPE's gates, stick-breaking's sticks). Cody-Waite reduction a = n ln2 + r with ln2
+// split in two, |r| <= ln2/2, Taylor polynomial of degree 7 (truncation below r^8/8! < 5e-9 relative), times 2^n built
+// in the exponent bits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if !defined(__CUDACC__)
@@ -35,6 +36,17 @@ inline float exp_nonpositive(float a) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 0]
   const float e = p * __builtin_bit_cast(float, bits);
   return a == a ? e : a;  // NaN stays NaN
+}
+
+// sigmoid(x) from e^-|x|: exp_nonpositive in float, so the loop vectorises; exactly 0 below -87
+// (hidden keys count nothing) and NaN for NaN. The C library's in double.
+inline __attribute__((always_inline)) float sigmoid(float x) {
+  const float e = exp_nonpositive(x >= 0.0f ? -x : x);
+  const float g = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+  return x < -87.0f ? 0.0f : g;
+}
+inline __attribute__((always_inline)) double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
 }
 
 }  // namespace roformer::ops

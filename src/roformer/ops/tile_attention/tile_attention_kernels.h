@@ -1,5 +1,6 @@
 // Kernel entry point of tile attention (no LibTorch types): tile_attention.cpp fills a
-// TileAttentionLaunch, with the term's tables, and calls the CPU kernel.
+// TileAttentionLaunch, a term's file (terms/) its tables, and the CPU kernel runs the term's
+// items (tile_attention_loop.h's loop, compiled per term).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,6 @@ namespace roformer::ops {
 // and keys per tile (the score tile is 48 x 128, 24 KiB in float).
 constexpr int64_t kTileQueryRows = 48;
 constexpr int64_t kTileKeys = 128;
-
-enum class TileTermKind { none, fire, cope, fox, relative, buckets, path };
 
 struct TileAttentionLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -31,37 +30,6 @@ struct TileAttentionLaunch {
   int64_t out_stride[3] = {0, 0, 0};
   // Right padding: per batch row the keys [0, key_lengths[b]) it has (each >= 1); null: all S.
   const int64_t* key_lengths = nullptr;
-  TileTermKind term = TileTermKind::none;
-  // FIRE: psi(d) for d in [0, S); each query row's denominator [S]; the kinks [W]; per row the
-  // first distance whose x exceeds each kink, [S, W] (S where none does); slopes and intercepts
-  // [H, W + 1].
-  const void* fire_psi = nullptr;
-  const void* fire_denominator = nullptr;
-  const int64_t* fire_bounds = nullptr;
-  int64_t fire_kinks = 0;
-  const void* fire_slope = nullptr;
-  const void* fire_intercept = nullptr;
-  // CoPE: [B, H, S, P] contiguous.
-  const void* cope_at_integers = nullptr;
-  int64_t cope_positions = 0;
-  // FoX: [B, H, S] contiguous.
-  const void* fox_cumulative = nullptr;
-  // Relative table: the queries (strides below, D: 1) and the table transposed, [H, D, table_ld]
-  // contiguous, zero past S (table_ld >= S + 8, so a tile's padded span of distances stays inside).
-  const void* relative_q = nullptr;
-  int64_t relative_q_stride[3] = {0, 0, 0};
-  const void* relative_table_t = nullptr;
-  int64_t relative_table_ld = 0;
-  // Relative value table: row d at relative_value + h * head_stride + d * D (D: 1); null: none.
-  const void* relative_value = nullptr;
-  int64_t relative_value_head_stride = 0;
-  // Buckets: by_query [B, H, S, R] and by_key [B, H, R, S] contiguous, the two bucket indices by
-  // distance [S], and the distance from which neither changes any more.
-  const void* by_query = nullptr;
-  const void* by_key = nullptr;
-  const int64_t* query_bucket = nullptr;
-  const int64_t* key_bucket = nullptr;
-  int64_t buckets = 0, buckets_constant_from = 0;
   // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
   // i - j >= far_from score with them. far_q null: none.
   const void* far_q = nullptr;
@@ -73,13 +41,17 @@ struct TileAttentionLaunch {
   int64_t chunk = 0;
   const void* mid_q = nullptr;
   int64_t mid_q_stride[3] = {0, 0, 0};
-  // PaTH: w (D), beta and c per token, [B, H, S, D + 2] contiguous; whether c_i - c_j joins.
-  const void* path_state = nullptr;
-  bool path_forget_gate = false;
 };
+
+// Runs items [first, last) of a launch with one term, its tables at `tables` (the term's own
+// struct, in its _kernel.h).
+using TileItems = void (*)(const TileAttentionLaunch& launch, const void* tables, int64_t first, int64_t last);
 
 // CPU kernel (tile_attention_cpu.cpp): (batch, head, query tile) items claimed by the pool's
 // threads, the largest first; each item's result is computed in one fixed order.
-void tile_attention_cpu(const TileAttentionLaunch& launch);
+void tile_attention_cpu(const TileAttentionLaunch& launch, TileItems items, const void* tables);
+
+// The items of the launch with no term (plain q . k, or the rotations' scores alone).
+TileItems no_term_items(KernelDType dtype);
 
 }  // namespace roformer::ops

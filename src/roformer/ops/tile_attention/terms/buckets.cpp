@@ -1,0 +1,57 @@
+// The bucketed tables' tile term: its checks, its tables in the launch's dtype and the distance
+// from which the buckets stop changing.
+#include "roformer/ops/tile_attention/terms/buckets.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "roformer/ops/tile_attention/terms/buckets_kernel.h"
+
+namespace roformer::ops {
+namespace bucket_tile_tables {
+
+// The first distance from which neither bucket index changes (S - 1 at most).
+int64_t constant_from(const at::Tensor& query_bucket, const at::Tensor& key_bucket) {
+  const int64_t* qb = query_bucket.data_ptr<int64_t>();
+  const int64_t* kb = key_bucket.data_ptr<int64_t>();
+  int64_t from = query_bucket.numel() - 1;
+  while (from > 0 && qb[from - 1] == qb[from] && kb[from - 1] == kb[from]) --from;
+  return std::max<int64_t>(from, 0);
+}
+
+void check(const BucketTerm& term, const torch::Tensor& q) {
+  const bool shaped = term.by_query.defined() && term.by_key.defined() && term.query_bucket.defined() &&
+                      term.key_bucket.defined() && term.by_query.dim() == 4 &&
+                      term.by_query.sizes().slice(0, 3) == q.sizes().slice(0, 3) && term.by_key.dim() == 4 &&
+                      term.by_key.size(0) == q.size(0) && term.by_key.size(1) == q.size(1) &&
+                      term.by_key.size(2) == term.by_query.size(3) && term.by_key.size(3) == q.size(2);
+  TORCH_CHECK(shaped && term.query_bucket.numel() == q.size(2) && term.key_bucket.numel() == q.size(2),
+              "roformer::tile_attention: buckets need by_query [B, H, S, R], by_key [B, H, R, S] and two bucket "
+              "indices [S] for q ",
+              q.sizes());
+  const int64_t R = term.by_query.size(3);
+  for (const at::Tensor& b : {term.query_bucket, term.key_bucket})
+    TORCH_CHECK(b.numel() == 0 || (b.min().item<int64_t>() >= 0 && b.max().item<int64_t>() < R),
+                "roformer::tile_attention: bucket indices must lie in [0, ", R, ")");
+}
+
+}  // namespace bucket_tile_tables
+
+void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+  bucket_tile_tables::check(term, q);
+  const at::Tensor by_query = term.by_query.to(q.scalar_type()).contiguous();
+  const at::Tensor by_key = term.by_key.to(q.scalar_type()).contiguous();
+  const at::Tensor query_bucket = term.query_bucket.to(at::kLong).contiguous();
+  const at::Tensor key_bucket = term.key_bucket.to(at::kLong).contiguous();
+  BucketTables tables;
+  tables.by_query = by_query.data_ptr();
+  tables.by_key = by_key.data_ptr();
+  tables.query_bucket = query_bucket.data_ptr<int64_t>();
+  tables.key_bucket = key_bucket.data_ptr<int64_t>();
+  tables.buckets = term.by_query.size(3);
+  tables.constant_from = bucket_tile_tables::constant_from(query_bucket, key_bucket);
+  tile_attention_cpu(launch, bucket_items(launch.dtype), &tables);
+}
+
+}  // namespace roformer::ops

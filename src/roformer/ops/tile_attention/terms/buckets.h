@@ -1,0 +1,24 @@
+// The tile term of bucketed query and key tables (DeBERTa's c2p and p2c): two gathers per pair
+// near the query, one value per row and a row read in order where the buckets stop changing; the
+// checks in buckets.cpp, the loop in buckets_cpu.cpp.
+#pragma once
+
+#include <torch/types.h>
+
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+#include "roformer/ops/tile_attention/tile_term_properties.h"
+
+namespace roformer::ops {
+
+// Bucketed tables, causal: scale x (by_query[b, h, i, query_bucket[i - j]] + by_key[b, h,
+// key_bucket[i - j], j]); by_query [B, H, S, R], by_key [B, H, R, S], the buckets int64 [S]
+// (indices in [0, R), by distance).
+struct BucketTerm {
+  torch::Tensor by_query, by_key, query_bucket, key_bucket;
+  static constexpr TileTermProperties properties() { return {}; }
+};
+
+// Checks the term against q [B, H, S, D] and runs the launch with it.
+void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+}  // namespace roformer::ops

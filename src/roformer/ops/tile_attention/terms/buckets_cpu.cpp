@@ -1,0 +1,61 @@
+// The bucketed tables' tile term in the CPU loop.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <algorithm>
+
+#include "roformer/ops/tile_attention/terms/buckets_kernel.h"
+#include "roformer/ops/tile_attention/tile_attention_loop.h"
+
+namespace roformer::ops {
+namespace bucket_tiles {
+
+// Two gathers per pair near the query; from the distance where both bucket indices stop
+// changing, the query's entry is one value per row and the key's a row of by_key read in order.
+template <typename T>
+struct Buckets {
+  Buckets(const TileAttentionLaunch& p, const void* tables)
+      : launch(p), bt(*static_cast<const BucketTables*>(tables)), scale(static_cast<T>(p.scale)) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t i0, int64_t) {
+    const int64_t S = launch.seq, R = bt.buckets, pair = b * launch.heads + h;
+    query_rows = static_cast<const T*>(bt.by_query) + (pair * S + i0) * R;
+    key_rows = static_cast<const T*>(bt.by_key) + pair * R * S;
+    first_row = i0;
+  }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
+  ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t i, int64_t j0, int64_t n, T* row) {
+    const int64_t S = launch.seq, R = bt.buckets, from = bt.constant_from;
+    const T* by_q = query_rows + r * R;
+    const int64_t far = std::clamp<int64_t>(i - from - j0 + 1, 0, n);  // keys j0 + c with c < far: d >= from
+    if (far > 0) {
+      const T q_part = by_q[bt.query_bucket[from]];
+      const T* k_part = key_rows + bt.key_bucket[from] * S + j0;
+      for (int64_t c = 0; c < far; ++c) row[c] += scale * (q_part + k_part[c]);
+    }
+    for (int64_t c = far; c < n; ++c) {
+      const int64_t d = i - j0 - c;
+      row[c] += scale * (by_q[bt.query_bucket[d]] + key_rows[bt.key_bucket[d] * S + j0 + c]);
+    }
+  }
+  const TileAttentionLaunch& launch;
+  const BucketTables& bt;
+  T scale;
+  const T* query_rows = nullptr;
+  const T* key_rows = nullptr;
+  int64_t first_row = 0;
+};
+
+ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
+  tile_loop::run_items<float, Buckets>(p, tables, first, last);
+}
+void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
+  tile_loop::run_items<double, Buckets>(p, tables, first, last);
+}
+
+}  // namespace bucket_tiles
+
+TileItems bucket_items(KernelDType dtype) {
+  return dtype == KernelDType::f64 ? bucket_tiles::items_f64 : bucket_tiles::items_f32;
+}
+
+}  // namespace roformer::ops

@@ -1,0 +1,22 @@
+// The bucketed tables' tile term as its loop reads it (no LibTorch types).
+#pragma once
+
+#include <cstdint>
+
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+
+namespace roformer::ops {
+
+// by_query [B, H, S, R] and by_key [B, H, R, S] contiguous in the launch's dtype, the two bucket
+// indices by distance [S], and the distance from which neither changes any more.
+struct BucketTables {
+  const void* by_query = nullptr;
+  const void* by_key = nullptr;
+  const int64_t* query_bucket = nullptr;
+  const int64_t* key_bucket = nullptr;
+  int64_t buckets = 0, constant_from = 0;
+};
+
+TileItems bucket_items(KernelDType dtype);
+
+}  // namespace roformer::ops

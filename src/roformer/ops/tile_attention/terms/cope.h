@@ -1,0 +1,28 @@
+// CoPE's tile term (Golovneva et al. 2024): each query's gates counted from its diagonal back and
+// its position table interpolated at the count, added to each tile's scores; the checks in
+// cope.cpp, the loop in cope_cpu.cpp.
+#pragma once
+
+#include <torch/types.h>
+
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+#include "roformer/ops/tile_attention/tile_term_properties.h"
+
+namespace roformer::ops {
+
+// CoPE, causal: q_i . e[p] for p = 0..P-1 per query row, [B, H, S, P]; the term of key j is that
+// row interpolated at min(sum_{t=j..i} sigmoid(score_it), P - 1) (ops::cope_term's map).
+struct CopeTerm {
+  torch::Tensor at_integers;
+  // ops::short_attention_cope computes the same term in its rows.
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.short_kernel = true;
+    return p;
+  }
+};
+
+// Checks the term against q [B, H, S, D] and runs the launch with it.
+void run_tiles(const CopeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+}  // namespace roformer::ops

@@ -1,0 +1,31 @@
+// FIRE's tile term (Li et al., ICLR 2024): its MLP over the log distances as the piecewise-linear
+// map ops::fire_bias uses, added to each tile's scores; the tables in fire.cpp, the loop in
+// fire_cpu.cpp.
+#pragma once
+
+#include <torch/types.h>
+
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+#include "roformer/ops/tile_attention/tile_term_properties.h"
+
+namespace roformer::ops {
+
+// FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
+// x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
+// kinks below x (ops::fire_bias's map).
+struct FireTerm {
+  double c = 0, threshold = 0, eps = 0;
+  torch::Tensor kinks;             // [W] ascending
+  torch::Tensor slope, intercept;  // [H, W + 1]
+  // A function of the distance and the query's position alone.
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.positions_only = true;
+    return p;
+  }
+};
+
+// Checks the term against q [B, H, S, D], forms its tables and runs the launch with it.
+void run_tiles(const FireTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+}  // namespace roformer::ops

@@ -1,0 +1,45 @@
+// FoX's tile term in the CPU loop: c_i - c_j, the log forget gates summed between the key and the
+// query.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "roformer/ops/tile_attention/terms/fox_kernel.h"
+#include "roformer/ops/tile_attention/tile_attention_loop.h"
+
+namespace roformer::ops {
+namespace fox_tiles {
+
+template <typename T>
+struct Fox {
+  Fox(const TileAttentionLaunch& p, const void* tables)
+      : cumulative(static_cast<const T*>(static_cast<const FoxTables*>(tables)->cumulative)),
+        heads(p.heads),
+        seq(p.seq) {}
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t, int64_t) {
+    row_sums = cumulative + (b * heads + h) * seq;
+  }
+  ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
+  ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t i, int64_t j0, int64_t n, T* row) {
+    const T at_query = row_sums[i];
+    const T* at_key = row_sums + j0;
+    for (int64_t c = 0; c < n; ++c) row[c] += at_query - at_key[c];
+  }
+  const T* cumulative;
+  int64_t heads, seq;
+  const T* row_sums = nullptr;
+};
+
+ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
+  tile_loop::run_items<float, Fox>(p, tables, first, last);
+}
+void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
+  tile_loop::run_items<double, Fox>(p, tables, first, last);
+}
+
+}  // namespace fox_tiles
+
+TileItems fox_items(KernelDType dtype) {
+  return dtype == KernelDType::f64 ? fox_tiles::items_f64 : fox_tiles::items_f32;
+}
+
+}  // namespace roformer::ops

@@ -1,0 +1,24 @@
+// The tile term of a table of relative embeddings (Transformer-XL's projected sinusoids, Shaw's
+// a^K and a^V): per key tile one product of the rows' queries with the table rows of the tile's
+// distances; the checks in relative.cpp, the loop in relative_cpu.cpp.
+#pragma once
+
+#include <torch/types.h>
+
+#include "roformer/ops/tile_attention/tile_attention_kernels.h"
+#include "roformer/ops/tile_attention/tile_term_properties.h"
+
+namespace roformer::ops {
+
+// A relative table, causal: scale x q_i . table[h, i - j], q [B, H, S, D] and table [H, >= S, D]
+// (row d for distance d). With value_table [H, >= S, D], each output also gains
+// sum_j w_ij value_table[h, i - j]; undefined: none.
+struct RelativeTerm {
+  torch::Tensor q, table, value_table;
+  static constexpr TileTermProperties properties() { return {}; }
+};
+
+// Checks the term against q [B, H, S, D] and runs the launch with it.
+void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+}  // namespace roformer::ops

@@ -1,0 +1,15 @@
+// What a caller may ask of a tile term without forming it: each term type says its properties
+// (Term::properties()), so attention's plan chooses a kernel path without naming a family.
+#pragma once
+
+namespace roformer::ops {
+
+struct TileTermProperties {
+  bool key_lengths = true;             // takes right padding as key lengths (a walk that passes every position: no)
+  bool short_kernel = false;           // ops::short_attention computes it in its rows too
+  bool positions_only = false;         // reads neither the scores nor q and k: SDPA may take it as an additive mask
+  bool trains_faster_in_tiles = true;  // its tiles, recomputed in backward, beat its explicit scores in training
+  bool forms_scores = false;           // forms the tile's scores itself (no replaced queries or second rotations)
+};
+
+}  // namespace roformer::ops

@@ -74,6 +74,41 @@ TEST(Config, QuickstartFamiliesResolveAsNamed) {
   }
 }
 
+// Each feature a CUDA graph cannot capture says so beside its settings, naming them; the
+// defaults, and settings that do not apply (a task length without a task, FAVOR+'s redraws under
+// softmax attention), leave the step capturable.
+TEST(Config, EachFeatureACudaGraphCannotCaptureNamesItsSetting) {
+  const Config base;
+  auto refusal = [](const Config& c) {
+    const char* why = cuda_graph_refusal(c);
+    return std::string(why != nullptr ? why : "");
+  };
+  EXPECT_EQ(refusal(base), "");
+  Config c = base;
+  c.train.activation_checkpointing = ActivationCheckpointing::every_k;
+  EXPECT_NE(refusal(c).find("train.activation_checkpointing"), std::string::npos) << refusal(c);
+  c = base;
+  c.train.positions = PositionSampling::random;
+  EXPECT_NE(refusal(c).find("train.positions=random"), std::string::npos) << refusal(c);
+  c = base;
+  c.data.packing = DataPacking::documents;
+  EXPECT_NE(refusal(c).find("data.packing"), std::string::npos) << refusal(c);
+  c = base;
+  c.data.task.min_length = 8;
+  EXPECT_EQ(refusal(c), "");  // no task: the corpus' length is fixed
+  c.data.task.name = TaskKind::copy;
+  EXPECT_NE(refusal(c).find("data.task.min_length"), std::string::npos) << refusal(c);
+  c.data.task.min_length = c.data.seq_len;
+  EXPECT_EQ(refusal(c), "");
+  c = base;
+  c.model.linear_attention.feature_map = FeatureMap::favor;
+  EXPECT_EQ(refusal(c), "");  // softmax attention: the feature map is unused
+  c.model.attention = AttentionKind::linear;
+  EXPECT_NE(refusal(c).find("model.linear_attention.redraw_interval=0"), std::string::npos) << refusal(c);
+  c.model.linear_attention.redraw_interval = 0;
+  EXPECT_EQ(refusal(c), "");
+}
+
 TEST(Config, UnknownKeySuggestsTheClosestName) {
   const std::string err = load_error("model:\n  num_layer: 3\n");
   expect_contains(err, "c.yaml:2:3");

@@ -211,6 +211,12 @@ struct LinearAttentionConfig {
   FeatureMap feature_map = FeatureMap::elu1;  // elu1: elu(x) + 1; favor: Performer's positive random features
   int64_t redraw_interval = 1000;             // favor: new random features every N training forwards (0: never)
   void visit(FieldVisitor& v);
+  // Why a CUDA graph cannot capture a training step with these settings (null: it can).
+  const char* cuda_graph_refusal() const {
+    return feature_map == FeatureMap::favor && redraw_interval > 0
+               ? "FAVOR+ redraws its random features on a host schedule (set model.linear_attention.redraw_interval=0)"
+               : nullptr;
+  }
 };
 
 // FoX, the Forgetting Transformer (Lin et al., ICLR 2025): per layer and head a forget gate
@@ -386,6 +392,12 @@ struct TaskConfig {
   int64_t index_hints = 0;      // addition: hint symbols before the digits (0: none)
   int64_t eval_examples = 256;  // examples per evaluation length
   void visit(FieldVisitor& v);
+  // Why a CUDA graph cannot capture a training step at training length seq_len (null: it can).
+  const char* cuda_graph_refusal(int64_t seq_len) const {
+    return name != TaskKind::none && min_length > 0 && min_length < seq_len
+               ? "data.task.min_length: the sequence length changes from step to step"
+               : nullptr;
+  }
 };
 
 struct DataConfig {
@@ -398,6 +410,12 @@ struct DataConfig {
   double random_token_frac = 0.1;  // of selected tokens: replaced by a random token
   TaskConfig task;                 // name none: the corpus at path
   void visit(FieldVisitor& v);
+  // Why a CUDA graph cannot capture a training step on this data (null: it can).
+  const char* cuda_graph_refusal() const {
+    if (packing != DataPacking::stream)
+      return "data.packing: the graph's static input buffers hold no document segments, positions or padding";
+    return task.cuda_graph_refusal(seq_len);
+  }
 };
 
 enum class LrSchedule { cosine, linear, constant };
@@ -456,6 +474,15 @@ struct TrainConfig {
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   int64_t activation_checkpointing_every = 2;  // every_k: layers k-1, 2k-1, ... recompute in backward
   void visit(FieldVisitor& v);
+  // Why a CUDA graph cannot capture a step under these settings (null: it can).
+  const char* cuda_graph_refusal() const {
+    if (activation_checkpointing != ActivationCheckpointing::none)
+      return "train.activation_checkpointing: backward sets the generators back to recompute dropout, which a graph "
+             "cannot capture";
+    if (positions == PositionSampling::random)
+      return "train.positions=random: the graph's static input buffers hold no positions";
+    return nullptr;
+  }
 };
 
 // Every how many layers one recomputes its activations in backward: 0 none, 1 every layer, k
@@ -538,6 +565,16 @@ struct Config {
   FinetuneConfig finetune;
   void visit(FieldVisitor& v);
 };
+
+// Why a CUDA graph cannot capture this run's training step (null: it can). Each feature states
+// it beside its settings (the cuda_graph_refusal of TrainConfig, DataConfig and TaskConfig, and
+// of LinearAttentionConfig where attention is linear); what the model's step itself cannot
+// capture, the graph's own capture finds.
+inline const char* cuda_graph_refusal(const Config& c) {
+  if (const char* why = c.train.cuda_graph_refusal()) return why;
+  if (const char* why = c.data.cuda_graph_refusal()) return why;
+  return c.model.attention == AttentionKind::linear ? c.model.linear_attention.cuda_graph_refusal() : nullptr;
+}
 
 // Enum <-> YAML name tables (config_fields.cpp), shared by the CLI and the dump.
 const EnumNames<PositionKind>& position_kind_names();

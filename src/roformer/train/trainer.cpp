@@ -80,27 +80,15 @@ std::unique_ptr<GraphedStep> graphed_step_for(const config::Config& cfg, model::
                                               bool distributed, bool uncapturable) {
   const config::TrainConfig& t = cfg.train;
   const bool asked = t.cuda_graphs == config::CudaGraphs::on;
-  const config::TaskConfig& task = cfg.data.task;
-  const bool task_run = task.name != config::TaskKind::none;
+  const bool task_run = cfg.data.task.name != config::TaskKind::none;
   if (t.cuda_graphs == config::CudaGraphs::off || (!asked && !device.is_cuda())) return nullptr;
   std::string why;
   std::unique_ptr<GraphedStep> step;
-  const config::ModelConfig& m = cfg.model;
+  const char* refusal = config::cuda_graph_refusal(cfg);
   if (distributed) {
     why = "data parallel: the gradient reducer's collectives run outside a graph";
-  } else if (t.activation_checkpointing != config::ActivationCheckpointing::none) {
-    why =
-        "train.activation_checkpointing: backward sets the generators back to recompute dropout, which a graph "
-        "cannot capture";
-  } else if (t.positions == config::PositionSampling::random) {
-    why = "train.positions=random: the graph's static input buffers hold no positions";
-  } else if (cfg.data.packing != config::DataPacking::stream) {
-    why = "data.packing: the graph's static input buffers hold no document segments, positions or padding";
-  } else if (task_run && task.min_length > 0 && task.min_length < cfg.data.seq_len) {
-    why = "data.task.min_length: the sequence length changes from step to step";
-  } else if (m.attention == config::AttentionKind::linear &&
-             m.linear_attention.feature_map == config::FeatureMap::favor && m.linear_attention.redraw_interval > 0) {
-    why = "FAVOR+ redraws its random features on a host schedule (set model.linear_attention.redraw_interval=0)";
+  } else if (refusal != nullptr) {
+    why = refusal;
   } else {
     GraphStepOptions o;
     o.grad_accum = t.grad_accum;

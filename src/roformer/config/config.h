@@ -8,32 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "roformer/config/families/family_list.h"
 #include "roformer/config/field_visitor.h"
 
 namespace roformer::config {
 
-enum class PositionKind {
-  rope,
-  sinusoidal,
-  learned,
-  t5_bias,
-  alibi,
-  none,
-  shaw,
-  transformer_xl,
-  deberta,
-  xpos,
-  fire,
-  kerple,
-  sandwich,
-  cope,
-  fox,
-  path
-};
-enum class KerpleVariant { log, power };
-enum class RopePairing { interleaved, half };  // RoFormer (2i, 2i+1) vs GPT-NeoX (i, i+d/2)
-enum class RopeKernel { fused, reference };
-enum class RopeScalingKind { none, linear, ntk, dynamic_ntk, yarn, llama3, longrope };
+#define ROFORMER_POSITION_KIND(kind) kind,
+enum class PositionKind { ROFORMER_POSITION_FAMILIES(ROFORMER_POSITION_KIND) };
+#undef ROFORMER_POSITION_KIND
 enum class Activation { gelu, gelu_tanh, relu };
 enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), LibTorch's ops, or per device
 using ActivationKernel = KernelChoice;
@@ -45,163 +27,8 @@ enum class AttentionKind { softmax, linear };
 enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4, drope };
 enum class AttentionNormalizer { softmax, stick_breaking };
 enum class StickBreakingRemainder { current, discard };
-enum class FoxGate { data, bias_only };
 enum class FeatureMap { elu1, favor };
 enum class Objective { mlm, causal_lm };
-
-struct RopeScalingConfig {
-  RopeScalingKind kind = RopeScalingKind::none;
-  double factor = 1.0;                 // s = target length / training length
-  int64_t original_max_positions = 0;  // training length L; 0 resolves to data.seq_len
-  double beta_fast = 32.0;             // YaRN ramp: rotations above this count are kept
-  double beta_slow = 1.0;              // YaRN ramp: rotations below this count are interpolated
-  double attention_factor = 0.0;       // YaRN/LongRoPE logit temperature; 0 means the method's default
-  bool truncate = true;                // YaRN: floor/ceil the ramp's ends (Hugging Face's default)
-  double mscale = 0.0;                 // YaRN: with mscale_all_dim, the default attention factor is
-  double mscale_all_dim = 0.0;         //   m(s, mscale) / m(s, mscale_all_dim) (DeepSeek); 0 = unset
-  double low_freq_factor = 1.0;        // Llama 3: wavelengths above L / low_freq_factor are interpolated
-  double high_freq_factor = 4.0;       // Llama 3: wavelengths below L / high_freq_factor are kept
-  std::vector<double> short_factor;    // LongRoPE: per-pair divisors up to the original length
-  std::vector<double> long_factor;     // LongRoPE: per-pair divisors past it
-  void visit(FieldVisitor& v);
-};
-
-// ReRoPE / Leaky ReRoPE (Su 2023, kexue.fm/archives/9708): the relative position i - j is kept
-// inside the window and capped at `window` past it (leaky: w + (i - j - w) / leak), on both
-// sides with bidirectional attention. An evaluation-time choice: any RoPE checkpoint takes it.
-// How RoPE's relative position enters the scores: rotate (RoPE: q and k rotated once, exact
-// relative positions) or rerope (ReRoPE / Leaky ReRoPE: the relative position capped past a
-// window, the scores formed per pair from several rotations; an evaluation-time choice).
-// string (STRING, An et al., ICLR 2025) and self_extend (Jin et al., ICML 2024) remap it the same
-// way: past a threshold the scores come from a second rotation of the query and keys.
-// dual_chunk (DCA, An et al., ICML 2024) keeps positions inside a chunk and gives keys of earlier
-// chunks fixed query positions.
-enum class RopeMode { rotate, rerope, string, self_extend, dual_chunk };
-
-struct ReRopeConfig {
-  int64_t window = 0;  // w (rope.mode rerope needs one); 0 = none
-  double leak = 0.0;   // k of Leaky ReRoPE (slope 1/k past w); 0 = ReRoPE (constant past w)
-  void visit(FieldVisitor& v);
-};
-
-// STRING (An et al., ICLR 2025; HKUNLP/STRING): relative positions d >= S become d - S + W, so
-// the far keys reuse the well-trained positions near W; S = floor(shift_fraction x the pass's
-// length) (the authors: 0.33 of the test length), W = local (the authors: 128). A pass with
-// W >= S stays plain RoPE (the shift would move positions up). The authors also scale RoPE's
-// cos and sin by attention_factor (0.1 ln 2 + 1), which multiplies every logit by its square.
-struct StringConfig {
-  double shift_fraction = 0.33;
-  int64_t local = 128;
-  double attention_factor = 1.0 + 0.1 * 0.6931471805599453;
-  void visit(FieldVisitor& v);
-};
-
-// Self-Extend (Jin et al., ICML 2024; datamllab/LongLM): keys within the neighbour window W of
-// the query keep RoPE's positions; farther keys are grouped: the query at floor(i / G) + W -
-// floor(W / G), the key at floor(j / G).
-struct SelfExtendConfig {
-  int64_t group = 8;      // G (the authors' group_size_1)
-  int64_t window = 1024;  // W (the authors' group_size_2)
-  void visit(FieldVisitor& v);
-};
-
-// Dual Chunk Attention (An et al., ICML 2024; HKUNLP/ChunkLlama): the pass is cut into chunks of
-// c = chunk_size - local_window tokens and every key sits at j mod c; the query sits at i mod c
-// for keys of its own chunk, at min(i mod c + c, chunk_size) for the previous chunk and at
-// min(2c - 1, chunk_size) for earlier ones, so no relative position exceeds chunk_size. Causal.
-struct DualChunkConfig {
-  int64_t chunk_size = 0;    // 0 = 3/4 of the training length (rope.scaling.original_max_positions), as ChunkLlama
-  int64_t local_window = 0;  // 0 = 1/16 of the training length, as ChunkLlama
-  void visit(FieldVisitor& v);
-};
-
-struct RopeConfig {
-  RopePairing pairing = RopePairing::interleaved;
-  double base = 10000.0;
-  int64_t rotary_dim = 0;  // rotated features per head; 0 means the whole head
-  // p-RoPE (Barbero et al. 2025): only the highest floor(p rotary_dim / 2) frequencies rotate;
-  // the other pairs get frequency 0 (unrotated). 1 = RoPE, 0 = no rotation.
-  double frequency_fraction = 1.0;
-  bool rotate_value = false;
-  RopeKernel impl = RopeKernel::fused;
-  bool cos_sin_table = true;  // fused op: (cos, sin) read from a cached table, not computed per pair
-  // rotary_dim 0 means the whole head: the one place that rule is applied.
-  int64_t resolved_rotary_dim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
-  RopeScalingConfig scaling;
-  RopeMode mode = RopeMode::rotate;
-  ReRopeConfig rerope;
-  StringConfig string;
-  SelfExtendConfig self_extend;
-  DualChunkConfig dual_chunk;
-  void visit(FieldVisitor& v);
-};
-
-struct T5BiasConfig {
-  int64_t num_buckets = 32;
-  int64_t max_distance = 128;
-  void visit(FieldVisitor& v);
-};
-
-// Shaw et al. 2018: learned relative key (and value) embeddings for distances clipped to
-// [-max_distance, max_distance], shared by the heads.
-struct ShawConfig {
-  int64_t max_distance = 16;  // k: distances beyond it share the outermost embedding
-  bool per_layer = true;      // one table per layer (the paper) or one for all layers
-  bool values = true;         // also the value term a^V (the paper's Eq. 3); false: keys only
-  void visit(FieldVisitor& v);
-};
-
-// DeBERTa (He et al. 2021): relative embeddings P [2k, hidden], content-to-position and
-// position-to-content terms, scores scaled by 1/sqrt(3d); DeBERTa-v2 log buckets beyond k/2.
-struct DebertaConfig {
-  int64_t position_buckets = 32;         // k: relative distances map to 2k embeddings
-  int64_t max_relative_positions = 512;  // log buckets reach the outermost one at this distance; 0: linear clip
-  void visit(FieldVisitor& v);
-};
-
-// xPos (Sun et al. 2023): RoPE (model.position.rope settings) with q scaled per pair by
-// zeta_i^(m/scale_base) and k by zeta_i^(-n/scale_base), zeta_i = (2i/d + gamma)/(1 + gamma).
-struct XposConfig {
-  double scale_base = 512.0;
-  double gamma = 0.4;
-  void visit(FieldVisitor& v);
-};
-
-// FIRE (Li et al., ICLR 2024): b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(c x + 1),
-// f an MLP 1 -> mlp_width -> heads (ReLU), c and L = |L_multiplier * l_init| learned. Bidirectional
-// attention: a second MLP for keys after the query, normalised by the farthest such key.
-struct FireConfig {
-  int64_t mlp_width = 32;     // the paper's hidden width
-  bool shared_layers = true;  // one FIRE for every layer (as T5's bias); false: one per layer
-  int64_t l_init = 0;         // L's initial value (the paper: 512); 0 resolves to data.seq_len
-  double init_c = 0.1;        // c's initial value
-  void visit(FieldVisitor& v);
-};
-
-// KERPLE (Chi et al., NeurIPS 2022): per-head r1, r2 > 0 (clamped to >= 0.01 each pass, the
-// power exponent also to <= 2, as the authors' code does), shared by the layers:
-// log: -r1 log(1 + r2 |i - j|); power: -r1 |i - j|^r2.
-struct KerpleConfig {
-  KerpleVariant variant = KerpleVariant::log;
-  void visit(FieldVisitor& v);
-};
-
-// Sandwich (Chi et al., ACL 2023), parameter-free:
-// b_h(i, j) = [sum_{k=1..d'/2} cos((i - j) / 10000^(2k/d')) - d'/2] / (8 h / H), h = 1..H.
-struct SandwichConfig {
-  int64_t dim = 0;  // d' (even); 0 resolves to the head dimension (NeMo's choice)
-  // dim 0 means the head dimension: the one place that rule is applied.
-  int64_t resolved_dim(int64_t head_dim) const { return dim > 0 ? dim : head_dim; }
-  void visit(FieldVisitor& v);
-};
-
-// CoPE (Golovneva et al. 2024): contextual positions p_ij = sum_{t=j..i} sigmoid(score_it),
-// clamped to max_positions - 1; adds q_i . e[p_ij] (e interpolated between integer positions,
-// one zero-initialised table [head_dim, max_positions] per layer). Causal attention only.
-struct CopeConfig {
-  int64_t max_positions = 0;  // npos; 0 resolves to data.seq_len
-  void visit(FieldVisitor& v);
-};
 
 // Linear attention (Katharopoulos et al. 2020; RoFormer section 3.3, Eq. 19 for RoPE):
 // softmax(q.k) is replaced by phi(q).phi(k) with a positive feature map, so attention costs
@@ -219,42 +46,12 @@ struct LinearAttentionConfig {
   }
 };
 
-// FoX, the Forgetting Transformer (Lin et al., ICLR 2025): per layer and head a forget gate
-// f_t = sigmoid(w . x_t + b) from the layer's input, and scores q.k / sqrt(d) + c_i - c_j with
-// c = cumsum(log f) (causal). Bidirectional attention (MLM) uses -|c_i - c_j|, our own form.
-struct FoxConfig {
-  FoxGate gate = FoxGate::data;  // data: f_t from x_t; bias_only: one learned f per head (ALiBi with a learned slope)
-  bool rope = false;             // also rotate q and k with model.position.rope (the authors' use_rope)
-  void visit(FieldVisitor& v);
-};
-
-// PaTH (Yang et al., NeurIPS 2025; flash-linear-attention's PaTHAttention): scores
-// q_i . (H_i H_{i-1} ... H_{j+1} k_j) with data-dependent Householder-like H_t = I - beta_t w_t w_t^T:
-// w_t from the layer's input (a rank-`rank` projection, a causal depthwise convolution of 3 with
-// SiLU, an L2 norm per head), beta_t = 2 sigmoid(u . x_t + b). Causal; no RoPE. forget_gate adds
-// FoX's c_i - c_j (PaTH-FoX).
-struct PathConfig {
-  bool forget_gate = false;  // PaTH-FoX
-  int64_t rank = 32;         // the low-rank w projection hidden -> rank -> hidden (the authors: 32)
-  bool short_conv = true;    // the authors' use_w_shortconv
-  int64_t block = 32;        // tokens per block of the blockwise products (a speed knob; results equal)
-  void visit(FieldVisitor& v);
-};
-
 struct PositionConfig {
   PositionKind kind = PositionKind::rope;
   int64_t max_positions = 512;  // learned table size (the only family with a hard limit)
-  RopeConfig rope;
-  T5BiasConfig t5_bias;
-  ShawConfig shaw;
-  DebertaConfig deberta;
-  XposConfig xpos;
-  FireConfig fire;
-  KerpleConfig kerple;
-  SandwichConfig sandwich;
-  CopeConfig cope;
-  FoxConfig fox;
-  PathConfig path;
+#define ROFORMER_POSITION_MEMBER(Settings, key, help) Settings key;
+  ROFORMER_POSITION_SETTINGS(ROFORMER_POSITION_MEMBER)
+#undef ROFORMER_POSITION_MEMBER
   void visit(FieldVisitor& v);
 };
 
@@ -578,7 +375,6 @@ inline const char* cuda_graph_refusal(const Config& c) {
 
 // Enum <-> YAML name tables (config_fields.cpp), shared by the CLI and the dump.
 const EnumNames<PositionKind>& position_kind_names();
-const EnumNames<RopeScalingKind>& rope_scaling_kind_names();
 const EnumNames<AttentionScale>& attention_scale_names();
 const EnumNames<Objective>& objective_names();
 const EnumNames<EvalProtocol>& eval_protocol_names();

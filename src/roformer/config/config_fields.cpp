@@ -1,5 +1,7 @@
 // The schema: every config field, its YAML key, its range and a one-line help, in one place.
 // Loading, overrides, dumping and `roformer config schema` all walk these visit() methods.
+#include <string>
+
 #include "roformer/config/config.h"
 #include "roformer/config/position_families.h"
 
@@ -15,17 +17,6 @@ const EnumNames<AttentionScale>& attention_scale_names() {
   return names;
 }
 
-const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
-  static const EnumNames<RopeScalingKind> names{{{RopeScalingKind::none, "none"},
-                                                 {RopeScalingKind::linear, "linear"},
-                                                 {RopeScalingKind::ntk, "ntk"},
-                                                 {RopeScalingKind::dynamic_ntk, "dynamic_ntk"},
-                                                 {RopeScalingKind::yarn, "yarn"},
-                                                 {RopeScalingKind::llama3, "llama3"},
-                                                 {RopeScalingKind::longrope, "longrope"}}};
-  return names;
-}
-
 const EnumNames<EvalProtocol>& eval_protocol_names() {
   static const EnumNames<EvalProtocol> names{{{EvalProtocol::chunks, "chunks"}, {EvalProtocol::sliding, "sliding"}}};
   return names;
@@ -34,157 +25,6 @@ const EnumNames<EvalProtocol>& eval_protocol_names() {
 const EnumNames<Objective>& objective_names() {
   static const EnumNames<Objective> names{{{Objective::mlm, "mlm"}, {Objective::causal_lm, "causal_lm"}}};
   return names;
-}
-
-void RopeScalingConfig::visit(FieldVisitor& v) {
-  enum_field(v, "kind", kind, rope_scaling_kind_names(),
-             "context extension: none, linear (position interpolation), ntk, dynamic_ntk, yarn, llama3, longrope");
-  v.field("factor", factor, at_least(1.0), "scale s = target length / training length");
-  v.field("original_max_positions", original_max_positions, at_least(int64_t{0}),
-          "training length L the scaling is relative to; 0 = data.seq_len");
-  v.field("beta_fast", beta_fast, above(0.0), "YaRN: dims with more rotations than this keep theta");
-  v.field("beta_slow", beta_slow, above(0.0), "YaRN: dims with fewer rotations are interpolated");
-  v.field("attention_factor", attention_factor, between(0.0, 10.0),
-          "YaRN/LongRoPE factor on cos and sin (logits scale by its square); 0 = YaRN's 0.1*ln(s)+1, "
-          "LongRoPE's sqrt(1 + ln(s)/ln(L))");
-  v.field("truncate", truncate, "YaRN: round the ramp's ends to whole pairs (Hugging Face's default true)");
-  v.field("mscale", mscale, between(0.0, 1e3),
-          "YaRN: with mscale_all_dim, default attention factor (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1); "
-          "0 = unset");
-  v.field("mscale_all_dim", mscale_all_dim, between(0.0, 1e3), "YaRN: see mscale; 0 = unset");
-  v.field("low_freq_factor", low_freq_factor, above(0.0),
-          "Llama 3: wavelengths longer than L / low_freq_factor are divided by factor (Llama 3.1: 1)");
-  v.field("high_freq_factor", high_freq_factor, above(0.0),
-          "Llama 3: wavelengths shorter than L / high_freq_factor are kept; between, a smooth blend (Llama 3.1: 4)");
-  v.field("short_factor", short_factor, between(1e-3, 1e6),
-          "LongRoPE: per-pair frequency divisors (rotary_dim/2 of them) for passes up to L");
-  v.field("long_factor", long_factor, between(1e-3, 1e6),
-          "LongRoPE: per-pair frequency divisors (rotary_dim/2 of them) for passes longer than L");
-}
-
-void ReRopeConfig::visit(FieldVisitor& v) {
-  v.field("window", window, between(int64_t{0}, int64_t{1} << 40),
-          "ReRoPE window w (rope.mode=rerope): relative positions past w count as w; 0 = none");
-  v.field("leak", leak, between(0.0, 1e6),
-          "Leaky ReRoPE: past w the relative position grows by 1/leak per token (Su: 16); 0 = constant (ReRoPE)");
-}
-
-void StringConfig::visit(FieldVisitor& v) {
-  v.field("shift_fraction", shift_fraction, between(1e-6, 1.0),
-          "S = floor(shift_fraction x the pass's length): relative positions d >= S become d - S + W (STRING: 0.33)");
-  v.field("local", local, between(int64_t{0}, int64_t{1} << 40),
-          "W: the position the shifted keys start from (STRING: 128); a pass with W >= S stays plain RoPE");
-  v.field("attention_factor", attention_factor, between(1e-3, 1e3),
-          "factor on RoPE's cos and sin, so the logits grow by its square (STRING: 0.1 ln 2 + 1)");
-}
-
-void SelfExtendConfig::visit(FieldVisitor& v) {
-  v.field("group", group, between(int64_t{1}, int64_t{1} << 20), "G: positions past the window grouped by G (8)");
-  v.field("window", window, between(int64_t{1}, int64_t{1} << 40),
-          "W: keys closer than W to the query keep RoPE's positions (1024)");
-}
-
-void DualChunkConfig::visit(FieldVisitor& v) {
-  v.field("chunk_size", chunk_size, between(int64_t{0}, int64_t{1} << 40),
-          "the largest relative position DCA uses; 0 = 3/4 of the training length (ChunkLlama)");
-  v.field("local_window", local_window, between(int64_t{0}, int64_t{1} << 40),
-          "chunks hold chunk_size - local_window tokens; 0 = 1/16 of the training length (ChunkLlama)");
-}
-
-void RopeConfig::visit(FieldVisitor& v) {
-  static const EnumNames<RopePairing> pairings{
-      {{RopePairing::interleaved, "interleaved"}, {RopePairing::half, "half"}}};
-  static const EnumNames<RopeKernel> impls{{{RopeKernel::fused, "fused"}, {RopeKernel::reference, "reference"}}};
-  enum_field(v, "pairing", pairing, pairings,
-             "interleaved (RoFormer: pairs 2i,2i+1) or half (GPT-NeoX/LLaMA: pairs i,i+d/2)");
-  v.field("base", base, above(1.0), "theta_i = base^(-2i/d)");
-  v.field("rotary_dim", rotary_dim, at_least(int64_t{0}),
-          "features per head that rotate (even); the rest pass through; 0 = head_dim");
-  v.field("frequency_fraction", frequency_fraction, between(0.0, 1.0),
-          "p-RoPE: only the highest floor(p * rotary_dim / 2) frequencies rotate, the other pairs stay unrotated "
-          "(1 = RoPE, 0 = none)");
-  v.field("rotate_value", rotate_value, "also rotate V (Hugging Face rotary_value)");
-  enum_field(v, "impl", impl, impls,
-             "fused (the custom CPU/CUDA op) or reference (plain LibTorch ops, the test oracle)");
-  v.field("cos_sin_table", cos_sin_table,
-          "fused op: read (cos, sin) from a table built once per (device, length) instead of computing a sincos "
-          "per pair and token (same values; false computes them in the kernel)");
-  v.section(
-      "scaling", [this](FieldVisitor& s) { scaling.visit(s); }, "context extension");
-  static const EnumNames<RopeMode> modes{{{RopeMode::rotate, "rotate"},
-                                          {RopeMode::rerope, "rerope"},
-                                          {RopeMode::string, "string"},
-                                          {RopeMode::self_extend, "self_extend"},
-                                          {RopeMode::dual_chunk, "dual_chunk"}}};
-  enum_field(v, "mode", mode, modes,
-             "rotate: RoPE's exact relative positions; rerope: ReRoPE / Leaky ReRoPE, relative positions capped "
-             "past rerope.window; string: STRING's shifted positions; self_extend: Self-Extend's grouped positions; "
-             "dual_chunk: Dual Chunk Attention's chunked positions (causal) (the last four are training-free, "
-             "evaluation-time choices for RoPE checkpoints)");
-  v.section(
-      "rerope", [this](FieldVisitor& s) { rerope.visit(s); }, "ReRoPE / Leaky ReRoPE relative-position window");
-  v.section(
-      "string", [this](FieldVisitor& s) { string.visit(s); }, "STRING shifted positions (An et al. 2025)");
-  v.section(
-      "self_extend", [this](FieldVisitor& s) { self_extend.visit(s); },
-      "Self-Extend grouped positions (Jin et al. 2024)");
-  v.section(
-      "dual_chunk", [this](FieldVisitor& s) { dual_chunk.visit(s); }, "Dual Chunk Attention (An et al. 2024)");
-}
-
-void T5BiasConfig::visit(FieldVisitor& v) {
-  v.field("num_buckets", num_buckets, at_least(int64_t{2}), "relative-position buckets (T5: 32)");
-  v.field("max_distance", max_distance, at_least(int64_t{2}), "distances beyond this share the last bucket (T5: 128)");
-}
-
-void ShawConfig::visit(FieldVisitor& v) {
-  v.field("max_distance", max_distance, between(int64_t{1}, int64_t{1} << 20),
-          "clip distance k: 2k+1 relative embeddings (Shaw: 16)");
-  v.field("per_layer", per_layer, "one relative table per layer (the paper); false: shared by all layers");
-  v.field("values", values, "also add the relative value term a^V_ij to the attention output");
-}
-
-void DebertaConfig::visit(FieldVisitor& v) {
-  v.field("position_buckets", position_buckets, between(int64_t{2}, int64_t{1} << 20),
-          "k: 2k relative embeddings, distances clipped to (-k, k) after bucketing");
-  v.field("max_relative_positions", max_relative_positions, between(int64_t{0}, int64_t{1} << 40),
-          "log buckets beyond k/2 reach the outermost bucket at this distance (DeBERTa-v2); 0: linear clip at k");
-}
-
-void XposConfig::visit(FieldVisitor& v) {
-  v.field("scale_base", scale_base, above(0.0), "exponent divisor: q scaled by zeta^(m/scale_base) (xPos: 512)");
-  v.field("gamma", gamma, above(0.0), "zeta_i = (2i/d + gamma) / (1 + gamma) (xPos: 0.4)");
-}
-
-void FireConfig::visit(FieldVisitor& v) {
-  v.field("mlp_width", mlp_width, between(int64_t{1}, int64_t{4096}), "hidden width of the MLP f (FIRE: 32)");
-  v.field("shared_layers", shared_layers, "one FIRE for all layers (default); false: one per layer");
-  v.field("l_init", l_init, between(int64_t{0}, int64_t{1} << 40),
-          "initial L of the normaliser psi(max(L, i)) (FIRE: 512); 0 = data.seq_len");
-  v.field("init_c", init_c, between(1e-6, 1e6), "initial c of psi(x) = log(c x + 1) (FIRE: 0.1)");
-}
-
-void KerpleConfig::visit(FieldVisitor& v) {
-  static const EnumNames<KerpleVariant> variants{{{KerpleVariant::log, "log"}, {KerpleVariant::power, "power"}}};
-  enum_field(v, "variant", variant, variants, "log: -r1 log(1 + r2 |i-j|); power: -r1 |i-j|^r2");
-}
-
-void SandwichConfig::visit(FieldVisitor& v) {
-  v.field("dim", dim, between(int64_t{0}, int64_t{4096}),
-          "d' of the sinusoidal inner product (even); 0 = the head dimension");
-}
-
-void CopeConfig::visit(FieldVisitor& v) {
-  v.field("max_positions", max_positions, between(int64_t{0}, int64_t{1} << 20),
-          "contextual positions 0..N-1 (counts clamp at N-1); 0 = data.seq_len");
-}
-
-void FoxConfig::visit(FieldVisitor& v) {
-  static const EnumNames<FoxGate> gates{{{FoxGate::data, "data"}, {FoxGate::bias_only, "bias_only"}}};
-  enum_field(v, "gate", gate, gates,
-             "data: f_t = sigmoid(w . x_t + b) per head (FoX); bias_only: one learned f per head, the data-independent "
-             "ablation (ALiBi with a learned slope)");
-  v.field("rope", rope, "also rotate q and k with model.position.rope (FoX: off)");
 }
 
 void LinearAttentionConfig::visit(FieldVisitor& v) {
@@ -196,44 +36,17 @@ void LinearAttentionConfig::visit(FieldVisitor& v) {
 }
 
 void PositionConfig::visit(FieldVisitor& v) {
-  enum_field(v, "kind", kind, position_kind_names(),
-             "position encoding family: rope, sinusoidal, learned, t5_bias, alibi, none, shaw, transformer_xl, "
-             "deberta, xpos, fire, kerple, sandwich, cope, fox, path");
+  static const std::string kind_help =
+      "position encoding family: " + family_names([](const PositionTraits&) { return true; });
+  enum_field(v, "kind", kind, position_kind_names(), kind_help.c_str());
   v.field("max_positions", max_positions, at_least(int64_t{1}),
           "learned: table size (longest sequence the model accepts)");
-  v.section(
-      "rope", [this](FieldVisitor& s) { rope.visit(s); }, "rotary position embedding");
-  v.section(
-      "t5_bias", [this](FieldVisitor& s) { t5_bias.visit(s); }, "T5 relative bias");
-  v.section(
-      "shaw", [this](FieldVisitor& s) { shaw.visit(s); }, "Shaw et al. relative key/value embeddings");
-  v.section(
-      "deberta", [this](FieldVisitor& s) { deberta.visit(s); }, "DeBERTa disentangled relative attention");
-  v.section(
-      "xpos", [this](FieldVisitor& s) { xpos.visit(s); }, "xPos decay on top of model.position.rope");
-  v.section(
-      "fire", [this](FieldVisitor& s) { fire.visit(s); }, "FIRE functional relative bias (Li et al. 2024)");
-  v.section(
-      "kerple", [this](FieldVisitor& s) { kerple.visit(s); }, "KERPLE kernelized relative bias (Chi et al. 2022)");
-  v.section(
-      "sandwich", [this](FieldVisitor& s) { sandwich.visit(s); }, "Sandwich parameter-free bias (Chi et al. 2023)");
-  v.section(
-      "cope", [this](FieldVisitor& s) { cope.visit(s); }, "CoPE contextual positions (Golovneva et al. 2024)");
-  v.section(
-      "fox", [this](FieldVisitor& s) { fox.visit(s); }, "FoX forget-gate decay (Lin et al. 2025)");
-  v.section(
-      "path", [this](FieldVisitor& s) { path.visit(s); }, "PaTH Householder products (Yang et al. 2025)");
-}
-
-void PathConfig::visit(FieldVisitor& v) {
-  v.field("forget_gate", forget_gate, "also add FoX's forget-gate decay c_i - c_j (PaTH-FoX)");
-  v.field("rank", rank, between(int64_t{1}, int64_t{1} << 20),
-          "width of the low-rank projection that makes w (the authors: 32)");
-  v.field("short_conv", short_conv,
-          "w through a causal depthwise convolution of width 3 and SiLU (the authors' default)");
-  v.field("block", block, between(int64_t{1}, int64_t{4096}),
-          "tokens per block of the blockwise Householder products: speed only, every value gives the same scores "
-          "(32: the fastest at 4096 tokens on the CPU, docs/performance.md)");
+  // Each family's settings, from the list (families/family_list.h).
+#define ROFORMER_POSITION_SECTION(Settings, key, help) \
+  v.section(                                           \
+      #key, [this](FieldVisitor& s) { key.visit(s); }, help);
+  ROFORMER_POSITION_SETTINGS(ROFORMER_POSITION_SECTION)
+#undef ROFORMER_POSITION_SECTION
 }
 
 void ModelConfig::visit(FieldVisitor& v) {

@@ -1,8 +1,8 @@
 // One row per position family: what the rest of the project may ask about a family without
 // naming it. The validator, the resolver, the memory estimate, the checkpoint's rule for
-// settings of an unused family and `config check` read these rows; the model's factory maps a
-// kind to its module (model/position/position_factory.cpp). Adding a family is its own files,
-// one enum value, its config struct, and one row here.
+// settings of an unused family and `config check` read these rows. Each family's row is its
+// kind_family() in its own file in families/; the table is built from the list of families
+// (families/family_list.h, which docs/position-encodings.md's checklist describes).
 #pragma once
 
 #include <string>
@@ -38,6 +38,11 @@ struct PositionFamily {
 };
 
 const std::vector<PositionFamily>& position_families();  // in PositionKind order
+
+// Each family's row, defined in its file in families/ (declared from the list of families).
+#define ROFORMER_POSITION_ROW_DECLARATION(kind) PositionFamily kind##_family();
+ROFORMER_POSITION_FAMILIES(ROFORMER_POSITION_ROW_DECLARATION)
+#undef ROFORMER_POSITION_ROW_DECLARATION
 const PositionFamily& position_family(PositionKind kind);
 
 // "a, b or c": the names of the families whose traits pass `keep`, in PositionKind order.

@@ -42,4 +42,16 @@ torch::Tensor LearnedPositionImpl::embed(const torch::Tensor& x, const torch::Te
   return x + table->forward(positions);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_sinusoidal_position(const config::ModelConfig& m) {
+  return std::make_shared<SinusoidalPositionImpl>(m.embed_dim());
+}
+
+std::shared_ptr<PositionEncodingImpl> make_learned_position(const config::ModelConfig& m) {
+  return std::make_shared<LearnedPositionImpl>(m.position.max_positions, m.embed_dim());
+}
+
+std::shared_ptr<PositionEncodingImpl> make_none_position(const config::ModelConfig& m) {
+  return std::make_shared<NoPositionImpl>();
+}
+
 }  // namespace roformer::model

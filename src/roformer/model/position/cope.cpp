@@ -74,4 +74,8 @@ double CopeImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double 
   return 12.0 * 4.0 * double(batch) * double(heads);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_cope_position(const config::ModelConfig& m) {
+  return std::make_shared<CopeImpl>(m.position.cope, m.num_layers, m.head_dim());
+}
+
 }  // namespace roformer::model

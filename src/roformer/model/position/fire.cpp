@@ -196,4 +196,8 @@ double FireImpl::score_term_bytes_per_pair(int64_t /*batch*/, int64_t heads, dou
   return 4.0 * per_side * (bidirectional_ ? 2.0 : 1.0);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_fire_position(const config::ModelConfig& m) {
+  return std::make_shared<FireImpl>(m.position.fire, m.num_layers, m.num_heads, m.objective == config::Objective::mlm);
+}
+
 }  // namespace roformer::model

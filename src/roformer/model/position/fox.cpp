@@ -65,4 +65,9 @@ double FoxImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /
   return (bidirectional_ ? 4.0 : 3.0) * 4.0 * double(batch) * double(heads);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_fox_position(const config::ModelConfig& m) {
+  return std::make_shared<FoxImpl>(m.position, m.num_layers, m.hidden_size, m.num_heads,
+                                   m.objective == config::Objective::mlm);
+}
+
 }  // namespace roformer::model

@@ -74,4 +74,12 @@ torch::Tensor SandwichImpl::relative_bias(int64_t S, const torch::Device& device
   });
 }
 
+std::shared_ptr<PositionEncodingImpl> make_kerple_position(const config::ModelConfig& m) {
+  return std::make_shared<KerpleImpl>(m.position.kerple, m.num_heads);
+}
+
+std::shared_ptr<PositionEncodingImpl> make_sandwich_position(const config::ModelConfig& m) {
+  return std::make_shared<SandwichImpl>(m.position.sandwich.resolved_dim(m.head_dim()), m.num_heads);
+}
+
 }  // namespace roformer::model

@@ -190,4 +190,8 @@ double PathImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double 
   return 5.0 * 4.0 * double(batch) * double(heads);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_path_position(const config::ModelConfig& m) {
+  return std::make_shared<PathImpl>(m.position.path, m.num_layers, m.hidden_size, m.num_heads);
+}
+
 }  // namespace roformer::model

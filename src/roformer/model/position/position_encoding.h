@@ -155,6 +155,12 @@ class PositionEncodingImpl : public torch::nn::Module {
 
 // Builds the family selected by model.position.kind.
 std::shared_ptr<PositionEncodingImpl> make_position_encoding(const config::ModelConfig& model);
+// Each family's module from the model's settings, defined in the family's own file (declared
+// from the list of families, config/families/family_list.h).
+#define ROFORMER_POSITION_FACTORY(kind) \
+  std::shared_ptr<PositionEncodingImpl> make_##kind##_position(const config::ModelConfig& m);
+ROFORMER_POSITION_FAMILIES(ROFORMER_POSITION_FACTORY)
+#undef ROFORMER_POSITION_FACTORY
 
 // NoPE: no position information at all (causal masking alone carries order).
 class NoPositionImpl : public PositionEncodingImpl {

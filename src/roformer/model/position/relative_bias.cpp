@@ -83,4 +83,12 @@ torch::Tensor AlibiImpl::relative_bias(int64_t S, const torch::Device& device) {
   });
 }
 
+std::shared_ptr<PositionEncodingImpl> make_t5_bias_position(const config::ModelConfig& m) {
+  return std::make_shared<T5BiasImpl>(m.position.t5_bias, m.num_heads, m.objective == config::Objective::mlm);
+}
+
+std::shared_ptr<PositionEncodingImpl> make_alibi_position(const config::ModelConfig& m) {
+  return std::make_shared<AlibiImpl>(m.num_heads);
+}
+
 }  // namespace roformer::model

@@ -317,4 +317,16 @@ torch::Tensor DebertaImpl::score_term(const torch::Tensor& q, const torch::Tenso
   return (c2p + p2c) * score_scale(D);
 }
 
+std::shared_ptr<PositionEncodingImpl> make_shaw_position(const config::ModelConfig& m) {
+  return std::make_shared<ShawImpl>(m.position.shaw, m.num_layers, m.head_dim());
+}
+
+std::shared_ptr<PositionEncodingImpl> make_transformer_xl_position(const config::ModelConfig& m) {
+  return std::make_shared<TransformerXlImpl>(m.num_layers, m.hidden_size, m.num_heads);
+}
+
+std::shared_ptr<PositionEncodingImpl> make_deberta_position(const config::ModelConfig& m) {
+  return std::make_shared<DebertaImpl>(m.position.deberta, m.num_layers, m.hidden_size);
+}
+
 }  // namespace roformer::model

@@ -1,6 +1,8 @@
 // RoPE's remapped relative positions: ReRoPE, Leaky ReRoPE, STRING, Self-Extend (see rope_remap.h).
 #include "roformer/model/position/rope_remap.h"
 
+#include "roformer/model/position/rope.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -148,6 +150,12 @@ double RopeRemapImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, do
   // The near and far scores (and the far-future ones) beside the result, and the distance.
   const bool three = bidirectional_ || config_.mode == config::RopeMode::dual_chunk;  // DCA: three query rotations
   return double(batch) * double(heads) * elem * (three ? 3.0 : 2.0) + 8.0 * 2;
+}
+
+std::shared_ptr<PositionEncodingImpl> make_rope_position(const config::ModelConfig& m) {
+  if (m.position.rope.mode != config::RopeMode::rotate)
+    return std::make_shared<RopeRemapImpl>(m.position.rope, m.head_dim(), m.objective == config::Objective::mlm);
+  return std::make_shared<RopeImpl>(m.position.rope, m.head_dim());
 }
 
 }  // namespace roformer::model

@@ -46,4 +46,8 @@ void XposImpl::rotate(torch::Tensor& q, torch::Tensor& k, torch::Tensor& v, cons
   k = k * scales[1];
 }
 
+std::shared_ptr<PositionEncodingImpl> make_xpos_position(const config::ModelConfig& m) {
+  return std::make_shared<XposImpl>(m.position.rope, m.position.xpos, m.head_dim());
+}
+
 }  // namespace roformer::model

@@ -2,7 +2,7 @@
 """Fails when a lower layer of src/roformer includes a higher one, or a peer (same layer).
 
 The layer order, low to high (a folder may include its own folder and any lower layer):
-  common < config < runtime < ops < model < {data, distributed, io} < eval < train < finetune < {sweep, convert} < cli
+  common < config < runtime < ops < model < {data, distributed, io} < eval < run < train < finetune < {sweep, convert} < cli
 and ops/ never includes config/ or runtime/ (the device, threads and memory estimate a run picks from its config). Inside model/, position/ is the lower layer: the families are
 the math attention calls, so model/position/ includes nothing of model/ outside itself. Inside
 ops/ (one folder per op), common/ is the lower layer: the kernel support every op builds on, and
@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-LAYERS = [["common"], ["config"], ["runtime"], ["ops"], ["model"], ["data", "distributed", "io"], ["eval"], ["train"], ["finetune"],
+LAYERS = [["common"], ["config"], ["runtime"], ["ops"], ["model"], ["data", "distributed", "io"], ["eval"], ["run"], ["train"], ["finetune"],
           ["sweep", "convert"]]
 RANK = {folder: i for i, peers in enumerate(LAYERS) for folder in peers}
 # Stricter than the order: the kernels know nothing of configs (callers pass plain values).

@@ -12,7 +12,7 @@
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/autocast.h"
 #include "roformer/model/encoder.h"
-#include "roformer/train/device_setup.h"
+#include "roformer/run/device_setup.h"
 
 namespace attention_kernel_cuda_test {
 
@@ -91,7 +91,7 @@ TEST(AttentionKernelCuda, DeterministicSwitchesLeaveOnlyTheMathKernel) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   config::TrainConfig t;
   t.deterministic = true;
-  train::apply_cuda_switches(t, torch::Device(torch::kCUDA, 0));
+  run::apply_cuda_switches(t, torch::Device(torch::kCUDA, 0));
   for (bool pad : {false, true}) {
     const Observed o = run_on_gpu(PositionKind::rope, pad);
     EXPECT_EQ(o.kernels, std::vector<std::string>{"sdpa-math"});

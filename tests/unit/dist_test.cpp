@@ -14,7 +14,7 @@
 #include "roformer/distributed/master_probe.h"
 #include "roformer/distributed/poll_in_progress.h"
 #include "roformer/distributed/reducer.h"
-#include "roformer/train/device_setup.h"
+#include "roformer/run/device_setup.h"
 
 namespace dist_test {
 
@@ -253,7 +253,7 @@ TEST(Reducer, FrozenParametersAreSkipped) {
   roformer::config::DistConfig dist;
   dist.first_bucket_mb = 0;
   dist.bucket_mb = 0;  // a bucket per parameter
-  auto reducer = roformer::train::make_reducer(*net, comm, dist);
+  auto reducer = roformer::run::make_reducer(*net, comm, dist);
   EXPECT_EQ(reducer->buckets().size(), 3u);  // 0.weight, 0.bias, 1.bias
   const torch::Tensor x = torch::randn({4, 6});
   net->forward(x).pow(2).sum().backward();

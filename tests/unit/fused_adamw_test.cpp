@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "roformer/model/encoder.h"
+#include "roformer/run/mfu.h"
 #include "roformer/train/cuda_graph_step.h"
 #include "roformer/train/fused_adamw.h"
-#include "roformer/train/mfu.h"
 #include "roformer/train/step.h"
 
 namespace fused_adamw_test {
@@ -147,13 +147,13 @@ TEST(Mfu, FlopsPerTokenIsPaLMsFormula) {
   d.mask_prob = 0.15;
   const double layers = 12 * (4.0 * 768 * 768 + 2.0 * 768 * 3072);
   const double expected = 6 * (layers + 768.0 * 768) + 6 * 768.0 * 30522 * 0.15 + 12.0 * 12 * 768 * 512;
-  EXPECT_DOUBLE_EQ(train::training_flops_per_token(m, d), expected);
+  EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected);
   m.objective = config::Objective::causal_lm;  // every position is scored
-  EXPECT_DOUBLE_EQ(train::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85);
+  EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85);
   config::TrainConfig t;
-  EXPECT_EQ(train::peak_tflops(t, torch::kCPU, false), 0);  // no peak for the CPU
+  EXPECT_EQ(run::peak_tflops(t, torch::kCPU, false), 0);  // no peak for the CPU
   t.peak_tflops = 2.5;
-  EXPECT_EQ(train::peak_tflops(t, torch::kCPU, false), 2.5);
+  EXPECT_EQ(run::peak_tflops(t, torch::kCPU, false), 2.5);
 }
 
 TEST(CudaGraphStep, CapacityCoversTheScoredPositionsAndTheCpuIsRefused) {

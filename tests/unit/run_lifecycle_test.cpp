@@ -1,4 +1,4 @@
-// The lifecycle Trainer and Finetuner share (train/run_lifecycle.h): a checkpoint save that
+// The lifecycle Trainer and Finetuner share (run/run_lifecycle.h): a checkpoint save that
 // fails as a full disk does says which step stopped, what survived and how to continue, and
 // leaves the previous checkpoint loadable; the phases write the run directory only when opened
 // (config.yaml after the task's header, metrics cut back to the resumed step) and resume from
@@ -7,13 +7,14 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/io/checkpoint.h"
-#include "roformer/train/run_lifecycle.h"
+#include "roformer/run/run_lifecycle.h"
 #include "test_support.h"
 
 namespace run_lifecycle_test {
@@ -27,11 +28,40 @@ std::string failed_save(const std::string& what, const std::string& run_dir, tor
   faults.fail_at_step = state.step;
   faults.fail_file = "trainer.pt";
   try {
-    train::save_checkpoint_or_explain(what, run_dir, model, optimizer, state, config, "abc", 2, faults);
+    run::save_checkpoint_or_explain(what, run_dir, model, optimizer, state, config, "abc", 2, faults);
   } catch (const UserError& e) {
     return e.what();
   }
   return "";
+}
+
+// A checkpoint loads under other kernels, evaluation-time methods and starting values (each
+// family's runtime settings, from its row), and refuses a change to the trained function,
+// naming the key.
+TEST(RunLifecycle, ACheckpointLoadsUnderOtherRuntimeSettingsAndNamesAnOtherFunction) {
+  config::Config rope;
+  config::Config fire = rope, path = rope;
+  fire.model.position.kind = config::PositionKind::fire;
+  path.model.position.kind = config::PositionKind::path;
+  auto difference = [](const config::Config& saved, const std::function<void(config::Config&)>& change) {
+    config::Config current = saved;
+    change(current);
+    const auto d = io::first_architecture_difference(saved, current);
+    return d ? d->key : std::string();
+  };
+  using config::Config;
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.rope.impl = config::RopeKernel::reference; }), "");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.rope.cos_sin_table = false; }), "");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.rope.scaling.kind = config::RopeScalingKind::yarn; }),
+            "");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.rope.mode = config::RopeMode::string; }), "");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.attention_kernel = config::AttentionKernel::reference; }), "");
+  EXPECT_EQ(difference(fire, [](Config& c) { c.model.position.fire.l_init = 99; }), "");
+  EXPECT_EQ(difference(path, [](Config& c) { c.model.position.path.block = 7; }), "");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.rope.base = 500; }), "model.position.rope.base");
+  EXPECT_EQ(difference(fire, [](Config& c) { c.model.position.fire.mlp_width = 8; }), "model.position.fire.mlp_width");
+  EXPECT_EQ(difference(path, [](Config& c) { c.model.position.path.rank = 8; }), "model.position.path.rank");
+  EXPECT_EQ(difference(rope, [](Config& c) { c.model.position.fire.mlp_width = 8; }), "");  // an unused family's
 }
 
 TEST(RunLifecycle, AFailedSaveSaysWhatSurvivedAndHowToContinue) {
@@ -47,7 +77,7 @@ TEST(RunLifecycle, AFailedSaveSaysWhatSurvivedAndHowToContinue) {
   EXPECT_NE(first.find("continue with --resume auto"), std::string::npos) << first;
   EXPECT_FALSE(io::latest_checkpoint(dir.path()));
 
-  train::save_checkpoint_or_explain("fine-tuning", dir.path(), *model, optimizer, state, cfg, "abc", 2);
+  run::save_checkpoint_or_explain("fine-tuning", dir.path(), *model, optimizer, state, cfg, "abc", 2);
   state.step = 10;
   const std::string second = failed_save("training", dir.path(), *model, optimizer, state, cfg);
   EXPECT_NE(second.find("training stopped at step 10; the previous checkpoint"), std::string::npos) << second;
@@ -57,9 +87,9 @@ TEST(RunLifecycle, AFailedSaveSaysWhatSurvivedAndHowToContinue) {
   EXPECT_EQ(latest->step, 5);
 }
 
-train::StepResult step_with_loss(double loss) {
+run::StepResult step_with_loss(double loss) {
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  train::StepResult r;
+  run::StepResult r;
   r.loss = torch::full({}, loss, f64);
   r.grad_norm = torch::full({}, 1.0, f64);
   r.found_inf = torch::full({}, std::isfinite(loss) ? 0.0f : 1.0f);
@@ -75,7 +105,7 @@ TEST(RunLifecycle, PhasesWriteTheRunDirectoryOnlyWhenOpenedAndResumeFromTheNewes
   torch::optim::AdamW optimizer(model->parameters());
   io::TrainerState state;
   {
-    train::RunLifecycle life(cfg, env, run, "fine-tuning");
+    run::RunLifecycle life(cfg, env, run, "fine-tuning");
     life.claim_run_directory("");
     life.setup_device("");
     EXPECT_TRUE(life.resume_dir().empty());
@@ -88,12 +118,12 @@ TEST(RunLifecycle, PhasesWriteTheRunDirectoryOnlyWhenOpenedAndResumeFromTheNewes
     for (int64_t s : {1, 2, 3}) life.metrics().write({{"type", "train"}, {"step", s}});
     state.step = 2;
     life.save_checkpoint(*model, optimizer, state);
-    const train::RunEnd end = life.finish(0, 3);
+    const run::RunEnd end = life.finish(0, 3);
     EXPECT_EQ(end.exit_code, 0);
     EXPECT_EQ(end.step, 3);
     EXPECT_EQ(end.run_dir, run);
   }
-  train::RunLifecycle again(cfg, env, run, "fine-tuning");
+  run::RunLifecycle again(cfg, env, run, "fine-tuning");
   again.claim_run_directory("auto");
   again.setup_device("");
   EXPECT_EQ(again.resume_dir(), run + "/checkpoints/step_2");
@@ -108,7 +138,7 @@ TEST(RunLifecycle, NonFiniteStepsStopTheRunOrAreSkippedAndCounted) {
   const dist::DistEnv env;
   for (const std::string policy : {"stop", "skip"}) {
     const config::Config cfg = config::load_overrides({"train.on_nonfinite=" + policy}).config;
-    train::RunLifecycle life(cfg, env, "", "training");
+    run::RunLifecycle life(cfg, env, "", "training");
     life.setup_device("");
     life.begin_steps();
     life.record(step_with_loss(2.0), 0);

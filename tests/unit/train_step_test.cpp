@@ -7,10 +7,10 @@
 
 #include <cmath>
 
+#include "roformer/run/metrics.h"
+#include "roformer/run/tensorboard_writer.h"
 #include "roformer/train/lr_schedule.h"
-#include "roformer/train/metrics.h"
 #include "roformer/train/step.h"
-#include "roformer/train/tensorboard_writer.h"
 
 namespace train_step_test {
 
@@ -164,7 +164,7 @@ TEST(TrainStep, TinyModelOverfitsATinyBatch) {
 }
 
 TEST(StepRecord, LineRoundsItsValuesAndGivesTheRemainingTime) {
-  train::StepRecord r;
+  run::StepRecord r;
   r.step = 50;
   r.steps = 200;
   r.tokens = 50 * 2048;  // 2048 tokens a step
@@ -185,17 +185,17 @@ TEST(StepRecord, LineRoundsItsValuesAndGivesTheRemainingTime) {
 TEST(TensorBoard, ScalarsAreTheRecordsFiniteNumbersTaggedByTypeAndSplit) {
   using nlohmann::json;
   using Scalars = std::vector<std::pair<std::string, double>>;
-  EXPECT_EQ(train::tensorboard_scalars(json{{"type", "train"}, {"step", 20}, {"loss", 2.5}, {"lr", 1e-3}}),
+  EXPECT_EQ(run::tensorboard_scalars(json{{"type", "train"}, {"step", 20}, {"loss", 2.5}, {"lr", 1e-3}}),
             (Scalars{{"train/loss", 2.5}, {"train/lr", 1e-3}}));
   const json dev{
       {"type", "eval"}, {"split", "dev"}, {"step", 40}, {"loss", 0.5}, {"metrics", {{"accuracy", 0.75}, {"f1", 0.5}}},
       {"note", "text"}};
-  EXPECT_EQ(train::tensorboard_scalars(dev),
+  EXPECT_EQ(run::tensorboard_scalars(dev),
             (Scalars{{"eval/dev/loss", 0.5}, {"eval/dev/accuracy", 0.75}, {"eval/dev/f1", 0.5}}));
-  EXPECT_EQ(train::tensorboard_scalars(json{{"type", "train"}, {"step", 3}, {"loss", std::nan("")}, {"lr", 0.1}}),
+  EXPECT_EQ(run::tensorboard_scalars(json{{"type", "train"}, {"step", 3}, {"loss", std::nan("")}, {"lr", 0.1}}),
             (Scalars{{"train/lr", 0.1}}));
-  EXPECT_TRUE(train::tensorboard_scalars(json{{"type", "init"}, {"step", 0}, {"source_step", 600}}).empty());
-  EXPECT_TRUE(train::tensorboard_scalars(json{{"type", "train"}, {"loss", 1.0}}).empty());
+  EXPECT_TRUE(run::tensorboard_scalars(json{{"type", "init"}, {"step", 0}, {"source_step", 600}}).empty());
+  EXPECT_TRUE(run::tensorboard_scalars(json{{"type", "train"}, {"loss", 1.0}}).empty());
 }
 
 }  // namespace train_step_test

@@ -267,7 +267,7 @@ struct TrainConfig {
   InitProtocol init_protocol = InitProtocol::weights;
   PositionSampling positions = PositionSampling::contiguous;
   int64_t random_positions_max = 0;  // positions: random draws from [0, max); 0 resolves (see config_validate.cpp)
-  bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (train/tensorboard_writer.h)
+  bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (run/tensorboard_writer.h)
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   int64_t activation_checkpointing_every = 2;  // every_k: layers k-1, 2k-1, ... recompute in backward
   void visit(FieldVisitor& v);

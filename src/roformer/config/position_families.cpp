@@ -58,6 +58,13 @@ std::string family_names(bool (*keep)(const PositionTraits&)) {
   return out;
 }
 
+bool is_runtime_setting(const std::string& key) {
+  for (const PositionFamily& f : position_families())
+    for (const std::string& prefix : f.runtime_settings)
+      if (key.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 bool belongs_to_unused_family(const std::string& key, PositionKind kind) {
   const auto owns = [&](const PositionFamily& f) {
     return std::any_of(f.settings.begin(), f.settings.end(),

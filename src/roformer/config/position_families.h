@@ -35,6 +35,9 @@ struct PositionFamily {
   void (*resolve)(Config&) = nullptr;                         // its defaults derived from other keys
   double (*parameters)(const ModelConfig&) = nullptr;         // its own trainable parameters
   int64_t (*length_limit)(const ModelConfig&) = nullptr;      // positions it has a row for (none: no limit)
+  // Key prefixes of its settings that change the speed or the start of training, not the trained
+  // function (a checkpoint loads under other values: kernels, evaluation-time methods, inits).
+  std::vector<std::string> runtime_settings;
 };
 
 const std::vector<PositionFamily>& position_families();  // in PositionKind order
@@ -47,6 +50,10 @@ const PositionFamily& position_family(PositionKind kind);
 
 // "a, b or c": the names of the families whose traits pass `keep`, in PositionKind order.
 std::string family_names(bool (*keep)(const PositionTraits&));
+
+// True when some family lists `key` among its runtime settings (it does not describe the trained
+// function).
+bool is_runtime_setting(const std::string& key);
 
 // True when `key` is a setting of a family other than `kind` (such settings do not describe
 // the trained function of a model of `kind`).

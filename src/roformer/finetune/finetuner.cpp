@@ -33,14 +33,14 @@
 #include "roformer/finetune/task_eval.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/autocast.h"
+#include "roformer/run/device_setup.h"
+#include "roformer/run/metrics.h"
+#include "roformer/run/run_directory.h"
+#include "roformer/run/run_lifecycle.h"
+#include "roformer/run/signals.h"
 #include "roformer/runtime/device.h"
 #include "roformer/runtime/memory_estimate.h"
-#include "roformer/train/device_setup.h"
 #include "roformer/train/lr_schedule.h"
-#include "roformer/train/metrics.h"
-#include "roformer/train/run_directory.h"
-#include "roformer/train/run_lifecycle.h"
-#include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 #include "roformer/train/trainer.h"
 
@@ -132,13 +132,13 @@ class Finetuner {
 
  private:
   // The task's step, logging, evaluation and outputs.
-  train::StepResult step(double lr);
-  void log_step(const train::StepResult& r, double lr);
+  run::StepResult step(double lr);
+  void log_step(const run::StepResult& r, double lr);
   std::string eta() const;
   void evaluate_epoch(int64_t epoch, double train_loss);
   void write_predictions();
   void write_results();
-  // Its parts of the lifecycle's phases (train/run_lifecycle.h).
+  // Its parts of the lifecycle's phases (run/run_lifecycle.h).
   void check_inputs();
   void build();
   void restore();
@@ -149,7 +149,7 @@ class Finetuner {
   const config::FinetuneConfig& f_;
   const FinetuneOptions& opts_;
   const dist::DistEnv& env_;
-  train::RunLifecycle life_;  // after cfg_, whose derived steps its config.yaml and checkpoints save
+  run::RunLifecycle life_;  // after cfg_, whose derived steps its config.yaml and checkpoints save
   FinetuneResult result_;
   TaskSpec spec_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
@@ -246,11 +246,11 @@ void Finetuner::restore() {
   if (!group) return;
   group->check_same_fingerprint("model and config", dist::model_fingerprint(*model_, {config::dump_yaml(cfg_)}));
   dist::broadcast_module(group->comm(), *model_);
-  reducer_ = train::make_reducer(*model_, group->comm(), cfg_.dist);  // frozen parameters are skipped
+  reducer_ = run::make_reducer(*model_, group->comm(), cfg_.dist);  // frozen parameters are skipped
 }
 
 // This rank's examples of the current step: every world-th example of the global batch.
-train::StepResult Finetuner::step(double lr) {
+run::StepResult Finetuner::step(double lr) {
   const config::TrainConfig& t = cfg_.train;
   const int64_t epoch = state_.step / steps_per_epoch_, b = state_.step % steps_per_epoch_;
   if (order_epoch_ != epoch) {  // drawn once per epoch, not per step (QQP has 364k examples)
@@ -270,7 +270,7 @@ train::StepResult Finetuner::step(double lr) {
                                            {static_cast<uint64_t>(env_.rank), static_cast<uint64_t>(state_.step)}));
   const double global_n = static_cast<double>(end - begin), world = env_.world_size;
   const size_t per_micro = (local.size() + static_cast<size_t>(t.grad_accum) - 1) / static_cast<size_t>(t.grad_accum);
-  train::StepResult r;
+  run::StepResult r;
   r.loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(life_.device()));
   for (size_t m = 0; m * per_micro < local.size(); ++m) {
     const std::vector<const TaskExample*> micro(
@@ -298,7 +298,7 @@ train::StepResult Finetuner::step(double lr) {
     }
   }
   if (life_.group()) {  // the global loss and whether any rank was asked to stop, in one reduction
-    torch::Tensor l = torch::stack({r.loss, torch::full({}, train::stop_requested() ? 1.0 : 0.0, r.loss.options())});
+    torch::Tensor l = torch::stack({r.loss, torch::full({}, run::stop_requested() ? 1.0 : 0.0, r.loss.options())});
     life_.group()->comm().allreduce_sum_now(l);
     r.loss = l[0];
     r.any_stop = l[1].item<double>() > 0;
@@ -313,7 +313,7 @@ std::string Finetuner::eta() const {
   return Progress::format_duration(spent / std::max(1.0, done) * static_cast<double>(cfg_.train.steps - state_.step));
 }
 
-void Finetuner::log_step(const train::StepResult& r, double lr) {
+void Finetuner::log_step(const run::StepResult& r, double lr) {
   const double window_s = std::chrono::duration<double>(Clock::now() - window_start_).count();
   const double tps = window_s > 0 ? static_cast<double>(window_tokens_) / window_s : 0;
   const double loss = r.loss_value(), grad = r.grad_norm_value();
@@ -421,7 +421,7 @@ void Finetuner::write_results() {
 }
 
 FinetuneResult Finetuner::finish(int code) {
-  static_cast<train::RunEnd&>(result_) = life_.finish(code, state_.step);
+  static_cast<run::RunEnd&>(result_) = life_.finish(code, state_.step);
   return result_;
 }
 
@@ -444,7 +444,7 @@ FinetuneResult Finetuner::run() {
   first_step_ = state_.step;
   while (state_.step < steps) {
     const double lr = train::learning_rate(cfg_.train, state_.step);
-    const train::StepResult r = step(lr);
+    const run::StepResult r = step(lr);
     life_.record(r, state_.step);
     epoch_loss_.add_(r.loss);
     ++epoch_steps_;
@@ -452,7 +452,7 @@ FinetuneResult Finetuner::run() {
     const bool epoch_end = state_.step % steps_per_epoch_ == 0;
     const bool stopping = life_.stopping(r);
     const bool log_now = state_.step % cfg_.train.log_every == 0 || epoch_end;
-    if ((log_now || epoch_end || stopping) && life_.stop_on_nonfinite()) return finish(train::kNonFiniteExitCode);
+    if ((log_now || epoch_end || stopping) && life_.stop_on_nonfinite()) return finish(run::kNonFiniteExitCode);
     if (log_now) log_step(r, lr);
     if (epoch_end) {
       evaluate_epoch(state_.step / steps_per_epoch_, epoch_loss_.item<double>() / static_cast<double>(epoch_steps_));

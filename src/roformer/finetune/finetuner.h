@@ -12,7 +12,7 @@
 
 #include "roformer/config/config_loader.h"
 #include "roformer/distributed/dist_env.h"
-#include "roformer/train/run_end.h"
+#include "roformer/run/run_end.h"
 
 namespace roformer::finetune {
 
@@ -34,7 +34,7 @@ struct EpochScores {
   std::map<std::string, double> dev;
 };
 
-struct FinetuneResult : train::RunEnd {
+struct FinetuneResult : run::RunEnd {
   std::vector<EpochScores> epochs;     // this session's evaluations
   std::map<std::string, double> test;  // final model on the test split (empty without one)
 };

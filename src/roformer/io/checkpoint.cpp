@@ -64,23 +64,16 @@ bool is_complete_checkpoint(const std::string& dir) {
 
 namespace {
 
-// Keys that describe the trained function; dropout, init and RoPE's runtime choices
-// (implementation, evaluation-time scaling) may change between save and load.
+// Keys that describe the trained function; dropout, init, the kernels (speed, not function),
+// evaluation-time scales, SSMax's starting s (a trained parameter; ssmax_init only starts it) and
+// each position family's runtime settings may change between save and load.
 bool is_architecture_key(const std::string& key) {
   if (key.rfind("model.", 0) != 0) return false;
   for (const char* skip :
        {"model.hidden_dropout", "model.attention_dropout", "model.init_std", "model.activation_kernel",
-        "model.norm_kernel",
-        "model.attention_kernel",  // kernels change the speed, not the function "model.position.rope.impl",
-                                   // "model.position.rope.cos_sin_table",
-        "model.position.rope.scaling.", "model.position.rope.mode", "model.position.rope.rerope.",
-        "model.position.rope.string.", "model.position.rope.self_extend.", "model.position.rope.dual_chunk.",
-        "model.attention_scale",
-        "model.position.path.block",    // PaTH's block size changes the speed, not the scores
-        "model.ssmax_init",             // SSMax's s is a trained parameter; ssmax_init only starts it
-        "model.position.fire.l_init"})  // FIRE's threshold is a trained parameter; l_init only starts it
+        "model.norm_kernel", "model.attention_kernel", "model.attention_scale", "model.ssmax_init"})
     if (key.rfind(skip, 0) == 0) return false;
-  return true;
+  return !config::is_runtime_setting(key);
 }
 
 }  // namespace

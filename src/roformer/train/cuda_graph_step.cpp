@@ -55,7 +55,7 @@ class CudaGraphStep : public GraphedStep {
     optimizer_.set_lr_tensor(lr_);
   }
 
-  StepResult run(const data::Batch& batch, double lr, bool poison) override {
+  run::StepResult run(const data::Batch& batch, double lr, bool poison) override {
     const c10::cuda::CUDAGuard guard(device_);
     if (micro_.empty()) allocate(batch);
     lr_.fill_(lr);  // before any path: the eager fallback reads the same lr tensor
@@ -116,7 +116,7 @@ class CudaGraphStep : public GraphedStep {
   }
 
   // The captured body: device_step on the static buffers, gradients accumulated from None.
-  StepResult body() {
+  run::StepResult body() {
     std::vector<MicroBatch> micro;
     for (const auto& s : micro_) micro.push_back({s.ids, s.targets, s.index, s.gold});
     optimizer_.zero_grad();
@@ -125,7 +125,7 @@ class CudaGraphStep : public GraphedStep {
   }
 
   template <typename F>
-  StepResult on_side_stream(F&& f) {
+  run::StepResult on_side_stream(F&& f) {
     const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(device_.index());
     c10::cuda::CUDAEvent ready;
     ready.record(main);
@@ -135,7 +135,7 @@ class CudaGraphStep : public GraphedStep {
       done.record(side_);
       done.block(main);
     };
-    StepResult r;
+    run::StepResult r;
     try {
       const c10::cuda::CUDAStreamGuard on_side(side_);
       r = f();
@@ -210,7 +210,7 @@ class CudaGraphStep : public GraphedStep {
   }
 
   // A step that does not fit the graph: the eager path, with the same inputs.
-  StepResult eager_step(const data::Batch& batch, bool poison) {
+  run::StepResult eager_step(const data::Batch& batch, bool poison) {
     return train_step(model_, optimizer_, batch, options_.grad_accum, options_.grad_clip, device_, options_.autocast,
                       poison);
   }
@@ -224,7 +224,7 @@ class CudaGraphStep : public GraphedStep {
   torch::Tensor count_;  // float64 []: scored tokens of the step (NaN poisons it)
   torch::Tensor lr_;     // float32 []: read by the fused optimizer inside the graph
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
-  StepResult outputs_;  // the captured body's outputs, rewritten by every replay
+  run::StepResult outputs_;  // the captured body's outputs, rewritten by every replay
   int64_t calls_ = 0;
   bool warned_ = false;
   bool failed_ = false;  // the capture failed: every step runs eagerly

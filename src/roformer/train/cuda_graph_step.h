@@ -31,7 +31,7 @@ class GraphedStep {
   // One optimizer step on `batch` at learning rate `lr` (poison: a NaN loss, for tests of the
   // guard). Returns static device tensors: read them before the next call. A micro-batch with
   // more scored positions than the capacity runs eagerly (same arithmetic, logged once).
-  virtual StepResult run(const data::Batch& batch, double lr, bool poison) = 0;
+  virtual run::StepResult run(const data::Batch& batch, double lr, bool poison) = 0;
 };
 
 // The graphed step, or nullptr with the reason in `why` (a CPU device, a build without CUDA).

@@ -62,30 +62,14 @@ torch::Tensor gradient_norm(torch::nn::Module& module) {
   return norm_of(defined_grads(module));
 }
 
-NonFiniteWatch::NonFiniteWatch(const torch::Device& device)
-    : state_(torch::tensor({0.0, -1.0, 0.0}, torch::kFloat64).to(device)) {}
-
-void NonFiniteWatch::record(const StepResult& r, int64_t step) {
-  const torch::Tensor bad = r.found_inf.to(torch::kFloat64);
-  const torch::Tensor first = (state_[1] < 0).to(torch::kFloat64) * bad;  // 1 at the first bad step only
-  const torch::Tensor loss_bad = torch::logical_not(torch::isfinite(r.loss)).to(torch::kFloat64);
-  state_.add_(torch::stack({bad, first * static_cast<double>(step + 1), first * loss_bad}));
-}
-
-NonFiniteWatch::Seen NonFiniteWatch::read() const {
-  const torch::Tensor h = state_.cpu();
-  const double* d = h.data_ptr<double>();
-  return {static_cast<int64_t>(d[0]), static_cast<int64_t>(d[1]), d[2] > 0};
-}
-
 torch::Tensor to_device_async(const torch::Tensor& cpu, const torch::Device& device) {
   if (device.is_cpu()) return cpu;
   return cpu.pin_memory().to(device, /*non_blocking=*/true);
 }
 
-StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
-                      int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast, bool poison,
-                      const DataParallel* dp) {
+run::StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
+                           int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
+                           bool poison, const DataParallel* dp) {
   optimizer.zero_grad();
   const int64_t rows = batch.input_ids.size(0) / grad_accum;
   const torch::Device comm_device = model->parameters().front().device();
@@ -114,11 +98,11 @@ StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optim
   return device_step(model, optimizer, micro, count, grad_clip, autocast, dp);
 }
 
-StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
-                       const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
-                       bool autocast, const DataParallel* dp) {
+run::StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
+                            const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
+                            bool autocast, const DataParallel* dp) {
   const double world = dp ? dp->comm->size() : 1;
-  StepResult r;
+  run::StepResult r;
   r.loss = torch::zeros({}, scored.options());
   for (size_t m = 0; m < micro.size(); ++m) {
     const MicroBatch& mb = micro[m];
@@ -153,8 +137,8 @@ StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& opti
   return update_from_gradients(*model, optimizer, std::move(r), grad_clip);
 }
 
-StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, StepResult r,
-                                 double grad_clip) {
+run::StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, run::StepResult r,
+                                      double grad_clip) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads = defined_grads(module);
   r.grad_norm = norm_of(grads).to(r.loss.device());

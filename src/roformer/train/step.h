@@ -12,6 +12,7 @@
 #include "roformer/data/batches.h"
 #include "roformer/distributed/reducer.h"
 #include "roformer/model/encoder.h"
+#include "roformer/run/step_result.h"
 #include "roformer/train/fused_adamw.h"
 
 namespace roformer::train {
@@ -23,19 +24,6 @@ inline std::unique_ptr<FusedAdamW> make_optimizer(model::EncoderModel& model, co
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
-
-// Device tensors: reading one (the *_value accessors) waits for the step to finish, so the
-// trainer reads them only at log, evaluation and checkpoint steps.
-struct StepResult {
-  torch::Tensor loss;       // float64 []: mean loss over the step's scored tokens
-  torch::Tensor grad_norm;  // float64 []: global L2 norm before clipping
-  torch::Tensor found_inf;  // float32 []: 1 when the loss or the norm is non-finite (nothing updated)
-  bool any_stop = false;    // data parallel: some rank had stop_requested set
-
-  double loss_value() const { return loss.item<double>(); }
-  double grad_norm_value() const { return grad_norm.item<double>(); }
-  bool finite() const { return found_inf.item<float>() == 0; }
-};
 
 // Forward/backward over `grad_accum` micro-batches of `batch`, then clip and step; a
 // non-finite loss or norm skips the update on the device (FusedAdamW's found_inf; any other
@@ -51,25 +39,9 @@ struct DataParallel {
   dist::Communicator* comm = nullptr;
   bool stop_requested = false;
 };
-StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
-                      int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
-                      bool poison = false, const DataParallel* dp = nullptr);
-
-// Non-finite steps counted on the device, so the step never waits for the host:
-// [count, first such step, whether that step's loss (1) or only its norm (0) was non-finite].
-class NonFiniteWatch {
- public:
-  explicit NonFiniteWatch(const torch::Device& device);
-  void record(const StepResult& r, int64_t step);
-  struct Seen {
-    int64_t count = 0, first_step = -1;
-    bool first_was_loss = false;
-  };
-  Seen read() const;  // a host sync: for log, evaluation and checkpoint steps
-
- private:
-  torch::Tensor state_;  // float64 [3] on the training device
-};
+run::StepResult train_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer, const data::Batch& batch,
+                           int64_t grad_accum, double grad_clip, const torch::Device& device, bool autocast,
+                           bool poison = false, const DataParallel* dp = nullptr);
 
 // One micro-batch on the device. scored_index [N] / gold [N] (optional) may be padded to a
 // fixed capacity with gold -100 (a CUDA graph's static buffers); ids/targets are [b, L].
@@ -84,15 +56,15 @@ struct MicroBatch {
 // micro-batches (loss sums divided by `scored`, a float64 [] device tensor holding the
 // scored-token count, or NaN to poison the step), the gradient norm, clipping and the
 // update guarded by the non-finite flag. No host reads in a single process.
-StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
-                       const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
-                       bool autocast, const DataParallel* dp = nullptr);
+run::StepResult device_step(model::EncoderModel& model, torch::optim::Optimizer& optimizer,
+                            const std::vector<MicroBatch>& micro, const torch::Tensor& scored, double grad_clip,
+                            bool autocast, const DataParallel* dp = nullptr);
 
 // The end of every step, once the gradients are in place and r.loss holds the step's loss:
 // the global gradient norm, clipping and the update, skipped on the device when the loss or
 // the norm is non-finite (r.found_inf). Fine-tuning steps share it with device_step.
-StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, StepResult r,
-                                 double grad_clip);
+run::StepResult update_from_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer, run::StepResult r,
+                                      double grad_clip);
 
 // Global L2 norm of all gradients: float64 [] on the gradients' device (no host sync).
 torch::Tensor gradient_norm(torch::nn::Module& module);

@@ -31,18 +31,18 @@
 #include "roformer/io/checkpoint.h"
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
+#include "roformer/run/device_setup.h"
+#include "roformer/run/metrics.h"
+#include "roformer/run/mfu.h"
+#include "roformer/run/run_directory.h"
+#include "roformer/run/run_lifecycle.h"
+#include "roformer/run/signals.h"
 #include "roformer/runtime/device.h"
 #include "roformer/runtime/memory_estimate.h"
 #include "roformer/train/cuda_graph_step.h"
-#include "roformer/train/device_setup.h"
 #include "roformer/train/init_from.h"
 #include "roformer/train/lr_schedule.h"
-#include "roformer/train/metrics.h"
-#include "roformer/train/mfu.h"
 #include "roformer/train/profiler.h"
-#include "roformer/train/run_directory.h"
-#include "roformer/train/run_lifecycle.h"
-#include "roformer/train/signals.h"
 #include "roformer/train/step.h"
 
 namespace roformer::train {
@@ -123,8 +123,8 @@ class Trainer {
   void setup_device();
   void build();
   void restore();
-  StepResult step(const data::Batch& batch, double lr);
-  void log_step(const StepResult& sr, double lr);
+  run::StepResult step(const data::Batch& batch, double lr);
+  void log_step(const run::StepResult& sr, double lr);
   void evaluate(int64_t step);
   void checkpoint();
   TrainResult finish(int exit_code);
@@ -133,7 +133,7 @@ class Trainer {
   const config::TrainConfig& t_;
   const TrainOptions& opts_;
   const dist::DistEnv& env_;
-  RunLifecycle life_;
+  run::RunLifecycle life_;
   TrainResult result_;
   int64_t local_batch_ = 0;
   data::DatasetMeta meta_;
@@ -217,8 +217,8 @@ void Trainer::setup_device() {
   autocast_ = life_.autocast();
   group_ = life_.group();
   if (group_) comm_ = &group_->comm();
-  flops_per_token_ = training_flops_per_token(cfg_.model, cfg_.data);
-  peak_ = peak_tflops(t_, device_, autocast_);
+  flops_per_token_ = run::training_flops_per_token(cfg_.model, cfg_.data);
+  peak_ = run::peak_tflops(t_, device_, autocast_);
   log::info("model FLOPs per token ", shortest_double(std::round(flops_per_token_ / 1e3) / 1e3),
             " M (6N + attention); ",
             peak_ > 0 ? "peak " + shortest_double(peak_) + " TFLOP/s for MFU"
@@ -315,28 +315,28 @@ void Trainer::restore() {
       dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size), "resume " + resume,
                                         "init " + init_.dir, config::dump_yaml(cfg_)}));
   dist::broadcast_module(*comm_, *model_);
-  reducer_ = make_reducer(*model_, *comm_, cfg_.dist);
+  reducer_ = run::make_reducer(*model_, *comm_, cfg_.dist);
   dp_ = {reducer_.get(), comm_};
   log::info("gradient buckets: ", reducer_->buckets().size(), " (first ", cfg_.dist.first_bucket_mb, " MiB, then ",
             cfg_.dist.bucket_mb, " MiB)");
 }
 
-StepResult Trainer::step(const data::Batch& batch, double lr) {
+run::StepResult Trainer::step(const data::Batch& batch, double lr) {
   set_learning_rate(*optimizer_, lr);
   // Data parallel: each rank's dropout stream is a function of (seed, rank, step), so resumed
   // ranks draw what they would have drawn without a checkpoint RNG state per rank.
   if (group_)
     torch::manual_seed(data::hash_counters(static_cast<uint64_t>(t_.seed) + 1,
                                            {static_cast<uint64_t>(env_.rank), static_cast<uint64_t>(state_.step)}));
-  dp_.stop_requested = stop_requested();
+  dp_.stop_requested = run::stop_requested();
   const bool poison = state_.step == opts_.faults.nan_step;
   if (graphed_) return graphed_->run(batch, lr, poison);
   return train_step(model_, *optimizer_, batch, t_.grad_accum, t_.grad_clip, device_, autocast_, poison,
                     group_ ? &dp_ : nullptr);
 }
 
-void Trainer::log_step(const StepResult& sr, double lr) {
-  StepRecord r;
+void Trainer::log_step(const run::StepResult& sr, double lr) {
+  run::StepRecord r;
   r.step = state_.step;
   r.steps = t_.steps;
   r.tokens = state_.tokens_seen;
@@ -384,7 +384,7 @@ void Trainer::checkpoint() {
 }
 
 TrainResult Trainer::finish(int exit_code) {
-  static_cast<RunEnd&>(result_) = life_.finish(exit_code, state_.step);
+  static_cast<run::RunEnd&>(result_) = life_.finish(exit_code, state_.step);
   return result_;
 }
 
@@ -424,7 +424,7 @@ TrainResult Trainer::run() {
     if (env_.rank == opts_.faults.kill_rank && state_.step == opts_.faults.kill_rank_step) std::raise(SIGKILL);
     const data::Batch batch = batches.next();
     const int64_t tokens = t_.batch_size * batch.input_ids.size(1);
-    const StepResult sr = step(batch, lr);
+    const run::StepResult sr = step(batch, lr);
     if (probe) log::info("attention kernel: ", probe->summary());
     profiler.after_step(state_.step);
     life_.record(sr, state_.step);
@@ -435,7 +435,7 @@ TrainResult Trainer::run() {
     const bool log_now = state_.step % t_.log_every == 0 || state_.step == t_.steps;
     const bool eval_now = state_.step % t_.eval_every == 0 && state_.step != t_.steps;
     const bool checkpoint_now = state_.step % t_.checkpoint_every == 0 || state_.step == t_.steps || stopping;
-    if ((log_now || eval_now || checkpoint_now) && life_.stop_on_nonfinite()) return finish(kNonFiniteExitCode);
+    if ((log_now || eval_now || checkpoint_now) && life_.stop_on_nonfinite()) return finish(run::kNonFiniteExitCode);
     if (log_now) log_step(sr, lr);
     if (eval_now) evaluate(state_.step);
     if (checkpoint_now) checkpoint();

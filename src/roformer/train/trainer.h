@@ -9,7 +9,7 @@
 
 #include "roformer/config/config_loader.h"
 #include "roformer/distributed/dist_env.h"
-#include "roformer/train/run_end.h"
+#include "roformer/run/run_end.h"
 
 namespace roformer::train {
 
@@ -34,7 +34,7 @@ struct TrainOptions {
   FaultInjection faults;
 };
 
-struct TrainResult : RunEnd {
+struct TrainResult : run::RunEnd {
   double valid_loss = 0;  // last validation loss
 };
 

@@ -32,8 +32,10 @@ void FireConfig::visit(FieldVisitor& v) {
 }
 
 PositionFamily fire_family() {
-  return {PositionKind::fire, "fire",         {"model.position.fire."}, kPerLayerTermTraits, "", "", nullptr,
-          resolve_fire,       fire_parameters};
+  PositionFamily f{PositionKind::fire, "fire",         {"model.position.fire."}, kPerLayerTermTraits, "", "", nullptr,
+                   resolve_fire,       fire_parameters};
+  f.runtime_settings = {"model.position.fire.l_init"};  // the threshold is a trained parameter; l_init only starts it
+  return f;
 }
 
 }  // namespace roformer::config

@@ -206,8 +206,15 @@ void RopeConfig::visit(FieldVisitor& v) {
 }
 
 PositionFamily rope_family() {
-  return {PositionKind::rope, "rope", {"model.position.rope."}, kRotaryTraits, "", "", validate_rotary,
-          resolve_rope,       nullptr};
+  PositionFamily f{PositionKind::rope, "rope", {"model.position.rope."}, kRotaryTraits, "", "", validate_rotary,
+                   resolve_rope,       nullptr};
+  // The kernel and its table change the speed; the scalings and remaps are evaluation-time
+  // methods any RoPE checkpoint takes.
+  f.runtime_settings = {"model.position.rope.impl",         "model.position.rope.cos_sin_table",
+                        "model.position.rope.scaling.",     "model.position.rope.mode",
+                        "model.position.rope.rerope.",      "model.position.rope.string.",
+                        "model.position.rope.self_extend.", "model.position.rope.dual_chunk."};
+  return f;
 }
 
 }  // namespace roformer::config

@@ -1,6 +1,6 @@
 // The TensorBoard writer: scalars from metrics records, and the Python child that writes the
 // event files with the tensorboard package (see tensorboard_writer.h).
-#include "roformer/train/tensorboard_writer.h"
+#include "roformer/run/tensorboard_writer.h"
 
 #include <chrono>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
 
-namespace roformer::train {
+namespace roformer::run {
 namespace {
 
 using nlohmann::json;
@@ -109,4 +109,4 @@ void TensorBoardWriter::write(const json& record) {
   send(line);
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -1,5 +1,5 @@
 // The run lifecycle every training task shares (see run_lifecycle.h).
-#include "roformer/train/run_lifecycle.h"
+#include "roformer/run/run_lifecycle.h"
 
 #include <csignal>
 #include <optional>
@@ -11,12 +11,12 @@
 #include "roformer/common/files.h"
 #include "roformer/common/log.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/run/device_setup.h"
+#include "roformer/run/mfu.h"
+#include "roformer/run/signals.h"
 #include "roformer/runtime/device.h"
-#include "roformer/train/device_setup.h"
-#include "roformer/train/mfu.h"
-#include "roformer/train/signals.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 std::string agree_on_resume(dist::ProcessGroup& group, const dist::DistEnv& env, const std::string& resume_dir) {
   const std::string chosen = group.share_from_rank0("resume_dir", resume_dir);
@@ -152,4 +152,4 @@ RunEnd RunLifecycle::finish(int exit_code, int64_t steps) {
   return {exit_code, steps, run_dir_};
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

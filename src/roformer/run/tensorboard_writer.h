@@ -13,7 +13,7 @@
 
 #include "roformer/common/line_child.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 // The scalars of one metrics.jsonl record as (tag, value): "train/loss", "eval/ppl",
 // "eval/dev/accuracy" (a record's "split" and nested "metrics" become part of the tag); "step",
@@ -41,4 +41,4 @@ class TensorBoardWriter {
   bool broken_ = false;  // the child went away: warned once, then silent
 };
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -6,7 +6,7 @@
 
 #include "roformer/config/config.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 // Training FLOPs per token (forward + backward = 3x forward):
 //   6 * (matmul parameters of the encoder layers, the embedding projection and the head transform)
@@ -23,4 +23,4 @@ double peak_tflops(const config::TrainConfig& train, const torch::Device& device
 // The GPU's name ("" on the CPU).
 std::string device_name(const torch::Device& device);
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -1,5 +1,5 @@
 // Run-directory checks shared by `roformer train` and `roformer finetune` (see run_directory.h).
-#include "roformer/train/run_directory.h"
+#include "roformer/run/run_directory.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include "roformer/common/files.h"
 #include "roformer/io/checkpoint.h"
 
-namespace roformer::train {
+namespace roformer::run {
 namespace {
 
 constexpr const char* kLockFile = ".lock";
@@ -165,4 +165,4 @@ std::string resume_target(const std::string& run_dir, const std::string& resume)
   return dir;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

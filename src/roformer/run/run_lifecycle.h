@@ -22,12 +22,12 @@
 #include "roformer/distributed/dist_env.h"
 #include "roformer/distributed/process_group.h"
 #include "roformer/io/checkpoint.h"
-#include "roformer/train/metrics.h"
-#include "roformer/train/run_directory.h"
-#include "roformer/train/run_end.h"
-#include "roformer/train/step.h"
+#include "roformer/run/metrics.h"
+#include "roformer/run/run_directory.h"
+#include "roformer/run/run_end.h"
+#include "roformer/run/step_result.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 // Every rank resumes from rank 0's choice of checkpoint, which must exist on this rank too (a
 // multi-node run needs the run directory on a shared filesystem); returns that checkpoint.
@@ -107,4 +107,4 @@ class RunLifecycle {
   int64_t reported_nonfinite_ = 0, skipped_ = 0;
 };
 
-}  // namespace roformer::train
+}  // namespace roformer::run

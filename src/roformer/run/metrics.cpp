@@ -1,5 +1,5 @@
 // metrics.jsonl writer and the step record (see metrics.h).
-#include "roformer/train/metrics.h"
+#include "roformer/run/metrics.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 using nlohmann::json;
 
@@ -67,4 +67,4 @@ std::string StepRecord::line() const {
   return s;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

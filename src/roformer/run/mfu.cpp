@@ -1,5 +1,5 @@
 // FLOPs per token and device peaks (see mfu.h).
-#include "roformer/train/mfu.h"
+#include "roformer/run/mfu.h"
 
 #ifdef ROFORMER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace roformer::train {
+namespace roformer::run {
 
 double training_flops_per_token(const config::ModelConfig& m, const config::DataConfig& data) {
   const double H = static_cast<double>(m.hidden_size), F = static_cast<double>(m.ffn_size);
@@ -42,4 +42,4 @@ double peak_tflops(const config::TrainConfig& t, const torch::Device& device, bo
   return 0;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

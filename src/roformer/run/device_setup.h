@@ -17,7 +17,7 @@ namespace torch::nn {
 class Module;
 }
 
-namespace roformer::train {
+namespace roformer::run {
 
 dist::Engine pick_engine(const config::DistConfig& dist, const torch::Device& device);
 
@@ -35,4 +35,4 @@ std::unique_ptr<dist::GradientReducer> make_reducer(torch::nn::Module& module, d
 // deterministic). Returns a one-line description for the log.
 std::string apply_cuda_switches(const config::TrainConfig& train, const torch::Device& device);
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace roformer::train {
+namespace roformer::run {
 
 // An exclusive lock on a run directory: flock on RUN/.lock (an empty file, left in place),
 // held until the object dies or the process exits in any way (kill -9 included: the kernel
@@ -58,4 +58,4 @@ void lock_run_directory_for_writing(const std::string& run_dir, RunDirectoryLock
 // checkpoints is refused. Returns "" to start fresh.
 std::string resume_target(const std::string& run_dir, const std::string& resume);
 
-}  // namespace roformer::train
+}  // namespace roformer::run

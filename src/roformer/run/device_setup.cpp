@@ -1,5 +1,5 @@
 // Device, engine and CUDA switches (see device_setup.h).
-#include "roformer/train/device_setup.h"
+#include "roformer/run/device_setup.h"
 
 #include <ATen/Context.h>
 #include <torch/nn/module.h>
@@ -8,7 +8,7 @@
 
 #include "roformer/common/errors.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
   const dist::Engine nccl = d.nccl_engine == config::NcclEngine::c10d ? dist::Engine::nccl_c10d : dist::Engine::nccl;
@@ -56,4 +56,4 @@ std::string apply_cuda_switches(const config::TrainConfig& t, const torch::Devic
   return "deterministic kernels (CUBLAS_WORKSPACE_CONFIG, math SDPA, no TF32)";
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -1,9 +1,9 @@
 // Signal flag for graceful stops (see signals.h).
-#include "roformer/train/signals.h"
+#include "roformer/run/signals.h"
 
 #include <csignal>
 
-namespace roformer::train {
+namespace roformer::run {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 extern "C" void on_signal(int sig) {
@@ -26,4 +26,4 @@ int stop_signal() {
   return g_signal;
 }
 
-}  // namespace roformer::train
+}  // namespace roformer::run

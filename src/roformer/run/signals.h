@@ -2,10 +2,10 @@
 // current step, saves a checkpoint and exits.
 #pragma once
 
-namespace roformer::train {
+namespace roformer::run {
 
 void install_stop_handlers();
 bool stop_requested();
 int stop_signal();  // the signal received (0 if none)
 
-}  // namespace roformer::train
+}  // namespace roformer::run

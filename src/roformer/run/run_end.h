@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace roformer::train {
+namespace roformer::run {
 
 // Exit code when a run stops on a non-finite loss or gradient norm (train.on_nonfinite=stop).
 constexpr int kNonFiniteExitCode = 3;
@@ -17,4 +17,4 @@ struct RunEnd {
   std::string run_dir;
 };
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "roformer/train/tensorboard_writer.h"
+#include "roformer/run/tensorboard_writer.h"
 
-namespace roformer::train {
+namespace roformer::run {
 
 class MetricsWriter {
  public:
@@ -39,4 +39,4 @@ struct StepRecord {
   std::string line() const;  // "step 20/40 | loss 2.1 | lr 0.001 | grad 0.9 | 20000 tok/s | 0.03 TFLOP/s"
 };
 
-}  // namespace roformer::train
+}  // namespace roformer::run

@@ -23,20 +23,9 @@ struct None {
   ROFORMER_ALWAYS_INLINE void add(int64_t, int64_t, int64_t, int64_t, T*) {}
 };
 
-// In float compiled per x86-64 level (ROFORMER_CLONES takes no templates); in double (the tests'
-// precision) once.
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, None>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, None>(p, tables, first, last);
-}
-
 }  // namespace tile_no_term
 
-TileItems no_term_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? tile_no_term::items_f64 : tile_no_term::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(no_term_items, tile_no_term::None)
 
 void tile_attention_cpu(const TileAttentionLaunch& p, TileItems items, const void* tables) {
   // Items of a few short rows each claim several at a time (the scratch is made once per claim).

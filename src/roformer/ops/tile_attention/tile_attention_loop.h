@@ -271,3 +271,19 @@ ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, const void* 
 }
 
 }  // namespace roformer::ops::tile_loop
+
+// Defines `TileItems items_name(KernelDType)`: the loop's items with the term Term (a class
+// template, fully qualified), in float compiled per x86-64 level (ROFORMER_CLONES takes no
+// templates) and in double (the tests' precision) once. Used at namespace roformer::ops.
+#define ROFORMER_TILE_TERM_ITEMS(items_name, Term)                                                            \
+  namespace items_name##_compiled {                                                                           \
+    ROFORMER_CLONES void f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) { \
+      tile_loop::run_items<float, Term>(p, tables, first, last);                                              \
+    }                                                                                                         \
+    void f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {                 \
+      tile_loop::run_items<double, Term>(p, tables, first, last);                                             \
+    }                                                                                                         \
+  }                                                                                                           \
+  TileItems items_name(KernelDType dtype) {                                                                   \
+    return dtype == KernelDType::f64 ? items_name##_compiled::f64 : items_name##_compiled::f32;               \
+  }

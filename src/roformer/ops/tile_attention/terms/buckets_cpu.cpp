@@ -45,17 +45,8 @@ struct Buckets {
   int64_t first_row = 0;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Buckets>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Buckets>(p, tables, first, last);
-}
-
 }  // namespace bucket_tiles
 
-TileItems bucket_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? bucket_tiles::items_f64 : bucket_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(bucket_items, bucket_tiles::Buckets)
 
 }  // namespace roformer::ops

@@ -46,17 +46,8 @@ struct Cope {
   std::vector<T> gates;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Cope>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Cope>(p, tables, first, last);
-}
-
 }  // namespace cope_tiles
 
-TileItems cope_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? cope_tiles::items_f64 : cope_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(cope_items, cope_tiles::Cope)
 
 }  // namespace roformer::ops

@@ -54,17 +54,8 @@ struct Fire {
   const T* intercept = nullptr;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Fire>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Fire>(p, tables, first, last);
-}
-
 }  // namespace fire_tiles
 
-TileItems fire_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? fire_tiles::items_f64 : fire_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(fire_items, fire_tiles::Fire)
 
 }  // namespace roformer::ops

@@ -29,17 +29,8 @@ struct Fox {
   const T* row_sums = nullptr;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Fox>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Fox>(p, tables, first, last);
-}
-
 }  // namespace fox_tiles
 
-TileItems fox_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? fox_tiles::items_f64 : fox_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(fox_items, fox_tiles::Fox)
 
 }  // namespace roformer::ops

@@ -102,17 +102,8 @@ struct Path {
   bool started = false;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Path>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Path>(p, tables, first, last);
-}
-
 }  // namespace path_tiles
 
-TileItems path_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? path_tiles::items_f64 : path_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(path_items, path_tiles::Path)
 
 }  // namespace roformer::ops

@@ -68,17 +68,8 @@ struct Relative {
   int64_t first_row = 0, row_count = 0, d_min = 0, tile_start = 0;
 };
 
-ROFORMER_CLONES void items_f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<float, Relative>(p, tables, first, last);
-}
-void items_f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
-  tile_loop::run_items<double, Relative>(p, tables, first, last);
-}
-
 }  // namespace relative_tiles
 
-TileItems relative_items(KernelDType dtype) {
-  return dtype == KernelDType::f64 ? relative_tiles::items_f64 : relative_tiles::items_f32;
-}
+ROFORMER_TILE_TERM_ITEMS(relative_items, relative_tiles::Relative)
 
 }  // namespace roformer::ops

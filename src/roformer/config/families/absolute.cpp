@@ -1,9 +1,6 @@
 // The absolute families' rows (sinusoidal, learned) and kind none's: the learned table's
 // length limit, checks and parameters.
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

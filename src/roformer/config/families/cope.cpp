@@ -1,10 +1,7 @@
 // CoPE's row and fields: its derived table length and its parameter count.
 #include "roformer/config/families/cope.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

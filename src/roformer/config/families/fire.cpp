@@ -1,10 +1,7 @@
 // FIRE's row and fields: its derived L and its parameter count.
 #include "roformer/config/families/fire.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

@@ -1,10 +1,7 @@
 // FoX's row and fields: its RoPE switch's checks and its parameter count.
 #include "roformer/config/families/fox.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

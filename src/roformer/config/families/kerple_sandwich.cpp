@@ -1,10 +1,7 @@
 // KERPLE's and Sandwich's rows and fields.
 #include "roformer/config/families/kerple_sandwich.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

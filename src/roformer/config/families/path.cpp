@@ -1,10 +1,7 @@
 // PaTH's row and fields: its parameter count.
 #include "roformer/config/families/path.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

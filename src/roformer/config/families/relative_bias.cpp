@@ -1,10 +1,7 @@
 // The relative-bias families' rows and fields (T5's buckets; ALiBi has no settings).
 #include "roformer/config/families/relative_bias.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

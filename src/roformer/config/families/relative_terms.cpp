@@ -2,10 +2,7 @@
 // and parameter counts.
 #include "roformer/config/families/relative_terms.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

@@ -1,10 +1,7 @@
 // xPos's row and fields (its rotation checks are RoPE's).
 #include "roformer/config/families/xpos.h"
 
-#include <algorithm>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "roformer/config/families/family_rows.h"
 

@@ -19,12 +19,16 @@
 # --data DIR trains on another prepared byte dataset (default data/prepared/linux-docs-byte).
 # --quick (at most 4 minutes, for a stint whose CUDA code changed, before the scale study): env,
 # the GPU tests, and the BERT-base row against the PyTorch peer; no other stage.
-# Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--data DIR] [--out FILE.md] [--logs DIR]
+# --eval-kinds K1,K2,... evaluates these position kinds in the eval stage (default rope,alibi; `all`:
+# every family that evaluates beyond its training length), each under its own cap; with --quick
+# the eval stage runs too.
+# Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--eval-kinds LIST] [--data DIR]
+#                             [--out FILE.md] [--logs DIR]
 #   On a GPU node, from the project root: scripts/gpu_check.sh --out gpu_check.md --logs gpu_check_logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dry=0 quick=0 out="" logs="" hf_compile=1 ds=""
-usage() { sed -n '2,/^# Usage/p' "$0" | sed 's/^# \{0,1\}//'; }
+dry=0 quick=0 out="" logs="" hf_compile=1 ds="" eval_kinds=""
+usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 need() { [ -n "${2:-}" ] || { echo "gpu_check: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +36,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --no-hf-compile) hf_compile=0 ;;
     --data) need "$1" "${2:-}"; ds="$2"; shift ;;
+    --eval-kinds) need "$1" "${2:-}"; eval_kinds="$2"; shift ;;
     --out) need "$1" "${2:-}"; out="$2"; shift ;;
     --logs) need "$1" "${2:-}"; logs="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -249,13 +254,25 @@ stage_kernels() {
   done
 }
 
-stage_eval() {
-  begin_stage eval "${caps[4]}"
+eval_kinds_list() {  # the kinds the eval stage runs, one per line
+  local all="rope sinusoidal t5_bias alibi none shaw transformer_xl deberta xpos fire kerple sandwich cope fox path"
+  case "$eval_kinds" in
+    "") echo rope alibi ;;
+    all) echo $all ;;
+    *) echo "$eval_kinds" | tr ',' ' ' ;;
+  esac | tr ' ' '\n'
+}
+
+stage_eval() {  # each kind: a 3-step checkpoint of BERT-base width, then `roformer eval` at the long lengths
+  local kinds
+  kinds=$(eval_kinds_list)
+  begin_stage eval $((caps[4] * $(echo "$kinds" | wc -l) / 2))
   local h=${big[0]} l=${big[1]} a=${big[2]} f=${big[3]}
-  for kind in rope alibi; do
-    local run="$logs/eval-$kind"
+  for kind in $kinds; do
+    local run="$logs/eval-$kind" cfg="configs/quickstart/$kind.yaml"
+    [ -f "$cfg" ] || cfg=configs/quickstart/rope.yaml
     rm -rf "$run"
-    if ! capped "$run.train.log" "$bin" train "configs/quickstart/$kind.yaml" --run-dir "$run" --set data.path="$ds" \
+    if ! capped "$run.train.log" "$bin" train "$cfg" --run-dir "$run" --set data.path="$ds" --set model.position.kind="$kind" \
         --set model.hidden_size="$h" --set model.num_layers="$l" --set model.num_heads="$a" --set model.ffn_size="$f" \
         --set data.seq_len=128 --set train.batch_size=8 --set train.steps=3 --set train.warmup_steps=1 \
         --set train.device=$device --set train.eval_every=100000 --set train.eval_batches=1; then
@@ -267,6 +284,7 @@ stage_eval() {
         --set eval.precision=$precision --out "$run/eval"; then
       "$py" scripts/gpu_check_rows.py eval "$kind (${h}x$l)" "$run/eval/eval.json" >> "$rows"
     else failed_row "$kind eval" "$run.eval.log" $?; fi
+    rm -rf "${run:?}/checkpoints"
   done
 }
 
@@ -275,6 +293,7 @@ stage_env
 stage_tests
 if [ $quick = 1 ]; then
   stage_train_quick
+  [ -n "$eval_kinds" ] && stage_eval
 else
   stage_train
   stage_kernels

@@ -6,8 +6,8 @@
 // error that names the operation (exit 2, like the other engines) instead of the watchdog
 // aborting the process; and a flight recorder of the last 2000 collectives dumped on a
 // timeout (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT; docs/distributed.md).
-// The communicator is nonblocking and created eagerly on this rank's GPU, so a peer that never
-// joins fails the start within dist.timeout_s.
+// The communicator is nonblocking, created eagerly on this rank's GPU and waited for with one
+// barrier, so a peer that never joins fails the start within dist.timeout_s.
 #include "roformer/common/errors.h"
 #include "roformer/distributed/communicator.h"
 
@@ -62,7 +62,14 @@ class C10dNcclCommunicator : public Communicator {
                                                          rank, size, options);
     try {
       group_->eagerConnectSingleDevice(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+      // A nonblocking communicator finishes its init only when first used: one barrier waits for
+      // every peer (up to dist.timeout_s), so a peer that never joins fails the start.
+      group_->barrier(barrier_options())->wait();
     } catch (const std::exception& e) {
+      try {
+        group_->abort();  // its communicator is half made: no orderly shutdown later
+      } catch (...) {
+      }
       rethrow_collective_failure(kEngine, "communicator init", e);
     }
   }
@@ -89,12 +96,15 @@ class C10dNcclCommunicator : public Communicator {
     run("broadcast", [&] { return group_->broadcast(tensors, options); });
   }
   void barrier() override {
-    c10d::BarrierOptions options;
-    options.device_ids = {static_cast<int64_t>(device_)};
-    run("barrier", [&] { return group_->barrier(options); });
+    run("barrier", [&] { return group_->barrier(barrier_options()); });
   }
 
  private:
+  c10d::BarrierOptions barrier_options() const {
+    c10d::BarrierOptions options;
+    options.device_ids = {static_cast<int64_t>(device_)};
+    return options;
+  }
   template <typename F>
   void run(const char* op, F&& launch) {
     try {

@@ -285,10 +285,11 @@ TEST(EvalCuda, BiasFamiliesEvaluateLongLengthsInQueryBlocks) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   TempDir dir;
   const std::string config = write_tiny_config(dir, make_word_dataset(dir, 200000));  // valid: 20,000 tokens
-  for (const std::string kind : {"alibi", "t5_bias", "deberta"}) {
+  // Shaw's value term at 8192+ tokens once failed under autocast only (its sums came back fp32).
+  for (const std::string kind : {"alibi", "t5_bias", "deberta", "shaw", "transformer_xl", "fire", "kerple", "fox"}) {
     SCOPED_TRACE(kind);
     // alibi, t5_bias: 0.54 GiB measured on an H200 (2026-11-26), against 1 GiB for the whole mask alone.
-    const double peak_limit_gib = kind == "deberta" ? 1.0 : 0.75;
+    const double peak_limit_gib = kind == "alibi" || kind == "t5_bias" ? 0.75 : 1.0;
     const std::string run = dir.file(kind);
     auto r = run_command("'" + roformer_binary() + "' train '" + config + "' --run-dir '" + run +
                          "' --set model.position.kind=" + kind);

@@ -102,19 +102,21 @@ torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Ten
   const int64_t C = probs.size(2), K = probs.size(-1), R = w.size(0);
   // sum_j p_ij w_r(i,j) = sum_r (sum of p_ij over the j at distance row r) w_r; past the clip
   // on either side the sum is the row's sum over those columns.
+  // The sums accumulate in fp32 (fp64 for a double model), whatever the weights' dtype: in bf16
+  // a sum over thousands of keys loses the small weights, and CUDA autocast's sums are fp32.
   const auto [first, last] = clipped_columns(positions, begin, begin + C, K);
-  torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), C, R}, probs.options());
+  const torch::ScalarType sums = probs.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  torch::Tensor per_row = torch::zeros({probs.size(0), probs.size(1), C, R}, probs.options().dtype(sums));
   if (last > first) {
     const torch::Tensor index =
         per_head(table_index(positions, begin, begin + C).narrow(-1, first, last - first), probs);
-    per_row = per_row.scatter_add(-1, index, probs.narrow(-1, first, last - first));
+    per_row = per_row.scatter_add(-1, index, probs.narrow(-1, first, last - first).to(sums));
   }
   const auto opts = torch::dtype(torch::kLong).device(probs.device());
-  if (first > 0)
-    per_row = per_row.index_add(-1, torch::zeros({1}, opts), probs.narrow(-1, 0, first).sum(-1, /*keepdim=*/true));
-  if (last < K)
-    per_row = per_row.index_add(-1, torch::full({1}, R - 1, opts), probs.narrow(-1, last, K - last).sum(-1, true));
-  return torch::matmul(per_row, w.to(probs.scalar_type()));  // [B, H, C, D]
+  auto row_sum = [&](int64_t from, int64_t n) { return probs.narrow(-1, from, n).sum(-1, /*keepdim=*/true, sums); };
+  if (first > 0) per_row = per_row.index_add(-1, torch::zeros({1}, opts), row_sum(0, first));
+  if (last < K) per_row = per_row.index_add(-1, torch::full({1}, R - 1, opts), row_sum(last, K - last));
+  return torch::matmul(per_row.to(probs.scalar_type()), w.to(probs.scalar_type()));  // [B, H, C, D]
 }
 
 std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,

@@ -19,15 +19,17 @@
 # --data DIR trains on another prepared byte dataset (default data/prepared/linux-docs-byte).
 # --quick (at most 4 minutes, for a stint whose CUDA code changed, before the scale study): env,
 # the GPU tests, and the BERT-base row against the PyTorch peer; no other stage.
+# --stages S1,S2,... runs only these stages (env tests train kernels eval; --quick's train is the
+# BERT-base row only).
 # --eval-kinds K1,K2,... evaluates these position kinds in the eval stage (default rope,alibi; `all`:
-# every family that evaluates beyond its training length), each under its own cap; with --quick
+# every family that evaluates beyond its training length), each under the stage's cap; with --quick
 # the eval stage runs too.
-# Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--eval-kinds LIST] [--data DIR]
+# Usage: scripts/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--stages LIST] [--eval-kinds LIST] [--data DIR]
 #                             [--out FILE.md] [--logs DIR]
 #   On a GPU node, from the project root: scripts/gpu_check.sh --out gpu_check.md --logs gpu_check_logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dry=0 quick=0 out="" logs="" hf_compile=1 ds="" eval_kinds=""
+dry=0 quick=0 out="" logs="" hf_compile=1 ds="" eval_kinds="" stages=""
 usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 need() { [ -n "${2:-}" ] || { echo "gpu_check: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
@@ -37,12 +39,21 @@ while [ $# -gt 0 ]; do
     --no-hf-compile) hf_compile=0 ;;
     --data) need "$1" "${2:-}"; ds="$2"; shift ;;
     --eval-kinds) need "$1" "${2:-}"; eval_kinds="$2"; shift ;;
+    --stages) need "$1" "${2:-}"; stages="$2"; shift ;;
     --out) need "$1" "${2:-}"; out="$2"; shift ;;
     --logs) need "$1" "${2:-}"; logs="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
+done
+if [ -z "$stages" ]; then
+  stages="env tests train kernels eval"
+  [ $quick = 1 ] && stages="env tests train$([ -n "$eval_kinds" ] && echo ' eval')"
+fi
+stages=" $(echo "$stages" | tr ',' ' ') "
+for s in $stages; do
+  case "$s" in env | tests | train | kernels | eval) ;; *) echo "gpu_check: --stages: unknown stage '$s' (env tests train kernels eval)" >&2; exit 2 ;; esac
 done
 abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }  # relative to the caller's folder
 [ -n "$ds" ] && ds="$(abspath "$ds")"
@@ -98,10 +109,11 @@ capped() {
   if [ $left -lt 5 ]; then echo "skipped: stage time cap" > "$log"; return 124; fi
   timeout -k 10 "$left" "$@" > "$log" 2>&1
 }
-failed_row() {  # failed_row CHECK LOG RC: a row with the reason and the log's last line
+failed_row() {  # failed_row CHECK LOG RC: a row with the reason and the log's last line; its tail in the appendix
   local why="exit $3"
   [ "$3" = 124 ] && why="out of time (stage cap)"
-  row "$stage_name" "$1" "$(tail -1 "$2" 2>/dev/null | tr '|' '/' | cut -c1-160)" "FAILED: $why"
+  row "$stage_name" "$1" "$(grep -v '^ *$' "$2" 2>/dev/null | tail -1 | tr '|' '/' | cut -c1-160)" "FAILED: $why"
+  [ "$3" = 124 ] || { echo "### $1 ($why)"; echo '```'; tail -15 "$2" 2>/dev/null | cut -c1-300; echo '```'; } >> "$appendix"
 }
 
 train_ours() {  # train_ours NAME SIZE... [--set K=V...]: roformer MLM run, metrics in $logs/NAME
@@ -264,11 +276,9 @@ eval_kinds_list() {  # the kinds the eval stage runs, one per line
 }
 
 stage_eval() {  # each kind: a 3-step checkpoint of BERT-base width, then `roformer eval` at the long lengths
-  local kinds
-  kinds=$(eval_kinds_list)
-  begin_stage eval $((caps[4] * $(echo "$kinds" | wc -l) / 2))
   local h=${big[0]} l=${big[1]} a=${big[2]} f=${big[3]}
-  for kind in $kinds; do
+  for kind in $(eval_kinds_list); do
+    begin_stage eval "${caps[4]}"  # each kind under its own cap
     local run="$logs/eval-$kind" cfg="configs/quickstart/$kind.yaml"
     [ -f "$cfg" ] || cfg=configs/quickstart/rope.yaml
     rm -rf "$run"
@@ -288,17 +298,13 @@ stage_eval() {  # each kind: a 3-step checkpoint of BERT-base width, then `rofor
   done
 }
 
+runs() { [[ "$stages" == *" $1 "* ]]; }
 start=$SECONDS
-stage_env
-stage_tests
-if [ $quick = 1 ]; then
-  stage_train_quick
-  [ -n "$eval_kinds" ] && stage_eval
-else
-  stage_train
-  stage_kernels
-  stage_eval
-fi
+runs env && stage_env
+runs tests && stage_tests
+if runs train; then if [ $quick = 1 ]; then stage_train_quick; else stage_train; fi; fi
+runs kernels && stage_kernels
+runs eval && stage_eval
 {
   echo "## scripts/gpu_check.sh$([ $dry = 1 ] && echo ' --dry-run')$([ $quick = 1 ] && echo ' --quick') ($((SECONDS - start)) s)"
   echo

@@ -116,6 +116,14 @@ TEST(Config, UnknownKeySuggestsTheClosestName) {
   expect_contains(err, "did you mean 'model.num_layers'?");
 }
 
+// A key an earlier version wrote into run directories (dist.nccl_engine, from when we had an NCCL
+// engine of our own) loads with a warning, from a file and from --set; its misspelling does not.
+TEST(Config, RetiredKeysLoadAndTheirMisspellingsDoNot) {
+  EXPECT_EQ(load_error("dist:\n  nccl_engine: own\n"), "");
+  EXPECT_EQ(load_error("name: x\n", {"dist.nccl_engine=c10d"}), "");
+  expect_contains(load_error("dist:\n  nccl_engin: own\n"), "unknown key 'dist.nccl_engin'");
+}
+
 TEST(Config, UnknownTopLevelKeyWithoutCloseMatchListsValidKeys) {
   const std::string err = load_error("optimizer: adam\n");
   expect_contains(err, "c.yaml:1:1");

@@ -12,7 +12,6 @@
 #include "roformer/data/distributed_sampler.h"
 #include "roformer/distributed/dist_env.h"
 #include "roformer/distributed/master_probe.h"
-#include "roformer/distributed/poll_in_progress.h"
 #include "roformer/distributed/reducer.h"
 #include "roformer/run/device_setup.h"
 
@@ -272,43 +271,6 @@ TEST(Reducer, FrozenParametersAreSkipped) {
     }
   }
   EXPECT_FALSE(params[2].grad().defined());  // the frozen weight
-}
-
-// The nonblocking-NCCL poll (here over ints: 1 = in progress, 0 = success, 5 = an error).
-TEST(PollInProgress, PollsUntilTheStateLeavesInProgressAndStopsAtTheDeadline) {
-  using namespace std::chrono;
-  const auto later = steady_clock::now() + seconds(60);
-  int polls = 0;
-  auto never = [&]() -> int {
-    ADD_FAILURE() << "the deadline must not be reached";
-    return -1;
-  };
-  EXPECT_EQ(poll_in_progress(
-                0, 1, [&] { return ++polls, 1; }, later, never),
-            0);
-  EXPECT_EQ(polls, 0) << "a call that is already done is not polled";
-  std::vector<int> states{1, 1, 1, 0};  // enqueued after three more polls
-  EXPECT_EQ(poll_in_progress(
-                1, 1, [&] { return states[polls++]; }, later, never),
-            0);
-  EXPECT_EQ(polls, 4);
-  polls = 0;
-  states = {1, 5, 0};  // an error ends the wait and is returned, not success
-  EXPECT_EQ(poll_in_progress(
-                1, 1, [&] { return states[polls++]; }, later, never),
-            5);
-  EXPECT_EQ(polls, 2);
-  const auto start = steady_clock::now();
-  bool timed_out = false;
-  const int r = poll_in_progress(
-      1, 1, [] { return 1; }, start + milliseconds(30),
-      [&] {
-        timed_out = true;
-        return 7;
-      });
-  EXPECT_TRUE(timed_out);
-  EXPECT_EQ(r, 7);
-  EXPECT_GE(steady_clock::now() - start, milliseconds(30));
 }
 
 }  // namespace dist_test

@@ -1,5 +1,5 @@
-// Both NCCL engines (ours, and LibTorch's c10d::ProcessGroupNCCL: dist.nccl_engine) with one
-// rank (a single GPU cannot host two NCCL ranks): init through the c10d store, all-reduce and
+// The NCCL engine (LibTorch's c10d::ProcessGroupNCCL) with one rank (a single GPU cannot host
+// two NCCL ranks): init through the c10d store, all-reduce and
 // broadcast values, ordering after work queued on the compute stream (no host synchronisation
 // in between), the reducer on CUDA tensors, and the abort path: a peer that never joins makes
 // init fail within the timeout instead of hanging. Skips cleanly without NCCL or without a GPU.
@@ -30,7 +30,7 @@ c10::intrusive_ptr<c10d::Store> local_store(int workers, bool wait) {
 
 bool skip_reason(std::string* why) {
   if (!nccl_available()) {
-    *why = "built without NCCL";
+    *why = "built without NCCL (LibTorch's CUDA build with c10d's ProcessGroupNCCL)";
     return true;
   }
   if (!torch::cuda::is_available()) {
@@ -40,12 +40,9 @@ bool skip_reason(std::string* why) {
   return false;
 }
 
-using Factory = std::unique_ptr<Communicator> (*)(const c10::intrusive_ptr<c10d::Store>&, int, int, int,
-                                                  std::chrono::milliseconds);
-
-void all_reduce_broadcast_and_stream_ordering(Factory make, const std::string& name) {
-  auto comm = make(local_store(1, true), 0, 1, 0, std::chrono::seconds(30));
-  EXPECT_EQ(comm->name(), name);
+void all_reduce_broadcast_and_stream_ordering() {
+  auto comm = make_nccl_communicator(local_store(1, true), 0, 1, 0, std::chrono::seconds(30));
+  EXPECT_EQ(comm->name(), "nccl");
   // Queued on the compute stream and immediately reduced: the NCCL stream must wait for it.
   torch::Tensor a = torch::arange(1 << 22, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA));
   torch::Tensor b = (a * 2).contiguous();
@@ -57,8 +54,8 @@ void all_reduce_broadcast_and_stream_ordering(Factory make, const std::string& n
   comm->barrier();
 }
 
-void reducer_matches_plain_backward(Factory make) {
-  auto comm = make(local_store(1, true), 0, 1, 0, std::chrono::seconds(30));
+void reducer_matches_plain_backward() {
+  auto comm = make_nccl_communicator(local_store(1, true), 0, 1, 0, std::chrono::seconds(30));
   torch::manual_seed(3);
   torch::nn::Linear lin(16, 4);
   lin->to(torch::kCUDA);
@@ -80,11 +77,11 @@ void reducer_matches_plain_backward(Factory make) {
 }
 
 // Returns the error's message ("" when init succeeded, which fails the test).
-std::string init_error_with_a_missing_peer(Factory make) {
+std::string init_error_with_a_missing_peer() {
   const auto t0 = std::chrono::steady_clock::now();
   std::string message;
   try {
-    make(local_store(2, false), 0, 2, 0, std::chrono::seconds(3));
+    make_nccl_communicator(local_store(2, false), 0, 2, 0, std::chrono::seconds(3));
     ADD_FAILURE() << "init with a missing peer succeeded";
   } catch (const std::exception& e) {
     message = e.what();
@@ -93,53 +90,25 @@ std::string init_error_with_a_missing_peer(Factory make) {
   return message;
 }
 
-bool c10d_skip_reason(std::string* why) {
-  if (skip_reason(why)) return true;
-  if (!c10d_nccl_available()) {
-    *why = "this LibTorch has no c10d ProcessGroupNCCL";
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST(Nccl, OneRankAllReduceBroadcastAndStreamOrdering) {
   std::string why;
   if (skip_reason(&why)) GTEST_SKIP() << why;
-  all_reduce_broadcast_and_stream_ordering(make_nccl_communicator, "nccl");
+  all_reduce_broadcast_and_stream_ordering();
 }
 
 TEST(Nccl, ReducerOnCudaTensorsMatchesPlainBackward) {
   std::string why;
   if (skip_reason(&why)) GTEST_SKIP() << why;
-  reducer_matches_plain_backward(make_nccl_communicator);
+  reducer_matches_plain_backward();
 }
 
 TEST(Nccl, PeerThatNeverJoinsFailsInitWithinTheTimeout) {
   std::string why;
   if (skip_reason(&why)) GTEST_SKIP() << why;
-  const std::string message = init_error_with_a_missing_peer(make_nccl_communicator);
-  EXPECT_NE(message.find("NCCL init timed out"), std::string::npos) << message;
-}
-
-TEST(NcclC10d, OneRankAllReduceBroadcastAndStreamOrdering) {
-  std::string why;
-  if (c10d_skip_reason(&why)) GTEST_SKIP() << why;
-  all_reduce_broadcast_and_stream_ordering(make_c10d_nccl_communicator, "nccl-c10d");
-}
-
-TEST(NcclC10d, ReducerOnCudaTensorsMatchesPlainBackward) {
-  std::string why;
-  if (c10d_skip_reason(&why)) GTEST_SKIP() << why;
-  reducer_matches_plain_backward(make_c10d_nccl_communicator);
-}
-
-TEST(NcclC10d, PeerThatNeverJoinsFailsInitWithinTheTimeout) {
-  std::string why;
-  if (c10d_skip_reason(&why)) GTEST_SKIP() << why;
-  const std::string message = init_error_with_a_missing_peer(make_c10d_nccl_communicator);
-  EXPECT_NE(message.find("communicator init"), std::string::npos) << message;
+  const std::string message = init_error_with_a_missing_peer();
+  EXPECT_NE(message.find("NCCL communicator init failed"), std::string::npos) << message;
 }
 
 }  // namespace nccl_test

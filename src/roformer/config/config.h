@@ -293,13 +293,9 @@ inline bool is_checkpointed_layer(int64_t i, int64_t every) {
 }
 
 enum class DistBackend { auto_, nccl, gloo };
-// Who drives NCCL: our communicator (distributed/nccl_communicator.cpp) or LibTorch's
-// c10d::ProcessGroupNCCL (distributed/c10d_nccl_communicator.cpp).
-enum class NcclEngine { own, c10d };
 
 struct DistConfig {
   DistBackend backend = DistBackend::auto_;
-  NcclEngine nccl_engine = NcclEngine::own;
   double first_bucket_mb = 1.0;
   double bucket_mb = 25.0;
   int64_t timeout_s = 300;

@@ -296,10 +296,6 @@ void DistConfig::visit(FieldVisitor& v) {
   static const EnumNames<DistBackend> backends{
       {{DistBackend::auto_, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"}}};
   enum_field(v, "backend", backend, backends, "auto (nccl on CUDA, gloo on CPU), nccl, gloo");
-  static const EnumNames<NcclEngine> engines{{{NcclEngine::own, "own"}, {NcclEngine::c10d, "c10d"}}};
-  enum_field(v, "nccl_engine", nccl_engine, engines,
-             "who drives NCCL: own (our communicator and watchdog) or c10d (LibTorch's ProcessGroupNCCL, with its "
-             "watchdog, flight recorder and TORCH_NCCL_* switches)");
   v.field("first_bucket_mb", first_bucket_mb, above(0.0), "size of the first gradient bucket (MiB)");
   v.field("bucket_mb", bucket_mb, above(0.0), "size of later gradient buckets (MiB)");
   v.field("timeout_s", timeout_s, at_least(int64_t{1}), "rendezvous and collective timeout");

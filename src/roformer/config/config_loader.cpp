@@ -13,6 +13,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/common/log.h"
 #include "roformer/common/strings.h"
 
 namespace fs = std::filesystem;
@@ -59,6 +60,25 @@ template <class T>
 bool in_range(T v, const Range<T>& r) {
   if (r.lo_open ? !(v > r.lo) : !(v >= r.lo)) return false;
   return v <= r.hi;
+}
+
+// Keys that configs of earlier versions wrote (run directories keep them) and this one no longer
+// reads: accepted with a warning, so those runs still load, and ignored.
+struct RetiredKey {
+  const char* key;
+  const char* why;
+};
+constexpr RetiredKey kRetiredKeys[] = {
+    {"dist.nccl_engine", "c10d's ProcessGroupNCCL is the only NCCL engine"},
+};
+
+bool retired(const std::string& where, const std::string& key) {
+  for (const RetiredKey& r : kRetiredKeys) {
+    if (key != r.key) continue;
+    log::warn(where, ": '", key, "' is no longer read (", r.why, "); it is ignored, remove it");
+    return true;
+  }
+  return false;
 }
 
 class YamlApplier : public FieldVisitor {
@@ -185,7 +205,7 @@ class YamlApplier : public FieldVisitor {
       if (!seen.insert(name).second) throw UserError(locate(src_, k) + ": duplicate key '" + prefix_ + name + "'");
       bool known = false;
       for (const auto& kn : known_) known = known || kn == name;
-      if (known) continue;
+      if (known || retired(locate(src_, k), prefix_ + name)) continue;
       std::string msg = locate(src_, k) + ": unknown key '" + prefix_ + name + "'";
       const std::string guess = closest_match(name, known_);
       if (!guess.empty()) {

@@ -1,6 +1,6 @@
 // Collective communication between the ranks of a data-parallel run. Two engines implement
-// it: Gloo (LibTorch's c10d ProcessGroupGloo, for CPU tensors) and NCCL (CUDA tensors, with
-// its own stream and a watchdog that turns a dead peer into an error). Reductions are always
+// it, both LibTorch's c10d process groups: Gloo (ProcessGroupGloo, for CPU tensors) and NCCL
+// (ProcessGroupNCCL, for CUDA tensors, with its watchdog, timeouts and flight recorder). Reductions are always
 // SUM (Gloo has no AVG); callers pre-divide. All calls must be made in the same order on
 // every rank.
 #pragma once
@@ -46,18 +46,11 @@ class Communicator {
 std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      const std::string& host, std::chrono::milliseconds timeout);
 
-// NCCL on CUDA device `device`; the unique id travels through the store. Throws UserError
-// when this build has no NCCL.
+// NCCL on CUDA device `device` (c10d's ProcessGroupNCCL over the given store), its
+// communicator made when this returns; throws UserError when this build's LibTorch has none.
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      int device, std::chrono::milliseconds timeout);
-
 bool nccl_available();
-
-// The same on LibTorch's c10d::ProcessGroupNCCL (c10d_nccl_communicator.cpp); throws UserError
-// when this build's LibTorch has none.
-std::unique_ptr<Communicator> make_c10d_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                          int size, int device, std::chrono::milliseconds timeout);
-bool c10d_nccl_available();
 
 // Rethrows a failed collective: as a UserError (exit 2) when its message says another rank is
 // gone (its process ended, its connection broke, or it stopped answering within dist.timeout_s),

@@ -1,264 +1,121 @@
-// The GPU engine: NCCL on a stream of its own. Every collective waits (on the GPU) for the
-// compute stream's work queued so far, runs on the NCCL stream, and records a completion
-// event. A watchdog thread polls ncclCommGetAsyncError and the events of pending operations;
-// on an asynchronous error or a deadline it calls ncclCommAbort, which releases the GPU, and
-// the next wait() throws naming the operation. NCCL itself has no timeout: without the
-// watchdog a dead peer is a hang. Unique id exchange and init go through the c10d store
-// (non-blocking init, so init is bounded by the timeout too). A collective the nonblocking
-// communicator answers with ncclInProgress is polled until it is on the stream before its
-// completion event is recorded (poll_in_progress.h).
+// The GPU engine, LibTorch's own c10d::ProcessGroupNCCL: the engine under torchrun, DDP and
+// torchtitan, with its watchdog and heartbeat monitor, timeouts,
+// cross-rank error propagation and flight recorder, configured by the TORCH_NCCL_* variables
+// users already know. Two defaults are set here unless the environment sets them: a blocking
+// wait (TORCH_NCCL_BLOCKING_WAIT=1), so a dead or hung peer surfaces in the waiting rank as an
+// error that names the operation (exit 2, like the other engines) instead of the watchdog
+// aborting the process; and a flight recorder of the last 2000 collectives dumped on a
+// timeout (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT; docs/distributed.md).
+// The communicator is nonblocking, created eagerly on this rank's GPU and waited for with one
+// barrier, so a peer that never joins fails the start within dist.timeout_s.
+#include "roformer/common/errors.h"
 #include "roformer/distributed/communicator.h"
 
-#include "roformer/common/errors.h"
-#include "roformer/distributed/poll_in_progress.h"
+#if defined(ROFORMER_HAVE_NCCL) && defined(ROFORMER_WITH_CUDA) && defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-#if defined(ROFORMER_HAVE_NCCL) && defined(ROFORMER_WITH_CUDA)
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
-#include <nccl.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace roformer::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+constexpr const char* kEngine = "NCCL";
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+// Our defaults for c10d's switches; a value already in the environment wins. A nonblocking
+// communicator bounds its init by TORCH_NCCL_NONBLOCKING_TIMEOUT (c10d's default: 30 minutes).
+void default_environment(std::chrono::milliseconds timeout) {
+  ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  ::setenv("TORCH_NCCL_USE_COMM_NONBLOCKING", "1", 0);
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+  ::setenv("TORCH_NCCL_NONBLOCKING_TIMEOUT", std::to_string(std::max<int64_t>(1, seconds)).c_str(), 0);
+  ::setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
+  ::setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", 0);
 }
 
-ncclDataType_t nccl_type(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return ncclFloat32;
-    case at::kDouble:
-      return ncclFloat64;
-    case at::kHalf:
-      return ncclFloat16;
-    case at::kBFloat16:
-      return ncclBfloat16;
-    case at::kLong:
-      return ncclInt64;
-    case at::kInt:
-      return ncclInt32;
-    default:
-      throw std::runtime_error(std::string("NCCL: unsupported dtype ") + c10::toString(t));
-  }
-}
-
-// One enqueued collective. The completion event lives as long as the op (shared by the
-// handle and the watchdog's queue), so wait() may still order the compute stream on it.
-struct PendingOp {
-  uint64_t seq = 0;
-  std::string what;
-  cudaEvent_t done = nullptr;
-  Clock::time_point start;
-  std::atomic<bool> finished{false};
-  ~PendingOp() {
-    if (done) cudaEventDestroy(done);
-  }
-};
-
-class NcclCommunicator;
-
-class NcclHandle : public CollectiveHandle {
+class C10dNcclHandle : public CollectiveHandle {
  public:
-  NcclHandle(NcclCommunicator* owner, std::shared_ptr<PendingOp> op) : owner_(owner), op_(std::move(op)) {}
-  void wait() override;
+  explicit C10dNcclHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure(kEngine, "allreduce", e);
+    }
+  }
 
  private:
-  NcclCommunicator* owner_;
-  std::shared_ptr<PendingOp> op_;
+  c10::intrusive_ptr<c10d::Work> work_;
 };
 
-class NcclCommunicator : public Communicator {
+class C10dNcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
-                   std::chrono::milliseconds timeout)
-      : rank_(rank),
-        size_(size),
-        device_(device),
-        timeout_(timeout),
-        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device))) {
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    ncclUniqueId id;
-    const std::string key = "roformer/nccl_unique_id";
-    if (rank == 0) {
-      if (ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error("ncclGetUniqueId failed");
-      const auto* b = reinterpret_cast<const uint8_t*>(&id);
-      store->set(key, std::vector<uint8_t>(b, b + sizeof(id)));
-    } else {
-      const std::vector<uint8_t> bytes = store->get(key);
-      if (bytes.size() != sizeof(id)) throw std::runtime_error("NCCL unique id from the store has the wrong size");
-      std::memcpy(&id, bytes.data(), sizeof(id));
+  C10dNcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
+                       std::chrono::milliseconds timeout)
+      : rank_(rank), size_(size), device_(device) {
+    default_environment(timeout);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("c10d_nccl", store),
+                                                         rank, size, options);
+    try {
+      group_->eagerConnectSingleDevice(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+      // A nonblocking communicator finishes its init only when first used: one barrier waits for
+      // every peer (up to dist.timeout_s), so a peer that never joins fails the start.
+      group_->barrier(barrier_options())->wait();
+    } catch (const std::exception& e) {
+      try {
+        group_->abort();  // its communicator is half made: no orderly shutdown later
+      } catch (...) {
+      }
+      rethrow_collective_failure(kEngine, "communicator init", e);
     }
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
-    if (r == ncclSuccess || r == ncclInProgress) r = async_state();  // init goes on in the background
-    r = poll_in_progress(
-        r, ncclInProgress, [&] { return async_state(); }, Clock::now() + timeout,
-        [&]() -> ncclResult_t {
-          ncclCommAbort(comm_);
-          throw std::runtime_error("NCCL init timed out after " + std::to_string(timeout.count()) + " ms on rank " +
-                                   std::to_string(rank) + " (a peer never joined?)");
-        },
-        std::chrono::milliseconds(1));
-    if (r != ncclSuccess)
-      throw std::runtime_error(std::string("NCCL init failed on rank ") + std::to_string(rank) + ": " +
-                               ncclGetErrorString(r));
-    watchdog_ = std::thread([this] { watch(); });
   }
-
-  ~NcclCommunicator() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+  ~C10dNcclCommunicator() override {
+    try {
+      group_->shutdown();  // c10d's orderly teardown: its watchdog stops before the communicator goes
+    } catch (...) {        // a failed peer may leave nothing to shut down cleanly
     }
-    wake_.notify_all();
-    if (watchdog_.joinable()) watchdog_.join();
-    // Abort, not destroy: destroy can block on pending work of a dead peer.
-    if (comm_) ncclCommAbort(comm_);
   }
-
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
 
-  std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor& t) override {
-    check_tensor(t);
-    auto op = enqueue("allreduce of " + std::to_string(t.numel()) + " elements", [&](cudaStream_t s) {
-      return ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()),
-                           ncclSum, comm_, s);
-    });
-    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
-    return std::make_unique<NcclHandle>(this, op);
+  std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    return std::make_unique<C10dNcclHandle>(group_->allreduce(tensors, options));
   }
-  void broadcast(at::Tensor& t, int root) override {
-    check_tensor(t);
-    auto op = enqueue("broadcast from rank " + std::to_string(root), [&](cudaStream_t s) {
-      return ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t.scalar_type()), root,
-                           comm_, s);
-    });
-    NcclHandle(this, op).wait();
+  void broadcast(at::Tensor& tensor, int root) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    run("broadcast", [&] { return group_->broadcast(tensors, options); });
   }
   void barrier() override {
-    at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));
-    allreduce_sum(one)->wait();
-    check_cuda(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_))),
-               "barrier");
-  }
-
-  // Blocks the host until the op completed; throws if the watchdog aborted the communicator.
-  void wait_for(const std::shared_ptr<PendingOp>& op) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return op->finished.load() || !error_.empty(); });
-    if (!error_.empty()) rethrow_collective_failure("NCCL", "collective", std::runtime_error(error_));
-    // The compute stream continues after the collective.
-    check_cuda(
-        cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)), op->done, 0),
-        "cudaStreamWaitEvent");
+    run("barrier", [&] { return group_->barrier(barrier_options()); });
   }
 
  private:
-  void check_tensor(const at::Tensor& t) const {
-    if (!t.is_cuda() || !t.is_contiguous()) throw std::runtime_error("NCCL communicator needs contiguous CUDA tensors");
+  c10d::BarrierOptions barrier_options() const {
+    c10d::BarrierOptions options;
+    options.device_ids = {static_cast<int64_t>(device_)};
+    return options;
   }
-
-  template <class Launch>
-  std::shared_ptr<PendingOp> enqueue(const std::string& what, Launch launch) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!error_.empty()) throw std::runtime_error(error_);
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
-    auto op = std::make_shared<PendingOp>();
-    op->seq = ++seq_;
-    op->what = what;
-    op->start = Clock::now();
-    cudaEvent_t ready;
-    check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(ready, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_))),
-               "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(stream_.stream(), ready, 0), "cudaStreamWaitEvent");
-    cudaEventDestroy(ready);
-    // In progress: accepted but maybe not yet on the stream; the completion event must follow it.
-    const ncclResult_t r = poll_in_progress(
-        launch(stream_.stream()), ncclInProgress, [&] { return async_state(); }, op->start + timeout_,
-        [&]() -> ncclResult_t {
-          abort_locked("operation #" + std::to_string(op->seq) + " (" + what + ") was not enqueued within " +
-                       std::to_string(timeout_.count()) + " ms (a peer died or stalled)");
-          throw std::runtime_error(error_);
-        });
-    if (r != ncclSuccess) throw std::runtime_error("NCCL " + what + " failed: " + ncclGetErrorString(r));
-    check_cuda(cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(op->done, stream_.stream()), "cudaEventRecord");
-    pending_.push_back(op);
-    wake_.notify_all();
-    return op;
-  }
-
-  // Polls pending operations; aborts the communicator on an async error or a deadline.
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(pending_.empty() ? 100 : 1));
-      while (!pending_.empty() && cudaEventQuery(pending_.front()->done) == cudaSuccess) {
-        pending_.front()->finished = true;
-        pending_.pop_front();
-        wake_.notify_all();
-      }
-      if (pending_.empty() || !error_.empty()) continue;
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      const auto& op = *pending_.front();
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - op.start);
-      if ((async != ncclSuccess && async != ncclInProgress) || waited > timeout_)
-        abort_locked("operation #" + std::to_string(op.seq) + " (" + op.what + ") " +
-                     (async != ncclSuccess && async != ncclInProgress
-                          ? std::string("failed: ") + ncclGetErrorString(async)
-                          : "timed out after " + std::to_string(waited.count()) + " ms (a peer died or stalled)"));
+  template <typename F>
+  void run(const char* op, F&& launch) {
+    try {
+      launch()->wait();
+    } catch (const std::exception& e) {
+      rethrow_collective_failure(kEngine, op, e);
     }
   }
-
-  // The communicator's asynchronous state: init or an enqueue in progress, success, or an error.
-  ncclResult_t async_state() {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
-    return r == ncclSuccess ? state : r;
-  }
-
-  // Records why, aborts the communicator (releasing the GPU) and wakes every waiter; mutex_ held.
-  void abort_locked(const std::string& why) {
-    error_ = "NCCL watchdog on rank " + std::to_string(rank_) + ": " + why + "; communicator aborted";
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
-    wake_.notify_all();
-  }
-
   int rank_, size_, device_;
-  std::chrono::milliseconds timeout_;
-  c10::cuda::CUDAStream stream_;
-  ncclComm_t comm_ = nullptr;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<PendingOp>> pending_;
-  std::string error_;
-  uint64_t seq_ = 0;
-  bool stopping_ = false;
-  std::thread watchdog_;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group_;
 };
-
-void NcclHandle::wait() {
-  owner_->wait_for(op_);
-}
 
 }  // namespace
 
@@ -268,7 +125,7 @@ bool nccl_available() {
 
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      int device, std::chrono::milliseconds timeout) {
-  return std::make_unique<NcclCommunicator>(store, rank, size, device, timeout);
+  return std::make_unique<C10dNcclCommunicator>(store, rank, size, device, timeout);
 }
 
 }  // namespace roformer::dist
@@ -283,7 +140,9 @@ bool nccl_available() {
 
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>&, int, int, int,
                                                      std::chrono::milliseconds) {
-  throw UserError("this build has no NCCL (configure with CUDA and the nvidia-nccl wheel); use dist.backend=gloo");
+  throw UserError(
+      "this build has no NCCL (it needs LibTorch's CUDA build, with c10d's ProcessGroupNCCL); train on the CPU "
+      "with dist.backend=gloo, or build against a CUDA LibTorch (scripts/setup.sh)");
 }
 
 }  // namespace roformer::dist

@@ -57,8 +57,6 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const ProcessGroupOptions& option
   try {
     if (options.engine == Engine::nccl) {
       comm_ = make_nccl_communicator(store_, env.rank, env.world_size, options.cuda_device, options.timeout);
-    } else if (options.engine == Engine::nccl_c10d) {
-      comm_ = make_c10d_nccl_communicator(store_, env.rank, env.world_size, options.cuda_device, options.timeout);
     } else {
       // Gloo binds to loopback on one node; across nodes, to the address this host's name resolves to.
       const std::string host = env.local_world_size == env.world_size ? "127.0.0.1" : "";

@@ -21,9 +21,9 @@ class Module;
 
 namespace roformer::dist {
 
-enum class Engine { gloo, nccl, nccl_c10d };
+enum class Engine { gloo, nccl };
 inline const char* engine_name(Engine e) {
-  return e == Engine::gloo ? "Gloo" : e == Engine::nccl ? "NCCL" : "NCCL on c10d's ProcessGroupNCCL";
+  return e == Engine::gloo ? "Gloo" : "NCCL";
 }
 
 struct ProcessGroupOptions {

@@ -11,14 +11,13 @@
 namespace roformer::run {
 
 dist::Engine pick_engine(const config::DistConfig& d, const torch::Device& device) {
-  const dist::Engine nccl = d.nccl_engine == config::NcclEngine::c10d ? dist::Engine::nccl_c10d : dist::Engine::nccl;
   if (d.backend == config::DistBackend::nccl) {
     if (!device.is_cuda())
       throw UserError("dist.backend=nccl needs CUDA tensors, but training runs on the CPU; use gloo or auto");
-    return nccl;
+    return dist::Engine::nccl;
   }
   if (d.backend == config::DistBackend::gloo) return dist::Engine::gloo;
-  return device.is_cuda() ? nccl : dist::Engine::gloo;
+  return device.is_cuda() ? dist::Engine::nccl : dist::Engine::gloo;
 }
 
 std::unique_ptr<dist::ProcessGroup> open_process_group(const dist::DistEnv& env, const config::DistConfig& d,

@@ -145,6 +145,10 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
   rope->add_option("--set", a.overrides, "override a key (repeatable)")->allow_extra_args(false);
   rope->add_option("--length", a.length, "tokens in the pass (dynamic NTK and LongRoPE depend on it); 0 = data.seq_len")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  rope->add_option("--queries", a.queries,
+                   "many passes in one run: a file of JSON lines {\"length\": N, \"set\": [\"key=value\", ...]}, "
+                   "each answered by one line, its overrides added to --set")
+      ->check(CLI::ExistingFile);
   CLI::App* layers = cmd->add_subcommand(
       "layers",
       "Print, as JSON, what each layer of FILE's model runs with (per-layer layouts: kind, position family, RoPE "

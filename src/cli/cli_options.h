@@ -44,6 +44,7 @@ struct ConfigCheckArgs {
   std::string file;
   std::vector<std::string> overrides;
   int64_t length = 0;     // `config rope`: the pass length (0: the training length)
+  std::string queries;    // `config rope --queries`: JSON lines, one query each
   bool markdown = false;  // `config schema --markdown`
 };
 

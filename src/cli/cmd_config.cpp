@@ -1,9 +1,11 @@
 // `roformer config check FILE [--set k=v ...]`: validate a config and print it resolved.
 // `roformer config schema`: every key with its type, default and meaning.
-// `roformer config rope FILE [--length N]`: the RoPE frequencies of FILE's model, as JSON.
+// `roformer config rope FILE [--length N] [--queries FILE]`: the RoPE frequencies of FILE's
+// model, as JSON (one line per query).
 // `roformer config layers FILE [--length N]`: each layer's settings (and key visibility), as JSON.
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <iostream>
 
 #include "cli/cli_options.h"
@@ -53,6 +55,65 @@ nlohmann::json layers_json(const config::Config& c, int64_t length) {
   return {{"layout", config::describe_layout(m)}, {"layers", layers}};
 }
 
+// The RoPE frequencies of `file`'s model (with `overrides`) on a pass of `length` tokens (0: the
+// training length).
+nlohmann::json rope_json(const std::string& file, const std::vector<std::string>& overrides, int64_t length) {
+  const config::LoadedConfig loaded = config::load_config(file, overrides);
+  const config::ModelConfig& m = loaded.config.model;
+  if (!config::position_family(m.position.kind).traits.rotary)
+    throw UserError(file + ": model.position.kind is " + config::position_kind_names().name(m.position.kind) +
+                    ", which has no RoPE frequencies; use a rope or xpos config");
+  const int64_t rotary_dim = m.position.rope.resolved_rotary_dim(m.head_dim());
+  if (length <= 0) length = loaded.config.data.seq_len;
+  const model::RopeFrequencies f = model::rope_frequencies(m.position.rope, rotary_dim, length);
+  return {{"rotary_dim", rotary_dim},
+          {"length", length},
+          {"inv_freq", f.inv_freq},
+          {"position_scale", f.position_scale},
+          {"magnitude", f.magnitude}};
+}
+
+// One line of a --queries file: {"length": N, "set": ["key=value", ...]}, both optional.
+std::pair<int64_t, std::vector<std::string>> rope_query(const std::string& where, const std::string& line) {
+  const nlohmann::json q = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) {
+    return UserError(where + ": " + why + R"(; each line is {"length": N, "set": ["key=value", ...]})");
+  };
+  if (!q.is_object()) throw bad("not a JSON object");
+  int64_t length = 0;
+  std::vector<std::string> sets;
+  for (const auto& [key, value] : q.items()) {
+    if (key == "length" && value.is_number_integer() && value.get<int64_t>() >= 0) {
+      length = value.get<int64_t>();
+    } else if (key == "set" && value.is_array()) {
+      for (const auto& s : value) {
+        if (!s.is_string()) throw bad("\"set\" holds a non-string");
+        sets.push_back(s.get<std::string>());
+      }
+    } else {
+      throw bad("unexpected \"" + key + "\" (or a value of the wrong type)");
+    }
+  }
+  return {length, sets};
+}
+
+void print_rope_queries(const ConfigCheckArgs& a) {
+  std::ifstream in(a.queries);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = a.queries + ":" + std::to_string(n);
+    auto [length, sets] = rope_query(where, line);
+    std::vector<std::string> overrides = a.overrides;
+    overrides.insert(overrides.end(), sets.begin(), sets.end());
+    try {
+      std::cout << rope_json(a.file, overrides, length).dump() << "\n";
+    } catch (const UserError& e) {
+      throw UserError(where + ": " + e.what());
+    }
+  }
+}
+
 }  // namespace
 
 void add_config_command(CLI::App& app, int& exit_code) {
@@ -73,20 +134,11 @@ void add_config_command(CLI::App& app, int& exit_code) {
   });
 
   rope->callback([opts, &exit_code] {
-    const config::LoadedConfig loaded = config::load_config(opts->file, opts->overrides);
-    const config::ModelConfig& m = loaded.config.model;
-    if (!config::position_family(m.position.kind).traits.rotary)
-      throw UserError(opts->file + ": model.position.kind is " + config::position_kind_names().name(m.position.kind) +
-                      ", which has no RoPE frequencies; use a rope or xpos config");
-    const int64_t rotary_dim = m.position.rope.resolved_rotary_dim(m.head_dim());
-    const int64_t length = opts->length > 0 ? opts->length : loaded.config.data.seq_len;
-    const model::RopeFrequencies f = model::rope_frequencies(m.position.rope, rotary_dim, length);
-    const nlohmann::json out{{"rotary_dim", rotary_dim},
-                             {"length", length},
-                             {"inv_freq", f.inv_freq},
-                             {"position_scale", f.position_scale},
-                             {"magnitude", f.magnitude}};
-    std::cout << out.dump() << "\n";
+    if (opts->queries.empty()) {
+      std::cout << rope_json(opts->file, opts->overrides, opts->length).dump() << "\n";
+    } else {
+      print_rope_queries(*opts);
+    }
     exit_code = 0;
   });
 

@@ -8,9 +8,11 @@ works in float32, we in double). Exits 77 (ctest: skipped) when transformers is 
 usage: test_rope_scaling.py ROFORMER_BINARY SOURCE_DIR
 """
 import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
 
 try:
     import torch
@@ -26,18 +28,26 @@ failures = []
 checked = 0
 
 
-def ours(head_dim, length, sets):
-    args = [ROFORMER, "config", "rope", f"{SRC}/configs/quickstart/rope.yaml", "--length", str(length),
-            "--set", f"model.hidden_size={head_dim * HEADS}", "--set", f"model.num_heads={HEADS}",
-            "--set", "model.position.rope.pairing=half"]
-    for k, v in sets.items():
-        args += ["--set", f"{k}={v}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+def ours_all(queries):
+    """Our frequencies for every (head_dim, length, sets) in one run of `roformer config rope --queries`."""
+    lines = []
+    for head_dim, length, sets in queries:
+        overrides = [f"model.hidden_size={head_dim * HEADS}", f"model.num_heads={HEADS}",
+                     "model.position.rope.pairing=half"] + [f"{k}={v}" for k, v in sets.items()]
+        lines.append(json.dumps({"length": length, "set": overrides}))
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        args = [ROFORMER, "config", "rope", f"{SRC}/configs/quickstart/rope.yaml", "--queries", f.name]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
     if r.returncode != 0:
-        raise SystemExit(f"roformer config rope failed ({r.returncode}): {' '.join(args)}\n{r.stdout}{r.stderr}")
-    out = json.loads(r.stdout)
-    inv = torch.tensor(out["inv_freq"], dtype=torch.float64) * out["position_scale"]
-    return inv, out["magnitude"]
+        raise SystemExit(f"roformer config rope --queries failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    answers = [json.loads(line) for line in r.stdout.splitlines()]
+    if len(answers) != len(queries):
+        raise SystemExit(f"{len(queries)} queries, {len(answers)} answers:\n{r.stdout}")
+    return [(torch.tensor(a["inv_freq"], dtype=torch.float64) * a["position_scale"], a["magnitude"]) for a in answers]
 
 
 def theirs(rope_type, head_dim, length, params, max_positions=1024):
@@ -50,16 +60,24 @@ def theirs(rope_type, head_dim, length, params, max_positions=1024):
     return inv.to(torch.float64), float(factor)
 
 
+pending = []  # (name, head_dim, length, rope_type, params, sets, max_positions), compared in compare_all()
+
+
 def check(name, head_dim, length, rope_type, params, sets, max_positions=1024):
+    pending.append((name, head_dim, length, rope_type, params, sets, max_positions))
+
+
+def compare_all():
     global checked
-    a, a_mag = ours(head_dim, length, sets)
-    b, b_mag = theirs(rope_type, head_dim, length, params, max_positions)
-    checked += 1
-    ok = a.shape == b.shape and torch.allclose(a, b, rtol=2e-6, atol=1e-30) and torch.equal(a == 0, b == 0)
-    ok = ok and abs(a_mag - b_mag) <= 1e-6 * max(1.0, abs(b_mag))
-    if not ok:
-        diff = (a - b).abs().max().item() if a.shape == b.shape else "shape"
-        failures.append(f"{name} d={head_dim} S={length}: inv_freq max diff {diff}, magnitude {a_mag} vs {b_mag}")
+    ours = ours_all([(d, length, sets) for _, d, length, _, _, sets, _ in pending])
+    for (name, head_dim, length, rope_type, params, _, max_positions), (a, a_mag) in zip(pending, ours):
+        b, b_mag = theirs(rope_type, head_dim, length, params, max_positions)
+        checked += 1
+        ok = a.shape == b.shape and torch.allclose(a, b, rtol=2e-6, atol=1e-30) and torch.equal(a == 0, b == 0)
+        ok = ok and abs(a_mag - b_mag) <= 1e-6 * max(1.0, abs(b_mag))
+        if not ok:
+            diff = (a - b).abs().max().item() if a.shape == b.shape else "shape"
+            failures.append(f"{name} d={head_dim} S={length}: inv_freq max diff {diff}, magnitude {a_mag} vs {b_mag}")
 
 
 def scaling_sets(kind, factor, original, extra):
@@ -119,6 +137,7 @@ def main():
                 params = {"rope_theta": base, "partial_rotary_factor": p}
                 check(f"p-RoPE (proportional) p={p}", d, 100, "proportional", params,
                       {**common, "model.position.rope.frequency_fraction": p})
+    compare_all()
     for f in failures:
         print("FAIL:", f)
     print(f"{checked} comparisons, {len(failures)} failures")

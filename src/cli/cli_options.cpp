@@ -157,6 +157,11 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
       ->required()
       ->check(non_empty());
   layers->add_option("--set", a.overrides, "override a key (repeatable)")->allow_extra_args(false);
+  layers
+      ->add_option("--queries", a.queries,
+                   "many models in one run: a file of JSON lines {\"length\": N, \"set\": [\"key=value\", ...]}, "
+                   "each answered by one line, its overrides added to --set")
+      ->check(CLI::ExistingFile);
   layers->add_option("--length", a.length, "also print each layer's visibility matrix on a pass of this many tokens")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
   return {check, schema, rope, layers};

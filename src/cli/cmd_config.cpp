@@ -2,10 +2,12 @@
 // `roformer config schema`: every key with its type, default and meaning.
 // `roformer config rope FILE [--length N] [--queries FILE]`: the RoPE frequencies of FILE's
 // model, as JSON (one line per query).
-// `roformer config layers FILE [--length N]`: each layer's settings (and key visibility), as JSON.
+// `roformer config layers FILE [--length N] [--queries FILE]`: each layer's settings (and key
+// visibility), as JSON (one line per query).
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "cli/cli_options.h"
@@ -74,7 +76,7 @@ nlohmann::json rope_json(const std::string& file, const std::vector<std::string>
 }
 
 // One line of a --queries file: {"length": N, "set": ["key=value", ...]}, both optional.
-std::pair<int64_t, std::vector<std::string>> rope_query(const std::string& where, const std::string& line) {
+std::pair<int64_t, std::vector<std::string>> parse_query(const std::string& where, const std::string& line) {
   const nlohmann::json q = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) {
     return UserError(where + ": " + why + R"(; each line is {"length": N, "set": ["key=value", ...]})");
@@ -97,17 +99,24 @@ std::pair<int64_t, std::vector<std::string>> rope_query(const std::string& where
   return {length, sets};
 }
 
-void print_rope_queries(const ConfigCheckArgs& a) {
+// Prints answer(overrides, length) as one JSON line for the one pass of the command line, or for
+// each query of its --queries file (its overrides after the command line's).
+using QueryAnswer = std::function<nlohmann::json(const std::vector<std::string>&, int64_t)>;
+void print_answers(const ConfigCheckArgs& a, const QueryAnswer& answer) {
+  if (a.queries.empty()) {
+    std::cout << answer(a.overrides, a.length).dump() << "\n";
+    return;
+  }
   std::ifstream in(a.queries);
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = a.queries + ":" + std::to_string(n);
-    auto [length, sets] = rope_query(where, line);
+    auto [length, sets] = parse_query(where, line);
     std::vector<std::string> overrides = a.overrides;
     overrides.insert(overrides.end(), sets.begin(), sets.end());
     try {
-      std::cout << rope_json(a.file, overrides, length).dump() << "\n";
+      std::cout << answer(overrides, length).dump() << "\n";
     } catch (const UserError& e) {
       throw UserError(where + ": " + e.what());
     }
@@ -134,17 +143,16 @@ void add_config_command(CLI::App& app, int& exit_code) {
   });
 
   rope->callback([opts, &exit_code] {
-    if (opts->queries.empty()) {
-      std::cout << rope_json(opts->file, opts->overrides, opts->length).dump() << "\n";
-    } else {
-      print_rope_queries(*opts);
-    }
+    print_answers(*opts, [&](const std::vector<std::string>& overrides, int64_t length) {
+      return rope_json(opts->file, overrides, length);
+    });
     exit_code = 0;
   });
 
   layers->callback([opts, &exit_code] {
-    const config::LoadedConfig loaded = config::load_config(opts->file, opts->overrides);
-    std::cout << layers_json(loaded.config, opts->length).dump() << "\n";
+    print_answers(*opts, [&](const std::vector<std::string>& overrides, int64_t length) {
+      return layers_json(config::load_config(opts->file, overrides).config, length);
+    });
     exit_code = 0;
   });
 }

@@ -10,8 +10,10 @@ Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_layouts.py ROFORMER_BINARY SOURCE_DIR
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 try:
     import torch
@@ -26,14 +28,31 @@ failures = []
 checked = 0
 
 
-def ours(sets, length=0):
-    args = [ROFORMER, "config", "layers", f"{SRC}/configs/quickstart/rope.yaml", "--length", str(length)]
-    for k, v in sets.items():
-        args += ["--set", f"{k}={v}"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+pending = []  # (sets, length, compare): each compare(layers) runs once every query is answered
+
+
+def ours(sets, length, compare):
+    pending.append((sets, length, compare))
+
+
+def answer_pending():
+    """Answers every pending query in one run of `roformer config layers --queries`."""
+    lines = [json.dumps({"length": length, "set": [f"{k}={v}" for k, v in sets.items()]}) for sets, length, _ in pending]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        args = [ROFORMER, "config", "layers", f"{SRC}/configs/quickstart/rope.yaml", "--queries", f.name]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
     if r.returncode != 0:
-        raise SystemExit(f"roformer config layers failed ({r.returncode}): {' '.join(args)}\n{r.stdout}{r.stderr}")
-    return json.loads(r.stdout)["layers"]
+        raise SystemExit(f"roformer config layers --queries failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    answers = [json.loads(line)["layers"] for line in r.stdout.splitlines()]
+    if len(answers) != len(pending):
+        raise SystemExit(f"{len(pending)} queries, {len(answers)} answers:\n{r.stdout}")
+    for (_, _, compare), layers in zip(pending, answers):
+        compare(layers)
+    pending.clear()
 
 
 def expect(name, got, want):
@@ -84,21 +103,24 @@ def gemma3_layers(n, window):
 
 
 def compare_layers(preset, n, window, theirs):
-    layers = ours({"model.objective": "causal_lm", "model.num_layers": n, "model.layout.preset": preset,
-                   "model.layout.local.window": window})
-    for i, want in enumerate(theirs(n, window)):
-        got = {k: layers[i][k] for k in want}
-        expect(f"{preset} layer {i} of {n}", got, want)
+    def compare(layers):
+        for i, want in enumerate(theirs(n, window)):
+            got = {k: layers[i][k] for k in want}
+            expect(f"{preset} layer {i} of {n}", got, want)
+    ours({"model.objective": "causal_lm", "model.num_layers": n, "model.layout.preset": preset,
+          "model.layout.local.window": window}, 0, compare)
 
 
 def compare_masks(preset, length, window, causal, theirs):
+    def compare(layers):
+        expect(f"{preset} local mask S={length} W={window} causal={causal}", layers[0]["visible"],
+               visible(theirs, length))
+        full = mu.causal_mask_function if causal else mu.bidirectional_mask_function
+        first_global = next(layer for layer in layers if layer["kind"] == "global")
+        expect(f"{preset} global mask S={length} causal={causal}", first_global["visible"], visible(full, length))
     objective = "causal_lm" if causal else "mlm"
-    layers = ours({"model.objective": objective, "model.num_layers": 6, "model.layout.preset": preset,
-                   "model.layout.local.window": window}, length)
-    expect(f"{preset} local mask S={length} W={window} causal={causal}", layers[0]["visible"], visible(theirs, length))
-    full = mu.causal_mask_function if causal else mu.bidirectional_mask_function
-    first_global = next(layer for layer in layers if layer["kind"] == "global")
-    expect(f"{preset} global mask S={length} causal={causal}", first_global["visible"], visible(full, length))
+    ours({"model.objective": objective, "model.num_layers": 6, "model.layout.preset": preset,
+          "model.layout.local.window": window}, length, compare)
 
 
 def main():
@@ -116,9 +138,11 @@ def main():
             compare_masks("gemma3", length, window, True, mu.sliding_window_causal_mask_function(window))
             compare_masks("gemma3", length, window, False, mu.sliding_window_bidirectional_overlay(window))
             compare_masks("irope", length, window, False, mu.chunked_overlay(window, no_padding))
+    answer_pending()
     # The oracle can fail: a window one larger than ours must disagree somewhere.
     before = len(failures)
     compare_masks("gemma3", 17, 4, True, mu.sliding_window_causal_mask_function(5))
+    answer_pending()
     if len(failures) == before:
         failures.append("mutated oracle (window + 1) agreed with ours: the mask comparison cannot fail")
     else:

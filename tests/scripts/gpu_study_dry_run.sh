@@ -25,13 +25,13 @@ set -e
 cells=$work/results/rung_b
 total=$("$root/.venv/bin/python" -c "import yaml, sys; s = yaml.safe_load(open(sys.argv[1]))
 print(len(s['variants']) * len(s['seeds']))" "$root/configs/scale/rung_b.yaml")
-study --budget 20 > "$work/stint1.txt" 2>&1 || { tail -30 "$work/stint1.txt"; fail "first stint"; }
+study --budget 8 > "$work/stint1.txt" 2>&1 || { tail -30 "$work/stint1.txt"; fail "first stint"; }
 first=$(find "$cells" -maxdepth 1 -name '*-seed*' | wc -l)
 [ "$first" -ge 1 ] && [ "$first" -lt "$total" ] || fail "first stint finished $first of $total cells (want some, not all)"
 [ -f "$cells/rope-seed1234/cell.json" ] || fail "rope-seed1234, the first cell, is not done"
 stamp=$(stat -c %Y "$cells/rope-seed1234/cell.json")
 sleep 1
-study --budget 15 > "$work/stint2.txt" 2>&1 || { tail -30 "$work/stint2.txt"; fail "second stint"; }
+study --budget 6 > "$work/stint2.txt" 2>&1 || { tail -30 "$work/stint2.txt"; fail "second stint"; }
 second=$(find "$cells" -maxdepth 1 -name '*-seed*' | wc -l)
 [ "$second" -gt "$first" ] || fail "second stint did not continue ($first -> $second cells)"
 [ ! -f "$cells/attempts.jsonl" ] || ! grep -q '"failed"' "$cells/attempts.jsonl" || fail "cells failed: $(cat "$cells/attempts.jsonl")"

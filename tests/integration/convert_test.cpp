@@ -79,10 +79,10 @@ TEST(Convert, HuggingFaceInputsItCannotUseAreRefusedWithTheReason) {
           hf_dir(dir, "cls", R"({"model_type": "roformer", "architectures": ["RoFormerForSequenceClassification"]})") +
           "' '" + out + "'"),
       "architecture 'RoFormerForSequenceClassification' is not supported", out);
-  std::string silu = kRoformerConfig;
-  silu.replace(silu.find("\"gelu\""), 6, "\"silu\"");
-  expect_refused(cli("convert hf-to-native '" + hf_dir(dir, "silu", silu) + "' '" + out + "'"),
-                 "hidden_act 'silu' is not supported", out);
+  std::string mish = kRoformerConfig;
+  mish.replace(mish.find("\"gelu\""), 6, "\"mish\"");
+  expect_refused(cli("convert hf-to-native '" + hf_dir(dir, "mish", mish) + "' '" + out + "'"),
+                 "hidden_act 'mish' is not supported", out);
   expect_refused(cli("convert hf-to-native '" + hf_dir(dir, "bad_json", "{\"model_type\": ") + "' '" + out + "'"),
                  "config.json is not valid JSON", out);
   // The config is fine but the weights file holds nothing: the first missing tensor is named.
@@ -101,6 +101,10 @@ TEST(Convert, NativeFamiliesHuggingFaceCannotRepresentAreRefused) {
                  "RoPE pairing is 'half'", out);
   expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "pre", {"model.norm=pre"}) + "' '" + out + "'"),
                  "pre-LayerNorm", out);
+  expect_refused(
+      cli("convert native-to-hf '" +
+          native_checkpoint(dir, "rms", {"model.norm_kind=rms_norm", "model.feed_forward=glu"}) + "' '" + out + "'"),
+      "RMSNorm (RoFormer normalises with LayerNorm)", out);
   expect_refused(cli("convert native-to-hf '" + dir.file("missing") + "' '" + out + "'"), "not a checkpoint directory",
                  out);
   // A good checkpoint converts, but never into a non-empty directory.

@@ -150,6 +150,8 @@ TEST(Mfu, FlopsPerTokenIsPaLMsFormula) {
   EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected);
   m.objective = config::Objective::causal_lm;  // every position is scored
   EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85);
+  m.feed_forward = config::FeedForwardKind::glu;  // a third FFN matrix, the gate
+  EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85 + 6 * 12 * 768.0 * 3072);
   config::TrainConfig t;
   EXPECT_EQ(run::peak_tflops(t, torch::kCPU, false), 0);  // no peak for the CPU
   t.peak_tflops = 2.5;

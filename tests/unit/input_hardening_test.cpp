@@ -118,6 +118,9 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.position.shaw.per_layer = false;
   m.position.shaw.values = false;
   check(m);
+  m.norm_kind = config::NormKind::rms_norm;  // pre-norm: the final norm is an RMSNorm too
+  m.feed_forward = config::FeedForwardKind::glu;
+  check(m);
 }
 
 TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {

@@ -97,6 +97,17 @@ struct Case {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (PositionKind kind : kFamilies) out.push_back({name(kind), kind, nullptr});
+  // The layer's other parts: Llama's block (pre-RMSNorm, SwiGLU) and a post-norm GeGLU.
+  out.push_back({"rope+llama_block", PositionKind::rope, [](config::ModelConfig& c) {
+                   c.norm = config::NormPlacement::pre;
+                   c.norm_kind = config::NormKind::rms_norm;
+                   c.feed_forward = config::FeedForwardKind::glu;
+                   c.activation = config::Activation::silu;
+                 }});
+  out.push_back({"alibi+post_rms_geglu", PositionKind::alibi, [](config::ModelConfig& c) {
+                   c.norm_kind = config::NormKind::rms_norm;
+                   c.feed_forward = config::FeedForwardKind::glu;
+                 }});
   out.push_back({"rope+rerope", PositionKind::rope, [](config::ModelConfig& c) {
                    c.position.rope.mode = config::RopeMode::rerope;
                    c.position.rope.rerope.window = 3;
@@ -276,7 +287,7 @@ TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
 
 TEST(Model, ParameterCountMatchesTheClosedForm) {
   for (PositionKind kind : kFamilies) {
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       config::ModelConfig c = tiny(kind, config::Objective::mlm);
       if (variant == 1) {
         c.embedding_size = 6;  // with the E -> H projection
@@ -288,14 +299,21 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
         c.output_gate = true;
         c.attention_scale = config::AttentionScale::ssmax;
       }
+      if (variant == 4) {  // Llama's parts: RMSNorm (no bias) and the gated feed-forward layer
+        c.norm = config::NormPlacement::pre;
+        c.norm_kind = config::NormKind::rms_norm;
+        c.feed_forward = config::FeedForwardKind::glu;
+      }
       SCOPED_TRACE(name(kind) + " variant " + std::to_string(variant));
       const int64_t V = c.vocab_size, E = c.embed_dim(), H = c.hidden_size, F = c.ffn_size, L = c.num_layers;
-      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                       // embeddings + LayerNorm
-      if (E != H) expect += E * H + H;                                              // embeddings_project
-      expect += L * (4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H);  // layers
-      expect += H * E + E + 2 * E + V;                                              // LM head (decoder tied)
-      if (c.norm == config::NormPlacement::pre) expect += 2 * H;                    // final LayerNorm
-      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);                // q_norm, k_norm, W_g, SSMax's s
+      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;            // embeddings + LayerNorm
+      if (E != H) expect += E * H + H;                                   // embeddings_project
+      const int64_t norm = variant == 4 ? H : 2 * H;                     // RMSNorm: weight only
+      const int64_t up = variant == 4 ? 2 * (H * F + F) : H * F + F;     // the gate beside up
+      expect += L * (4 * (H * H + H) + norm + up + (F * H + H) + norm);  // layers
+      expect += H * E + E + 2 * E + V;                                   // LM head (decoder tied)
+      if (c.norm == config::NormPlacement::pre) expect += norm;          // final norm
+      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);     // q_norm, k_norm, W_g, SSMax's s
       // The family's own parameters: its row's count (config/position_families), checked here
       // against the module build_model makes; the memory estimate must count the same.
       expect += static_cast<int64_t>(config::position_parameters(c));

@@ -16,12 +16,15 @@ namespace roformer::config {
 #define ROFORMER_POSITION_KIND(kind) kind,
 enum class PositionKind { ROFORMER_POSITION_FAMILIES(ROFORMER_POSITION_KIND) };
 #undef ROFORMER_POSITION_KIND
-enum class Activation { gelu, gelu_tanh, relu };
+enum class Activation { gelu, gelu_tanh, relu, silu };
 enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), LibTorch's ops, or per device
 using ActivationKernel = KernelChoice;
 using NormKernel = KernelChoice;
 using AttentionKernel = KernelChoice;
 enum class NormPlacement { post, pre };
+// The layer's parts (model/blocks/): its normalisation and its feed-forward layer.
+enum class NormKind { layer_norm, rms_norm };
+enum class FeedForwardKind { mlp, glu };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
 enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4, drope };
@@ -104,7 +107,9 @@ struct ModelConfig {
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;
   NormPlacement norm = NormPlacement::post;
-  int64_t type_vocab_size = 0;  // 0: no token-type embeddings
+  NormKind norm_kind = NormKind::layer_norm;            // the layers' and the final norm (not the embeddings')
+  FeedForwardKind feed_forward = FeedForwardKind::mlp;  // glu: down(act(gate(x)) * up(x)), SwiGLU with silu
+  int64_t type_vocab_size = 0;                          // 0: no token-type embeddings
   double init_std = 0.02;
   // sqrt_d: token embeddings initialised N(0, E^-1/2) and multiplied by sqrt(E), as in Vaswani
   // et al. and fairseq's transformer_lm, so tokens and an added position table have comparable

@@ -50,8 +50,12 @@ void PositionConfig::visit(FieldVisitor& v) {
 }
 
 void ModelConfig::visit(FieldVisitor& v) {
-  static const EnumNames<Activation> acts{
-      {{Activation::gelu, "gelu"}, {Activation::gelu_tanh, "gelu_tanh"}, {Activation::relu, "relu"}}};
+  static const EnumNames<Activation> acts{{{Activation::gelu, "gelu"},
+                                           {Activation::gelu_tanh, "gelu_tanh"},
+                                           {Activation::relu, "relu"},
+                                           {Activation::silu, "silu"}}};
+  static const EnumNames<NormKind> norm_kinds{{{NormKind::layer_norm, "layer_norm"}, {NormKind::rms_norm, "rms_norm"}}};
+  static const EnumNames<FeedForwardKind> ffns{{{FeedForwardKind::mlp, "mlp"}, {FeedForwardKind::glu, "glu"}}};
   static const EnumNames<NormPlacement> norms{{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}}};
   static const EnumNames<EmbedScale> scales{{{EmbedScale::none, "none"}, {EmbedScale::sqrt_d, "sqrt_d"}}};
   enum_field(v, "objective", objective, objective_names(),
@@ -63,7 +67,11 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("num_layers", num_layers, at_least(int64_t{1}), "encoder layers");
   v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size)");
   v.field("ffn_size", ffn_size, at_least(int64_t{1}), "feed-forward inner width");
-  enum_field(v, "activation", activation, acts, "gelu (exact erf), gelu_tanh, relu");
+  enum_field(v, "activation", activation, acts, "gelu (exact erf), gelu_tanh, relu, silu");
+  enum_field(v, "feed_forward", feed_forward, ffns,
+             "the layers' feed-forward part: mlp (BERT: down(act(up(x))), intermediate.dense and output.dense) or glu "
+             "(down(act(gate(x)) * up(x)), the gate in intermediate.gate: SwiGLU with activation silu, GeGLU with "
+             "gelu); the fused kernels serve mlp with a GELU");
   static const EnumNames<KernelChoice> kernels{
       {{KernelChoice::auto_, "auto"}, {KernelChoice::fused, "fused"}, {KernelChoice::reference, "reference"}}};
   enum_field(v, "activation_kernel", activation_kernel, kernels,
@@ -87,6 +95,10 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");
   enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
+  enum_field(v, "norm_kind", norm_kind, norm_kinds,
+             "the layers' and the final normalisation: layer_norm (BERT; its parameters named LayerNorm) or rms_norm "
+             "(Llama: x / rms(x) * weight, no bias, computed in float32; named RMSNorm); eps is layer_norm_eps; "
+             "the fused add + norm kernel serves layer_norm; the embeddings and the MLM head keep LayerNorm");
   v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}), "token-type embeddings; 0 = none");
   v.field("init_std", init_std, above(0.0), "std of the normal weight initialisation (BERT: 0.02)");
   enum_field(v, "embed_scale", embed_scale, scales,

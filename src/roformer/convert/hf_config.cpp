@@ -68,7 +68,9 @@ config::Activation activation_from_hf(const std::string& act, const std::string&
   if (act == "gelu") return config::Activation::gelu;
   if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return config::Activation::gelu_tanh;
   if (act == "relu") return config::Activation::relu;
-  throw UserError(where + ": hidden_act '" + act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu are)");
+  if (act == "silu" || act == "swish") return config::Activation::silu;
+  throw UserError(where + ": hidden_act '" + act +
+                  "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish are)");
 }
 
 // The architecture and the checks that the source is stock RoFormer.

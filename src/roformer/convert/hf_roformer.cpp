@@ -89,6 +89,8 @@ std::string activation_to_hf(config::Activation a) {
       return "gelu_pytorch_tanh";
     case config::Activation::relu:
       return "relu";
+    case config::Activation::silu:
+      return "silu";
   }
   return "gelu";
 }
@@ -291,6 +293,8 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (r.rotary_dim != 0 && r.rotary_dim != m.head_dim()) refuse("partial rotary (RoFormer rotates the whole head)");
   if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
+  if (m.norm_kind != config::NormKind::layer_norm) refuse("RMSNorm (RoFormer normalises with LayerNorm)");
+  if (m.feed_forward != config::FeedForwardKind::mlp) refuse("a gated feed-forward layer (RoFormer's is BERT's MLP)");
   if (m.attention != config::AttentionKind::softmax) refuse("linear attention (RoFormer attends with softmax)");
   if (m.embed_scale != config::EmbedScale::none)
     refuse("embed_scale is sqrt_d (RoFormer does not scale its token embeddings)");

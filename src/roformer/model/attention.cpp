@@ -105,11 +105,6 @@ SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
   value = register_module("value", torch::nn::Linear(hidden, hidden));
 }
 
-DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps) {
-  dense = register_module("dense", torch::nn::Linear(in, out));
-  LayerNorm = register_module("LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out}).eps(eps)));
-}
-
 AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
                              int64_t layer)
     : heads_(c.num_heads),
@@ -124,7 +119,7 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       ssmax_init_(c.ssmax_init),
       position_(std::move(position)) {
   self = register_module("self", SelfAttentionProj(c.hidden_size));
-  output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps));
+  output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
   if (c.qk_norm) {
     q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-6));  // the FoX authors' eps
     k_norm = register_module("k_norm", HeadNorm(heads_, head_dim_, 1e-6));

@@ -24,6 +24,7 @@
 #include "roformer/config/config.h"
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/attention_plan.h"
+#include "roformer/model/blocks/norm.h"
 #include "roformer/model/position/position_encoding.h"
 #include "roformer/model/recomputed_attention.h"
 
@@ -43,14 +44,6 @@ class SelfAttentionProjImpl : public torch::nn::Module {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // weight [H, H], bias [H]
 };
 TORCH_MODULE(SelfAttentionProj);
-
-class DenseNormImpl : public torch::nn::Module {
- public:
-  DenseNormImpl(int64_t in, int64_t out, double eps);
-  torch::nn::Linear dense{nullptr};         // weight [out, in]
-  torch::nn::LayerNorm LayerNorm{nullptr};  // [out]
-};
-TORCH_MODULE(DenseNorm);
 
 // Everything a layer needs about the current forward pass, computed once by the encoder.
 struct AttentionContext {

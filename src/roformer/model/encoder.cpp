@@ -2,7 +2,6 @@
 #include "roformer/model/encoder.h"
 
 #include <ATen/autocast_mode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -11,70 +10,10 @@
 
 #include "roformer/config/layer_layout.h"
 #include "roformer/model/activation_checkpoint.h"
-#include "roformer/ops/add_layer_norm/add_layer_norm.h"
-#include "roformer/ops/feed_forward/bias_gelu.h"
-#include "roformer/ops/feed_forward/feed_forward.h"
 
 namespace roformer::model {
 
-torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
-  switch (a) {
-    case config::Activation::gelu:
-      return torch::gelu(x);
-    case config::Activation::gelu_tanh:
-      return torch::gelu(x, "tanh");
-    case config::Activation::relu:
-      return torch::relu(x);
-  }
-  return x;
-}
-
-torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor& x, config::Activation a,
-                             config::ActivationKernel kernel) {
-  const bool fused = a != config::Activation::relu && (kernel == config::ActivationKernel::fused ||
-                                                       (kernel == config::ActivationKernel::auto_ && !x.is_cuda()));
-  if (!fused) return activate(dense(layer, x), a);
-  return ops::bias_gelu(at::linear(x, layer->weight), layer->bias, a == config::Activation::gelu_tanh);
-}
-
 namespace {
-
-// The position-wise feed-forward layer, down(act(up(h))): the blocked CPU op (ops/feed_forward) for
-// a GELU where the op takes the tensors and model.activation_kernel is fused, or auto and a block's
-// working set fits the cache (where it is faster); else dense_activate and dense.
-torch::Tensor feed_forward(const torch::nn::Linear& up, const torch::nn::Linear& down, const torch::Tensor& h,
-                           const config::ModelConfig& c) {
-  const torch::Tensor& w1 = up->weight;
-  const bool wanted = c.activation_kernel == config::ActivationKernel::fused ||
-                      (c.activation_kernel == config::ActivationKernel::auto_ &&
-                       ops::feed_forward_fits_cache(w1.size(0), w1.size(1), w1.element_size()));
-  if (wanted && c.activation != config::Activation::relu &&
-      ops::feed_forward_supports(h, w1, up->bias, down->weight, down->bias))
-    return ops::feed_forward(h, w1, up->bias, down->weight, down->bias, c.activation == config::Activation::gelu_tanh);
-  return dense(down, dense_activate(up, h, c.activation, c.activation_kernel));
-}
-
-// LayerNorm that keeps a bf16/fp16 input in its dtype. Under CUDA autocast at::layer_norm runs
-// in fp32 and returns fp32 (autocast's fp32 list): the residual stream would be fp32, costing a
-// cast before every matmul and mixed-dtype adds in forward and backward. Here the half-precision
-// kernel runs (its mean and variance still accumulate in fp32) with gamma and beta cast to the
-// input's dtype; fp32 and fp64 inputs take the module as before.
-torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
-  const auto dtype = x.scalar_type();
-  if (dtype != torch::kBFloat16 && dtype != torch::kHalf) return ln->forward(x);
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
-  return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
-}
-
-// norm(ln, x + residual), through the fused op where `kernel` picks it for x's device. Its weight
-// and bias stay in their own dtype (the op reads them in float), where the reference path casts
-// them to a half-precision x's dtype.
-torch::Tensor add_norm(torch::nn::LayerNorm ln, const torch::Tensor& x, const torch::Tensor& residual,
-                       config::NormKernel kernel) {
-  const bool fused = kernel != config::NormKernel::reference;  // auto: fused on every device
-  if (!fused || residual.scalar_type() != x.scalar_type()) return norm(ln, x + residual);
-  return ops::add_layer_norm(x, residual, ln->weight, ln->bias, ln->options.eps());
-}
 
 // The dtype the hidden states travel in: the autocast dtype under CUDA autocast (so residual
 // adds, LayerNorms and matmul inputs stay bf16 end to end), else unchanged.
@@ -94,31 +33,27 @@ EmbeddingsImpl::EmbeddingsImpl(const config::ModelConfig& c) {
                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.embed_dim()}).eps(c.layer_norm_eps)));
 }
 
-IntermediateImpl::IntermediateImpl(int64_t hidden, int64_t ffn) {
-  dense = register_module("dense", torch::nn::Linear(hidden, ffn));
-}
-
 EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
                                    int64_t index)
     : config_(c) {
   attention = register_module("attention", Attention(c, std::move(position), index));
-  intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size));
-  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps));
+  intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size, c.feed_forward));
+  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
   const double p = config_.hidden_dropout;
   const bool train = is_training();
-  auto ffn = [&](const torch::Tensor& h) { return feed_forward(intermediate->dense, output->dense, h, config_); };
-  torch::nn::LayerNorm ln1 = attention->output->LayerNorm, ln2 = output->LayerNorm;
-  if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: LN(x + sublayer(x))
+  auto ffn = [&](const torch::Tensor& h) { return feed_forward(*intermediate, output->dense, h, config_); };
+  const NormPart &norm1 = attention->output->norm, &norm2 = output->norm;
+  if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: norm(x + sublayer(x))
     const config::NormKernel k = config_.norm_kernel;
-    torch::Tensor h = add_norm(ln1, x, torch::dropout(attention->attend(x, ctx), p, train), k);
-    return add_norm(ln2, h, torch::dropout(ffn(h), p, train), k);
+    torch::Tensor h = norm1.add_norm(x, torch::dropout(attention->attend(x, ctx), p, train), k);
+    return norm2.add_norm(h, torch::dropout(ffn(h), p, train), k);
   }
-  // Pre-LN: x + sublayer(LN(x)); the same two LayerNorms, applied before each sublayer.
-  torch::Tensor h = x + torch::dropout(attention->attend(norm(ln1, x), ctx), p, train);
-  return h + torch::dropout(ffn(norm(ln2, h)), p, train);
+  // Pre-norm: x + sublayer(norm(x)); the same two norms, applied before each sublayer.
+  torch::Tensor h = x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train);
+  return h + torch::dropout(ffn(norm2.forward(h)), p, train);
 }
 
 EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, const LayerPositions& positions) {
@@ -127,9 +62,7 @@ EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, const LayerPosi
     const bool global = config::is_global_layer(c, i);
     layer->push_back(EncoderLayer(config::layer_model(c, global), positions[global], i));
   }
-  if (c.norm == config::NormPlacement::pre)
-    LayerNorm = register_module(
-        "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
+  if (c.norm == config::NormPlacement::pre) norm = NormPart(*this, c.norm_kind, c.hidden_size, c.layer_norm_eps);
 }
 
 LmPredictionsImpl::LmPredictionsImpl(const config::ModelConfig& c) {
@@ -256,14 +189,14 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
       x = layer.forward(x, *ctx[global]);
     }
   }
-  if (!encoder->LayerNorm.is_empty()) x = norm(encoder->LayerNorm, x);
+  if (!encoder->norm.empty()) x = encoder->norm.forward(x);
   return x;
 }
 
 torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   auto& p = cls->predictions;
-  const torch::Tensor h = norm(p->transform->LayerNorm, dense_activate(p->transform->dense, hidden, config_.activation,
-                                                                       config_.activation_kernel));
+  const torch::Tensor h = p->transform->norm.forward(
+      dense_activate(p->transform->dense, hidden, config_.activation, config_.activation_kernel));
   return at::linear(h, embeddings->word_embeddings->weight, p->bias);
 }
 
@@ -296,7 +229,7 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64
   for (auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    if (name.find("LayerNorm.weight") != std::string::npos) {
+    if (name.find("LayerNorm.weight") != std::string::npos || name.find("RMSNorm.weight") != std::string::npos) {
       p.fill_(1.0);
     } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
       p.zero_();

@@ -18,15 +18,10 @@
 
 #include "roformer/config/config.h"
 #include "roformer/model/attention.h"
+#include "roformer/model/blocks/feed_forward.h"
+#include "roformer/model/blocks/norm.h"
 
 namespace roformer::model {
-
-// The FFN / head activation named by model.activation (also used by the fine-tuning heads).
-torch::Tensor activate(const torch::Tensor& x, config::Activation a);
-// activate(layer(x)), with bias + GELU in the fused op (ops/bias_gelu) where `kernel` picks it
-// for x's device (model.activation_kernel); ReLU always takes the reference path.
-torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor& x, config::Activation a,
-                             config::ActivationKernel kernel);
 
 class EmbeddingsImpl : public torch::nn::Module {
  public:
@@ -37,13 +32,6 @@ class EmbeddingsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embeddings);
 
-class IntermediateImpl : public torch::nn::Module {
- public:
-  IntermediateImpl(int64_t hidden, int64_t ffn);
-  torch::nn::Linear dense{nullptr};  // [F, H]
-};
-TORCH_MODULE(Intermediate);
-
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   EncoderLayerImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position,
@@ -52,7 +40,7 @@ class EncoderLayerImpl : public torch::nn::Module {
 
   Attention attention{nullptr};
   Intermediate intermediate{nullptr};
-  DenseNorm output{nullptr};  // dense [H, F], LayerNorm [H]
+  DenseNorm output{nullptr};  // dense [H, F], its norm [H]
 
  private:
   config::ModelConfig config_;
@@ -69,7 +57,7 @@ class EncoderStackImpl : public torch::nn::Module {
   // config::is_global_layer(config, i).
   EncoderStackImpl(const config::ModelConfig& config, const LayerPositions& positions);
   torch::nn::ModuleList layer{nullptr};
-  torch::nn::LayerNorm LayerNorm{nullptr};  // pre-LN only: final normalisation [H]
+  NormPart norm;  // pre-LN only: final normalisation [H] (LayerNorm or RMSNorm)
 };
 TORCH_MODULE(EncoderStack);
 

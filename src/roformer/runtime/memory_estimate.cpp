@@ -106,12 +106,14 @@ std::string count(double n) {
 double count_parameters(const config::ModelConfig& m) {
   const double H = double(m.hidden_size), F = double(m.ffn_size), E = double(m.embed_dim());
   const double V = double(m.vocab_size), L = double(m.num_layers);
-  double n = V * E + double(m.type_vocab_size) * E + 2 * E;  // word + type embeddings, LayerNorm
-  if (m.embed_dim() != m.hidden_size) n += E * H + H;        // projection
-  n += L * (4 * (H * H + H) + 2 * H + H * F + F + F * H + H + 2 * H);
-  if (m.norm == config::NormPlacement::pre) n += 2 * H;  // final LayerNorm
-  n += H * E + E + 2 * E + V;                            // head transform, its LayerNorm, decoder bias
-  n += config::position_parameters(m);                   // the position family's own
+  double n = V * E + double(m.type_vocab_size) * E + 2 * E;                   // word + type embeddings, LayerNorm
+  if (m.embed_dim() != m.hidden_size) n += E * H + H;                         // projection
+  const double norm = m.norm_kind == config::NormKind::rms_norm ? H : 2 * H;  // RMSNorm has no bias
+  const double up = m.feed_forward == config::FeedForwardKind::glu ? 2 * (H * F + F) : H * F + F;
+  n += L * (4 * (H * H + H) + norm + up + F * H + H + norm);
+  if (m.norm == config::NormPlacement::pre) n += norm;  // final norm
+  n += H * E + E + 2 * E + V;                           // head transform, its LayerNorm, decoder bias
+  n += config::position_parameters(m);                  // the position family's own
   for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
     if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += 2 * H;
   if (m.output_gate) n += L * H * H;                                                     // W_g

@@ -116,8 +116,9 @@ TEST(Blocks, EachPartNamesItsParametersAndBertsNamesStay) {
   c.num_layers = 1;
   EncoderModel bert = build_model(c, 0);
   const auto bert_names = parameter_names(*bert);
-  for (const char* name : {"encoder.layer.0.attention.output.LayerNorm.weight", "encoder.layer.0.intermediate.dense.weight",
-                           "encoder.layer.0.output.dense.weight", "encoder.layer.0.output.LayerNorm.bias"})
+  for (const char* name :
+       {"encoder.layer.0.attention.output.LayerNorm.weight", "encoder.layer.0.intermediate.dense.weight",
+        "encoder.layer.0.output.dense.weight", "encoder.layer.0.output.LayerNorm.bias"})
     EXPECT_TRUE(bert_names.count(name)) << name;
   c.norm = config::NormPlacement::pre;
   c.norm_kind = config::NormKind::rms_norm;

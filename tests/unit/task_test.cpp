@@ -374,6 +374,55 @@ TEST(Tasks, MqarGapsFollowZoologysPowerLaw) {
   }
 }
 
+// No MQAR query has an earlier false occurrence of its key (the filler comes from the values'
+// range), at Zoology's vocabulary and at 16 symbols, up to 2048 tokens (32 x the study's 64).
+TEST(Tasks, MqarFillerNeverPosesAsAKey) {
+  for (int64_t symbols : {16, 8192}) {
+    config::TaskConfig t = task_of(TaskKind::mqar);
+    t.symbols = symbols;
+    int64_t queries = 0, false_keys = 0;
+    for (int64_t length : {64, 2048}) {
+      for (uint64_t key = 0; key < 50; ++key) {
+        const TaskExample ex = draw(t, true, length, key);
+        for (int64_t q = 2 * t.keys; q < length; ++q) {
+          if (ex.labels[static_cast<size_t>(q)] == kNoLabel) continue;
+          ++queries;
+          for (int64_t p = 2 * t.keys; p < q; ++p)
+            false_keys += ex.inputs[static_cast<size_t>(p)] == ex.inputs[static_cast<size_t>(q)];
+        }
+      }
+    }
+    EXPECT_EQ(queries, 2 * 50 * t.keys) << symbols;
+    EXPECT_EQ(false_keys, 0) << symbols << " symbols";
+  }
+}
+
+// Variable tracking's shortcut, the first hops + 1 assigned names in the order they appear,
+// answers one chain always and two chains only when chain 0's three statements all come first:
+// 1 / C(6, 3) = 5 % of the examples at the default two chains and two hops.
+TEST(Tasks, VariableTrackingDefaultsDefeatCopyingNamesInOrder) {
+  config::TaskConfig t = task_of(TaskKind::variable_tracking);
+  EXPECT_EQ(t.chains, 2);
+  const int64_t equals = kTaskFirstSymbol + 32 + 2 * t.symbols;  // the haystack's '=' (retrieval_tasks.cpp)
+  auto shortcut_rate = [&](const config::TaskConfig& task) {
+    const int n = 4000;
+    int right = 0;
+    for (int key = 0; key < n; ++key) {
+      const TaskExample ex = draw(task, true, 96, static_cast<uint64_t>(key));
+      std::vector<int64_t> names;
+      for (int64_t p = 0; p + 1 < ex.length(); ++p)
+        if (ex.inputs[static_cast<size_t>(p + 1)] == equals && names.size() < static_cast<size_t>(task.hops + 1))
+          names.push_back(ex.inputs[static_cast<size_t>(p)]);
+      right += names == labels_of(ex);
+    }
+    return static_cast<double>(right) / n;
+  };
+  EXPECT_NEAR(shortcut_rate(t), 0.05, 4 * std::sqrt(0.05 * 0.95 / 4000));
+  config::TaskConfig one = t;
+  one.chains = 1;
+  EXPECT_EQ(shortcut_rate(one), 1.0);  // why one chain measures ordered copying
+}
+
 // Flip-flop instructions after the first are i with probability p_ignore; Zipf filler tokens
 // are drawn with P(i) ~ 1/(i+1), so the first is twice as common as the second.
 TEST(Tasks, FlipFlopIgnoreRateAndZipfFillerFollowTheirLaws) {

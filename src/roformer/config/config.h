@@ -185,7 +185,7 @@ struct TaskConfig {
   int64_t queries = 2;       // keys asked for (MQ-NIAH)
   int64_t values = 2;        // values of the one key (MV-NIAH)
   int64_t value_tokens = 2;  // tokens per needle value (NIAH)
-  int64_t chains = 1;        // variable tracking
+  int64_t chains = 2;        // variable tracking (one chain is solved by copying its names in order)
   int64_t hops = 2;          // variable tracking
   TaskFiller filler = TaskFiller::noise;
   double gap_power = 0.01;      // MQAR: query gap g drawn with p(g) ~ a g^(a-1) (Zoology)

@@ -177,7 +177,10 @@ class VariableTrackingTask : public TaskGenerator {
 // keys z in [1, V/2), values in [V/2, V); `keys` distinct pairs open the sequence; key i is
 // queried at position 2 kv + 2 g_i, the gaps g_i drawn without replacement from [0, space) with
 // p(g) ~ a (g + 1)^(a - 1), space = (n - 2 kv) / 2; the query's label is its value (the value
-// itself never follows it); every other position is a random z in [0, V).
+// itself never follows it). Every other position is a random z from the values' range
+// [V/2, V), where Zoology draws from all of [0, V): a filler token never poses as a key, so no
+// query has an earlier false occurrence of its key at any length or vocabulary (with Zoology's
+// draw and 16 symbols, 42 % of queries at 64 tokens had one).
 class MqarTask : public TaskGenerator {
  public:
   MqarTask(const TaskConfig& t, bool causal) : TaskGenerator(causal), V_(t.symbols), kv_(t.keys), a_(t.gap_power) {
@@ -207,7 +210,8 @@ class MqarTask : public TaskGenerator {
       ex.labels[static_cast<size_t>(q)] = kTaskFirstSymbol + values[static_cast<size_t>(i)];
     }
     for (int64_t p = 0; p < n; ++p)
-      if (!fixed[static_cast<size_t>(p)]) ex.inputs[static_cast<size_t>(p)] = kTaskFirstSymbol + rng.below(V_);
+      if (!fixed[static_cast<size_t>(p)])
+        ex.inputs[static_cast<size_t>(p)] = kTaskFirstSymbol + half + rng.below(V_ - half);
     return ex;
   }
 

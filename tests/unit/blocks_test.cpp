@@ -1,8 +1,9 @@
 // The layer's parts (model/blocks/): RMSNorm against transformers' LlamaRMSNorm transcribed in
 // double and its half-precision rounding, the gated feed-forward layer against its formula
-// (SwiGLU and GeGLU), the add + norm paths, and the names each part gives its parameters (BERT's
-// kept for LayerNorm and the MLP). Gradients of whole models built from these parts are held to
-// finite differences in model_test (the llama_block and post_rms_geglu cases).
+// (SwiGLU and GeGLU), the add + norm paths, the names each part gives its parameters (BERT's
+// kept for LayerNorm and the MLP), and grouped-query attention as multi-head attention whose
+// key and value heads are repeated (transformers' repeat_kv) for every kind of family. Gradients of whole models built
+// from these parts are held to finite differences in model_test (the llama_block and post_rms_geglu cases).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -135,6 +136,56 @@ TEST(Blocks, EachPartNamesItsParametersAndBertsNamesStay) {
     EXPECT_EQ(name.find("RMSNorm.bias"), std::string::npos) << name;
   }
   EXPECT_TRUE(torch::equal(llama->encoder->norm.rms_norm->weight, torch::ones({16})));  // initialised to ones
+}
+
+// A model with num_kv_heads = G equals the multi-head model whose key and value weights repeat
+// each of its G heads num_heads / G times (and every other weight is the same): the outputs
+// agree in double for a rotary family, a bias family, one with score terms and one with QK-norm.
+TEST(Blocks, GroupedQueryAttentionIsMultiHeadWithRepeatedKeyValueHeads) {
+  using config::PositionKind;
+  for (PositionKind kind : {PositionKind::rope, PositionKind::alibi, PositionKind::shaw, PositionKind::fire}) {
+    for (int64_t kv_heads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " kv_heads " + std::to_string(kv_heads));
+      config::ModelConfig c;
+      c.hidden_size = 16, c.num_heads = 4, c.ffn_size = 24, c.num_layers = 2, c.vocab_size = 13;
+      c.hidden_dropout = c.attention_dropout = 0.0;
+      c.objective = config::Objective::causal_lm;
+      c.position.kind = kind;
+      c.qk_norm = kind == PositionKind::rope;
+      c.num_kv_heads = kv_heads;
+      EncoderModel gqa = build_model(c, 3);
+      c.num_kv_heads = 0;
+      EncoderModel mha = build_model(c, 4);
+      gqa->to(torch::kFloat64);
+      mha->to(torch::kFloat64);
+      gqa->eval();
+      mha->eval();
+      const int64_t group = 4 / kv_heads, D = 4;
+      {
+        torch::NoGradGuard no_grad;
+        auto theirs = gqa->named_parameters();
+        for (auto& item : mha->named_parameters()) {
+          const torch::Tensor& src = theirs[item.key()];
+          const bool repeated = item.key().find("self.key") != std::string::npos ||
+                                item.key().find("self.value") != std::string::npos ||
+                                item.key().find("k_norm") != std::string::npos;
+          if (!repeated) {
+            item.value().copy_(src);
+          } else if (item.key().find("k_norm") != std::string::npos) {  // [heads, D]
+            item.value().copy_(src.repeat_interleave(group, 0));
+          } else {  // rows head by head: [kv_heads * D, ...] -> [heads * D, ...]
+            const auto rows = src.view({kv_heads, D, -1}).repeat_interleave(group, 0);
+            item.value().copy_(rows.reshape(item.value().sizes()));
+          }
+        }
+      }
+      torch::manual_seed(5);
+      const torch::Tensor ids = torch::randint(0, 13, {2, 9}, torch::kLong);
+      torch::NoGradGuard no_grad;
+      EXPECT_LT((gqa->forward({ids}) - mha->forward({ids})).abs().max().item<double>(), 1e-12);
+      EXPECT_EQ(gqa->encoder->layer[0]->as<EncoderLayer>()->attention->self->key->weight.size(0), kv_heads * D);
+    }
+  }
 }
 
 }  // namespace blocks_test

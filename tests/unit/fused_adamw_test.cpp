@@ -152,6 +152,9 @@ TEST(Mfu, FlopsPerTokenIsPaLMsFormula) {
   EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85);
   m.feed_forward = config::FeedForwardKind::glu;  // a third FFN matrix, the gate
   EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d), expected + 6 * 768.0 * 30522 * 0.85 + 6 * 12 * 768.0 * 3072);
+  m.num_kv_heads = 4;  // grouped-query attention: k and v project to 4 x 64 = 256 features, not 768
+  EXPECT_DOUBLE_EQ(run::training_flops_per_token(m, d),
+                   expected + 6 * 768.0 * 30522 * 0.85 + 6 * 12 * 768.0 * 3072 - 6 * 12 * 2 * 768.0 * (768 - 256));
   config::TrainConfig t;
   EXPECT_EQ(run::peak_tflops(t, torch::kCPU, false), 0);  // no peak for the CPU
   t.peak_tflops = 2.5;

@@ -121,6 +121,9 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.norm_kind = config::NormKind::rms_norm;  // pre-norm: the final norm is an RMSNorm too
   m.feed_forward = config::FeedForwardKind::glu;
   check(m);
+  m.num_kv_heads = 1;  // grouped-query attention with QK-norm: k_norm has one head's row
+  m.qk_norm = true;
+  check(m);
 }
 
 TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {

@@ -103,6 +103,7 @@ std::vector<Case> all_cases() {
                    c.norm_kind = config::NormKind::rms_norm;
                    c.feed_forward = config::FeedForwardKind::glu;
                    c.activation = config::Activation::silu;
+                   c.num_kv_heads = 1;  // multi-query attention
                  }});
   out.push_back({"alibi+post_rms_geglu", PositionKind::alibi, [](config::ModelConfig& c) {
                    c.norm_kind = config::NormKind::rms_norm;
@@ -299,21 +300,23 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
         c.output_gate = true;
         c.attention_scale = config::AttentionScale::ssmax;
       }
-      if (variant == 4) {  // Llama's parts: RMSNorm (no bias) and the gated feed-forward layer
+      if (variant == 4) {  // Llama's parts: RMSNorm (no bias), the gated feed-forward layer, one key/value head
         c.norm = config::NormPlacement::pre;
         c.norm_kind = config::NormKind::rms_norm;
         c.feed_forward = config::FeedForwardKind::glu;
+        c.num_kv_heads = 1;
       }
       SCOPED_TRACE(name(kind) + " variant " + std::to_string(variant));
       const int64_t V = c.vocab_size, E = c.embed_dim(), H = c.hidden_size, F = c.ffn_size, L = c.num_layers;
-      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;            // embeddings + LayerNorm
-      if (E != H) expect += E * H + H;                                   // embeddings_project
-      const int64_t norm = variant == 4 ? H : 2 * H;                     // RMSNorm: weight only
-      const int64_t up = variant == 4 ? 2 * (H * F + F) : H * F + F;     // the gate beside up
-      expect += L * (4 * (H * H + H) + norm + up + (F * H + H) + norm);  // layers
-      expect += H * E + E + 2 * E + V;                                   // LM head (decoder tied)
-      if (c.norm == config::NormPlacement::pre) expect += norm;          // final norm
-      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);     // q_norm, k_norm, W_g, SSMax's s
+      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                                // embeddings + LayerNorm
+      if (E != H) expect += E * H + H;                                                       // embeddings_project
+      const int64_t norm = variant == 4 ? H : 2 * H;                                         // RMSNorm: weight only
+      const int64_t up = variant == 4 ? 2 * (H * F + F) : H * F + F;                         // the gate beside up
+      const int64_t KV = c.kv_heads() * c.head_dim();                                        // key/value width
+      expect += L * (2 * (H * H + H) + 2 * (H * KV + KV) + norm + up + (F * H + H) + norm);  // layers
+      expect += H * E + E + 2 * E + V;                                                       // LM head (decoder tied)
+      if (c.norm == config::NormPlacement::pre) expect += norm;                              // final norm
+      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);  // q_norm, k_norm, W_g, SSMax's s
       // The family's own parameters: its row's count (config/position_families), checked here
       // against the module build_model makes; the memory estimate must count the same.
       expect += static_cast<int64_t>(config::position_parameters(c));

@@ -92,6 +92,7 @@ struct ModelConfig {
   int64_t hidden_size = 128;
   int64_t num_layers = 2;
   int64_t num_heads = 4;
+  int64_t num_kv_heads = 0;  // key/value heads (grouped-query attention); 0 = num_heads
   int64_t ffn_size = 512;
   Activation activation = Activation::gelu;
   // Bias + GELU after the FFN's and the MLM head's first matmul: fused (ops/bias_gelu),
@@ -143,6 +144,7 @@ struct ModelConfig {
   void visit(FieldVisitor& v);
 
   int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   int64_t embed_dim() const { return embedding_size > 0 ? embedding_size : hidden_size; }
 };
 

@@ -66,6 +66,9 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("hidden_size", hidden_size, at_least(int64_t{1}), "model width");
   v.field("num_layers", num_layers, at_least(int64_t{1}), "encoder layers");
   v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size)");
+  v.field("num_kv_heads", num_kv_heads, at_least(int64_t{0}),
+          "key/value heads, each shared by num_heads / num_kv_heads query heads (grouped-query attention; 1: "
+          "multi-query); 0 = num_heads (multi-head attention)");
   v.field("ffn_size", ffn_size, at_least(int64_t{1}), "feed-forward inner width");
   enum_field(v, "activation", activation, acts, "gelu (exact erf), gelu_tanh, relu, silu");
   enum_field(v, "feed_forward", feed_forward, ffns,

@@ -113,6 +113,10 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "model.hidden_size", "model.num_heads",
              std::to_string(m.hidden_size) + " is not divisible by " + std::to_string(m.num_heads) +
                  " heads; pick a head count that divides the width");
+  if (m.num_heads % m.kv_heads() != 0)
+    conflict(o, "model.num_heads", "model.num_kv_heads",
+             std::to_string(m.num_heads) + " query heads cannot share " + std::to_string(m.kv_heads()) +
+                 " key/value heads evenly; pick a divisor of num_heads (or 0 for one each)");
   if (const auto own = position_family(m.position.kind).validate) own(c, o);
   validate_attention(c, o);
   validate_layout(c, o);

@@ -294,6 +294,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
   if (m.norm_kind != config::NormKind::layer_norm) refuse("RMSNorm (RoFormer normalises with LayerNorm)");
+  if (m.kv_heads() != m.num_heads) refuse("grouped-query attention (RoFormer has a key and value per head)");
   if (m.feed_forward != config::FeedForwardKind::mlp) refuse("a gated feed-forward layer (RoFormer's is BERT's MLP)");
   if (m.attention != config::AttentionKind::softmax) refuse("linear attention (RoFormer attends with softmax)");
   if (m.embed_scale != config::EmbedScale::none)

@@ -99,15 +99,16 @@ double drope_scale(int64_t S, int64_t length, double c) {
   return S > length ? 1.0 + c * std::log(static_cast<double>(S) / static_cast<double>(length)) : 1.0;
 }
 
-SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden) {
+SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t kv_width) {
   query = register_module("query", torch::nn::Linear(hidden, hidden));
-  key = register_module("key", torch::nn::Linear(hidden, hidden));
-  value = register_module("value", torch::nn::Linear(hidden, hidden));
+  key = register_module("key", torch::nn::Linear(hidden, kv_width));
+  value = register_module("value", torch::nn::Linear(hidden, kv_width));
 }
 
 AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
                              int64_t layer)
     : heads_(c.num_heads),
+      kv_heads_(c.kv_heads()),
       head_dim_(c.head_dim()),
       layer_(layer),
       dropout_(c.attention_dropout),
@@ -118,11 +119,11 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       remainder_(c.stick_breaking_remainder),
       ssmax_init_(c.ssmax_init),
       position_(std::move(position)) {
-  self = register_module("self", SelfAttentionProj(c.hidden_size));
+  self = register_module("self", SelfAttentionProj(c.hidden_size, c.kv_heads() * c.head_dim()));
   output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
   if (c.qk_norm) {
     q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-6));  // the FoX authors' eps
-    k_norm = register_module("k_norm", HeadNorm(heads_, head_dim_, 1e-6));
+    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, 1e-6));
   }
   if (c.output_gate)
     output_gate = register_module(
@@ -343,7 +344,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.kernel = kernel_;
   const bool cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);  // q, k, v in the autocast dtype
   f.projection_not_fusable = cpu_autocast || ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || q_norm ||
-                             !position_->rotation_fusable(ctx.positions, head_dim_);
+                             kv_heads_ != heads_ || !position_->rotation_fusable(ctx.positions, head_dim_);
   f.batch = x.size(0);
   f.heads = heads_;
   f.seq = x.size(1);
@@ -385,14 +386,21 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     record_kernel(attention_kernel::kShort);
     return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
   }
-  const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split(width, -1);  // 3 x [B, S, H*D]
-  auto split_heads = [&](const torch::Tensor& t) { return t.view({B, S, heads_, head_dim_}).transpose(1, 2); };
-  torch::Tensor q = split_heads(qkv[0]);  // [B, H, S, D] views of the projection, no copies
-  torch::Tensor k = split_heads(qkv[1]);
-  torch::Tensor v = split_heads(qkv[2]);
+  const int64_t kv_width = kv_heads_ * head_dim_;
+  const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split_with_sizes({width, kv_width, kv_width}, -1);
+  auto split_heads = [&](const torch::Tensor& t, int64_t heads) {
+    return t.view({B, S, heads, head_dim_}).transpose(1, 2);
+  };
+  torch::Tensor q = split_heads(qkv[0], heads_);  // [B, H, S, D] views of the projection, no copies
+  torch::Tensor k = split_heads(qkv[1], kv_heads_);
+  torch::Tensor v = split_heads(qkv[2], kv_heads_);
   if (q_norm) {  // before the rotation, as the FoX authors' layer and Llama 4 do
     q = q_norm->forward(q);
     k = k_norm->forward(k);
+  }
+  if (kv_heads_ != heads_) {  // grouped-query attention: query head h reads key/value head h / group
+    k = k.repeat_interleave(heads_ / kv_heads_, /*dim=*/1);
+    v = v.repeat_interleave(heads_ / kv_heads_, /*dim=*/1);
   }
   if (path == AttentionPath::linear) return attend_linear(q, k, v, ctx);
   position_->rotate(q, k, v, ctx.positions);

@@ -40,7 +40,8 @@ inline torch::Tensor dense(const torch::nn::Linear& layer, const torch::Tensor& 
 
 class SelfAttentionProjImpl : public torch::nn::Module {
  public:
-  explicit SelfAttentionProjImpl(int64_t hidden);
+  // key and value: kv_width = kv_heads x head_dim outputs (grouped-query attention), else hidden.
+  SelfAttentionProjImpl(int64_t hidden, int64_t kv_width);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // weight [H, H], bias [H]
 };
 TORCH_MODULE(SelfAttentionProj);
@@ -164,7 +165,7 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx);
   // Whether this layer forms its scores itself: the family's terms, or stick-breaking.
   bool forms_scores() const;
-  int64_t heads_, head_dim_, layer_;
+  int64_t heads_, kv_heads_, head_dim_, layer_;
   AttentionPath last_path_ = AttentionPath::sdpa;  // the path last logged
   double dropout_;
   config::AttentionKind kind_;

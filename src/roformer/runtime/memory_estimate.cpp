@@ -110,12 +110,13 @@ double count_parameters(const config::ModelConfig& m) {
   if (m.embed_dim() != m.hidden_size) n += E * H + H;                         // projection
   const double norm = m.norm_kind == config::NormKind::rms_norm ? H : 2 * H;  // RMSNorm has no bias
   const double up = m.feed_forward == config::FeedForwardKind::glu ? 2 * (H * F + F) : H * F + F;
-  n += L * (4 * (H * H + H) + norm + up + F * H + H + norm);
+  const double KV = double(m.kv_heads() * m.head_dim());  // key/value width (grouped-query attention)
+  n += L * (2 * (H * H + H) + 2 * (H * KV + KV) + norm + up + F * H + H + norm);
   if (m.norm == config::NormPlacement::pre) n += norm;  // final norm
   n += H * E + E + 2 * E + V;                           // head transform, its LayerNorm, decoder bias
   n += config::position_parameters(m);                  // the position family's own
   for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
-    if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += 2 * H;
+    if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += H + KV;
   if (m.output_gate) n += L * H * H;                                                     // W_g
   if (m.attention_scale == config::AttentionScale::ssmax) n += L * double(m.num_heads);  // s per head
   return n;

@@ -9,11 +9,9 @@ oracle (the window one larger) must disagree, so the comparison can fail.
 Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_layouts.py ROFORMER_BINARY SOURCE_DIR
 """
-import json
-import os
-import subprocess
 import sys
-import tempfile
+
+from config_queries import ask
 
 try:
     import torch
@@ -37,19 +35,8 @@ def ours(sets, length, compare):
 
 def answer_pending():
     """Answers every pending query in one run of `roformer config layers --queries`."""
-    lines = [json.dumps({"length": length, "set": [f"{k}={v}" for k, v in sets.items()]}) for sets, length, _ in pending]
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        f.write("\n".join(lines) + "\n")
-    try:
-        args = [ROFORMER, "config", "layers", f"{SRC}/configs/quickstart/rope.yaml", "--queries", f.name]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        raise SystemExit(f"roformer config layers --queries failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    answers = [json.loads(line)["layers"] for line in r.stdout.splitlines()]
-    if len(answers) != len(pending):
-        raise SystemExit(f"{len(pending)} queries, {len(answers)} answers:\n{r.stdout}")
+    queries = [(length, [f"{k}={v}" for k, v in sets.items()]) for sets, length, _ in pending]
+    answers = [a["layers"] for a in ask(ROFORMER, "layers", f"{SRC}/configs/quickstart/rope.yaml", queries)]
     for (_, _, compare), layers in zip(pending, answers):
         compare(layers)
     pending.clear()

@@ -7,12 +7,10 @@ the cos/sin factor that transformers' ROPE_INIT_FUNCTIONS compute, within float3
 works in float32, we in double). Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_rope_scaling.py ROFORMER_BINARY SOURCE_DIR
 """
-import json
-import os
 import random
-import subprocess
 import sys
-import tempfile
+
+from config_queries import ask
 
 try:
     import torch
@@ -30,23 +28,12 @@ checked = 0
 
 def ours_all(queries):
     """Our frequencies for every (head_dim, length, sets) in one run of `roformer config rope --queries`."""
-    lines = []
+    asked = []
     for head_dim, length, sets in queries:
         overrides = [f"model.hidden_size={head_dim * HEADS}", f"model.num_heads={HEADS}",
                      "model.position.rope.pairing=half"] + [f"{k}={v}" for k, v in sets.items()]
-        lines.append(json.dumps({"length": length, "set": overrides}))
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        f.write("\n".join(lines) + "\n")
-    try:
-        args = [ROFORMER, "config", "rope", f"{SRC}/configs/quickstart/rope.yaml", "--queries", f.name]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        raise SystemExit(f"roformer config rope --queries failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    answers = [json.loads(line) for line in r.stdout.splitlines()]
-    if len(answers) != len(queries):
-        raise SystemExit(f"{len(queries)} queries, {len(answers)} answers:\n{r.stdout}")
+        asked.append((length, overrides))
+    answers = ask(ROFORMER, "rope", f"{SRC}/configs/quickstart/rope.yaml", asked)
     return [(torch.tensor(a["inv_freq"], dtype=torch.float64) * a["position_scale"], a["magnitude"]) for a in answers]
 
 

@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "roformer/distributed/backend_communicator.h"
+
 namespace roformer::dist {
 namespace {
 
@@ -35,31 +37,17 @@ void default_environment(std::chrono::milliseconds timeout) {
   ::setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", 0);
 }
 
-class C10dNcclHandle : public CollectiveHandle {
+class NcclCommunicator : public BackendCommunicator {
  public:
-  explicit C10dNcclHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  void wait() override {
-    try {
-      work_->wait();
-    } catch (const std::exception& e) {
-      rethrow_collective_failure(kEngine, "allreduce", e);
-    }
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-};
-
-class C10dNcclCommunicator : public Communicator {
- public:
-  C10dNcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
-                       std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), device_(device) {
+  NcclCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int device,
+                   std::chrono::milliseconds timeout)
+      : BackendCommunicator(kEngine, "nccl", rank, size), device_(device) {
     default_environment(timeout);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("c10d_nccl", store),
                                                          rank, size, options);
+    backend_ = group_;
     try {
       group_->eagerConnectSingleDevice(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
       // A nonblocking communicator finishes its init only when first used: one barrier waits for
@@ -73,47 +61,22 @@ class C10dNcclCommunicator : public Communicator {
       rethrow_collective_failure(kEngine, "communicator init", e);
     }
   }
-  ~C10dNcclCommunicator() override {
+  ~NcclCommunicator() override {
     try {
       group_->shutdown();  // c10d's orderly teardown: its watchdog stops before the communicator goes
     } catch (...) {        // a failed peer may leave nothing to shut down cleanly
     }
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string name() const override { return "nccl"; }
 
-  std::unique_ptr<CollectiveHandle> allreduce_sum(at::Tensor& tensor) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    return std::make_unique<C10dNcclHandle>(group_->allreduce(tensors, options));
-  }
-  void broadcast(at::Tensor& tensor, int root) override {
-    std::vector<at::Tensor> tensors{tensor};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    run("broadcast", [&] { return group_->broadcast(tensors, options); });
-  }
-  void barrier() override {
-    run("barrier", [&] { return group_->barrier(barrier_options()); });
-  }
-
- private:
-  c10d::BarrierOptions barrier_options() const {
+ protected:
+  c10d::BarrierOptions barrier_options() const override {
     c10d::BarrierOptions options;
     options.device_ids = {static_cast<int64_t>(device_)};
     return options;
   }
-  template <typename F>
-  void run(const char* op, F&& launch) {
-    try {
-      launch()->wait();
-    } catch (const std::exception& e) {
-      rethrow_collective_failure(kEngine, op, e);
-    }
-  }
-  int rank_, size_, device_;
+
+ private:
+  int device_;
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> group_;
 };
 
@@ -125,7 +88,7 @@ bool nccl_available() {
 
 std::unique_ptr<Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      int device, std::chrono::milliseconds timeout) {
-  return std::make_unique<C10dNcclCommunicator>(store, rank, size, device, timeout);
+  return std::make_unique<NcclCommunicator>(store, rank, size, device, timeout);
 }
 
 }  // namespace roformer::dist

@@ -365,6 +365,24 @@ TEST(Config, SweepSetReplacesTheFilesEvalEntries) {
   EXPECT_EQ(other.lengths, plain.lengths);
 }
 
+// A config's eval block pasted into a sweep file (eval.protocol, one name) is read as the one
+// protocol; both spellings at once, or a list under the singular, are refused with the fix.
+TEST(Config, SweepFilesTakeAConfigsEvalProtocolToo) {
+  TempDir dir;
+  const std::string base = roformer::testing::source_dir() + "/configs/quickstart/rope.yaml";
+  auto sweep_with = [&](const std::string& eval) {
+    write_file(dir.file("s.yaml"), "name: s\nconfig: " + base + "\nvariants:\n  - {name: a, set: []}\neval:\n" + eval);
+    return dir.file("s.yaml");
+  };
+  EXPECT_EQ(sweep::load_sweep(sweep_with("  protocol: sliding\n")).protocols, (std::vector<std::string>{"sliding"}));
+  const std::string both = roformer::testing::user_error(
+      [&] { sweep::load_sweep(sweep_with("  protocol: sliding\n  protocols: [chunks]\n")); });
+  EXPECT_NE(both.find("eval.protocol and eval.protocols are both set"), std::string::npos) << both;
+  const std::string listed =
+      roformer::testing::user_error([&] { sweep::load_sweep(sweep_with("  protocol: [chunks, sliding]\n")); });
+  EXPECT_NE(listed.find("use eval.protocols"), std::string::npos) << listed;
+}
+
 // The position-family table: one row per kind, in order; each family's settings are its own;
 // the validator's family lists come from the traits.
 TEST(PositionFamilies, OneRowPerKindInEnumOrder) {

@@ -166,17 +166,28 @@ static SweepSpec parse_sweep(const std::string& path, const YAML::Node& root,
   const YAML::Node e = root["eval"];
   if (e && !e.IsMap())
     throw UserError(where(path, e) + ": eval must be a mapping (lengths, protocols, split, max_tokens, scaling)");
+  if (e && e["protocol"] && e["protocols"])
+    throw UserError(where(path, e["protocol"]) +
+                    ": eval.protocol and eval.protocols are both set; keep one (protocols "
+                    "takes a list, protocol one name, as a config's eval block has it)");
   if (e) {
     for (const auto& kv : e) {
       const std::string k = kv.first.Scalar();
-      if (k != "lengths" && k != "protocols" && k != "split" && k != "max_tokens" && k != "scaling" &&
-          k != "scaling_on")
+      if (k != "lengths" && k != "protocols" && k != "protocol" && k != "split" && k != "max_tokens" &&
+          k != "scaling" && k != "scaling_on")
         throw UserError(where(path, kv.first) + ": unknown key 'eval." + k +
-                        "' (lengths, protocols, split, max_tokens, scaling, scaling_on)");
+                        "' (lengths, protocols or protocol, split, max_tokens, scaling, scaling_on)");
     }
     for (const auto& x : list_at(path, e["lengths"], "eval.lengths"))
       s.lengths.push_back(int_at(path, x, "an eval length", 2, int64_t{1} << 30));
     for (const auto& x : list_at(path, e["protocols"], "eval.protocols")) s.protocols.push_back(x.Scalar());
+    if (e["protocol"]) {  // a config's eval block, pasted: one protocol
+      if (!e["protocol"].IsScalar())
+        throw UserError(where(path, e["protocol"]) +
+                        ": eval.protocol is one name (chunks or sliding); for several, "
+                        "use eval.protocols: [chunks, sliding]");
+      s.protocols.push_back(e["protocol"].Scalar());
+    }
     if (e["split"]) s.split = e["split"].Scalar();
     if (e["max_tokens"])
       s.max_tokens = int_at(path, e["max_tokens"], "eval.max_tokens", 0, std::numeric_limits<int64_t>::max());

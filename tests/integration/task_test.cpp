@@ -35,6 +35,15 @@ TEST(TaskTrain, ATinyModelLearnsSingleNeedleRetrieval) {
   EXPECT_GT(evals.back()["exact_match"].get<double>(), 0.10) << out;
   EXPECT_GT(evals.back()["accuracy"].get<double>(), 0.30) << out;
   EXPECT_NE(out.find("task niah_single: lengths 32..64"), std::string::npos) << out;
+  // `roformer eval` scores the task's floor on the same examples, and prints it under the table.
+  const CommandResult r =
+      run_command("'" + roformer_binary() + "' eval '" + run + "' --lengths 64 --out '" + dir.file("eval") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("floors (exact match of a trivial strategy"), std::string::npos) << r.output;
+  const json at64 = json::parse(read_file(dir.file("eval") + "/eval.json"))["results"][0];
+  const double floor = at64["floors"]["constant value"].get<double>();
+  EXPECT_LT(floor, 0.02) << at64;  // one value token repeated: 1/256 of the answers at most by chance
+  EXPECT_GT(at64["exact_match"].get<double>(), floor + 0.05) << at64;
 }
 
 TEST(TaskTrain, ACurriculumRunResumesBitwiseAndEvalScoresEachLength) {

@@ -423,6 +423,40 @@ TEST(Tasks, VariableTrackingDefaultsDefeatCopyingNamesInOrder) {
   EXPECT_EQ(shortcut_rate(one), 1.0);  // why one chain measures ordered copying
 }
 
+// Each task's trivial strategies, scored on an evaluation set's examples as `roformer eval`
+// scores them: copying the first or last of four needles hits the asked one a quarter of the
+// time; names in order answer two chains 5 % of the time and one chain always; flip-flop's
+// last bit shown is right at every read when nothing is ignored, and reading 0 is right at all
+// of a sequence's reads about 2^-reads of the time; MQAR's shortcuts sit at chance.
+TEST(Tasks, FloorsScoreTheirStrategiesOnTheEvaluationsExamples) {
+  auto floor_of = [](const config::TaskConfig& t, int64_t length, const std::string& name) {
+    std::shared_ptr<const TaskGenerator> g = make_task_generator(t, true);
+    const TaskEvalSet set(g, length, 4000, 64, 0, 1, 7);
+    for (const TaskFloor& f : g->floors())
+      if (f.name == name) return set.floor_exact_match(f);
+    ADD_FAILURE() << "no floor named " << name;
+    return -1.0;
+  };
+  const double tol = 4 * std::sqrt(0.25 * 0.75 / 4000);
+  config::TaskConfig mk = task_of(TaskKind::niah_multikey);
+  EXPECT_NEAR(floor_of(mk, 96, "first needle"), 0.25, tol);
+  EXPECT_NEAR(floor_of(mk, 96, "last needle"), 0.25, tol);
+  EXPECT_LT(floor_of(mk, 96, "constant value"), 0.1);
+  config::TaskConfig vt = task_of(TaskKind::variable_tracking);
+  EXPECT_NEAR(floor_of(vt, 96, "names in order"), 0.05, 4 * std::sqrt(0.05 * 0.95 / 4000));
+  vt.chains = 1;
+  EXPECT_EQ(floor_of(vt, 96, "names in order"), 1.0);
+  config::TaskConfig ff = task_of(TaskKind::flip_flop);
+  ff.p_ignore = 0.0;
+  EXPECT_EQ(floor_of(ff, 64, "last bit shown"), 1.0);
+  EXPECT_LT(floor_of(ff, 64, "always 0"), 0.01);  // about 16 reads per sequence
+  ff.p_ignore = 0.8;
+  EXPECT_LT(floor_of(ff, 64, "last bit shown"), 0.9);
+  config::TaskConfig mq = task_of(TaskKind::mqar);
+  EXPECT_LT(floor_of(mq, 64, "token before the query"), 0.01);
+  EXPECT_LT(floor_of(mq, 64, "first pair's value"), 0.01);
+}
+
 // Flip-flop instructions after the first are i with probability p_ignore; Zipf filler tokens
 // are drawn with P(i) ~ 1/(i+1), so the first is twice as common as the second.
 TEST(Tasks, FlipFlopIgnoreRateAndZipfFillerFollowTheirLaws) {

@@ -82,9 +82,23 @@ Batch TaskEvalSet::batch(int64_t index) const {
   const int64_t first = rank_ * examples_ / world_ + index * batch_size_;
   const int64_t end = std::min((rank_ + 1) * examples_ / world_, first + batch_size_);
   std::vector<uint64_t> keys;
-  for (int64_t i = first; i < end; ++i)
-    keys.push_back(hash_counters(seed_, {kTaskEvalStream, static_cast<uint64_t>(length_), static_cast<uint64_t>(i)}));
+  for (int64_t i = first; i < end; ++i) keys.push_back(example_key(i));
   return task_batch(*generator_, length_, keys);
+}
+
+uint64_t TaskEvalSet::example_key(int64_t i) const {
+  return hash_counters(seed_, {kTaskEvalStream, static_cast<uint64_t>(length_), static_cast<uint64_t>(i)});
+}
+
+double TaskEvalSet::floor_exact_match(const TaskFloor& floor) const {
+  const int64_t first = rank_ * examples_ / world_, end = (rank_ + 1) * examples_ / world_;
+  int64_t right = 0;
+  for (int64_t i = first; i < end; ++i) {
+    TaskRng rng(example_key(i));
+    const TaskExample ex = generator_->make(length_, rng);
+    right += floor.answer(ex) == answer_of(ex);
+  }
+  return end > first ? static_cast<double>(right) / static_cast<double>(end - first) : 0.0;
 }
 
 }  // namespace roformer::data

@@ -37,12 +37,15 @@ class TaskEvalSet {
   int64_t num_batches() const;  // this rank's
   Batch batch(int64_t index) const;
   int64_t length() const { return length_; }
+  // The exact match of a trivial strategy (TaskGenerator::floors) on this rank's examples.
+  double floor_exact_match(const TaskFloor& floor) const;
 
  private:
   std::shared_ptr<const TaskGenerator> generator_;
   int64_t length_, examples_, batch_size_;
   int rank_, world_;
   uint64_t seed_;
+  uint64_t example_key(int64_t i) const;
 };
 
 // Rows `keys` of one length as a batch: example i drawn from TaskRng(keys[i]).

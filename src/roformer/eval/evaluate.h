@@ -6,6 +6,8 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "roformer/data/batches.h"
@@ -22,6 +24,8 @@ struct EvalResult {
   std::vector<int64_t> bucket_tokens;
   int64_t sequences = 0;  // rows with something scored
   int64_t exact = 0;      // of them, rows whose every scored token was the top prediction
+  // A task's floors on the same examples: each trivial strategy's name and exact match.
+  std::vector<std::pair<std::string, double>> floors;
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
   double perplexity() const;
   double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }

@@ -79,7 +79,10 @@ Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const 
   return [&cfg, &model, device, bf16, generator](int64_t L) {
     const data::TaskEvalSet examples(generator, L, cfg.data.task.eval_examples, cfg.eval.batch_size, 0, 1,
                                      static_cast<uint64_t>(cfg.eval.mask_seed));
-    return evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
+    EvalResult r = evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
+    for (const data::TaskFloor& floor : generator->floors())
+      r.floors.emplace_back(floor.name, examples.floor_exact_match(floor));
+    return r;
   };
 }
 
@@ -261,6 +264,11 @@ std::string report_json(const ExtrapolationReport& r) {
                 {"loss_by_position", by_pos}});
       if (r.per_token) e["cumulative_loss"] = cumulative;
       if (!r.task.empty()) e.update({{"exact_match", l.result.exact_match()}, {"examples", l.result.sequences}});
+      if (!l.result.floors.empty()) {
+        nlohmann::json floors = nlohmann::json::object();
+        for (const auto& [name, exact] : l.result.floors) floors[name] = exact;
+        e["floors"] = floors;  // the trivial strategies' exact match on the same examples
+      }
     }
     j["results"].push_back(e);
   }
@@ -284,6 +292,27 @@ std::string report_csv(const ExtrapolationReport& r) {
   }
   return os.str();
 }
+
+namespace {
+
+// Under a task's table: each trivial strategy's exact match at every length (the floor its
+// numbers are read against).
+void print_floors(std::ostream& os, const ExtrapolationReport& r) {
+  const LengthResult* first = nullptr;
+  for (const auto& l : r.lengths)
+    if (l.applicable && !l.result.floors.empty()) first = first ? first : &l;
+  if (first == nullptr) return;
+  os << "  floors (exact match of a trivial strategy on the same examples, by length):\n";
+  for (size_t f = 0; f < first->result.floors.size(); ++f) {
+    os << "    " << std::left << std::setw(24) << first->result.floors[f].first << std::right;
+    for (const auto& l : r.lengths)
+      if (l.applicable && f < l.result.floors.size())
+        os << std::fixed << std::setprecision(4) << std::setw(8) << l.result.floors[f].second;
+    os << "\n";
+  }
+}
+
+}  // namespace
 
 std::string report_table(const ExtrapolationReport& r) {
   std::ostringstream os;
@@ -318,6 +347,7 @@ std::string report_table(const ExtrapolationReport& r) {
       os << std::setw(10) << "-";  // the CPU: no device memory to report
     os << "  " << l.attention << "\n";
   }
+  print_floors(os, r);
   return os.str();
 }
 

@@ -29,6 +29,25 @@ class FlipFlopTask : public TaskGenerator {
   int64_t vocab_size() const override { return kBit0 + 2; }
   int64_t min_length() const override { return 4; }
 
+  // At every read: the last bit shown before it, whether written or ignored (the shortcut
+  // p_ignore defeats), or always 0 (chance per read: one half).
+  std::vector<TaskFloor> floors() const override {
+    auto at_reads = [](const TaskExample& ex, bool last_bit) {
+      std::vector<int64_t> out;
+      int64_t last = kBit0;
+      for (int64_t p = ex.length() % 2; p + 1 < ex.length(); p += 2) {
+        if (ex.inputs[static_cast<size_t>(p)] == kR) {
+          out.push_back(last_bit ? last : kBit0);
+        } else {
+          last = ex.inputs[static_cast<size_t>(p + 1)];
+        }
+      }
+      return out;
+    };
+    return {{"last bit shown", [at_reads](const TaskExample& ex) { return at_reads(ex, true); }},
+            {"always 0", [at_reads](const TaskExample& ex) { return at_reads(ex, false); }}};
+  }
+
   TaskExample make(int64_t n, TaskRng& rng) const override {
     TaskExample ex(n);
     const int64_t pairs = n / 2, start = n % 2;

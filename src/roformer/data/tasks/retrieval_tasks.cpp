@@ -85,6 +85,27 @@ class NeedleTask : public TaskGenerator {
   int64_t vocab_size() const override { return v_.size(); }
   int64_t min_length() const override { return needles_ * (m_ + 1) + 2 + queried_ + answer_; }
 
+  // Chance: one value repeated. Multi-key and multi-query: the values of the first needles in the
+  // haystack, or of the last ones before the query, whatever keys were asked (RULER's distractors:
+  // 1 / keys exact match with one key asked).
+  std::vector<TaskFloor> floors() const override {
+    std::vector<TaskFloor> out{{"constant value", [this](const TaskExample&) {
+                                  return std::vector<int64_t>(static_cast<size_t>(answer_), v_.value(0));
+                                }}};
+    if (kind_ != TaskKind::niah_multikey && kind_ != TaskKind::niah_multiquery) return out;
+    for (const bool first : {true, false})
+      out.push_back({first ? "first needle" : "last needle", [this, first](const TaskExample& ex) {
+                       std::vector<std::vector<int64_t>> values = haystack_values(ex);
+                       if (!first) std::reverse(values.begin(), values.end());
+                       std::vector<int64_t> answer;
+                       for (int64_t i = 0; i < queried_ && i < static_cast<int64_t>(values.size()); ++i)
+                         answer.insert(answer.end(), values[static_cast<size_t>(i)].begin(),
+                                       values[static_cast<size_t>(i)].end());
+                       return answer;
+                     }});
+    return out;
+  }
+
   TaskExample make(int64_t n, TaskRng& rng) const override {
     TaskExample ex(n);
     const std::vector<int64_t> keys = rng.distinct(keys_, v_.symbols);
@@ -119,6 +140,19 @@ class NeedleTask : public TaskGenerator {
   }
 
  private:
+  // The value tokens of each needle in the haystack, in order (a key token opens a needle).
+  std::vector<std::vector<int64_t>> haystack_values(const TaskExample& ex) const {
+    const int64_t body = ex.length() - 2 - queried_ - answer_;
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t p = 0; p + m_ < body; ++p) {
+      const int64_t t = ex.inputs[static_cast<size_t>(p)];
+      if (t < v_.key(0) || t >= v_.value(0)) continue;
+      out.emplace_back(ex.inputs.begin() + p + 1, ex.inputs.begin() + p + 1 + m_);
+      p += m_;
+    }
+    return out;
+  }
+
   TaskKind kind_;
   config::TaskFiller filler_;
   Vocab v_;
@@ -139,6 +173,19 @@ class VariableTrackingTask : public TaskGenerator {
   }
   int64_t vocab_size() const override { return v_.size(); }
   int64_t min_length() const override { return 3 * chains_ * (hops_ + 1) + 3 + hops_ + 1; }
+
+  // The first hops + 1 assigned names in the order they appear, whatever value was asked: it
+  // answers one chain always, two chains 1 / C(2 (hops + 1), hops + 1) of the time.
+  std::vector<TaskFloor> floors() const override {
+    return {{"names in order", [this](const TaskExample& ex) {
+               std::vector<int64_t> names;
+               const int64_t body = ex.length() - 3 - (hops_ + 1);
+               for (int64_t p = 0; p + 1 < body && static_cast<int64_t>(names.size()) <= hops_; ++p)
+                 if (ex.inputs[static_cast<size_t>(p + 1)] == v_.equals())
+                   names.push_back(ex.inputs[static_cast<size_t>(p)]);
+               return names;
+             }}};
+  }
 
   TaskExample make(int64_t n, TaskRng& rng) const override {
     TaskExample ex(n);
@@ -190,6 +237,22 @@ class MqarTask : public TaskGenerator {
   }
   int64_t vocab_size() const override { return kTaskFirstSymbol + V_; }
   int64_t min_length() const override { return 4 * kv_; }
+
+  // At each query: the first pair's value (a constant within the example), or the token just
+  // before the query (a value-range filler token: chance).
+  std::vector<TaskFloor> floors() const override {
+    auto at_queries = [](const TaskExample& ex, const std::function<int64_t(int64_t)>& guess) {
+      std::vector<int64_t> out;
+      for (int64_t q = 0; q < ex.length(); ++q)
+        if (ex.labels[static_cast<size_t>(q)] != kNoLabel) out.push_back(guess(q));
+      return out;
+    };
+    return {{"first pair's value",
+             [at_queries](const TaskExample& ex) { return at_queries(ex, [&](int64_t) { return ex.inputs[1]; }); }},
+            {"token before the query", [at_queries](const TaskExample& ex) {
+               return at_queries(ex, [&](int64_t q) { return ex.inputs[static_cast<size_t>(q - 1)]; });
+             }}};
+  }
 
   TaskExample make(int64_t n, TaskRng& rng) const override {
     TaskExample ex(n);

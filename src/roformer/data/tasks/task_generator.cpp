@@ -40,6 +40,13 @@ std::vector<int64_t> TaskRng::distinct(int64_t k, int64_t n) {
   return out;
 }
 
+std::vector<int64_t> answer_of(const TaskExample& ex) {
+  std::vector<int64_t> out;
+  for (int64_t l : ex.labels)
+    if (l != kNoLabel) out.push_back(l);
+  return out;
+}
+
 void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<int64_t>& answer) const {
   for (size_t i = 0; i < answer.size(); ++i) {
     const auto t = static_cast<size_t>(at) + i;

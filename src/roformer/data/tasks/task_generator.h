@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -47,6 +48,17 @@ class TaskRng {
   uint64_t key_, counter_ = 0;
 };
 
+// A trivial strategy a task's numbers are read against (chance, or a shortcut that ignores what
+// the task asks for): the answer it gives to an example, read only from the tokens before the
+// answer. Its exact match on the evaluation's own examples is the task's floor there.
+struct TaskFloor {
+  std::string name;
+  std::function<std::vector<int64_t>(const TaskExample&)> answer;
+};
+
+// The answer tokens of an example, in order (its labels).
+std::vector<int64_t> answer_of(const TaskExample& ex);
+
 class TaskGenerator {
  public:
   explicit TaskGenerator(bool causal) : causal_(causal) {}
@@ -57,6 +69,8 @@ class TaskGenerator {
   // The longest length the settings can write an example of (addition's index hints bound it).
   virtual int64_t max_length() const { return std::numeric_limits<int64_t>::max(); }
   virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
+  // The task's trivial strategies (none where no shortcut or chance level is worth stating).
+  virtual std::vector<TaskFloor> floors() const { return {}; }
   bool causal() const { return causal_; }
 
  protected:

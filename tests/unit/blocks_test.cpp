@@ -111,10 +111,7 @@ TEST(Blocks, AddNormOfEveryKindAndKernelIsTheNormOfTheSum) {
 
 TEST(Blocks, EachPartNamesItsParametersAndBertsNamesStay) {
   config::ModelConfig c;
-  c.hidden_size = 16;
-  c.num_heads = 2;
-  c.ffn_size = 24;
-  c.num_layers = 1;
+  c.hidden_size = 16, c.num_heads = 2, c.ffn_size = 24, c.num_layers = 1;
   EncoderModel bert = build_model(c, 0);
   const auto bert_names = parameter_names(*bert);
   for (const char* name :

@@ -270,10 +270,10 @@ stage_kernels() {
 }
 
 eval_kinds_list() {  # the kinds the eval stage runs, one per line
-  local all="rope sinusoidal t5_bias alibi none shaw transformer_xl deberta xpos fire kerple sandwich cope fox path"
   case "$eval_kinds" in
     "") echo rope alibi ;;
-    all) echo $all ;;
+    # every family the binary has (its config schema's list), but learned: its table ends at training
+    all) "$bin" config schema | awk '$1 == "model.position.kind" { print $2 }' | tr '|' ' ' | sed 's/\blearned\b//' ;;
     *) echo "$eval_kinds" | tr ',' ' ' ;;
   esac | tr ' ' '\n'
 }

@@ -432,8 +432,10 @@ TEST(Tasks, FloorsScoreTheirStrategiesOnTheEvaluationsExamples) {
   auto floor_of = [](const config::TaskConfig& t, int64_t length, const std::string& name) {
     std::shared_ptr<const TaskGenerator> g = make_task_generator(t, true);
     const TaskEvalSet set(g, length, 4000, 64, 0, 1, 7);
-    for (const TaskFloor& f : g->floors())
-      if (f.name == name) return set.floor_exact_match(f);
+    const std::vector<TaskFloor> floors = g->floors();
+    const std::vector<double> exact = set.floors_exact_match(floors);
+    for (size_t f = 0; f < floors.size(); ++f)
+      if (floors[f].name == name) return exact[f];
     ADD_FAILURE() << "no floor named " << name;
     return -1.0;
   };

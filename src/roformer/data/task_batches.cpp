@@ -90,15 +90,17 @@ uint64_t TaskEvalSet::example_key(int64_t i) const {
   return hash_counters(seed_, {kTaskEvalStream, static_cast<uint64_t>(length_), static_cast<uint64_t>(i)});
 }
 
-double TaskEvalSet::floor_exact_match(const TaskFloor& floor) const {
+std::vector<double> TaskEvalSet::floors_exact_match(const std::vector<TaskFloor>& floors) const {
   const int64_t first = rank_ * examples_ / world_, end = (rank_ + 1) * examples_ / world_;
-  int64_t right = 0;
-  for (int64_t i = first; i < end; ++i) {
+  std::vector<double> right(floors.size(), 0.0);
+  for (int64_t i = first; i < end; ++i) {  // each example drawn once for all the floors
     TaskRng rng(example_key(i));
     const TaskExample ex = generator_->make(length_, rng);
-    right += floor.answer(ex) == answer_of(ex);
+    const std::vector<int64_t> answer = answer_of(ex);
+    for (size_t f = 0; f < floors.size(); ++f) right[f] += floors[f].answer(ex) == answer;
   }
-  return end > first ? static_cast<double>(right) / static_cast<double>(end - first) : 0.0;
+  for (double& r : right) r = end > first ? r / static_cast<double>(end - first) : 0.0;
+  return right;
 }
 
 }  // namespace roformer::data

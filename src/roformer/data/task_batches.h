@@ -37,8 +37,8 @@ class TaskEvalSet {
   int64_t num_batches() const;  // this rank's
   Batch batch(int64_t index) const;
   int64_t length() const { return length_; }
-  // The exact match of a trivial strategy (TaskGenerator::floors) on this rank's examples.
-  double floor_exact_match(const TaskFloor& floor) const;
+  // The exact match of each trivial strategy (TaskGenerator::floors) on this rank's examples.
+  std::vector<double> floors_exact_match(const std::vector<TaskFloor>& floors) const;
 
  private:
   std::shared_ptr<const TaskGenerator> generator_;

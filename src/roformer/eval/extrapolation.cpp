@@ -80,8 +80,9 @@ Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const 
     const data::TaskEvalSet examples(generator, L, cfg.data.task.eval_examples, cfg.eval.batch_size, 0, 1,
                                      static_cast<uint64_t>(cfg.eval.mask_seed));
     EvalResult r = evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
-    for (const data::TaskFloor& floor : generator->floors())
-      r.floors.emplace_back(floor.name, examples.floor_exact_match(floor));
+    const std::vector<data::TaskFloor> floors = generator->floors();
+    const std::vector<double> exact = examples.floors_exact_match(floors);
+    for (size_t f = 0; f < floors.size(); ++f) r.floors.emplace_back(floors[f].name, exact[f]);
     return r;
   };
 }
@@ -298,10 +299,9 @@ namespace {
 // Under a task's table: each trivial strategy's exact match at every length (the floor its
 // numbers are read against).
 void print_floors(std::ostream& os, const ExtrapolationReport& r) {
-  const LengthResult* first = nullptr;
-  for (const auto& l : r.lengths)
-    if (l.applicable && !l.result.floors.empty()) first = first ? first : &l;
-  if (first == nullptr) return;
+  const auto first = std::find_if(r.lengths.begin(), r.lengths.end(),
+                                  [](const LengthResult& l) { return l.applicable && !l.result.floors.empty(); });
+  if (first == r.lengths.end()) return;
   os << "  floors (exact match of a trivial strategy on the same examples, by length):\n";
   for (size_t f = 0; f < first->result.floors.size(); ++f) {
     os << "    " << std::left << std::setw(24) << first->result.floors[f].first << std::right;

@@ -84,10 +84,8 @@ HeadNormImpl::HeadNormImpl(int64_t heads, int64_t head_dim, double eps) : eps_(e
 }
 
 torch::Tensor HeadNormImpl::forward(const torch::Tensor& x) const {
-  const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const torch::Tensor h = x.to(acc);
-  const torch::Tensor normed = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return (normed * weight.to(acc).unsqueeze(1)).to(x.scalar_type());  // weight [heads, 1, D]
+  const torch::Tensor normed = rms_normalized(x, eps_);
+  return (normed * weight.to(normed.scalar_type()).unsqueeze(1)).to(x.scalar_type());  // weight [heads, 1, D]
 }
 
 torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double factor) {

@@ -12,12 +12,15 @@ RmsNormImpl::RmsNormImpl(int64_t width, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({width}));
 }
 
-torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) const {
+torch::Tensor rms_normalized(const torch::Tensor& x, double eps) {
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);  // the dtypes are ours
   const torch::Tensor h = x.to(acc);
-  const torch::Tensor normed = (h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_)).to(x.scalar_type());
-  return weight.to(x.scalar_type()) * normed;
+  return h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) const {
+  return weight.to(x.scalar_type()) * rms_normalized(x, eps_).to(x.scalar_type());
 }
 
 NormPart::NormPart(torch::nn::Module& parent, config::NormKind kind, int64_t width, double eps) {

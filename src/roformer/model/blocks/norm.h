@@ -14,6 +14,10 @@
 
 namespace roformer::model {
 
+// x / rms(x) over the last dimension, computed in float32 (float64 for a double x) and returned in
+// that precision: the math RMSNorm and QK-norm's per-head norm share.
+torch::Tensor rms_normalized(const torch::Tensor& x, double eps);
+
 // RMSNorm as transformers' LlamaRMSNorm computes it: in float32 (float64 for a double input),
 // then weight * normed cast back to the input's dtype.
 class RmsNormImpl : public torch::nn::Module {

@@ -6,7 +6,7 @@
 # report.md with plots.
 # Rerunning resumes: finished steps are skipped. Usage: scripts/quickstart.sh [OUT_DIR]
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/preamble.sh"
 cd "$root"
 out="${1:-sweeps/quickstart}"
 start=$(date +%s)
@@ -17,7 +17,7 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target roformer roformer-prepare-data >/dev/null
 bin=build/release/bin/roformer
 
-scripts/prepare_corpus.sh linux-docs
+scripts/data/prepare_corpus.sh linux-docs
 ds=data/prepared/linux-docs-byte
 if [ ! -f "$ds/meta.json" ]; then
   "$bin" prepare-data --input data/corpora/linux-docs/{train,valid,test}.txt --tokenizer byte --out "$ds"

@@ -4,7 +4,7 @@
 # as LibTorch), matplotlib and transformers. Idempotent: a second run checks and exits fast.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/preamble.sh"
 venv="$root/.venv"
 torch_version="2.11.0"
 python_bin="${PYTHON:-python3}"

@@ -11,7 +11,7 @@
 #   ROFORMER_SKIP_ASAN=1       skips stage 2 (for a quick local run; CI runs everything)
 #   ROFORMER_PRESET=debug      builds and tests another preset in stage 1
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/preamble.sh"
 cd "$root"
 preset="${ROFORMER_PRESET:-release}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
@@ -36,8 +36,8 @@ print_stages() {
   printf '[test]   %s\n' "${stage_times[@]}"
 }
 trap print_stages EXIT
-scripts/format.sh --check
-python3 scripts/check_layers.py
+scripts/dev/format.sh --check
+python3 scripts/dev/check_layers.py
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 built=$(date +%s)
@@ -46,7 +46,7 @@ ctest_log="build/$preset/ctest-output.log"
 ctest --preset "$preset" -j "$jobs" --timeout 900 "$@" 2>&1 | tee "$ctest_log"
 ctest_status=${PIPESTATUS[0]}
 stage_done "$preset tests" "$built"
-scripts/gpu_test_summary.sh "$preset" "$ctest_log"
+scripts/dev/gpu_test_summary.sh "$preset" "$ctest_log"
 ((ctest_status == 0)) || exit "$ctest_status"
 
 if [ "${ROFORMER_SKIP_ASAN:-0}" != 1 ]; then
@@ -68,7 +68,7 @@ fi
 
 if ((fuzz_seconds > 0)); then
   t0=$(date +%s)
-  scripts/fuzz.sh all "$fuzz_seconds"
+  scripts/dev/fuzz.sh all "$fuzz_seconds"
   stage_done fuzzing "$t0"
 fi
 echo "[test] all stages passed in $(( $(date +%s) - start )) s"

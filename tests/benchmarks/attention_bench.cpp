@@ -2,7 +2,7 @@
 // strongest PyTorch way; what the compiled PyTorch peer calls too), forward (no grad) and forward +
 // backward (gradients of q, k and v), CPU float32, q, k, v as the model passes them ([B, H, S, D]
 // views of one fused QKV projection). Shapes: the quickstart layer (16 x 128 tokens, 4 heads of 32),
-// the medium one of scripts/bench_vs_pytorch.sh (8 x 256, 8 heads of 64), and causal and longer
+// the medium one of scripts/bench/bench_vs_pytorch.sh (8 x 256, 8 heads of 64), and causal and longer
 // variants (the frontier study's training; 512, the op's limit). GFLOP/s counts the products (4 S^2 D
 // per head forward, 8 S^2 D more backward; causal counted in full), so the ratios are time
 // ratios. The rope+ pairs add RoPE (interleaved, as RoFormer's) to both: LibTorch's way applies

@@ -2,7 +2,7 @@
 // Hugging Face does it) vs a plain copy of the same bytes, forward and forward+backward, in
 // GB/s of q and k read plus written. CUDA cases are added when a GPU is visible. The host
 // allocator is tuned as the roformer binary tunes it (common/host_memory.h).
-// scripts/bench_rope.sh runs this and prints the ratios of one run.
+// scripts/bench/bench_rope.sh runs this and prints the ratios of one run.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 

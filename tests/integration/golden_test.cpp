@@ -5,7 +5,7 @@
 // x86-64 CPUs (LibTorch's MKL/oneDNN pick other kernels on AMD and Intel: 1e-7 relative after
 // 20 steps, measured), and are far below what any change to the model, data or optimizer moves
 // (a changed op or order of operations shows at 1e-4 and above). A change that moves the
-// numbers is either a bug or is regenerated on purpose: scripts/update_golden.sh (say why).
+// numbers is either a bug or is regenerated on purpose: scripts/dev/update_golden.sh (say why).
 #include <gtest/gtest.h>
 
 #include <cmath>

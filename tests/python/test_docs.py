@@ -1,4 +1,4 @@
-"""The documentation check (scripts/docs_check.py) passes on the repository and fails, naming the
+"""The documentation check (scripts/dev/docs_check.py) passes on the repository and fails, naming the
 page and the fix, on copies with a dead link, a dead anchor, a page no link reaches, and a config
 reference that no longer matches `roformer config schema --markdown`; --fix repairs the last."""
 import os
@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 SRC, BINARY = sys.argv[1], sys.argv[2]
-CHECK = os.path.join(SRC, "scripts", "docs_check.py")
+CHECK = os.path.join(SRC, "scripts", "dev", "docs_check.py")
 
 
 def check(root, *extra):

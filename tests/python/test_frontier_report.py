@@ -1,4 +1,4 @@
-"""scripts/frontier_report.py on a fixture sweep whose numbers are known: mean ± sample std per
+"""scripts/studies/frontier_report.py on a fixture sweep whose numbers are known: mean ± sample std per
 length, the ratio to 1x and the best length, the extension table reading the static scaling with
 s = L/128 at each length (and s = 32 everywhere), the cost table from the runs' metrics and the
 memory probes, both plots written; a sweep with no finished runs is exit 2 naming the fix."""
@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 SRC = sys.argv[1]
-SCRIPT = os.path.join(SRC, "scripts", "frontier_report.py")
+SCRIPT = os.path.join(SRC, "scripts", "studies", "frontier_report.py")
 SWEEP = """name: fx
 config: base.yaml
 seeds: [1, 2]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hugging Face RoFormer parity (ctest `python.hf_parity`), run with the venv's Python:
-  1. scripts/hf_reference.py builds random RoFormer models (6 configs) with reference outputs;
+  1. scripts/dev/hf_reference.py builds random RoFormer models (6 configs) with reference outputs;
      each converts with `roformer convert hf-to-native`, runs `roformer forward`, and must
      match transformers' logits and last hidden state within 1e-4 (fp32);
   2. HF -> native -> HF loads in transformers and gives the reference logits;
@@ -75,7 +75,7 @@ def hf_inputs(case_dir):
 
 with tempfile.TemporaryDirectory() as tmp:
     ref_root = os.path.join(tmp, "ref")
-    run(sys.executable, os.path.join(SRC, "scripts/hf_reference.py"), ref_root)
+    run(sys.executable, os.path.join(SRC, "scripts/dev/hf_reference.py"), ref_root)
     for case in sorted(os.listdir(ref_root)):
         case_dir = os.path.join(ref_root, case)
         native = os.path.join(tmp, "native-" + case)

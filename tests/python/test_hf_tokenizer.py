@@ -1,4 +1,4 @@
-"""Your own tokenizer: scripts/prepare_hf_data.py with a WordPiece and a byte-level BPE tokenizer,
+"""Your own tokenizer: scripts/data/prepare_hf_data.py with a WordPiece and a byte-level BPE tokenizer,
 each trained here on the repository's own documentation with the `tokenizers` library.
 
 Checks, for both: the shards' sizes and CRC-32s match meta.json; the ids are the library's own
@@ -25,7 +25,7 @@ except ImportError:
     sys.exit(77)
 
 BINARY, REPO = sys.argv[1], sys.argv[2]
-PREPARE = os.path.join(REPO, "scripts", "prepare_hf_data.py")
+PREPARE = os.path.join(REPO, "scripts", "data", "prepare_hf_data.py")
 
 
 def corpus(tmp):

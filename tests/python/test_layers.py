@@ -1,4 +1,4 @@
-"""The layer check (scripts/check_layers.py) passes on the source tree and fails, naming the
+"""The layer check (scripts/dev/check_layers.py) passes on the source tree and fails, naming the
 file and line, on a copy where a lower layer includes a higher one, ops/ includes config/,
 model/position/ includes the rest of model/, or an op includes a peer op; and naming both files
 where two include each other."""
@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 SRC = sys.argv[1]
-CHECK = os.path.join(SRC, "scripts", "check_layers.py")
+CHECK = os.path.join(SRC, "scripts", "dev", "check_layers.py")
 
 
 def check(root):

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The scale ladder's Python parts against what they must reproduce:
-- scripts/docs_corpus.py on two small fake packages (one HTML, one with reStructuredText sources):
+- scripts/data/docs_corpus.py on two small fake packages (one HTML, one with reStructuredText sources):
   visible text only, navigation lines repeated across pages removed, exact duplicates and short
   documents dropped, each document in the split its path's hash names, stats.json's byte counts
   and sha256 equal to the files;
-- scripts/scale_report.py's reading of rung A equals the frontier study's own report (written by
-  another script, scripts/frontier_report.py), and its verdicts follow their definition.
+- scripts/studies/scale_report.py's reading of rung A equals the frontier study's own report (written by
+  another script, scripts/studies/frontier_report.py), and its verdicts follow their definition.
 Usage: test_scale_ladder.py PROJECT_ROOT
 """
 import hashlib
@@ -28,11 +28,12 @@ def check(ok, what):
 
 
 def load(name):
-    """A script of scripts/ as a module (the folder on the path, as when it runs: the report
-    scripts import scripts/report_render.py)."""
-    if os.path.join(root, "scripts") not in sys.path:
-        sys.path.insert(0, os.path.join(root, "scripts"))
-    spec = importlib.util.spec_from_file_location(name, os.path.join(root, "scripts", name + ".py"))
+    """A script of scripts/studies/ as a module (the folder on the path, as when it runs: the report
+    scripts import scripts/studies/report_render.py)."""
+    studies = os.path.join(root, "scripts", "studies")
+    if studies not in sys.path:
+        sys.path.insert(0, studies)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(studies, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -70,7 +71,7 @@ def test_docs_corpus():
     with tempfile.TemporaryDirectory() as tmp:
         fake_packages(tmp)
         out = os.path.join(tmp, "corpus")
-        r = subprocess.run([sys.executable, os.path.join(root, "scripts/docs_corpus.py"), out,
+        r = subprocess.run([sys.executable, os.path.join(root, "scripts/data/docs_corpus.py"), out,
                             f"postgresql-doc-15=15.1=" + os.path.join(tmp, "pg"),
                             f"python3.11-doc=3.11.2=" + os.path.join(tmp, "py")], capture_output=True, text=True)
         check(r.returncode == 0, f"docs_corpus.py exit {r.returncode}: {r.stderr}")

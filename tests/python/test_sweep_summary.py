@@ -1,4 +1,4 @@
-"""scripts/sweep_summary.py on a fixture report.json whose numbers are known: mean ± sample std
+"""scripts/studies/sweep_summary.py on a fixture report.json whose numbers are known: mean ± sample std
 over seeds per length, a scaling evaluation as its own row, the ratio of the last length to the
 first, rows sorted by the last length, a length asked for but not run as a dash; a file that is
 not a report, or a report without the protocol, is exit 2."""
@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 SRC = sys.argv[1]
-SCRIPT = os.path.join(SRC, "scripts", "sweep_summary.py")
+SCRIPT = os.path.join(SRC, "scripts", "studies", "sweep_summary.py")
 
 
 def result(ppl_by_length):

@@ -1,4 +1,4 @@
-"""scripts/task_report.py on fixture evaluations whose numbers are known: exact match in % as
+"""scripts/studies/task_report.py on fixture evaluations whose numbers are known: exact match in % as
 mean ± sample std over seeds per length, the summary's 1x and 2x-32x means (each seed's mean
 first), RoPE + YaRN read from its per-length files, dashes where nothing was run, the plot
 written and the evaluations copied so the report regenerates from its own folder; a folder
@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 SRC = sys.argv[1]
-SCRIPT = os.path.join(SRC, "scripts", "task_report.py")
+SCRIPT = os.path.join(SRC, "scripts", "studies", "task_report.py")
 
 
 def write_eval(path, exact_by_length):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest script.gpu_study_dry_run: scripts/gpu_study.sh --dry-run (rung B's cells at toy sizes on the
+# ctest script.gpu_study_dry_run: scripts/studies/gpu_study.sh --dry-run (rung B's cells at toy sizes on the
 # CPU, on a byte dataset prepared here from the README) in two short stints, then the report:
 #   - the first stint finishes at least one cell and not all (the budget stops it);
 #   - the second continues: more cells, and the first stint's cells are kept, not rerun;
@@ -11,7 +11,7 @@
 set -euo pipefail
 root="$1" bin="$2"
 source "$(dirname "${BASH_SOURCE[0]}")/toy_data.sh"  # $work, and the toy dataset $work/data
-study() { "$root/scripts/gpu_study.sh" --dry-run --rung b --data "$work/data" --results "$work/results" "$@"; }
+study() { "$root/scripts/studies/gpu_study.sh" --dry-run --rung b --data "$work/data" --results "$work/results" "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 set +e
@@ -46,11 +46,11 @@ n=$(ls "$cells/rope-seed1234/eval" | wc -l)
 grep -q '"device": "cpu (dry run)"' "$cells/rope-seed1234/cell.json" || fail "cell.json lacks the device"
 grep -q "model.hidden_size\|hidden_size: 32" "$cells/rope-seed1234/config.yaml" || fail "the cell did not train at toy size"
 
-"$root/scripts/gpu_study.sh" --status --rung b --results "$work/results" > "$work/status.txt"
+"$root/scripts/studies/gpu_study.sh" --status --rung b --results "$work/results" > "$work/status.txt"
 [ "$(grep -c ': done$' "$work/status.txt")" = "$second" ] || fail "--status: $(cat "$work/status.txt")"
 [ "$(wc -l < "$work/status.txt")" = "$total" ] || fail "--status lists $(wc -l < "$work/status.txt") cells, not $total"
 
-"$root/.venv/bin/python" "$root/scripts/scale_report.py" "$work/results" > /dev/null
+"$root/.venv/bin/python" "$root/scripts/studies/scale_report.py" "$work/results" > /dev/null
 report="$work/results/report.md"
 grep -q "| B | $second of $total |" "$report" || fail "progress row: $(grep '^| B' "$report")"
 rope_row=$(awk '/^## Rung B/{on=1} on && /^\| rope \|/{print; exit}' "$report")

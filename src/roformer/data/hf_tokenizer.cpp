@@ -13,7 +13,7 @@ namespace roformer::data {
 namespace {
 
 // Header line first, then one JSON answer per request line (texts as hex, as ProcessTokenizer sends
-// them). Encoding adds no special tokens, as scripts/prepare_hf_data.py encoded the corpus.
+// them). Encoding adds no special tokens, as scripts/data/prepare_hf_data.py encoded the corpus.
 constexpr const char* kServiceProgram = R"PY(
 import json, sys
 try:
@@ -52,7 +52,7 @@ std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& tokenizer_json,
                                              const std::map<std::string, int64_t>& special_ids) {
   if (!path_exists(tokenizer_json))
     throw UserError("the dataset's Hugging Face tokenizer '" + tokenizer_json +
-                    "' is missing; re-create the dataset with scripts/prepare_hf_data.py");
+                    "' is missing; re-create the dataset with scripts/data/prepare_hf_data.py");
   const std::string python =
       checked_service_python("the Hugging Face tokenizer needs Python with the tokenizers package");
   const std::string what = "the Hugging Face tokenizer service (" + python + " with the tokenizers package)";

@@ -1,4 +1,4 @@
-// A Hugging Face tokenizer (a dataset's tokenizer.json, written by scripts/prepare_hf_data.py)
+// A Hugging Face tokenizer (a dataset's tokenizer.json, written by scripts/data/prepare_hf_data.py)
 // for fine-tuning: the `tokenizers` library runs in a Python child process that speaks the
 // ProcessTokenizer protocol (see tokenizer_process.h). Torch-free.
 #pragma once

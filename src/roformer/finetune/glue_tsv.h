@@ -1,4 +1,4 @@
-// GLUE tasks as the GLUE distribution lays them out (the TSV files `scripts/prepare_corpus.sh
+// GLUE tasks as the GLUE distribution lays them out (the TSV files `scripts/data/prepare_corpus.sh
 // glue` fetches for users who are online): which columns hold the text and the label, the label
 // names, and the metrics GLUE reports. The reader checks every row and names file, line and fix
 // for a missing column, a short or long row, an unknown label or an empty split. Torch-free.

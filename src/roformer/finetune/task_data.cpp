@@ -34,8 +34,8 @@ std::string split_path(const config::FinetuneConfig& f, const std::string& split
   if (f.data_dir.empty()) throw UserError("finetune.data_dir is empty; point it at the task's data directory");
   if (!is_directory(f.data_dir))
     throw UserError("finetune.data_dir '" + f.data_dir + "' is not a directory" +
-                    (f.task == config::FinetuneTask::glue ? " (scripts/prepare_corpus.sh glue fetches GLUE)"
-                                                          : " (scripts/make_doc_triplets.py makes triplets)"));
+                    (f.task == config::FinetuneTask::glue ? " (scripts/data/prepare_corpus.sh glue fetches GLUE)"
+                                                          : " (scripts/data/make_doc_triplets.py makes triplets)"));
   std::string file = split + (f.task == config::FinetuneTask::glue ? ".tsv" : ".jsonl");
   if (f.task == config::FinetuneTask::glue && f.glue_task == "mnli" && split == "dev") file = "dev_matched.tsv";
   const std::string path = f.data_dir + "/" + file;

@@ -201,11 +201,11 @@ json read_eval_file(const std::string& path) {
   }
 }
 
-// The plots of report.json (scripts/plot_report.py, the renderer every study's report uses) in the
+// The plots of report.json (scripts/studies/plot_report.py, the renderer every study's report uses) in the
 // Python of our services; a missing renderer, a Python without matplotlib or one that takes more
 // than two minutes costs the plots and a warning, never the report.
 void draw_plots(const std::string& out) {
-  const std::string script = build_info().source_dir + "/scripts/plot_report.py";
+  const std::string script = build_info().source_dir + "/scripts/studies/plot_report.py";
   if (!path_exists(script)) {
     log::warn("no ", script, ": skipped the plots (report.md and report.json are written)");
     return;

@@ -2,7 +2,7 @@
 // position family), seeds, evaluation lengths/protocols and RoPE scaling variants. run_sweep
 // trains and evaluates every (variant, seed) point in its own run directory, skips points
 // already finished (so a half-done sweep resumes), aggregates across seeds (mean +- std) and
-// writes report.md, report.json and (via scripts/plot_report.py) PNG plots.
+// writes report.md, report.json and (via scripts/studies/plot_report.py) PNG plots.
 #pragma once
 
 #include <string>

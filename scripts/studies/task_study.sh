@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The task study: position encodings judged by accuracy on the field's synthetic tasks instead
+# of perplexity. Every method trains the tiny task model of configs/tasks/base.yaml (2 layers,
+# width 64, causal, lengths 32..64) on each task, three seeds, and is scored by exact match at
+# 1x-32x the training length (64 ... 2048); on the retrieval tasks the rope checkpoints are also
+# scored with YaRN and NTK at evaluation time (factor = length / 64) and with Self-Extend
+# (neighbour window 16, groups that keep every key within the training length) and with Dual
+# Chunk Attention. DroPE starts from each rope run. Then scripts/studies/task_report.py writes the tables
+# and plots.
+#   Usage: scripts/studies/task_study.sh [OUT] (default sweeps/tasks). TASKS, METHODS, SEEDS, LENGTHS in the
+#          environment narrow it; BUDGET_MIN (default 100) stops starting new work after that many
+#          minutes. Runs are trained with --resume auto and finished evaluations are skipped, so a
+#          rerun continues where the last sitting stopped and ends with the same tables. STEPS
+#          (default configs/tasks/base.yaml's) shortens every run, for a trial of the pipeline.
+#          RECORD (default data/results/tasks, where task_report.py copies the evaluations) holds
+#          evaluations of earlier sittings: they are copied into OUT first, and a run whose every
+#          evaluation is there is not trained again, so a fresh machine resumes from the record.
+#          SIZE (default tiny) picks the model: tiny is configs/tasks/base.yaml's (width 64, 2
+#          layers, about 0.1M parameters); small is width 128, 4 layers, FFN 512, lr 1e-3 (about 0.8M), the
+#          second size that shows whether a ranking moves with scale; its record defaults to
+#          data/results/tasks/small (use another OUT too). THREADS (default 2) pins every run's
+#          intra-op threads: a tiny model's training takes another path from the same seed at
+#          another count (LibTorch's reductions round differently), so a run reproduces bitwise
+#          only with the same count and the same build.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
+out="${1:-sweeps/tasks}"
+all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
+all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
+tasks="${TASKS:-$all_tasks}"
+methods="${METHODS:-$all_methods}"
+seeds="${SEEDS:-1234 1235 1236}"
+lengths="${LENGTHS:-64 128 256 512 1024 2048}"
+budget_min="${BUDGET_MIN:-100}"
+threads="${THREADS:-2}"
+size="${SIZE:-tiny}"
+train_len=64
+retrieval="niah_single niah_multikey niah_multivalue niah_multiquery variable_tracking mqar"
+
+# Every input is checked before anything is trained, written or removed.
+for t in $tasks; do [[ " $all_tasks " == *" $t "* ]] || bad "TASKS: '$t' is not one of: $all_tasks"; done
+for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "METHODS: '$m' is not one of: $all_methods"; done
+for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whole number"; done
+for v in $lengths; do
+  [[ "$v" =~ ^[0-9]{1,6}$ ]] && [ "$v" -ge "$train_len" ] || bad "LENGTHS: '$v' is not a length >= $train_len"
+done
+[ -z "${STEPS:-}" ] || [[ "$STEPS" =~ ^[1-9][0-9]{0,6}$ ]] || bad "STEPS: '$STEPS' is not a step count"
+[[ "$budget_min" =~ ^[0-9]{1,5}$ ]] || bad "BUDGET_MIN: '$budget_min' is not a whole number of minutes"
+cpus=$(nproc)
+[[ "$threads" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$threads" -le "$cpus" ] ||
+  bad "THREADS: '$threads' is not a thread count from 1 to this machine's $cpus CPUs"
+[ -n "$tasks" ] && [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$lengths" ] || bad "TASKS, METHODS, SEEDS and LENGTHS must not be empty"
+[ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+case "$size" in
+  tiny) size_args=() ;;
+  # A third of the tiny model's learning rate: at 3e-3 it stayed at chance on single-needle retrieval.
+  small) size_args=(--set model.hidden_size=128 --set model.num_layers=4 --set model.ffn_size=512 --set train.lr=1e-3) ;;
+  *) bad "SIZE: '$size' is not tiny or small" ;;
+esac
+
+# The --set arguments of one method (the frontier study's settings at this length).
+method_args() {
+  case "$1" in
+    rope) echo "--set model.position.kind=rope" ;;
+    rope-randpos) echo "--set model.position.kind=rope --set train.positions=random --set train.random_positions_max=2048" ;;
+    none) echo "--set model.position.kind=none" ;;
+    alibi) echo "--set model.position.kind=alibi" ;;
+    t5_bias) echo "--set model.position.kind=t5_bias" ;;
+    kerple) echo "--set model.position.kind=kerple --set model.position.kerple.variant=log" ;;
+    fire) echo "--set model.position.kind=fire" ;;
+    fire-randpos) echo "--set model.position.kind=fire --set train.positions=random --set train.random_positions_max=2048" ;;
+    xpos) echo "--set model.position.kind=xpos" ;;
+    transformer_xl) echo "--set model.position.kind=transformer_xl" ;;
+    sinusoidal) echo "--set model.position.kind=sinusoidal --set model.embed_scale=sqrt_d" ;;
+    cope) echo "--set model.position.kind=cope" ;;
+    fox) echo "--set model.position.kind=fox" ;;
+    stick_breaking) echo "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking" ;;
+    ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
+    path) echo "--set model.position.kind=path" ;;
+    # Two-layer layouts (a local layer of 16-token windows, then a global NoPE layer).
+    irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.window=16 --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=64" ;;
+    rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.global.position=none" ;;
+    gemma3) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.local.rope_base=10000 --set model.layout.global.rope_base=1000000" ;;
+    fox_pro) echo "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true" ;;
+    path_fox) echo "--set model.position.kind=path --set model.position.path.forget_gate=true" ;;
+    none_llama4) echo "--set model.position.kind=none --set model.attention_scale=llama4 --set model.attention_scale_floor=64" ;;
+    # DroPE: the rope run of the same task and seed, its position encoding dropped, a fifth of its
+    # steps more with QK-norm (no temperature: its fit needs a corpus's loss).
+    drope) echo "--set train.init_from=$out/runs/$2/rope-seed$3 --set train.init_protocol=drope --set model.position.kind=none --set model.qk_norm=true --set train.warmup_steps=$((steps / 50))" ;;
+  esac
+}
+
+default_record="$root/data/results/tasks"
+[ "$size" = tiny ] || default_record="$root/data/results/tasks/$size"
+record="${RECORD:-$default_record}"
+if [ -d "$record/eval" ]; then
+  mkdir -p "$out/eval"
+  cp -rn "$record/eval/." "$out/eval/"
+fi
+
+# evaluations_done TASK METHOD SEED: every evaluation file of that run is in OUT/eval.
+evaluations_done() {
+  local dir="$out/eval/$1" name="$2-seed$3" L kind
+  [ -f "$dir/$name.json" ] || return 1
+  if [ "$2" = rope ] && [[ " $retrieval " == *" $1 "* ]]; then
+    for L in $lengths; do
+      [ "$L" -gt "$train_len" ] || continue
+      for kind in yarn ntk self_extend dual_chunk; do [ -f "$dir/rope+$kind-seed$3-L$L.json" ] || return 1; done
+    done
+  fi
+}
+
+# Steps of a method's run: DroPE recalibrates for a fifth of the rope run it starts from.
+run_steps() { if [ "$1" = drope ]; then echo $((steps / 5)); else echo "$steps"; fi; }
+
+# train_run TASK METHOD SEED: trains the run unless its last checkpoint is there (DroPE's rope
+# run first).
+train_run() {
+  local task="$1" method="$2" seed="$3" run="$out/runs/$1/$2-seed$3" n
+  n=$(run_steps "$method")
+  [ -f "$run/checkpoints/step_$n/meta.json" ] && return 0
+  if [ "$method" = drope ]; then train_run "$task" rope "$seed"; fi
+  mkdir -p "$out/runs/$task"
+  echo "[tasks] train $task $method-seed$seed"
+  # shellcheck disable=SC2046
+  "$bin" train "$root/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" --set "train.threads=$threads" \
+    --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
+    "${size_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
+}
+
+started=$(date +%s)
+out_of_time() { [ $(( $(date +%s) - started )) -ge $((budget_min * 60)) ]; }
+steps="${STEPS:-$(sed -n 's/^  steps: \([0-9]*\).*/\1/p' "$root/configs/tasks/base.yaml")}"
+comma_lengths=$(echo $lengths | tr ' ' ',')
+
+# eval_once FILE CKPT [--set ...]: the checkpoint's eval.json at FILE unless it is there already.
+eval_once() {
+  local file="$1" ckpt="$2"
+  shift 2
+  [ -f "$file" ] && return 0
+  local tmp="$file.dir"
+  rm -rf "$tmp"
+  "$bin" eval "$ckpt" --out "$tmp" --set "train.threads=$threads" "$@" > "$tmp.log" 2>&1 || { echo "task_study: eval failed, see $tmp.log" >&2; exit 1; }
+  mv "$tmp/eval.json" "$file"
+  rm -rf "$tmp" "$tmp.log"
+}
+
+done_runs=0 recorded=0
+for seed in $seeds; do
+  for task in $tasks; do
+    for method in $methods; do
+      out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 3; }
+      name="$method-seed$seed"
+      if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
+      run="$out/runs/$task/$name"
+      ckpt="$run/checkpoints/step_$(run_steps "$method")"
+      train_run "$task" "$method" "$seed"
+      mkdir -p "$out/eval/$task"
+      eval_once "$out/eval/$task/$name.json" "$ckpt" --lengths "$comma_lengths"
+      if [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]]; then
+        for L in $lengths; do
+          [ "$L" -gt "$train_len" ] || continue
+          for kind in yarn ntk; do
+            eval_once "$out/eval/$task/rope+$kind-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+              --set "model.position.rope.scaling.kind=$kind" --set "model.position.rope.scaling.factor=$((L / train_len))" \
+              --set "model.position.rope.scaling.original_max_positions=$train_len"
+          done
+          # Self-Extend: neighbours within 16 tokens, the rest grouped so the farthest key stays
+          # within the training length: G = ceil((L - 16) / (64 - 16)).
+          eval_once "$out/eval/$task/rope+self_extend-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+            --set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=16 \
+            --set "model.position.rope.self_extend.group=$(( (L - 16 + train_len - 17) / (train_len - 16) ))"
+          # Dual Chunk Attention with ChunkLlama's defaults at this training length (relative
+          # positions up to 48, chunks of 44 tokens). STRING is not run: it keeps relative
+          # positions below its shift S as they are, so past 2x it cannot stay within 64 tokens.
+          eval_once "$out/eval/$task/rope+dual_chunk-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
+            --set model.position.rope.mode=dual_chunk
+        done
+      fi
+      done_runs=$((done_runs + 1))
+    done
+  done
+done
+echo "task_study: $recorded run(s) already evaluated; $done_runs trained or evaluated in $(( ($(date +%s) - started) / 60 )) min"
+"$py" "$root/scripts/studies/task_report.py" "$out"

@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kUserErrorExitCode;
   }
+  if (app.count("--document-separator") > 0 && o.document_separator.empty()) {
+    std::cerr << "error: --document-separator is empty; it names the line that ends a document (an empty one would "
+                 "match every blank line), e.g. --document-separator '<|endoftext|>', or leave the option out\n";
+    return kUserErrorExitCode;
+  }
   try {
     const data::PrepareReport r = data::prepare_dataset(o);
     std::cout << "prepared " << o.out << " (" << o.tokenizer << ", vocabulary " << r.vocab_size << ") in " << r.seconds

@@ -98,7 +98,7 @@ TEST(Convert, NativeFamiliesHuggingFaceCannotRepresentAreRefused) {
                  "position encoding is 'alibi' (RoFormer has RoPE only)", out);
   expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "half", {"model.position.rope.pairing=half"}) +
                      "' '" + out + "'"),
-                 "RoPE pairing is 'half'", out);
+                 "this checkpoint sets model.position.rope.pairing half (RoFormer: interleaved)", out);
   expect_refused(cli("convert native-to-hf '" + native_checkpoint(dir, "pre", {"model.norm=pre"}) + "' '" + out + "'"),
                  "pre-LayerNorm", out);
   expect_refused(

@@ -263,7 +263,8 @@ TEST(QkNorm, NormalisesEachHeadWithItsOwnWeights) {
     f.attn->q_norm->weight.normal_(1.0, 0.5);
     f.attn->k_norm->weight.normal_(1.0, 0.5);
   }
-  // The authors' GroupNorm(num_groups=heads, is_rms_norm=True): x / sqrt(mean_head(x^2) + eps) * w.
+  // The authors' GroupNorm(num_groups=heads, is_rms_norm=True): x / sqrt(mean_head(x^2) + eps) * w,
+  // with GroupNorm's default eps 1e-5 (their QK-norm passes none; norm_eps 1e-6 is the output norm's).
   auto rms = [&](const torch::Tensor& t, const torch::Tensor& w, bool per_head) {
     torch::Tensor out = torch::zeros_like(t);
     for (int64_t h = 0; h < kHeads; ++h)
@@ -272,7 +273,7 @@ TEST(QkNorm, NormalisesEachHeadWithItsOwnWeights) {
         for (int64_t hh = 0; hh < kHeads; ++hh)
           if (!per_head || hh == h) ms += dotd(t[hh][i], t[hh][i]);
         ms /= per_head ? double(kD) : double(kD * kHeads);
-        out[h][i] = t[h][i] / std::sqrt(ms + 1e-6) * w[h];
+        out[h][i] = t[h][i] / std::sqrt(ms + 1e-5) * w[h];
       }
     return out;
   };

@@ -124,6 +124,9 @@ TEST(Documents, ACorruptedOrInconsistentIndexIsRefused) {
   std::string error = roformer::testing::user_error([&] { TokenStore(ds, read_dataset_meta(ds), "train"); });
   EXPECT_NE(error.find("train-documents.bin"), std::string::npos) << error;
   EXPECT_NE(error.find("CRC-32"), std::string::npos) << error;
+  // A stream of tokens (data.packing stream, evaluation) does not read the index, so it is not stopped by it.
+  const TokenStore stream(ds, read_dataset_meta(ds), "train", /*documents=*/false);
+  EXPECT_TRUE(stream.document_starts().empty());
 
   // Starts that do not increase, with a CRC that matches them.
   std::string swapped = raw;

@@ -118,6 +118,8 @@ void validate(const Config& c, const Origins& o) {
              std::to_string(m.num_heads) + " query heads cannot share " + std::to_string(m.kv_heads()) +
                  " key/value heads evenly; pick a divisor of num_heads (or 0 for one each)");
   if (const auto own = position_family(m.position.kind).validate) own(c, o);
+  for (const PositionFamily& family : position_families())
+    if (family.validate_settings) family.validate_settings(c, o);
   validate_attention(c, o);
   validate_layout(c, o);
   if (c.data.mask_token_frac + c.data.random_token_frac > 1.0 + 1e-12)

@@ -38,6 +38,9 @@ struct PositionFamily {
   // Key prefixes of its settings that change the speed or the start of training, not the trained
   // function (a checkpoint loads under other values: kernels, evaluation-time methods, inits).
   std::vector<std::string> runtime_settings;
+  // Checks of its settings made whatever the model's family is: a setting only it reads, set for a
+  // model of another family, is refused rather than ignored.
+  void (*validate_settings)(const Config&, const Origins&) = nullptr;
 };
 
 const std::vector<PositionFamily>& position_families();  // in PositionKind order

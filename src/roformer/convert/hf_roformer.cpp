@@ -274,6 +274,38 @@ void add_classifier_fields(json& hf, const finetune::TaskSpec& spec) {
   hf["finetuning_task"] = spec.name;
 }
 
+// The RoPE settings Hugging Face RoFormer cannot hold, as "key value (RoFormer: default)": every
+// key under model.position.rope that differs from the defaults, which are RoFormer's rotation. It is
+// derived from the config's own fields, so a RoPE setting added later is refused until it is mapped
+// here. Not compared: rotate_value (config.json's rotary_value), and what does not change the model:
+// the kernel choices, the settings of a remap or a scaling that is off, a rotary_dim equal to the head.
+std::string rope_settings_beyond_roformer(const config::Config& cfg) {
+  const config::RopeConfig& r = cfg.model.position.rope;
+  config::Config roformer = cfg;
+  config::RopeConfig& plain = roformer.model.position.rope;
+  plain = config::RopeConfig{};
+  plain.impl = r.impl;
+  plain.cos_sin_table = r.cos_sin_table;
+  plain.rotate_value = r.rotate_value;  // the format holds it: rotary_value
+  if (r.rotary_dim == cfg.model.head_dim()) plain.rotary_dim = r.rotary_dim;
+  if (r.scaling.kind == config::RopeScalingKind::none) plain.scaling = r.scaling;
+  if (r.mode == config::RopeMode::rotate) {
+    plain.rerope = r.rerope;
+    plain.string = r.string;
+    plain.self_extend = r.self_extend;
+    plain.dual_chunk = r.dual_chunk;
+  }
+  const auto ours = config::flatten(cfg);
+  const auto theirs = config::flatten(roformer);
+  std::string beyond;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (ours[i].first.rfind("model.position.rope.", 0) != 0 || ours[i].second == theirs[i].second) continue;
+    beyond +=
+        (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (RoFormer: " + theirs[i].second + ")";
+  }
+  return beyond;
+}
+
 }  // namespace
 
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir) {
@@ -287,11 +319,12 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (m.position.kind != config::PositionKind::rope)
     refuse("its position encoding is '" + config::position_kind_names().name(m.position.kind) +
            "' (RoFormer has RoPE only)");
-  const auto& r = m.position.rope;
-  if (r.pairing != config::RopePairing::interleaved) refuse("RoPE pairing is 'half' (RoFormer rotates adjacent pairs)");
-  if (r.base != 10000.0) refuse("RoPE base is " + std::to_string(r.base) + " (RoFormer hard-codes 10000)");
-  if (r.rotary_dim != 0 && r.rotary_dim != m.head_dim()) refuse("partial rotary (RoFormer rotates the whole head)");
-  if (r.scaling.kind != config::RopeScalingKind::none) refuse("RoPE scaling is set (RoFormer has none)");
+  const std::string beyond = rope_settings_beyond_roformer(cfg);
+  if (!beyond.empty())
+    refuse(
+        "RoFormer rotates every pair of the whole head, adjacent pairs at base 10000, with no scaling or remap; "
+        "this checkpoint sets " +
+        beyond);
   if (m.norm != config::NormPlacement::post) refuse("pre-LayerNorm (RoFormer is post-LN like BERT)");
   if (m.norm_kind != config::NormKind::layer_norm) refuse("RMSNorm (RoFormer normalises with LayerNorm)");
   if (m.kv_heads() != m.num_heads) refuse("grouped-query attention (RoFormer has a key and value per head)");
@@ -349,7 +382,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
              {"initializer_range", m.init_std},
              {"layer_norm_eps", m.layer_norm_eps},
              {"pad_token_id", 0},
-             {"rotary_value", r.rotate_value},
+             {"rotary_value", m.position.rope.rotate_value},
              {"is_decoder", causal},
              {"tie_word_embeddings", true},
              {"dtype", "float32"}};

@@ -32,6 +32,13 @@ int64_t need_int(const json& j, const char* key, const std::string& path) {
   return v.get<int64_t>();
 }
 
+// A CRC-32: an integer in [0, 2^32) (a larger one was truncated to its low bits and accepted).
+uint32_t need_crc32(const json& j, const std::string& path) {
+  const int64_t v = need_int(j, "crc32", path);
+  if (v < 0 || v > int64_t{0xFFFFFFFF}) bad(path, "'crc32' " + std::to_string(v) + " is not a 32-bit checksum");
+  return static_cast<uint32_t>(v);
+}
+
 std::string need_string(const json& j, const char* key, const std::string& path) {
   const json& v = need(j, key, path);
   if (!v.is_string()) bad(path, std::string("'") + key + "' must be a string");
@@ -110,7 +117,7 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
       ShardInfo info;
       info.file = need_string(s, "file", path);
       info.tokens = need_int(s, "tokens", path);
-      info.crc32 = static_cast<uint32_t>(need_int(s, "crc32", path));
+      info.crc32 = need_crc32(s, path);
       if (info.file.find("..") != std::string::npos || (!info.file.empty() && info.file[0] == '/'))
         bad(path, "shard path '" + info.file + "' must stay inside the dataset directory");
       const std::string shard_path = dir + "/" + info.file;
@@ -144,13 +151,26 @@ DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums) {
       DocumentIndexInfo info;
       info.file = need_string(d, "file", path);
       info.count = need_int(d, "count", path);
-      info.crc32 = static_cast<uint32_t>(need_int(d, "crc32", path));
+      info.crc32 = need_crc32(d, path);
+      if (info.count < 1 || info.count > m.split_tokens(split))
+        bad(path, "document index of split '" + split + "' counts " + std::to_string(info.count) +
+                      " documents; a split holds from 1 to its " + std::to_string(m.split_tokens(split)) +
+                      " tokens' worth");
       if (info.file.find("..") != std::string::npos || info.file.find('/') != std::string::npos)
         bad(path, "document index '" + info.file + "' must be a file inside the dataset directory");
       m.documents[split] = info;
     }
   }
   return m;
+}
+
+void check_dataset_fits_model(const DatasetMeta& meta, const std::string& dir, int64_t model_vocab_size) {
+  if (meta.vocab_size <= model_vocab_size) return;
+  throw UserError("dataset '" + dir + "' has a vocabulary of " + std::to_string(meta.vocab_size) +
+                  " but model.vocab_size is " + std::to_string(model_vocab_size) +
+                  ": its token ids would index past the model's embedding table. Use the dataset the model was "
+                  "trained on (its tokenizer), or set model.vocab_size >= " +
+                  std::to_string(meta.vocab_size) + " to train a new model");
 }
 
 void write_dataset_meta(const std::string& dir, const DatasetMeta& m) {

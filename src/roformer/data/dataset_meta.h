@@ -38,6 +38,10 @@ struct DatasetMeta {
 // every shard's CRC-32.
 DatasetMeta read_dataset_meta(const std::string& dir, bool verify_checksums = false);
 
+// Refuses (UserError, naming the dataset and the fix) a dataset whose token ids reach past a
+// model's embedding table: vocab_size above model_vocab_size.
+void check_dataset_fits_model(const DatasetMeta& meta, const std::string& dir, int64_t model_vocab_size);
+
 // Writes DIR/meta.json atomically (temporary file + rename).
 void write_dataset_meta(const std::string& dir, const DatasetMeta& meta);
 

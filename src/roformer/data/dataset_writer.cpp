@@ -258,6 +258,12 @@ PrepareReport prepare_dataset(const PrepareOptions& o) {
         }
       }
       meta.splits[split] = writer.finish();
+      if (meta.split_tokens(split) == 0)
+        throw UserError("--input '" + in + "' gives split '" + split + "' no tokens" +
+                        (o.document_separator.empty()
+                             ? std::string()
+                             : " (its every line is the document separator '" + o.document_separator + "')") +
+                        "; give it some text");
       progress.finish(std::to_string(meta.split_tokens(split)) + " tokens");
       report.tokens_per_split.emplace_back(split, meta.split_tokens(split));
     }

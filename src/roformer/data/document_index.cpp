@@ -29,7 +29,8 @@ std::vector<int64_t> read_document_starts(const std::string& dir, const Document
   };
   if (!path_exists(path)) bad("listed in meta.json is missing");
   const std::string raw = read_text_file(path, size_t{8} << 30);  // bytes; up to 2^30 documents
-  if (info.count <= 0 || raw.size() != static_cast<size_t>(info.count) * 8)
+  // Compared by division: count * 8 wraps for a hostile count (2^61 x 8 is 0).
+  if (info.count <= 0 || raw.size() % 8 != 0 || raw.size() / 8 != static_cast<size_t>(info.count))
     bad("has " + std::to_string(raw.size()) + " bytes but meta.json promises " + std::to_string(info.count) +
         " starts of 8 bytes");
   if (file_crc32(path) != info.crc32) bad("fails its CRC-32 check (corrupted)");

@@ -14,7 +14,7 @@
 
 namespace roformer::data {
 
-TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const std::string& split)
+TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const std::string& split, bool documents)
     : split_(split), token_bytes_(meta.token_bytes) {
   const auto it = meta.splits.find(split);
   if (it == meta.splits.end() || meta.split_tokens(split) == 0)
@@ -60,7 +60,7 @@ TokenStore::TokenStore(const std::string& dir, const DatasetMeta& meta, const st
                       " (corrupted shard?); re-create the dataset with `roformer prepare-data`");
   }
   const auto docs = meta.documents.find(split);
-  if (docs != meta.documents.end()) document_starts_ = read_document_starts(dir, docs->second, total_);
+  if (documents && docs != meta.documents.end()) document_starts_ = read_document_starts(dir, docs->second, total_);
 }
 
 TokenStore::~TokenStore() {

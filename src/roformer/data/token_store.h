@@ -13,7 +13,9 @@ namespace roformer::data {
 
 class TokenStore {
  public:
-  TokenStore(const std::string& dir, const DatasetMeta& meta, const std::string& split);
+  // With `documents` false the split's document index is not read (a stream of tokens needs none,
+  // and a damaged index does not stop it); document_starts() is then empty.
+  TokenStore(const std::string& dir, const DatasetMeta& meta, const std::string& split, bool documents = true);
   ~TokenStore();
   TokenStore(const TokenStore&) = delete;
   TokenStore& operator=(const TokenStore&) = delete;

@@ -58,7 +58,8 @@ using Scorer = std::function<EvalResult(int64_t length)>;
 // The corpus's split at each length under eval.protocol.
 Scorer corpus_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16) {
   const data::DatasetMeta meta = data::read_dataset_meta(cfg.data.path);
-  auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split);
+  data::check_dataset_fits_model(meta, cfg.data.path, cfg.model.vocab_size);
+  auto store = std::make_shared<const data::TokenStore>(cfg.data.path, meta, cfg.eval.split, false);
   const data::MaskingRule rule = data::MaskingRule::from(meta, cfg.data);
   return [&cfg, &model, device, bf16, store, rule](int64_t L) {
     const data::EvalWindows windows(store, cfg.model.objective, L, cfg.eval.protocol,

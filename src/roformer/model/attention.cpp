@@ -120,8 +120,9 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
   self = register_module("self", SelfAttentionProj(c.hidden_size, c.kv_heads() * c.head_dim()));
   output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
   if (c.qk_norm) {
-    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-6));  // the FoX authors' eps
-    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, 1e-6));
+    // The FoX authors' QK-norm eps: their GroupNorm's default 1e-5 (norm_eps 1e-6 is their output norm's).
+    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-5));
+    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, 1e-5));
   }
   if (c.output_gate)
     output_gate = register_module(

@@ -20,6 +20,7 @@
 #include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/common/line_child.h"
 #include "roformer/common/log.h"
 #include "roformer/common/run_process.h"
 #include "roformer/common/strings.h"
@@ -132,6 +133,7 @@ int run_sweep(const SweepSpec& spec_in, const std::string& out, int64_t seeds_ov
     for (int64_t i = 0; i < seeds_override; ++i) spec.seeds.push_back(first + i);
   }
   if (!record.empty()) check_record_dir(record);
+  helper_timeout_seconds();  // the plot renderer's bound: a bad value is refused now, not after the runs
   make_directories(out + "/runs");
   const size_t points = spec.variants.size() * spec.seeds.size();
   size_t index = 0;
@@ -203,7 +205,7 @@ json read_eval_file(const std::string& path) {
 
 // The plots of report.json (scripts/studies/plot_report.py, the renderer every study's report uses) in the
 // Python of our services; a missing renderer, a Python without matplotlib or one that takes more
-// than two minutes costs the plots and a warning, never the report.
+// than ROFORMER_HELPER_TIMEOUT_S (default 120 s) costs the plots and a warning, never the report.
 void draw_plots(const std::string& out) {
   const std::string script = build_info().source_dir + "/scripts/studies/plot_report.py";
   if (!path_exists(script)) {
@@ -211,11 +213,13 @@ void draw_plots(const std::string& out) {
     return;
   }
   const std::string python = service_python();
-  const ProcessOutcome r = run_process({python, script, out + "/report.json", out}, 120.0);
+  const double timeout = helper_timeout_seconds();
+  const ProcessOutcome r = run_process({python, script, out + "/report.json", out}, timeout);
   if (r.ok()) return;
-  const std::string why = !r.started    ? "could not start " + python
-                          : r.timed_out ? "it took more than 120 s and was stopped"
-                                        : "it exited " + std::to_string(r.exit_code) + " (its message is above)";
+  const std::string why =
+      !r.started    ? "could not start " + python
+      : r.timed_out ? "it took more than " + shortest_double(timeout) + " s (ROFORMER_HELPER_TIMEOUT_S) and was stopped"
+                    : "it exited " + std::to_string(r.exit_code) + " (its message is above)";
   log::warn("the plots were not drawn: ", why,
             "; run scripts/setup.sh for a .venv with matplotlib, or set "
             "ROFORMER_PYTHON, then: ",

@@ -177,10 +177,7 @@ void Trainer::check_inputs() {
     if (cfg_.data.path.empty())
       throw UserError("data.path is empty: point it at a prepared dataset (roformer prepare-data) or set data.task");
     meta_ = data::read_dataset_meta(cfg_.data.path, /*verify_checksums=*/true);
-    if (meta_.vocab_size > cfg_.model.vocab_size)
-      throw UserError("dataset '" + cfg_.data.path + "' has a vocabulary of " + std::to_string(meta_.vocab_size) +
-                      " but model.vocab_size is " + std::to_string(cfg_.model.vocab_size) +
-                      "; set model.vocab_size >= " + std::to_string(meta_.vocab_size));
+    data::check_dataset_fits_model(meta_, cfg_.data.path, cfg_.model.vocab_size);
   }
   life_.claim_run_directory(opts_.resume);
   if (const std::string& resume = life_.resume_dir(); !resume.empty()) {
@@ -200,7 +197,8 @@ void Trainer::check_inputs() {
   check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
 }
 
-// A synthetic task: its generator, and the shortest and longest training lengths hold an example.
+// A synthetic task: its generator, and the shortest and longest training lengths and every evaluation
+// length hold an example.
 void Trainer::check_task() {
   const config::TaskConfig& task = cfg_.data.task;
   task_ = data::make_task_generator(task, cfg_.model.objective == config::Objective::causal_lm);
@@ -208,6 +206,8 @@ void Trainer::check_task() {
   data::check_task_fits(*task_, task, shortest, cfg_.model.vocab_size,
                         task.min_length > 0 ? "data.task.min_length" : "data.seq_len");
   data::check_task_fits(*task_, task, cfg_.data.seq_len, cfg_.model.vocab_size, "data.seq_len");
+  for (const int64_t length : cfg_.eval.lengths)  // `roformer eval` of this run scores these: refused now, not then
+    data::check_task_fits(*task_, task, length, cfg_.model.vocab_size, "eval.lengths entry");
 }
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.
@@ -241,8 +241,9 @@ void Trainer::build_data() {
               task.min_length > 0 ? std::to_string(task.min_length) + ".." : std::string(), cfg_.data.seq_len,
               ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples");
   } else {
-    auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train");
-    auto valid_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "valid");
+    const bool documents = cfg_.data.packing != config::DataPacking::stream;  // stream reads no document index
+    auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train", documents);
+    auto valid_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "valid", false);
     const data::MaskingRule rule = data::MaskingRule::from(meta_, cfg_.data);
     batcher_ = std::make_unique<data::TrainBatcher>(train_store, cfg_.model.objective, cfg_.data.seq_len, local_batch_,
                                                     env_.rank, world, seed, cfg_.data.sampling, rule);

@@ -13,7 +13,8 @@
 namespace roformer::config {
 namespace {
 
-// DCA's chunk and local window: as set, or ChunkLlama's 3/4 and 1/16 of the training length.
+// DCA's chunk and local window: as set, or 3/4 and 1/16 of the training length (ChunkLlama's Qwen file; its Llama file
+// uses 1/8).
 std::pair<int64_t, int64_t> dual_chunk_sizes(const Config& c) {
   const RopeConfig& rope = c.model.position.rope;
   const int64_t trained =
@@ -23,7 +24,8 @@ std::pair<int64_t, int64_t> dual_chunk_sizes(const Config& c) {
 }
 
 // ReRoPE is rope.mode=rerope with its window; a window alone is refused rather than ignored.
-// Every remapping mode (rerope, string, self_extend, dual_chunk) needs plain RoPE's q.k per pair.
+// Every remapping mode (rerope, string, self_extend, dual_chunk) needs plain RoPE's q.k per pair,
+// so it is refused on any other family (the row's validate_settings: checked for every model).
 void validate_rope_remap(const Config& c, const Origins& o) {
   const PositionConfig& p = c.model.position;
   const RopeMode mode = p.rope.mode;
@@ -36,9 +38,11 @@ void validate_rope_remap(const Config& c, const Origins& o) {
             "ReRoPE (model.position.rope.mode=rerope) needs its window w >= 1: relative positions past w count as w "
             "(Su used 512 for a model trained at 4096; at most the training length)");
   if (p.kind != PositionKind::rope)
-    conflict(
-        o, "model.position.rope.mode", "model.position.kind",
-        "rerope, string and self_extend remap RoPE's relative position, which only kind rope has whole; use kind rope");
+    conflict(o, "model.position.rope.mode", "model.position.kind",
+             std::string(
+                 "rope.mode (rerope, string, self_extend, dual_chunk) remaps RoPE's relative position, which only ") +
+                 "kind rope has whole; " + "on kind " + position_kind_names().name(p.kind) +
+                 " it would change nothing. Use kind rope, or leave " + "rope.mode at rotate");
   if (p.rope.rotate_value)
     conflict(o, "model.position.rope.mode", "model.position.rope.rotate_value",
              "a remapped relative position exists only between a query and a key; a rotated value has none");
@@ -82,7 +86,6 @@ void validate_rotary(const Config& c, const Origins& o) {
   if (s.kind == RopeScalingKind::yarn && s.beta_fast <= s.beta_slow)
     conflict(o, "model.position.rope.scaling.beta_fast", "model.position.rope.scaling.beta_slow",
              "YaRN needs beta_fast > beta_slow (defaults 32 and 1)");
-  validate_rope_remap(c, o);
   if (s.kind == RopeScalingKind::llama3 && s.high_freq_factor <= s.low_freq_factor)
     conflict(o, "model.position.rope.scaling.high_freq_factor", "model.position.rope.scaling.low_freq_factor",
              "Llama 3 blends between the two wavelengths L/high and L/low, so high_freq_factor must exceed "
@@ -161,7 +164,8 @@ void DualChunkConfig::visit(FieldVisitor& v) {
   v.field("chunk_size", chunk_size, between(int64_t{0}, int64_t{1} << 40),
           "the largest relative position DCA uses; 0 = 3/4 of the training length (ChunkLlama)");
   v.field("local_window", local_window, between(int64_t{0}, int64_t{1} << 40),
-          "chunks hold chunk_size - local_window tokens; 0 = 1/16 of the training length (ChunkLlama)");
+          "chunks hold chunk_size - local_window tokens; 0 = 1/16 of the training length (ChunkLlama's Qwen file; its "
+          "Llama file: 1/8)");
 }
 
 void RopeConfig::visit(FieldVisitor& v) {
@@ -210,6 +214,7 @@ PositionFamily rope_family() {
                    resolve_rope,       nullptr};
   // The kernel and its table change the speed; the scalings and remaps are evaluation-time
   // methods any RoPE checkpoint takes.
+  f.validate_settings = validate_rope_remap;
   f.runtime_settings = {"model.position.rope.impl",         "model.position.rope.cos_sin_table",
                         "model.position.rope.scaling.",     "model.position.rope.mode",
                         "model.position.rope.rerope.",      "model.position.rope.string.",

@@ -78,7 +78,7 @@ struct SelfExtendConfig {
 // min(2c - 1, chunk_size) for earlier ones, so no relative position exceeds chunk_size. Causal.
 struct DualChunkConfig {
   int64_t chunk_size = 0;    // 0 = 3/4 of the training length (rope.scaling.original_max_positions), as ChunkLlama
-  int64_t local_window = 0;  // 0 = 1/16 of the training length, as ChunkLlama
+  int64_t local_window = 0;  // 0 = 1/16 of the training length (ChunkLlama's Qwen file; its Llama file: 1/8)
   void visit(FieldVisitor& v);
 };
 

@@ -22,6 +22,7 @@ out="${1:-}"
 for v in $lengths; do [[ "$v" =~ ^[0-9]+$ ]] && ((v >= 16)) || bad "LENGTHS: '$v' is not a length of at least 16"; done
 for v in "$rounds" "$steps"; do [[ "$v" =~ ^[0-9]+$ ]] && ((v >= 1)) || bad "ROUNDS and STEPS must be whole numbers >= 1"; done
 ((steps > 2)) || bad "STEPS must be at least 3 (the first two are not timed)"
+[ -z "$out" ] || check_file_out OUT "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 modes="none every_k layers"
@@ -49,7 +50,8 @@ for r in $(seq "$rounds"); do
   for family in $families; do
     for length in $lengths; do
       for mode in $modes; do
-        echo "$family $length $mode $(run "$family" "$length" "$mode")" >>"$work/results"
+        result="$(run "$family" "$length" "$mode")"  # a failed run stops here with its exit 2
+        echo "$family $length $mode $result" >>"$work/results"
       done
     done
   done

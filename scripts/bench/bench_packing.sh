@@ -21,6 +21,7 @@ grep -q '"documents"' "$data/meta.json" 2>/dev/null ||
   bad "'$data' records no documents; prepare it with roformer prepare-data --document-separator TEXT"
 for v in "$rounds" "$steps" "$length"; do [[ "$v" =~ ^[0-9]+$ ]] && ((v >= 1)) || bad "ROUNDS, STEPS and LENGTH must be whole numbers >= 1"; done
 ((steps > 6)) || bad "STEPS must be at least 7 (the first five are not timed)"
+[ -z "$out" ] || check_file_out OUT "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 modes="stream documents none"
@@ -45,7 +46,10 @@ PY
 
 for r in $(seq "$rounds"); do
   for family in $families; do
-    for mode in $modes; do echo "$r $family $mode $(run "$family" "$mode")" >>"$work/results"; done
+    for mode in $modes; do
+      result="$(run "$family" "$mode")"  # a failed run stops here with its exit 2
+      echo "$r $family $mode $result" >>"$work/results"
+    done
   done
   echo "bench_packing: round $r of $rounds done" >&2
 done

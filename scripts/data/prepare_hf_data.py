@@ -35,12 +35,14 @@ SPECIAL_ROLES = {
     "[EOS]": ["[EOS]", "</s>", "<eos>", "<|end_of_text|>", "<|endoftext|>"],
     "[UNK]": ["[UNK]", "<unk>", "<|unk|>"],
 }
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from script_errors import BadInput, main_guard  # noqa: E402
+
 LINES_PER_BATCH = 4096
 
 
 def fail(message):
-    print("prepare_hf_data: " + message, file=sys.stderr)
-    sys.exit(2)
+    raise BadInput(message)
 
 
 def parse_args(argv):
@@ -114,7 +116,10 @@ def load_tokenizer(path):
                      "special tokens to tokenizer.json yourself" % (before, role))
             print("prepare_hf_data: the tokenizer has no %s token; added it as id %d" % (role, found))
         special[role] = found
-    highest = max(tok.get_vocab(with_added_tokens=True).values())
+    vocab = tok.get_vocab(with_added_tokens=True)
+    if not vocab:
+        fail("'%s' holds no tokens (an empty vocabulary)" % path)
+    highest = max(vocab.values())
     if highest >= 2**31 - 1:
         fail("'%s' has token id %d; ids must stay below 2^31 - 1" % (path, highest))
     return tok, special
@@ -173,7 +178,11 @@ def tokenize_split(tok, path, writer, separator=None):
     documents = DocumentStarts()
 
     def encode(batch):
-        for enc in tok.encode_batch(batch, add_special_tokens=False):
+        try:
+            encodings = tok.encode_batch(batch, add_special_tokens=False)
+        except Exception as e:  # the library raises its own Exception type for a tokenizer it cannot run
+            raise BadInput("the tokenizer cannot encode %s: %s (a malformed tokenizer.json?)" % (path, e)) from None
+        for enc in encodings:
             writer.push(enc.ids)
             documents.add(len(enc.ids))
 
@@ -242,4 +251,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main_guard(main, sys.argv[1:])

@@ -11,3 +11,45 @@ bad() {
   echo "$(basename "$0" .sh): $*" >&2
   exit 2
 }
+
+# The rules every script follows with the paths it is given (docs/reliability.md):
+#   caller        the folder the script was started from; a relative path the user gives means
+#                 this folder, whatever folder the script works in later
+#   abs_path P    P made absolute against the caller's folder
+#   check_out N P P may receive output: not a file, not the checkout or a folder holding its
+#                 tracked files (N names the option or variable in the message)
+#   check_file_out N P   P may be written as one file: its folder exists, P is not a folder
+#   check_owned P P (a folder the script deletes and remakes) is absent or the script's own
+#   make_owned P  creates P and records it as the script's (only such folders are ever deleted)
+#   remove_owned P       deletes P if the script made it, refuses (exit 2) if it did not
+caller="$PWD"
+abs_path() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
+check_out() {
+  local name="$1" path
+  path="$(abs_path "$2")"
+  [ -e "$path" ] && [ ! -d "$path" ] && bad "$name '$2' is a file; name a folder (a new one, or this script's own)"
+  local real
+  real="$(realpath -m "$path")"
+  [ "$real" = "$root" ] && bad "$name '$2' is the checkout itself; name a folder of its own (e.g. sweeps/NAME)"
+  if [[ "$real/" == "$root/"* ]] && [ -n "$(git -C "$root" ls-files -- "$real" 2> /dev/null | head -1)" ]; then
+    bad "$name '$2' holds files of the checkout; name a folder of its own (e.g. sweeps/NAME)"
+  fi
+  return 0
+}
+check_file_out() {
+  local name="$1" path
+  path="$(abs_path "$2")"
+  [ -d "$path" ] && bad "$name '$2' is a folder; name the file to write"
+  [ -d "$(dirname "$path")" ] || bad "$name '$2': its folder $(dirname "$path") does not exist"
+  return 0
+}
+owned_mark() { printf '%s\n' "$1/.made-by-$(basename "$0" .sh)"; }
+check_owned() {
+  [ ! -e "$1" ] || [ -f "$(owned_mark "$1")" ] ||
+    bad "$1 exists and was not made by $(basename "$0"), which would delete and remake it; move it or name another folder"
+}
+make_owned() { mkdir -p "$1" && : > "$(owned_mark "$1")"; }
+remove_owned() {
+  check_owned "$1"
+  rm -rf "$1"
+}

@@ -7,12 +7,13 @@
 # reversed and reversed with hints (the same 16), for each position encoding in METHODS: Zhou et
 # al.'s recipe (FIRE with random positions, reversed digits, index hints) in miniature. Every score is exact match of the whole
 # sum over 256 examples, in roformer eval files under OUT; OUT/report.md holds the tables.
-#   Usage: scripts/studies/addition_study.sh [OUT] (default data/results/tasks/addition). SEEDS (default
+#   Usage: scripts/studies/addition_study.sh [OUT] (default sweeps/addition; the recorded study is in
+#          data/results/tasks/addition, where a new run may not write). SEEDS (default
 #          "1234 1235 1236"), METHODS (default "rope none alibi fire fire-randpos"), THREADS (2).
 #          A rerun skips every evaluation already in OUT. About 25 minutes on 2 CPU cores.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-out="${1:-$root/data/results/tasks/addition}"
+out="$(abs_path "${1:-sweeps/addition}")"
 all_methods="rope none alibi fire fire-randpos"
 seeds="${SEEDS:-1234 1235 1236}"
 methods="${METHODS:-$all_methods}"
@@ -24,6 +25,7 @@ for s in $seeds; do [[ "$s" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$s' is not a whol
   bad "THREADS: '$threads' is not a thread count from 1 to this machine's $(nproc) CPUs"
 [ -n "$methods" ] && [ -n "$seeds" ] || bad "METHODS and SEEDS must not be empty"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+check_out OUT "$out"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -10,7 +10,7 @@
 #          rerun resumes where it stopped and ends with the same tables.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-out="${1:-sweeps/extension}"
+out="$(abs_path "${1:-sweeps/extension}")"
 seeds="${SEEDS:-1234 1235 1236}"
 targets="${TARGETS:-512 1024}"
 methods="${METHODS:-direct pi yarn ntk control}"
@@ -35,6 +35,7 @@ for v in $ladder; do
 done
 [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$targets" ] && [ -n "$ladder" ] || bad "METHODS, SEEDS, TARGETS and LADDER must not be empty"
 [ -x "$bin" ] || { echo "extension_study: $bin is not built (cmake --build --preset release)" >&2; exit 2; }
+check_out OUT "$out"
 [ -f "$data/meta.json" ] || { echo "extension_study: no dataset at $data (see README: roformer prepare-data)" >&2; exit 2; }
 last_step="${ladder##* }"
 

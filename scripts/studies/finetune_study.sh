@@ -8,7 +8,7 @@
 #          SEEDS in the environment narrow it. Completed runs (results.json present) are skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-out="${1:-sweeps/finetune-triplets}"
+out="$(abs_path "${1:-sweeps/finetune-triplets}")"
 pretrained="${PRETRAINED:-sweeps/reproduction/runs}"
 families="${FAMILIES:-rope learned t5_bias sinusoidal}"
 lengths="${LENGTHS:-512 1024}"
@@ -20,6 +20,7 @@ for f in $families; do [[ "$f" =~ ^[a-z0-9_]+$ ]] || bad "FAMILIES: '$f' is not 
 for v in $lengths; do [[ "$v" =~ ^[0-9]{1,6}$ ]] && [ "$v" -gt 0 ] || bad "LENGTHS: '$v' is not a positive whole number"; done
 for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whole number"; done
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+check_out OUT "$out"
 for family in $families; do
   for seed in $seeds; do
     ckpt="$pretrained/$family-mlm-seed$seed/checkpoints/step_900"

@@ -35,12 +35,20 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }  # relative to the caller's folder
-results="$(abspath "${results:-$root/data/results/scale}")"
-[ -n "$data" ] && data="$(abspath "$data")"
-[ -n "$work" ] && work="$(abspath "$work")"
+results="$(abs_path "${results:-$root/data/results/scale}")"  # the recorded ladder by default
+[ -n "$data" ] && data="$(abs_path "$data")"
+[ -n "$work" ] && work="$(abs_path "$work")"
+# Every path is checked before a cell trains: results may be the recorded ladder (it is kept there),
+# but never a file; the work folder is a folder of its own, whose sweep/ is deleted only if made here.
+[ -e "$results" ] && [ ! -d "$results" ] && bad "--results '$results' is a file; name a folder"
+if [ -n "$work" ]; then
+  check_out --work "$work"
+  check_owned "$work/sweep"
+fi
 cd "$root"
-[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_study: --budget must be whole seconds, not '$budget'" >&2; exit 2; }
+# At most 10^7 s (about 116 days): a larger number wrapped past 2^63 in the arithmetic below.
+[[ "$budget" =~ ^[0-9]{1,7}$ ]] || bad "--budget must be whole seconds up to 9999999, not '$budget'"
+
 sweep="configs/scale/rung_$rung.yaml"
 [ -f "$sweep" ] || { echo "gpu_study: no rung '$rung' ($sweep is missing; rungs: $(ls configs/scale/rung_*.yaml | sed 's/.*rung_\(.*\)\.yaml/\1/' | tr '\n' ' '))" >&2; exit 2; }
 py=.venv/bin/python
@@ -90,7 +98,8 @@ while :; do
   cell="$variant-seed$seed"
   echo "[gpu_study] $cell: estimate ${est}s, ${left}s left"
   "$py" "$cells" cell "$sweep" "$variant" "$seed" "$work/$cell.yaml" "${overrides[@]}" || exit 1
-  rm -rf "$work/sweep"
+  remove_owned "$work/sweep"
+  make_owned "$work/sweep"
   t0=$SECONDS
   timeout -k 15 "$left" "$bin" sweep "$work/$cell.yaml" --out "$work/sweep" > "$work/$cell.log" 2>&1
   rc=$? took=$((SECONDS - t0))

@@ -14,9 +14,12 @@ import json
 import math
 import os
 import statistics
+import sys
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from script_errors import main_guard, read_json  # noqa: E402
 import report_render as render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,7 +41,7 @@ def fmt(v, digits=2):
 
 def load_rung_a(frontier):
     """{variant: {seed: {key: {length: ppl}}}} and the training length, from the frontier report."""
-    r = json.load(open(frontier))
+    r = read_json(frontier, "the frontier study's report.json (--frontier)")
     study = {}
     for variant, seeds in r["runs"].items():
         study[variant] = {seed: {key: {int(L): v[0] for L, v in cells.items()} for key, cells in run["eval"].items()}
@@ -56,10 +59,10 @@ def load_rung(results, rung, sweep_file):
             cell = os.path.join(folder, f"{v['name']}-seed{seed}")
             if not os.path.isfile(os.path.join(cell, "cell.json")):
                 continue
-            cells[(v["name"], seed)] = json.load(open(os.path.join(cell, "cell.json")))
+            cells[(v["name"], seed)] = read_json(os.path.join(cell, "cell.json"), "a kept cell's record")
             evals = {}
             for f in sorted(os.listdir(os.path.join(cell, "eval"))):
-                res = json.load(open(os.path.join(cell, "eval", f)))["results"]
+                res = read_json(os.path.join(cell, "eval", f), "a cell's eval.json").get("results", [])
                 evals[f[:-5]] = {r["length"]: r["ppl"] for r in res if r.get("applicable")}
             study.setdefault(v["name"], {})[str(seed)] = evals
     train_length = min(spec["eval"]["lengths"])
@@ -270,4 +273,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

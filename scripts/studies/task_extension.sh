@@ -12,7 +12,7 @@
 #          command; finished runs and evaluations are skipped, so a rerun resumes.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-out="${1:-sweeps/tasks}"
+out="$(abs_path "${1:-sweeps/tasks}")"
 tasks="${TASKS:-niah_single}"
 seeds="${SEEDS:-1234 1235 1236}"
 methods="${METHODS:-direct pi yarn}"
@@ -33,6 +33,7 @@ for v in $seeds; do [[ "$v" =~ ^[0-9]{1,9}$ ]] || bad "SEEDS: '$v' is not a whol
 [[ "$threads" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$threads" -le "$(nproc)" ] ||
   bad "THREADS: '$threads' is not a thread count from 1 to this machine's $(nproc) CPUs"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
+check_out OUT "$out"
 target=$((train_len * factor))
 
 # The --set arguments of one extension method.

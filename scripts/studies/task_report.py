@@ -13,6 +13,8 @@ import re
 import shutil
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from script_errors import BadInput, main_guard, read_json  # noqa: E402
 import report_render as render
 from report_render import mean_std
 
@@ -36,9 +38,16 @@ def read_evals(eval_root):
             m = re.fullmatch(r"(.+)-seed(\d+)(?:-L(\d+))?\.json", name)
             if not m:
                 continue
-            report = json.load(open(os.path.join(folder, name)))
+            path = os.path.join(folder, name)
+            report = read_json(path, "a roformer eval.json")
+            results = report.get("results") if isinstance(report, dict) else None
+            if not isinstance(results, list) or any(not isinstance(r, dict) or "length" not in r or
+                                                    ("exact_match" not in r and r.get("applicable", True))
+                                                    for r in results):
+                raise BadInput(f"{path} is not a task evaluation (its results have no exact_match: a language "
+                               "model's eval.json?); move it out of the study's eval/ folder")
             method, seed = m.group(1), int(m.group(2))
-            for r in report["results"]:
+            for r in results:
                 if not r.get("applicable", True):
                     continue
                 by_length = cells.setdefault(task, {}).setdefault(method, {}).setdefault(r["length"], {})
@@ -134,6 +143,12 @@ def main():
     if not os.path.isdir(eval_root):
         print(f"task_report: {out} has no eval/ directory (scripts/studies/task_study.sh writes it)", file=sys.stderr)
         sys.exit(2)
+    if os.path.exists(results) and not os.path.isdir(results):
+        raise BadInput(f"RESULTS {results} is a file; name a folder")
+    inside = os.path.relpath(os.path.abspath(results), os.path.abspath(eval_root))
+    if inside == "." or not inside.startswith(".."):
+        raise BadInput(f"RESULTS {results} is inside {eval_root}, which the report copies into RESULTS/eval; "
+                       "name a folder outside it")
     cells = read_evals(eval_root)
     if not cells:
         print(f"task_report: no evaluations under {eval_root}", file=sys.stderr)
@@ -165,4 +180,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

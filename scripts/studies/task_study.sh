@@ -24,7 +24,7 @@
 #          only with the same count and the same build.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-out="${1:-sweeps/tasks}"
+out="$(abs_path "${1:-sweeps/tasks}")"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
 all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
@@ -45,6 +45,9 @@ for v in $lengths; do
   [[ "$v" =~ ^[0-9]{1,6}$ ]] && [ "$v" -ge "$train_len" ] || bad "LENGTHS: '$v' is not a length >= $train_len"
 done
 [ -z "${STEPS:-}" ] || [[ "$STEPS" =~ ^[1-9][0-9]{0,6}$ ]] || bad "STEPS: '$STEPS' is not a step count"
+[[ " $methods " != *" drope "* ]] || [ "${STEPS:-5}" -ge 5 ] ||
+  bad "STEPS: DroPE recalibrates for a fifth of the rope run's steps; with STEPS=$STEPS it would get none (use 5 or more)"
+check_out OUT "$out"
 [[ "$budget_min" =~ ^[0-9]{1,5}$ ]] || bad "BUDGET_MIN: '$budget_min' is not a whole number of minutes"
 cpus=$(nproc)
 [[ "$threads" =~ ^[1-9][0-9]{0,3}$ ]] && [ "$threads" -le "$cpus" ] ||

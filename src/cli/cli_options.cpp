@@ -168,17 +168,21 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
 }
 
 std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
-  CLI::App* cmd = app.add_subcommand("convert", "Convert checkpoints to and from Hugging Face RoFormer");
+  CLI::App* cmd =
+      app.add_subcommand("convert", "Convert checkpoints to and from Hugging Face (RoFormer, Llama, Mistral, Qwen2)");
   cmd->require_subcommand(1);
   CLI::App* in = cmd->add_subcommand("hf-to-native",
-                                     "Hugging Face directory (config.json + model.safetensors) -> "
-                                     "a checkpoint directory for eval/forward");
-  in->add_option("hf_dir", a.from, "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM directory")
+                                     "Hugging Face directory (config.json + model.safetensors, or its shards) -> "
+                                     "a checkpoint directory for eval/forward/train --init-from");
+  in->add_option(
+        "hf_dir", a.from,
+        "RoFormerModel / RoFormerForMaskedLM / RoFormerForCausalLM, or LlamaForCausalLM / MistralForCausalLM / "
+        "Qwen2ForCausalLM directory")
       ->required()
       ->check(non_empty());
   in->add_option("out_dir", a.to, "new checkpoint directory")->required()->check(non_empty());
   CLI::App* out = cmd->add_subcommand("native-to-hf",
-                                      "checkpoint directory (RoPE, interleaved, base 10000) -> "
+                                      "checkpoint directory (RoFormer's block and RoPE, or the Llama-family block) -> "
                                       "a directory for transformers' from_pretrained");
   out->add_option("checkpoint", a.from,
                   "checkpoint (e.g. RUN/checkpoints/step_600), or a run directory: its newest complete one")

@@ -97,13 +97,18 @@ struct Case {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (PositionKind kind : kFamilies) out.push_back({name(kind), kind, nullptr});
-  // The layer's other parts: Llama's block (pre-RMSNorm, SwiGLU) and a post-norm GeGLU.
+  // The layer's other parts: Llama's block (pre-RMSNorm, SwiGLU, no biases, no embedding norm, an
+  // untied linear head) and a post-norm GeGLU.
   out.push_back({"rope+llama_block", PositionKind::rope, [](config::ModelConfig& c) {
                    c.norm = config::NormPlacement::pre;
                    c.norm_kind = config::NormKind::rms_norm;
                    c.feed_forward = config::FeedForwardKind::glu;
                    c.activation = config::Activation::silu;
                    c.num_kv_heads = 1;  // multi-query attention
+                   c.qkv_bias = c.output_bias = c.ffn_bias = false;
+                   c.embedding_norm = false;
+                   c.lm_head = config::LmHeadKind::linear;
+                   c.tie_output = false;
                  }});
   out.push_back({"alibi+post_rms_geglu", PositionKind::alibi, [](config::ModelConfig& c) {
                    c.norm_kind = config::NormKind::rms_norm;
@@ -288,7 +293,7 @@ TEST(Model, GradientsMatchFiniteDifferencesInDouble) {
 
 TEST(Model, ParameterCountMatchesTheClosedForm) {
   for (PositionKind kind : kFamilies) {
-    for (int variant = 0; variant < 5; ++variant) {
+    for (int variant = 0; variant < 7; ++variant) {
       config::ModelConfig c = tiny(kind, config::Objective::mlm);
       if (variant == 1) {
         c.embedding_size = 6;  // with the E -> H projection
@@ -306,16 +311,30 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
         c.feed_forward = config::FeedForwardKind::glu;
         c.num_kv_heads = 1;
       }
+      if (variant >= 5) {  // an imported decoder: no embedding norm, a linear head; 5: Llama's, 6: Qwen2's biases
+        c.norm = config::NormPlacement::pre;
+        c.embedding_norm = false;
+        c.lm_head = config::LmHeadKind::linear;
+        c.tie_output = variant == 6;
+        c.qkv_bias = variant == 6;
+        c.output_bias = false;
+        c.ffn_bias = false;
+      }
       SCOPED_TRACE(name(kind) + " variant " + std::to_string(variant));
       const int64_t V = c.vocab_size, E = c.embed_dim(), H = c.hidden_size, F = c.ffn_size, L = c.num_layers;
-      int64_t expect = V * E + c.type_vocab_size * E + 2 * E;                                // embeddings + LayerNorm
-      if (E != H) expect += E * H + H;                                                       // embeddings_project
-      const int64_t norm = variant == 4 ? H : 2 * H;                                         // RMSNorm: weight only
-      const int64_t up = variant == 4 ? 2 * (H * F + F) : H * F + F;                         // the gate beside up
-      const int64_t KV = c.kv_heads() * c.head_dim();                                        // key/value width
-      expect += L * (2 * (H * H + H) + 2 * (H * KV + KV) + norm + up + (F * H + H) + norm);  // layers
-      expect += H * E + E + 2 * E + V;                                                       // LM head (decoder tied)
-      if (c.norm == config::NormPlacement::pre) expect += norm;                              // final norm
+      int64_t expect = V * E + c.type_vocab_size * E + (variant >= 5 ? 0 : 2 * E);  // embeddings (+ LayerNorm)
+      if (E != H) expect += E * H + H;                                              // embeddings_project
+      const int64_t norm = variant == 4 ? H : 2 * H;                                // RMSNorm: weight only
+      const int64_t up = variant == 4 ? 2 * (H * F + F) : H * F + F;                // the gate beside up
+      const int64_t KV = c.kv_heads() * c.head_dim();                               // key/value width
+      if (variant < 5) {
+        expect += L * (2 * (H * H + H) + 2 * (H * KV + KV) + norm + up + (F * H + H) + norm);  // layers
+        expect += H * E + E + 2 * E + V;                                                       // LM head (tied)
+      } else {  // q, k, v biases only in variant 6; no head but the decoder, its own weight in variant 5
+        expect += L * (H * H + 2 * H * KV + (variant == 6 ? H + 2 * KV : 0) + H * H + norm + H * F + F * H + norm);
+        expect += variant == 5 ? V * H : 0;
+      }
+      if (c.norm == config::NormPlacement::pre) expect += norm;       // final norm
       if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);  // q_norm, k_norm, W_g, SSMax's s
       // The family's own parameters: its row's count (config/position_families), checked here
       // against the module build_model makes; the memory estimate must count the same.

@@ -25,6 +25,7 @@ enum class NormPlacement { post, pre };
 // The layer's parts (model/blocks/): its normalisation and its feed-forward layer.
 enum class NormKind { layer_norm, rms_norm };
 enum class FeedForwardKind { mlp, glu };
+enum class LmHeadKind { transform, linear };
 enum class EmbedScale { none, sqrt_d };
 enum class AttentionKind { softmax, linear };
 enum class AttentionScale { none, logn, logn_past_training, ssmax, llama4, drope };
@@ -111,6 +112,15 @@ struct ModelConfig {
   NormKind norm_kind = NormKind::layer_norm;            // the layers' and the final norm (not the embeddings')
   FeedForwardKind feed_forward = FeedForwardKind::mlp;  // glu: down(act(gate(x)) * up(x)), SwiGLU with silu
   int64_t type_vocab_size = 0;                          // 0: no token-type embeddings
+  // The decoder blocks of Llama-family models: which projections have a bias, whether the
+  // embeddings are normalised, the output head (BERT's transform, or one matmul) and whether its
+  // weight is the token embedding. The defaults are BERT's and RoFormer's.
+  bool qkv_bias = true;                        // query, key and value projections (Llama: false; Qwen2: true)
+  bool output_bias = true;                     // attention's output projection
+  bool ffn_bias = true;                        // the feed-forward projections
+  bool embedding_norm = true;                  // LayerNorm after the embeddings (Llama has none)
+  LmHeadKind lm_head = LmHeadKind::transform;  // transform: dense + activation + LayerNorm + bias; linear: W h
+  bool tie_output = true;                      // the head's weight is word_embeddings' (else cls.predictions.decoder)
   double init_std = 0.02;
   // sqrt_d: token embeddings initialised N(0, E^-1/2) and multiplied by sqrt(E), as in Vaswani
   // et al. and fairseq's transformer_lm, so tokens and an added position table have comparable

@@ -103,6 +103,18 @@ void ModelConfig::visit(FieldVisitor& v) {
              "(Llama: x / rms(x) * weight, no bias, computed in float32; named RMSNorm); eps is layer_norm_eps; "
              "the fused add + norm kernel serves layer_norm; the embeddings and the MLM head keep LayerNorm");
   v.field("type_vocab_size", type_vocab_size, at_least(int64_t{0}), "token-type embeddings; 0 = none");
+  v.field("qkv_bias", qkv_bias, "bias of the query, key and value projections (BERT, Qwen2: true; Llama: false)");
+  v.field("output_bias", output_bias, "bias of attention's output projection (BERT: true; Llama, Qwen2: false)");
+  v.field("ffn_bias", ffn_bias, "bias of the feed-forward projections (BERT: true; Llama, Qwen2: false)");
+  v.field("embedding_norm", embedding_norm,
+          "LayerNorm of the embeddings before the first layer (BERT, RoFormer: true; Llama: false)");
+  static const EnumNames<LmHeadKind> heads{{{LmHeadKind::transform, "transform"}, {LmHeadKind::linear, "linear"}}};
+  enum_field(v, "lm_head", lm_head, heads,
+             "the output head: transform (BERT, RoFormer: dense + activation + LayerNorm, then the decoder with a "
+             "bias) or linear (Llama: the decoder alone, no bias)");
+  v.field("tie_output", tie_output,
+          "the decoder's weight is word_embeddings' (BERT, RoFormer, Llama 3.2 1B: true); false: a weight of its own, "
+          "cls.predictions.decoder (Llama 2, TinyLlama)");
   v.field("init_std", init_std, above(0.0), "std of the normal weight initialisation (BERT: 0.02)");
   enum_field(v, "embed_scale", embed_scale, scales,
              "none (BERT/RoFormer) or sqrt_d (Vaswani/fairseq: token embeddings x sqrt(E), initialised "

@@ -117,6 +117,11 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "model.num_heads", "model.num_kv_heads",
              std::to_string(m.num_heads) + " query heads cannot share " + std::to_string(m.kv_heads()) +
                  " key/value heads evenly; pick a divisor of num_heads (or 0 for one each)");
+  if (m.lm_head == LmHeadKind::linear && m.tie_output && m.embed_dim() != m.hidden_size)
+    conflict(o, "model.lm_head", "model.embedding_size",
+             "a linear head tied to the embeddings multiplies the hidden states (" + std::to_string(m.hidden_size) +
+                 ") by embeddings of width " + std::to_string(m.embed_dim()) +
+                 "; set tie_output false, lm_head transform, or embedding_size 0");
   if (const auto own = position_family(m.position.kind).validate) own(c, o);
   for (const PositionFamily& family : position_families())
     if (family.validate_settings) family.validate_settings(c, o);

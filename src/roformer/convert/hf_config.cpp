@@ -1,5 +1,5 @@
-// config.json mapping (see hf_config.h): typed getters that name the key, then RoFormer's
-// fixed choices (RoPE, interleaved pairs, base 10000, whole head, post-LN).
+// config.json mapping (see hf_config.h): RoFormer's, with its fixed choices (RoPE, interleaved
+// pairs, base 10000, whole head, post-LN); a Llama-family config goes to hf_llama.cpp.
 #include "roformer/convert/hf_config.h"
 
 #include <algorithm>
@@ -10,58 +10,18 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/convert/hf_json.h"
+#include "roformer/convert/hf_llama.h"
 
 namespace roformer::convert {
 namespace {
 
 using nlohmann::json;
+using namespace hf_json;
 
 const std::vector<std::string>& supported_architectures() {
   static const std::vector<std::string> a{"RoFormerForMaskedLM", "RoFormerForCausalLM", "RoFormerModel"};
   return a;
-}
-
-bool absent(const json& c, const char* key) {
-  return !c.contains(key) || c[key].is_null();
-}
-
-int64_t get_int(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {}) {
-  if (absent(c, key)) {
-    if (fallback) return *fallback;
-    throw UserError(where + ": config.json has no '" + key + "'");
-  }
-  if (!c[key].is_number_integer()) throw UserError(where + ": config.json '" + key + "' must be an integer");
-  if (c[key].is_number_unsigned() && c[key].get<uint64_t>() > uint64_t{INT64_MAX})
-    throw UserError(where + ": config.json '" + key + "' is too large");
-  return c[key].get<int64_t>();
-}
-
-// A size from config.json that must be at least `lo` (a zero head count divided by zero).
-int64_t get_size(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {},
-                 int64_t lo = 1) {
-  const int64_t v = get_int(c, key, where, fallback);
-  if (v < lo)
-    throw UserError(where + ": config.json '" + key + "' is " + std::to_string(v) + "; it must be at least " +
-                    std::to_string(lo));
-  return v;
-}
-
-double get_double(const json& c, const char* key, const std::string& where, double fallback) {
-  if (absent(c, key)) return fallback;
-  if (!c[key].is_number()) throw UserError(where + ": config.json '" + key + "' must be a number");
-  return c[key].get<double>();
-}
-
-std::string get_string(const json& c, const char* key, const std::string& where, const std::string& fallback) {
-  if (absent(c, key)) return fallback;
-  if (!c[key].is_string()) throw UserError(where + ": config.json '" + key + "' must be a string");
-  return c[key].get<std::string>();
-}
-
-bool get_bool(const json& c, const char* key, const std::string& where, bool fallback) {
-  if (absent(c, key)) return fallback;
-  if (!c[key].is_boolean()) throw UserError(where + ": config.json '" + key + "' must be true or false");
-  return c[key].get<bool>();
 }
 
 config::Activation activation_from_hf(const std::string& act, const std::string& where) {
@@ -77,7 +37,8 @@ config::Activation activation_from_hf(const std::string& act, const std::string&
 std::string check_source(const json& hf, const std::string& where) {
   const std::string model_type = get_string(hf, "model_type", where, "");
   if (model_type != "roformer")
-    throw UserError(where + ": model_type is '" + model_type + "', not 'roformer'; only RoFormer checkpoints convert");
+    throw UserError(where + ": model_type is '" + model_type +
+                    "', not 'roformer'; RoFormer and the Llama family (llama, mistral, qwen2) convert");
   std::string arch = "RoFormerModel";
   if (!absent(hf, "architectures")) {
     const json& a = hf["architectures"];
@@ -96,6 +57,17 @@ std::string check_source(const json& hf, const std::string& where) {
   return arch;
 }
 
+// Names the config ("hf-<name>"); what we write must load again: the mapped config goes through
+// our own loader's range and cross-field checks (a negative layer_norm_eps, a dropout above 1, ...)
+// before any tensor.
+HfConfig checked(HfConfig out, const std::string& where, const std::string& name) {
+  out.config.name = "hf-" + (name.empty() ? std::string("model") : name);
+  config::LoadedConfig check;
+  config::apply_yaml_text(check, config::dump_yaml(out.config), where + " (config.json as our config)");
+  config::validate(check.config, check.origins);
+  return out;
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(const std::string& json_text, const std::string& where, const std::string& name) {
@@ -107,6 +79,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where,
   }
   if (!hf.is_object()) throw UserError(where + ": config.json must be a JSON object");
   HfConfig out;
+  if (is_llama_family(get_string(hf, "model_type", where, ""))) {
+    parse_llama_config(hf, where, out);
+    return checked(std::move(out), where, name);
+  }
   out.architecture = check_source(hf, where);
   config::Config& cfg = out.config;
   config::ModelConfig& m = cfg.model;
@@ -136,14 +112,8 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where,
     throw UserError(where + ": hidden_size " + std::to_string(m.hidden_size) + " / num_attention_heads " +
                     std::to_string(m.num_heads) + " must give an even head dimension");
   out.max_positions = get_size(hf, "max_position_embeddings", where, 1536);
-  cfg.name = "hf-" + (name.empty() ? std::string("model") : name);
   cfg.data.seq_len = std::min<int64_t>(out.max_positions, 512);
-  // What we write must load again: the mapped config goes through our own loader's range and
-  // cross-field checks (a negative layer_norm_eps, a dropout above 1, ...) before any tensor.
-  config::LoadedConfig check;
-  config::apply_yaml_text(check, config::dump_yaml(cfg), where + " (config.json as our config)");
-  config::validate(check.config, check.origins);
-  return out;
+  return checked(std::move(out), where, name);
 }
 
 }  // namespace roformer::convert

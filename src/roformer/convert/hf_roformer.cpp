@@ -20,6 +20,9 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_config.h"
+#include "roformer/convert/hf_llama.h"
+#include "roformer/convert/hf_llama_export.h"
+#include "roformer/convert/output_directory.h"
 #include "roformer/finetune/task_model.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
@@ -53,34 +56,6 @@ torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
   return t.to(torch::kFloat32);
 }
 
-// An output directory we may create: its last component names a directory (not '.', '..'),
-// and it is new or empty. Checked first, before any input is read.
-void check_output_directory(const std::string& out_dir) {
-  check_path_component(last_path_component(out_dir), "output directory");
-  if (path_exists(out_dir) && (!is_directory(out_dir) || !std::filesystem::is_empty(out_dir)))
-    throw UserError("output directory '" + out_dir + "' exists and is not an empty directory; choose a new one");
-}
-
-// Writes files into a fresh temporary sibling of out_dir, then renames it into place.
-template <class Fill>
-void write_directory(const std::string& out_dir, Fill fill) {
-  check_output_directory(out_dir);
-  const std::filesystem::path out(out_dir);
-  if (out.has_parent_path()) make_directories(out.parent_path().string());
-  const std::string tmp = out_dir + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  std::filesystem::remove_all(tmp, ec);
-  make_directories(tmp);
-  try {
-    fill(tmp);
-    if (path_exists(out_dir)) std::filesystem::remove(out_dir);  // the empty directory
-    std::filesystem::rename(tmp, out_dir);
-  } catch (...) {
-    std::filesystem::remove_all(tmp, ec);
-    throw;
-  }
-}
-
 std::string activation_to_hf(config::Activation a) {
   switch (a) {
     case config::Activation::gelu:
@@ -95,6 +70,58 @@ std::string activation_to_hf(config::Activation a) {
   return "gelu";
 }
 
+// The weights of a Hugging Face folder: model.safetensors, or the index of a sharded checkpoint
+// (model.safetensors.index.json). A folder with only pytorch_model.bin is told how to convert it.
+std::string hf_weights_path(const std::string& hf_dir, const std::string& where) {
+  for (const char* name : {"/model.safetensors", "/model.safetensors.index.json"})
+    if (path_exists(hf_dir + name)) return hf_dir + name;
+  const std::string weights = hf_dir + "/model.safetensors";
+  if (path_exists(hf_dir + "/pytorch_model.bin"))
+    throw UserError(where +
+                    " has pytorch_model.bin but no model.safetensors; convert it once with: "
+                    ".venv/bin/python -c \"import torch; from safetensors.torch import save_file; "
+                    "sd = torch.load('" +
+                    hf_dir +
+                    "/pytorch_model.bin', map_location='cpu'); "
+                    "save_file({k: v.contiguous() for k, v in sd.items()}, '" +
+                    weights + "', metadata={'format': 'pt'})\"");
+  throw UserError(where + " has no model.safetensors");
+}
+
+// Every tensor of the checkpoint: one file, or every shard the index names (each a file of the
+// folder), each tensor found in the shard the index says.
+SafetensorsFile read_hf_weights(const std::string& hf_dir, const std::string& weights) {
+  if (weights.size() < 11 || weights.compare(weights.size() - 11, 11, ".index.json") != 0)
+    return read_safetensors(weights);
+  json index;
+  try {
+    index = json::parse(read_text_file(weights, kMaxConfigJsonBytes * 16));
+  } catch (const json::exception& e) {
+    throw UserError(weights + " is not valid JSON: " + e.what());
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw UserError(weights + " has no 'weight_map' object (tensor name -> shard file)");
+  std::map<std::string, std::vector<std::string>> by_shard;
+  for (const auto& [name, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) throw UserError(weights + ": the shard of '" + name + "' must be a file name");
+    const std::string file = shard.get<std::string>();
+    check_path_component(file, weights + " shard");
+    by_shard[file].push_back(name);
+  }
+  SafetensorsFile all;
+  for (const auto& [file, names] : by_shard) {
+    const std::string path = hf_dir + "/" + file;
+    if (!path_exists(path)) throw UserError(weights + " names shard '" + file + "', which is missing");
+    SafetensorsFile shard = read_safetensors(path);
+    for (const std::string& name : names) {
+      const torch::Tensor* t = shard.find(name);
+      if (t == nullptr) throw UserError(path + " has no tensor '" + name + "', which " + weights + " puts there");
+      all.tensors.emplace_back(name, *t);
+    }
+  }
+  return all;
+}
+
 }  // namespace
 
 ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir) {
@@ -102,38 +129,29 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   check_output_directory(out_dir);
   if (!is_directory(hf_dir)) throw UserError(where + " does not exist");
   if (!path_exists(hf_dir + "/config.json")) throw UserError(where + " has no config.json");
-  const std::string weights = hf_dir + "/model.safetensors";
-  if (!path_exists(weights)) {
-    if (path_exists(hf_dir + "/pytorch_model.bin"))
-      throw UserError(where +
-                      " has pytorch_model.bin but no model.safetensors; convert it once with: "
-                      ".venv/bin/python -c \"import torch; from safetensors.torch import save_file; "
-                      "sd = torch.load('" +
-                      hf_dir +
-                      "/pytorch_model.bin', map_location='cpu'); "
-                      "save_file({k: v.contiguous() for k, v in sd.items()}, '" +
-                      weights + "', metadata={'format': 'pt'})\"");
-    if (path_exists(hf_dir + "/model.safetensors.index.json"))
-      throw UserError(where +
-                      " holds a sharded checkpoint (model.safetensors.index.json); merge the shards into one "
-                      "model.safetensors first");
-    throw UserError(where + " has no model.safetensors");
-  }
+  const std::string weights = hf_weights_path(hf_dir, where);
   const HfConfig parsed = parse_hf_config(read_text_file(hf_dir + "/config.json", kMaxConfigJsonBytes), where,
                                           std::filesystem::path(hf_dir).filename().string());
   config::Config cfg = parsed.config;
   config::ModelConfig& m = cfg.model;
   const std::string& arch = parsed.architecture;
+  const bool llama = is_llama_architecture(arch);
 
-  // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies.
-  const SafetensorsFile file = read_safetensors(weights);
+  // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies
+  // (RoFormer); Llama-family names mapped to ours.
+  const SafetensorsFile file = read_hf_weights(hf_dir, weights);
   const std::string prefix =
       arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight") ? "" : "roformer.";
   std::map<std::string, torch::Tensor> by_name;  // our parameter name -> tensor
   std::vector<std::string> ignored;
-  bool has_head = false;
+  bool has_head = llama;
   for (const auto& [name, t] : file.tensors) {
     std::string ours;
+    if (llama) {
+      ours = llama_parameter_name(name, m.tie_output);
+      if (!ours.empty()) by_name[ours] = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+      continue;
+    }
     if (name == prefix + "encoder.embed_positions.weight") {
       const torch::Tensor want = rotary_table(t.size(0), m.head_dim());
       // Saved in fp16/bf16, the sines carry that dtype's rounding (|value| <= 1).
@@ -210,7 +228,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   if (!by_name.empty()) {
     std::string extra;
     for (const auto& [n, t] : by_name) extra += (extra.empty() ? "" : ", ") + n;
-    throw UserError(weights + ": tensors our RoFormer has no place for: " + extra);
+    throw UserError(weights + ": tensors our " + (llama ? arch : std::string("RoFormer")) +
+                    " has no place for: " + extra);
   }
   if (!ignored.empty()) {
     std::string list;
@@ -313,6 +332,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   const config::ModelConfig& m = cfg.model;
   const std::string where = "checkpoint '" + checkpoint_dir + "'";
   check_output_directory(out_dir);
+  if (m.lm_head == config::LmHeadKind::linear) return convert_native_to_llama(cfg, checkpoint_dir, out_dir);
   auto refuse = [&](const std::string& why) {
     throw UserError(where + " cannot be represented by Hugging Face RoFormer: " + why);
   };
@@ -336,6 +356,10 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
     refuse("stick-breaking attention (RoFormer normalises with softmax)");
   if (config::has_layout(m)) refuse("a per-layer layout (RoFormer's layers are all alike)");
   if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (RoFormer's attention has neither)");
+  if (!m.qkv_bias || !m.output_bias || !m.ffn_bias) refuse("a projection without its bias (RoFormer's have one each)");
+  if (!m.embedding_norm) refuse("no LayerNorm on the embeddings (RoFormer normalises them)");
+  if (m.lm_head != config::LmHeadKind::transform || !m.tie_output)
+    refuse("a linear or untied output head (RoFormer's is BERT's transform, tied to the embeddings)");
   if (m.attention_scale != config::AttentionScale::none &&
       m.attention_scale != config::AttentionScale::logn_past_training)
     refuse("its queries are scaled by model.attention_scale (RoFormer has no such scale)");

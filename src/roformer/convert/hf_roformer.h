@@ -4,22 +4,19 @@
 // our model cannot represent are refused with the reason, before anything is written.
 #pragma once
 
+#include "roformer/convert/output_directory.h"
+
 #include <string>
 
 namespace roformer::convert {
-
-struct ConversionSummary {
-  std::string architecture;  // e.g. "RoFormerForMaskedLM"
-  int64_t tensors = 0;
-  std::string notes;  // anything the user should know (e.g. an untrained LM head)
-};
 
 // HF_DIR -> OUT_DIR holding model.safetensors, config.yaml and meta.json (loadable by
 // `roformer eval` and `roformer forward`).
 ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir);
 
 // A checkpoint directory (RoPE, interleaved pairs, base 10000, whole head, post-LN; pretrained,
-// or fine-tuned by `roformer finetune` -> RoFormerForSequenceClassification) -> OUT_DIR
+// or fine-tuned by `roformer finetune` -> RoFormerForSequenceClassification; a model with the
+// Llama-family block -> LlamaForCausalLM or Qwen2ForCausalLM, hf_llama_export.h) -> OUT_DIR
 // with config.json and model.safetensors for transformers' from_pretrained.
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir);
 

@@ -97,10 +97,10 @@ double drope_scale(int64_t S, int64_t length, double c) {
   return S > length ? 1.0 + c * std::log(static_cast<double>(S) / static_cast<double>(length)) : 1.0;
 }
 
-SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t kv_width) {
-  query = register_module("query", torch::nn::Linear(hidden, hidden));
-  key = register_module("key", torch::nn::Linear(hidden, kv_width));
-  value = register_module("value", torch::nn::Linear(hidden, kv_width));
+SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t kv_width, bool bias) {
+  query = register_module("query", torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(bias)));
+  key = register_module("key", torch::nn::Linear(torch::nn::LinearOptions(hidden, kv_width).bias(bias)));
+  value = register_module("value", torch::nn::Linear(torch::nn::LinearOptions(hidden, kv_width).bias(bias)));
 }
 
 AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
@@ -117,8 +117,9 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       remainder_(c.stick_breaking_remainder),
       ssmax_init_(c.ssmax_init),
       position_(std::move(position)) {
-  self = register_module("self", SelfAttentionProj(c.hidden_size, c.kv_heads() * c.head_dim()));
-  output = register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
+  self = register_module("self", SelfAttentionProj(c.hidden_size, c.kv_heads() * c.head_dim(), c.qkv_bias));
+  output =
+      register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.output_bias));
   if (c.qk_norm) {
     // The FoX authors' QK-norm eps: their GroupNorm's default 1e-5 (norm_eps 1e-6 is their output norm's).
     q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-5));
@@ -378,12 +379,15 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
   // gradient in backward) instead of three; the parameters stay three Linears (HF names).
   const torch::Tensor w = torch::cat({self->query->weight, self->key->weight, self->value->weight});
-  const torch::Tensor b = torch::cat({self->query->bias, self->key->bias, self->value->bias});
+  const torch::Tensor b = self->query->bias.defined()
+                              ? torch::cat({self->query->bias, self->key->bias, self->value->bias})
+                              : torch::Tensor();  // model.qkv_bias false
   if (path == AttentionPath::short_projection) {
     const PositionEncodingImpl::FusedRotation rotation =
         position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
     record_kernel(attention_kernel::kShort);
-    return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
+    return ops::short_attention_qkv(at::linear(x, w), b.defined() ? b : torch::zeros({w.size(0)}, w.options()), heads_,
+                                    ctx.causal, rotation.tables, rotation.interleaved);
   }
   const int64_t kv_width = kv_heads_ * head_dim_;
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split_with_sizes({width, kv_width, kv_width}, -1);

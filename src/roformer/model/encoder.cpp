@@ -29,16 +29,17 @@ EmbeddingsImpl::EmbeddingsImpl(const config::ModelConfig& c) {
   if (c.type_vocab_size > 0)
     token_type_embeddings =
         register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.embed_dim()));
-  LayerNorm = register_module("LayerNorm",
-                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.embed_dim()}).eps(c.layer_norm_eps)));
+  if (c.embedding_norm)
+    LayerNorm = register_module(
+        "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.embed_dim()}).eps(c.layer_norm_eps)));
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr<PositionEncodingImpl> position,
                                    int64_t index)
     : config_(c) {
   attention = register_module("attention", Attention(c, std::move(position), index));
-  intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size, c.feed_forward));
-  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps, c.norm_kind));
+  intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size, c.feed_forward, c.ffn_bias));
+  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.ffn_bias));
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -66,8 +67,14 @@ EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, const LayerPosi
 }
 
 LmPredictionsImpl::LmPredictionsImpl(const config::ModelConfig& c) {
-  transform = register_module("transform", DenseNorm(c.hidden_size, c.embed_dim(), c.layer_norm_eps));
-  bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+  if (c.lm_head == config::LmHeadKind::transform) {
+    transform = register_module("transform", DenseNorm(c.hidden_size, c.embed_dim(), c.layer_norm_eps));
+    bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+  }
+  if (!c.tie_output) {
+    const int64_t in = c.lm_head == config::LmHeadKind::transform ? c.embed_dim() : c.hidden_size;
+    decoder = register_module("decoder", torch::nn::Linear(torch::nn::LinearOptions(in, c.vocab_size).bias(false)));
+  }
 }
 
 LmHeadImpl::LmHeadImpl(const config::ModelConfig& c) {
@@ -171,7 +178,8 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
     x = x + embeddings->token_type_embeddings->forward(types);
   }
   x = position->embed(x, positions);
-  x = to_stream_dtype(torch::dropout(embeddings->LayerNorm->forward(x), config_.hidden_dropout, is_training()));
+  if (!embeddings->LayerNorm.is_empty()) x = embeddings->LayerNorm->forward(x);
+  x = to_stream_dtype(torch::dropout(x, config_.hidden_dropout, is_training()));
   if (!embeddings_project.is_empty()) x = dense(embeddings_project, x);  // [B, S, H]
 
   std::array<std::optional<AttentionContext>, 2> ctx;  // local, global: made when a layer of the kind needs it
@@ -195,9 +203,12 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
 
 torch::Tensor EncoderModelImpl::logits(const torch::Tensor& hidden) {
   auto& p = cls->predictions;
-  const torch::Tensor h = p->transform->norm.forward(
-      dense_activate(p->transform->dense, hidden, config_.activation, config_.activation_kernel));
-  return at::linear(h, embeddings->word_embeddings->weight, p->bias);
+  const torch::Tensor h = p->transform.is_empty()
+                              ? hidden
+                              : p->transform->norm.forward(dense_activate(
+                                    p->transform->dense, hidden, config_.activation, config_.activation_kernel));
+  const torch::Tensor& weight = p->decoder.is_empty() ? embeddings->word_embeddings->weight : p->decoder->weight;
+  return at::linear(h, weight, p->bias);  // no bias for a linear head
 }
 
 torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const torch::Tensor& scored) {

@@ -4,7 +4,8 @@
 //   embeddings.{word_embeddings, token_type_embeddings, LayerNorm}, embeddings_project,
 //   encoder.layer.N.{attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
 //                    intermediate.dense, output.{dense,LayerNorm}},
-//   cls.predictions.{transform.dense, transform.LayerNorm, bias}   (decoder tied to word_embeddings)
+//   cls.predictions.{transform.dense, transform.LayerNorm, bias}   (decoder tied to word_embeddings;
+//   model.lm_head linear keeps neither transform nor bias, model.tie_output false adds decoder.weight)
 // plus position.* for families with parameters (learned table, T5 bias) and encoder.LayerNorm
 // for pre-LN.
 #pragma once
@@ -28,7 +29,7 @@ class EmbeddingsImpl : public torch::nn::Module {
   explicit EmbeddingsImpl(const config::ModelConfig& config);
   torch::nn::Embedding word_embeddings{nullptr};        // [V, E]
   torch::nn::Embedding token_type_embeddings{nullptr};  // [T, E], only if type_vocab_size > 0
-  torch::nn::LayerNorm LayerNorm{nullptr};              // [E]
+  torch::nn::LayerNorm LayerNorm{nullptr};              // [E], only if model.embedding_norm
 };
 TORCH_MODULE(Embeddings);
 
@@ -64,8 +65,9 @@ TORCH_MODULE(EncoderStack);
 class LmPredictionsImpl : public torch::nn::Module {
  public:
   LmPredictionsImpl(const config::ModelConfig& config);
-  DenseNorm transform{nullptr};  // dense [E, H], LayerNorm [E]
-  torch::Tensor bias;            // [V]
+  DenseNorm transform{nullptr};        // dense [E, H], LayerNorm [E]; model.lm_head transform only
+  torch::Tensor bias;                  // [V]; model.lm_head transform only
+  torch::nn::Linear decoder{nullptr};  // weight [V, E or H]; only if model.tie_output is false
 };
 TORCH_MODULE(LmPredictions);
 

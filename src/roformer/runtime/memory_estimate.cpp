@@ -100,21 +100,26 @@ std::string count(double n) {
   return buf;
 }
 
-// Parameters of build_model's encoder: embeddings (the MLM/LM decoder is tied to them),
-// layers, head; the position family's own parameters (its row in config/position_families);
-// the attention options' (QK-norm, output gate, SSMax).
+// Parameters of build_model's encoder: embeddings (the decoder is tied to them unless
+// model.tie_output is false), layers (each projection's bias as model.*_bias says), head; the
+// position family's own parameters (its row in config/position_families); the attention
+// options' (QK-norm, output gate, SSMax).
 double count_parameters(const config::ModelConfig& m) {
   const double H = double(m.hidden_size), F = double(m.ffn_size), E = double(m.embed_dim());
   const double V = double(m.vocab_size), L = double(m.num_layers);
-  double n = V * E + double(m.type_vocab_size) * E + 2 * E;                   // word + type embeddings, LayerNorm
+  double n = V * E + double(m.type_vocab_size) * E;                           // word + type embeddings
+  if (m.embedding_norm) n += 2 * E;                                           // their LayerNorm
   if (m.embed_dim() != m.hidden_size) n += E * H + H;                         // projection
   const double norm = m.norm_kind == config::NormKind::rms_norm ? H : 2 * H;  // RMSNorm has no bias
-  const double up = m.feed_forward == config::FeedForwardKind::glu ? 2 * (H * F + F) : H * F + F;
+  const double ffn_bias = m.ffn_bias ? 1.0 : 0.0;
+  const double up = (m.feed_forward == config::FeedForwardKind::glu ? 2.0 : 1.0) * (H * F + ffn_bias * F);
   const double KV = double(m.kv_heads() * m.head_dim());  // key/value width (grouped-query attention)
-  n += L * (2 * (H * H + H) + 2 * (H * KV + KV) + norm + up + F * H + H + norm);
-  if (m.norm == config::NormPlacement::pre) n += norm;  // final norm
-  n += H * E + E + 2 * E + V;                           // head transform, its LayerNorm, decoder bias
-  n += config::position_parameters(m);                  // the position family's own
+  const double qkv = H * H + 2 * H * KV + (m.qkv_bias ? H + 2 * KV : 0.0);
+  n += L * (qkv + H * H + (m.output_bias ? H : 0.0) + norm + up + F * H + ffn_bias * H + norm);
+  if (m.norm == config::NormPlacement::pre) n += norm;                               // final norm
+  if (m.lm_head == config::LmHeadKind::transform) n += H * E + E + 2 * E + V;        // transform, its LayerNorm, bias
+  if (!m.tie_output) n += V * (m.lm_head == config::LmHeadKind::transform ? E : H);  // the decoder's own weight
+  n += config::position_parameters(m);                                               // the position family's own
   for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
     if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += H + KV;
   if (m.output_gate) n += L * H * H;                                                     // W_g

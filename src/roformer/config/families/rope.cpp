@@ -42,7 +42,7 @@ void validate_rope_remap(const Config& c, const Origins& o) {
              std::string(
                  "rope.mode (rerope, string, self_extend, dual_chunk) remaps RoPE's relative position, which only ") +
                  "kind rope has whole; " + "on kind " + position_kind_names().name(p.kind) +
-                 " it would change nothing. Use kind rope, or leave " + "rope.mode at rotate");
+                 " it would change nothing; use kind rope, or leave " + "rope.mode at rotate");
   if (p.rope.rotate_value)
     conflict(o, "model.position.rope.mode", "model.position.rope.rotate_value",
              "a remapped relative position exists only between a query and a key; a rotated value has none");

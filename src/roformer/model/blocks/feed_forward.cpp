@@ -46,15 +46,17 @@ torch::Tensor activate(const torch::Tensor& x, config::Activation a) {
 
 torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor& x, config::Activation a,
                              config::ActivationKernel kernel) {
-  const bool fused = is_gelu(a) && (kernel == config::ActivationKernel::fused ||
-                                    (kernel == config::ActivationKernel::auto_ && !x.is_cuda()));
+  const bool fused =
+      is_gelu(a) && layer->bias.defined() &&
+      (kernel == config::ActivationKernel::fused || (kernel == config::ActivationKernel::auto_ && !x.is_cuda()));
   if (!fused) return activate(dense(layer, x), a);
   return ops::bias_gelu(at::linear(x, layer->weight), layer->bias, a == config::Activation::gelu_tanh);
 }
 
-IntermediateImpl::IntermediateImpl(int64_t hidden, int64_t ffn, config::FeedForwardKind kind) {
-  dense = register_module("dense", torch::nn::Linear(hidden, ffn));
-  if (kind == config::FeedForwardKind::glu) gate = register_module("gate", torch::nn::Linear(hidden, ffn));
+IntermediateImpl::IntermediateImpl(int64_t hidden, int64_t ffn, config::FeedForwardKind kind, bool bias) {
+  dense = register_module("dense", torch::nn::Linear(torch::nn::LinearOptions(hidden, ffn).bias(bias)));
+  if (kind == config::FeedForwardKind::glu)
+    gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(hidden, ffn).bias(bias)));
 }
 
 torch::Tensor feed_forward(const IntermediateImpl& up, const torch::nn::Linear& down, const torch::Tensor& h,

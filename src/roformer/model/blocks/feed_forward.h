@@ -20,7 +20,8 @@ torch::Tensor dense_activate(const torch::nn::Linear& layer, const torch::Tensor
 
 class IntermediateImpl : public torch::nn::Module {
  public:
-  IntermediateImpl(int64_t hidden, int64_t ffn, config::FeedForwardKind kind = config::FeedForwardKind::mlp);
+  IntermediateImpl(int64_t hidden, int64_t ffn, config::FeedForwardKind kind = config::FeedForwardKind::mlp,
+                   bool bias = true);
   torch::nn::Linear dense{nullptr};  // up: [F, H]
   torch::nn::Linear gate{nullptr};   // glu only: [F, H]
 };

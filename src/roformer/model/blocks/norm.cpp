@@ -57,8 +57,8 @@ torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
   return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
 }
 
-DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind) {
-  dense = register_module("dense", torch::nn::Linear(in, out));
+DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind, bool bias) {
+  dense = register_module("dense", torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
   norm = NormPart(*this, kind, out, eps);
 }
 

@@ -51,7 +51,8 @@ torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x);
 
 class DenseNormImpl : public torch::nn::Module {
  public:
-  DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind = config::NormKind::layer_norm);
+  DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind = config::NormKind::layer_norm,
+                bool bias = true);
   torch::nn::Linear dense{nullptr};  // weight [out, in]
   NormPart norm;                     // [out]
 };

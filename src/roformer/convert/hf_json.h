@@ -1,0 +1,72 @@
+// Typed reads of a Hugging Face config.json: each names the key and the fix when the value is
+// missing or of the wrong type, and sizes have a lower bound (a zero head count would divide by
+// zero); and HfConfig, what a mapping of one yields. Header-only and torch-free (the config fuzz
+// target runs them).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "roformer/common/errors.h"
+#include "roformer/config/config.h"
+
+namespace roformer::convert {
+
+// What a config.json mapping yields: our config, the source's class and its context length.
+struct HfConfig {
+  config::Config config;     // model keys mapped; data.seq_len = min(max_position_embeddings, 512 or 2048)
+  std::string architecture;  // RoFormerFor{MaskedLM,CausalLM}, RoFormerModel, or a Llama family's (hf_llama.h)
+  int64_t max_positions = 0;
+};
+
+namespace hf_json {
+
+using nlohmann::json;
+
+inline bool absent(const json& c, const char* key) {
+  return !c.contains(key) || c[key].is_null();
+}
+
+inline int64_t get_int(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {}) {
+  if (absent(c, key)) {
+    if (fallback) return *fallback;
+    throw UserError(where + ": config.json has no '" + key + "'");
+  }
+  if (!c[key].is_number_integer()) throw UserError(where + ": config.json '" + key + "' must be an integer");
+  if (c[key].is_number_unsigned() && c[key].get<uint64_t>() > uint64_t{INT64_MAX})
+    throw UserError(where + ": config.json '" + key + "' is too large");
+  return c[key].get<int64_t>();
+}
+
+// A size from config.json that must be at least `lo` (a zero head count divided by zero).
+inline int64_t get_size(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {},
+                 int64_t lo = 1) {
+  const int64_t v = get_int(c, key, where, fallback);
+  if (v < lo)
+    throw UserError(where + ": config.json '" + key + "' is " + std::to_string(v) + "; it must be at least " +
+                    std::to_string(lo));
+  return v;
+}
+
+inline double get_double(const json& c, const char* key, const std::string& where, double fallback) {
+  if (absent(c, key)) return fallback;
+  if (!c[key].is_number()) throw UserError(where + ": config.json '" + key + "' must be a number");
+  return c[key].get<double>();
+}
+
+inline std::string get_string(const json& c, const char* key, const std::string& where, const std::string& fallback) {
+  if (absent(c, key)) return fallback;
+  if (!c[key].is_string()) throw UserError(where + ": config.json '" + key + "' must be a string");
+  return c[key].get<std::string>();
+}
+
+inline bool get_bool(const json& c, const char* key, const std::string& where, bool fallback) {
+  if (absent(c, key)) return fallback;
+  if (!c[key].is_boolean()) throw UserError(where + ": config.json '" + key + "' must be true or false");
+  return c[key].get<bool>();
+}
+
+}  // namespace hf_json
+}  // namespace roformer::convert

@@ -1,0 +1,212 @@
+// Llama-family config.json and tensor names (see hf_llama.h). The config keys follow
+// transformers' LlamaConfig, MistralConfig and Qwen2Config, in both of their spellings: the rope
+// settings in `rope_parameters` (transformers 5) or as `rope_theta` and `rope_scaling` (4.x).
+#include "roformer/convert/hf_llama.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "roformer/common/errors.h"
+#include "roformer/convert/hf_json.h"
+
+namespace roformer::convert {
+namespace {
+
+using nlohmann::json;
+using namespace hf_json;
+
+struct Family {
+  std::string model_type, architecture;
+  bool qkv_bias;  // Qwen2's q, k and v projections always have one; Llama's follow attention_bias
+};
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> f{{"llama", "LlamaForCausalLM", false},
+                                     {"mistral", "MistralForCausalLM", false},
+                                     {"qwen2", "Qwen2ForCausalLM", true}};
+  return f;
+}
+
+const Family& family_of(const std::string& model_type) {
+  for (const Family& f : families())
+    if (f.model_type == model_type) return f;
+  throw UserError("model_type '" + model_type + "' is not a Llama-family decoder");
+}
+
+std::vector<double> get_doubles(const json& c, const char* key, const std::string& where) {
+  if (absent(c, key)) return {};
+  if (!c[key].is_array()) throw UserError(where + ": config.json rope '" + key + "' must be a list of numbers");
+  std::vector<double> out;
+  for (const json& v : c[key]) {
+    if (!v.is_number()) throw UserError(where + ": config.json rope '" + key + "' must be a list of numbers");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// rope_parameters (transformers 5) or rope_scaling (4.x), as one object; an empty one for none.
+json rope_settings(const json& hf, const std::string& where) {
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (absent(hf, key)) continue;
+    if (!hf[key].is_object()) throw UserError(where + ": config.json '" + key + "' must be an object");
+    return hf[key];
+  }
+  return json::object();
+}
+
+// The rope type's settings onto ours (the same keys transformers' ROPE_INIT_FUNCTIONS read).
+void map_rope(const json& hf, const std::string& where, int64_t max_positions, config::RopeConfig& rope) {
+  const json r = rope_settings(hf, where);
+  rope.pairing = config::RopePairing::half;  // rotate_half
+  rope.base = get_double(r, "rope_theta", where, get_double(hf, "rope_theta", where, 10000.0));
+  std::string type = get_string(r, "rope_type", where, get_string(r, "type", where, "default"));
+  config::RopeScalingConfig& s = rope.scaling;
+  if (type == "default") return;
+  s.factor = get_double(r, "factor", where, 1.0);
+  s.original_max_positions = get_size(r, "original_max_position_embeddings", where, max_positions);
+  if (type == "linear") {
+    s.kind = config::RopeScalingKind::linear;
+  } else if (type == "dynamic") {
+    s.kind = config::RopeScalingKind::dynamic_ntk;
+    s.original_max_positions = max_positions;  // transformers' dynamic NTK reads max_position_embeddings
+  } else if (type == "yarn") {
+    s.kind = config::RopeScalingKind::yarn;
+    s.beta_fast = get_double(r, "beta_fast", where, 32.0);
+    s.beta_slow = get_double(r, "beta_slow", where, 1.0);
+    s.attention_factor = get_double(r, "attention_factor", where, 0.0);
+    s.mscale = get_double(r, "mscale", where, 0.0);
+    s.mscale_all_dim = get_double(r, "mscale_all_dim", where, 0.0);
+    s.truncate = get_bool(r, "truncate", where, true);
+  } else if (type == "llama3") {
+    s.kind = config::RopeScalingKind::llama3;
+    s.low_freq_factor = get_double(r, "low_freq_factor", where, 1.0);
+    s.high_freq_factor = get_double(r, "high_freq_factor", where, 4.0);
+  } else if (type == "longrope") {
+    s.kind = config::RopeScalingKind::longrope;
+    s.attention_factor = get_double(r, "attention_factor", where, 0.0);
+    s.short_factor = get_doubles(r, "short_factor", where);
+    s.long_factor = get_doubles(r, "long_factor", where);
+  } else {
+    throw UserError(where + ": rope type '" + type + "' is not one we implement (default, linear, dynamic, yarn, " +
+                    "llama3, longrope)");
+  }
+}
+
+config::Activation activation(const std::string& act, const std::string& where) {
+  if (act == "silu" || act == "swish") return config::Activation::silu;
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return config::Activation::gelu_tanh;
+  if (act == "gelu") return config::Activation::gelu;
+  throw UserError(where + ": hidden_act '" + act + "' is not supported (silu, gelu, gelu_pytorch_tanh are)");
+}
+
+// The part of a name after `prefix` up to the next '.', and the rest after it.
+bool split_after(const std::string& name, const std::string& prefix, std::string& head, std::string& rest) {
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  head = name.substr(prefix.size(), dot - prefix.size());
+  rest = name.substr(dot + 1);
+  return !head.empty() && std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Within a layer: Hugging Face's module path and ours, for one weight or bias.
+const std::vector<std::pair<std::string, std::string>>& layer_names() {
+  static const std::vector<std::pair<std::string, std::string>> n{
+      {"self_attn.q_proj.", "attention.self.query."},  {"self_attn.k_proj.", "attention.self.key."},
+      {"self_attn.v_proj.", "attention.self.value."},  {"self_attn.o_proj.", "attention.output.dense."},
+      {"input_layernorm.", "attention.output.RMSNorm."}, {"post_attention_layernorm.", "output.RMSNorm."},
+      {"mlp.gate_proj.", "intermediate.gate."},        {"mlp.up_proj.", "intermediate.dense."},
+      {"mlp.down_proj.", "output.dense."}};
+  return n;
+}
+
+const std::vector<std::pair<std::string, std::string>>& model_names() {
+  static const std::vector<std::pair<std::string, std::string>> n{
+      {"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
+      {"model.norm.weight", "encoder.RMSNorm.weight"},
+      {"lm_head.weight", "cls.predictions.decoder.weight"}};
+  return n;
+}
+
+}  // namespace
+
+bool is_llama_family(const std::string& model_type) {
+  return std::any_of(families().begin(), families().end(), [&](const Family& f) { return f.model_type == model_type; });
+}
+
+bool is_llama_architecture(const std::string& architecture) {
+  return std::any_of(families().begin(), families().end(),
+                     [&](const Family& f) { return f.architecture == architecture; });
+}
+
+void parse_llama_config(const json& hf, const std::string& where, HfConfig& out) {
+  const Family& family = family_of(get_string(hf, "model_type", where, ""));
+  out.architecture = family.architecture;
+  if (!absent(hf, "architectures")) {
+    const json& a = hf["architectures"];
+    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != family.architecture)
+      throw UserError(where + ": 'architectures' must be [\"" + family.architecture + "\"] for model_type '" +
+                      family.model_type + "' (a base model without its LM head is not supported)");
+  }
+  config::ModelConfig& m = out.config.model;
+  m.objective = config::Objective::causal_lm;
+  m.vocab_size = get_size(hf, "vocab_size", where);
+  m.hidden_size = get_size(hf, "hidden_size", where);
+  m.num_layers = get_size(hf, "num_hidden_layers", where);
+  m.num_heads = get_size(hf, "num_attention_heads", where);
+  m.num_kv_heads = get_size(hf, "num_key_value_heads", where, m.num_heads);
+  m.ffn_size = get_size(hf, "intermediate_size", where);
+  if (m.hidden_size % m.num_heads != 0 || get_size(hf, "head_dim", where, m.head_dim()) != m.head_dim())
+    throw UserError(where + ": head_dim must be hidden_size / num_attention_heads (" + std::to_string(m.hidden_size) +
+                    " / " + std::to_string(m.num_heads) + "); a head width of its own is not supported yet");
+  m.activation = activation(get_string(hf, "hidden_act", where, "silu"), where);
+  m.feed_forward = config::FeedForwardKind::glu;
+  m.norm = config::NormPlacement::pre;
+  m.norm_kind = config::NormKind::rms_norm;
+  m.layer_norm_eps = get_double(hf, "rms_norm_eps", where, 1e-6);
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = get_double(hf, "attention_dropout", where, 0.0);
+  m.init_std = get_double(hf, "initializer_range", where, 0.02);
+  m.type_vocab_size = 0;
+  m.embedding_norm = false;
+  m.lm_head = config::LmHeadKind::linear;
+  m.tie_output = get_bool(hf, "tie_word_embeddings", where, false);
+  const bool attention_bias = get_bool(hf, "attention_bias", where, false);
+  m.qkv_bias = family.qkv_bias || attention_bias;
+  m.output_bias = attention_bias;
+  m.ffn_bias = get_bool(hf, "mlp_bias", where, false);
+  const bool windowed = family.model_type == "mistral" ||
+                        (family.model_type == "qwen2" && get_bool(hf, "use_sliding_window", where, false));
+  if (windowed && !absent(hf, "sliding_window"))
+    throw UserError(where + ": sliding_window " + std::to_string(get_size(hf, "sliding_window", where)) +
+                    " is set; sliding-window attention is not supported for this import yet (Mistral v0.2 and later "
+                    "have none)");
+  out.max_positions = get_size(hf, "max_position_embeddings", where, 2048);
+  m.position.kind = config::PositionKind::rope;
+  map_rope(hf, where, out.max_positions, m.position.rope);
+  out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
+}
+
+std::string llama_parameter_name(const std::string& hf_name, bool tied_output) {
+  if (hf_name == "lm_head.weight" && tied_output) return "";
+  if (hf_name.find("rotary_emb.") != std::string::npos) return "";  // a cache of inv_freq (older checkpoints)
+  for (const auto& [theirs, ours] : model_names())
+    if (hf_name == theirs) return ours;
+  std::string index, rest;
+  if (split_after(hf_name, "model.layers.", index, rest))
+    for (const auto& [theirs, ours] : layer_names())
+      if (rest.rfind(theirs, 0) == 0) return "encoder.layer." + index + "." + ours + rest.substr(theirs.size());
+  return hf_name;  // not ours: named among the tensors the model has no place for
+}
+
+std::string llama_hf_name(const std::string& ours) {
+  for (const auto& [theirs, our] : model_names())
+    if (ours == our) return theirs;
+  std::string index, rest;
+  if (!split_after(ours, "encoder.layer.", index, rest)) return "";
+  for (const auto& [theirs, our] : layer_names())
+    if (rest.rfind(our, 0) == 0) return "model.layers." + index + "." + theirs + rest.substr(our.size());
+  return "";
+}
+
+}  // namespace roformer::convert

@@ -1,0 +1,201 @@
+// Export of the Llama-family block (see hf_llama_export.h): the block checked part by part, the
+// RoPE settings checked by difference from what config.json's rope_parameters can hold, the
+// tensors under transformers' names (hf_llama.cpp), config.json in transformers 5's spelling.
+#include "roformer/convert/hf_llama_export.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "roformer/common/errors.h"
+#include "roformer/common/files.h"
+#include "roformer/config/config_loader.h"
+#include "roformer/config/layer_layout.h"
+#include "roformer/convert/hf_llama.h"
+#include "roformer/convert/output_directory.h"
+#include "roformer/io/checkpoint.h"
+#include "roformer/io/safetensors.h"
+#include "roformer/model/encoder.h"
+#include "roformer/runtime/memory_estimate.h"
+
+namespace roformer::convert {
+namespace {
+
+using nlohmann::json;
+using Refuse = std::function<void(const std::string&)>;
+
+// The block, part by part: what LlamaForCausalLM and Qwen2ForCausalLM compute.
+void check_block(const config::ModelConfig& m, const Refuse& refuse) {
+  if (m.objective != config::Objective::causal_lm) refuse("objective mlm (the Llama family is causal)");
+  if (m.norm != config::NormPlacement::pre) refuse("post-norm layers (the Llama family normalises first)");
+  if (m.norm_kind != config::NormKind::rms_norm) refuse("LayerNorm (the Llama family normalises with RMSNorm)");
+  if (m.feed_forward != config::FeedForwardKind::glu) refuse("BERT's MLP (the Llama family's feed-forward is gated)");
+  if (m.embedding_norm) refuse("a LayerNorm on the embeddings (the Llama family has none)");
+  if (m.type_vocab_size > 0 || m.embed_dim() != m.hidden_size)
+    refuse("token types or an embedding width apart from hidden_size (the Llama family has neither)");
+  if (m.position.kind != config::PositionKind::rope)
+    refuse("its position encoding is '" + config::position_kind_names().name(m.position.kind) +
+           "' (the Llama family has RoPE only)");
+  if (m.attention != config::AttentionKind::softmax ||
+      m.attention_normalizer != config::AttentionNormalizer::softmax)
+    refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
+  if (config::has_layout(m)) refuse("a per-layer layout (the Llama family's layers are all alike)");
+  if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (the Llama family's attention has neither)");
+  if (m.attention_scale != config::AttentionScale::none) refuse("a query scale (model.attention_scale)");
+  if (m.embed_scale != config::EmbedScale::none) refuse("scaled embeddings (model.embed_scale)");
+  if (m.qkv_bias != m.output_bias && (m.output_bias || m.ffn_bias))
+    refuse("biases on some projections only, as neither Llama (attention_bias, mlp_bias) nor Qwen2 (q, k, v) has");
+}
+
+// The RoPE settings rope_parameters cannot hold, as "key value (Llama: default)": every key under
+// model.position.rope that differs from a Llama rotation at this base and scaling. Derived from
+// the config's own fields, so a RoPE setting added later is refused until it is mapped here.
+std::string rope_beyond_llama(const config::Config& cfg) {
+  const config::RopeConfig& r = cfg.model.position.rope;
+  config::Config llama = cfg;
+  config::RopeConfig& plain = llama.model.position.rope;
+  plain = config::RopeConfig{};
+  plain.pairing = config::RopePairing::half;  // rotate_half
+  plain.base = r.base;                        // rope_theta
+  plain.impl = r.impl;
+  plain.cos_sin_table = r.cos_sin_table;
+  if (r.rotary_dim == cfg.model.head_dim()) plain.rotary_dim = r.rotary_dim;
+  if (r.scaling.kind != config::RopeScalingKind::ntk) plain.scaling = r.scaling;  // static NTK has no rope_type
+  if (r.mode == config::RopeMode::rotate) {
+    plain.rerope = r.rerope;
+    plain.string = r.string;
+    plain.self_extend = r.self_extend;
+    plain.dual_chunk = r.dual_chunk;
+  }
+  const auto ours = config::flatten(cfg);
+  const auto theirs = config::flatten(llama);
+  std::string beyond;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (ours[i].first.rfind("model.position.rope.", 0) != 0 || ours[i].second == theirs[i].second) continue;
+    beyond += (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (Llama: " + theirs[i].second + ")";
+  }
+  return beyond;
+}
+
+// rope_parameters: rope_theta and the scaling under transformers' names (ROPE_INIT_FUNCTIONS).
+json rope_parameters(const config::RopeConfig& r) {
+  const config::RopeScalingConfig& s = r.scaling;
+  json p = {{"rope_theta", r.base}, {"rope_type", "default"}};
+  if (s.kind == config::RopeScalingKind::none) return p;
+  p["factor"] = s.factor;
+  switch (s.kind) {
+    case config::RopeScalingKind::linear:
+      p["rope_type"] = "linear";
+      break;
+    case config::RopeScalingKind::dynamic_ntk:
+      p["rope_type"] = "dynamic";  // its training length is max_position_embeddings
+      break;
+    case config::RopeScalingKind::yarn:
+      p.update({{"rope_type", "yarn"}, {"original_max_position_embeddings", s.original_max_positions},
+                {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}});
+      if (s.attention_factor > 0) p["attention_factor"] = s.attention_factor;
+      if (s.mscale > 0) p.update({{"mscale", s.mscale}, {"mscale_all_dim", s.mscale_all_dim}});
+      break;
+    case config::RopeScalingKind::llama3:
+      p.update({{"rope_type", "llama3"}, {"original_max_position_embeddings", s.original_max_positions},
+                {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor}});
+      break;
+    case config::RopeScalingKind::longrope:
+      p.update({{"rope_type", "longrope"}, {"original_max_position_embeddings", s.original_max_positions},
+                {"short_factor", s.short_factor}, {"long_factor", s.long_factor}});
+      if (s.attention_factor > 0) p["attention_factor"] = s.attention_factor;
+      break;
+    default:
+      break;
+  }
+  return p;
+}
+
+// max_position_embeddings: dynamic NTK's training length; the extended length of the other
+// scalings (transformers derives some defaults from its ratio to the original length); else the
+// imported checkpoint's own (meta.json), at least the lengths the run trained and evaluated.
+int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_dir) {
+  const config::RopeScalingConfig& s = cfg.model.position.rope.scaling;
+  if (s.kind == config::RopeScalingKind::dynamic_ntk) return s.original_max_positions;
+  if (s.kind != config::RopeScalingKind::none && s.kind != config::RopeScalingKind::linear)
+    return static_cast<int64_t>(std::llround(double(s.original_max_positions) * s.factor));
+  int64_t n = cfg.data.seq_len;
+  for (const int64_t l : cfg.eval.lengths) n = std::max(n, l);
+  const json meta = json::parse(read_text_file(checkpoint_dir + "/meta.json"), nullptr, false);
+  if (meta.is_object() && meta.contains("max_position_embeddings") && meta["max_position_embeddings"].is_number_integer())
+    n = std::max(n, meta["max_position_embeddings"].get<int64_t>());
+  return n;
+}
+
+std::string activation_name(config::Activation a) {
+  switch (a) {
+    case config::Activation::silu:
+      return "silu";
+    case config::Activation::gelu_tanh:
+      return "gelu_pytorch_tanh";
+    case config::Activation::relu:
+      return "relu";
+    case config::Activation::gelu:
+      return "gelu";
+  }
+  return "silu";
+}
+
+}  // namespace
+
+ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
+                                          const std::string& out_dir) {
+  const config::ModelConfig& m = cfg.model;
+  const Refuse refuse = [&](const std::string& why) {
+    throw UserError("checkpoint '" + checkpoint_dir + "' cannot be represented by a Hugging Face Llama-family model: " +
+                    why);
+  };
+  if (cfg.finetune.task != config::FinetuneTask::none)
+    refuse("it is a fine-tuned task model; the causal LM it was fine-tuned from exports");
+  check_block(m, refuse);
+  if (const std::string beyond = rope_beyond_llama(cfg); !beyond.empty())
+    refuse("rope_parameters hold rope_theta and one scaling over rotate-half pairs of the whole head; this "
+           "checkpoint sets " + beyond);
+  const bool qwen2 = m.qkv_bias && !m.output_bias && !m.ffn_bias;
+  const std::string arch = qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+
+  runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
+                             "nothing here: it is the source's size; convert on a machine with more memory");
+  model::EncoderModel model = model::build_model(m, 0);
+  io::load_model_weights(checkpoint_dir, *model);
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& p : model->named_parameters()) {
+    const std::string name = llama_hf_name(p.key());
+    TORCH_CHECK(!name.empty(), "convert_native_to_llama: no Hugging Face name for ", p.key());
+    tensors.emplace_back(name, p.value().detach().to(torch::kFloat32));
+  }
+  json hf = {{"architectures", {arch}},
+             {"model_type", qwen2 ? "qwen2" : "llama"},
+             {"vocab_size", m.vocab_size},
+             {"hidden_size", m.hidden_size},
+             {"intermediate_size", m.ffn_size},
+             {"num_hidden_layers", m.num_layers},
+             {"num_attention_heads", m.num_heads},
+             {"num_key_value_heads", m.kv_heads()},
+             {"head_dim", m.head_dim()},
+             {"hidden_act", activation_name(m.activation)},
+             {"max_position_embeddings", max_positions(cfg, checkpoint_dir)},
+             {"rms_norm_eps", m.layer_norm_eps},
+             {"initializer_range", m.init_std},
+             {"attention_dropout", m.attention_dropout},
+             {"tie_word_embeddings", m.tie_output},
+             {"rope_parameters", rope_parameters(m.position.rope)},
+             {"dtype", "float32"}};
+  if (!qwen2) hf.update({{"attention_bias", m.qkv_bias}, {"mlp_bias", m.ffn_bias}});
+  write_directory(out_dir, [&](const std::string& tmp) {
+    io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
+    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
+  });
+  return {arch, static_cast<int64_t>(tensors.size()), ""};
+}
+
+}  // namespace roformer::convert

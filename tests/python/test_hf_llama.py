@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Llama-family parity (ctest `python.hf_llama`), run with the venv's Python. Each case is a small
+random model built by transformers itself (config, random weights, save_pretrained), converted
+with `roformer convert hf-to-native` and run with `roformer forward`; our logits must equal
+transformers' within 1e-5 of the logits' scale, in float32:
+  1. LlamaForCausalLM with grouped-query attention and an untied head; multi-query attention
+     with a tied head, rope_theta 5e5 and every bias on (attention_bias, mlp_bias); a right
+     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases);
+  2. Llama under every rope type transformers applies to it (linear, dynamic past
+     max_position_embeddings, yarn, llama3, longrope past its original length);
+  3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
+  4. the way back: every converted model exported with `convert native-to-hf` loads in
+     transformers (its own class) with the same logits, and converts again bitwise.
+Exits 77 (ctest: skipped) when transformers is not importable.
+usage: test_hf_llama.py ROFORMER_BINARY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    from safetensors.torch import load_file
+    import transformers
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: transformers/safetensors not importable ({e})")
+    sys.exit(77)
+
+ROFORMER = sys.argv[1]
+TOL = 1e-5
+LENGTH = 24
+failures = []
+
+BASE = dict(vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+            num_key_value_heads=2, max_position_embeddings=16, rms_norm_eps=1e-6, tie_word_embeddings=False)
+
+
+def run(*args):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300)  # no hang
+    if r.returncode != 0:
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(map(str, args))}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def random_model(config_class, model_class, **overrides):
+    """A model of random weights large enough to matter: norms around 1, projections N(0, 0.1)."""
+    torch.manual_seed(3)
+    model = model_class(config_class(**{**BASE, **overrides})).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            else:
+                p.normal_(0.0, 0.1)
+    return model
+
+
+def compare(name, model, folder, tmp, ids, mask=None):
+    """Converts `folder`, runs our forward, and holds its logits to `model`'s on the real tokens."""
+    native = os.path.join(tmp, name + "-native")
+    run(ROFORMER, "convert", "hf-to-native", folder, native)
+    ids_file, out = os.path.join(tmp, name + "-ids.json"), os.path.join(tmp, name + ".safetensors")
+    json.dump(ids.tolist(), open(ids_file, "w"))
+    args = ["--input-ids", ids_file]
+    if mask is not None:
+        mask_file = os.path.join(tmp, name + "-mask.json")
+        json.dump(mask.tolist(), open(mask_file, "w"))
+        args += ["--attention-mask", mask_file]
+    run(ROFORMER, "forward", native, *args, "--output", out, "--set", "train.device=cpu")
+    ours = load_file(out)["logits"]
+    with torch.no_grad():
+        theirs = model(input_ids=ids, attention_mask=mask).logits
+    keep = (mask if mask is not None else torch.ones_like(ids)).bool()
+    verdict(name, (ours - theirs)[keep], theirs[keep])
+    round_trip(name, native, tmp, ids, mask, theirs, keep)
+
+
+def verdict(name, difference, reference):
+    diff, scale = difference.abs().max().item(), max(1.0, reference.abs().max().item())
+    ok = diff <= TOL * scale
+    print(f"{'ok' if ok else 'FAIL':4} {name}: max abs diff {diff:.3g} (logits up to {scale:.3g})")
+    if not ok:
+        failures.append(name)
+
+
+def round_trip(name, native, tmp, ids, mask, reference, keep):
+    """native -> HF: transformers loads it with the reference logits; HF -> native again: bitwise."""
+    back = native + "-hf"
+    run(ROFORMER, "convert", "native-to-hf", native, back)
+    arch = json.load(open(os.path.join(back, "config.json")))["architectures"][0]
+    model = getattr(transformers, arch).from_pretrained(back).eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits
+    verdict(f"{name}: exported as {arch}", (logits - reference)[keep], reference[keep])
+    again = native + "-again"
+    run(ROFORMER, "convert", "hf-to-native", back, again)
+    a, b = load_file(os.path.join(native, "model.safetensors")), load_file(os.path.join(again, "model.safetensors"))
+    same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    print(f"{'ok' if same else 'FAIL':4} {name}: native -> HF -> native bitwise")
+    if not same:
+        failures.append(name + " round trip")
+
+
+def save(model, tmp, name, **kw):
+    folder = os.path.join(tmp, name)
+    model.save_pretrained(folder, safe_serialization=True, **kw)
+    return folder
+
+
+def rope_cases(head_dim):
+    half = head_dim // 2
+    return {
+        "linear": {"rope_type": "linear", "factor": 2.0},
+        "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+        "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+        "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 16},
+        "longrope": {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 16,
+                     "short_factor": [1.0 + 0.05 * i for i in range(half)],
+                     "long_factor": [1.0 + 0.5 * i for i in range(half)]},
+    }
+
+
+def main():
+    torch.manual_seed(5)
+    ids = torch.randint(0, BASE["vocab_size"], (2, LENGTH))
+    padded = torch.ones_like(ids)
+    padded[1, 17:] = 0
+    T = transformers
+    with tempfile.TemporaryDirectory() as tmp:
+        llama = random_model(T.LlamaConfig, T.LlamaForCausalLM)
+        folder = save(llama, tmp, "llama-gqa")
+        compare("llama gqa untied", llama, folder, tmp, ids)
+        compare("llama gqa untied, right padding", llama, folder, tmp, ids, padded)
+        mqa = random_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1, tie_word_embeddings=True,
+                           rope_theta=500000.0, attention_bias=True, mlp_bias=True)
+        compare("llama mqa tied, biases, theta 5e5", mqa, save(mqa, tmp, "llama-mqa"), tmp, ids)
+        mistral = random_model(T.MistralConfig, T.MistralForCausalLM, sliding_window=None)
+        compare("mistral", mistral, save(mistral, tmp, "mistral"), tmp, ids)
+        qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
+        compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
+        for kind, params in rope_cases(BASE["hidden_size"] // BASE["num_attention_heads"]).items():
+            scaled = random_model(T.LlamaConfig, T.LlamaForCausalLM, rope_parameters={"rope_theta": 10000.0, **params})
+            compare(f"llama rope {kind} at {LENGTH} tokens (trained {BASE['max_position_embeddings']})", scaled,
+                    save(scaled, tmp, "llama-" + kind), tmp, ids)
+        # bfloat16 weights: transformers runs the same saved weights in float32.
+        half_dir = save(llama.to(torch.bfloat16), tmp, "llama-bf16")
+        from_half = T.LlamaForCausalLM.from_pretrained(half_dir, dtype=torch.float32).eval()
+        compare("llama saved in bfloat16", from_half, half_dir, tmp, ids)
+        sharded = save(from_half, tmp, "llama-sharded", max_shard_size="20KB")
+        shards = [f for f in os.listdir(sharded) if f.endswith(".safetensors")]
+        assert os.path.exists(os.path.join(sharded, "model.safetensors.index.json")) and len(shards) > 1, shards
+        compare(f"llama in {len(shards)} shards", from_half, sharded, tmp, ids)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -121,7 +121,7 @@ train_ours() {  # train_ours NAME SIZE... [--set K=V...]: roformer MLM run, metr
   bench_ours_args "${@:2:6}"
   shift 8
   local warm=$((steps / 10 > 3 ? steps / 10 : 3))
-  rm -rf "${logs:?}/$name"
+  remove_run "$logs/$name"
   capped "$logs/$name.log" "$bin" train configs/quickstart/rope.yaml --run-dir "$logs/$name" --set data.path="$ds" \
     "${OURS[@]}" --set train.device=$device --set train.precision=$precision --set train.steps=$steps \
     --set train.warmup_steps=$warm --set train.log_every=2 "$@"
@@ -284,7 +284,7 @@ stage_eval() {  # each kind: a 3-step checkpoint of BERT-base width, then `rofor
     begin_stage eval "${caps[4]}"  # each kind under its own cap
     local run="$logs/eval-$kind" cfg="configs/quickstart/$kind.yaml"
     [ -f "$cfg" ] || cfg=configs/quickstart/rope.yaml
-    rm -rf "$run"
+    remove_run "$run"
     if ! capped "$run.train.log" "$bin" train "$cfg" --run-dir "$run" --set data.path="$ds" --set model.position.kind="$kind" \
         --set model.hidden_size="$h" --set model.num_layers="$l" --set model.num_heads="$a" --set model.ffn_size="$f" \
         --set data.seq_len=128 --set train.batch_size=8 --set train.steps=3 --set train.warmup_steps=1 \

@@ -22,6 +22,9 @@ bad() {
 #   check_owned P P (a folder the script deletes and remakes) is absent or the script's own
 #   make_owned P  creates P and records it as the script's (only such folders are ever deleted)
 #   remove_owned P       deletes P if the script made it, refuses (exit 2) if it did not
+#   check_run P   P is absent or a roformer run or eval folder (train.log, metrics.jsonl,
+#                 checkpoints/ or eval.json in it), else exit 2: a script may delete and remake it
+#   remove_run P  check_run P, then deletes it
 caller="$PWD"
 abs_path() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
 check_out() {
@@ -51,5 +54,14 @@ check_owned() {
 make_owned() { mkdir -p "$1" && : > "$(owned_mark "$1")"; }
 remove_owned() {
   check_owned "$1"
+  rm -rf "$1"
+}
+check_run() {
+  [ -e "$1" ] || return 0
+  [ -d "$1" ] && { [ -e "$1/train.log" ] || [ -e "$1/metrics.jsonl" ] || [ -d "$1/checkpoints" ] || [ -e "$1/eval.json" ]; } ||
+    bad "$1 is in the way and is not a roformer run, which $(basename "$0") would delete and remake; move it"
+}
+remove_run() {
+  check_run "$1"
   rm -rf "$1"
 }

@@ -54,11 +54,12 @@ scaling_args() {
 }
 
 started=$(date +%s)
+for seed in $seeds; do check_run "$out/pretrain/seed$seed"; done  # the runs it may remake, before any write
 mkdir -p "$out/pretrain" "$out/runs" "$out/eval"
 for seed in $seeds; do
   run="$out/pretrain/seed$seed"
   [ -d "$run/checkpoints/step_900" ] && continue
-  rm -rf "$run"
+  remove_run "$run"
   echo "[extension] pretrain seed=$seed"
   "$bin" train "$root/configs/extension/pretrain.yaml" --run-dir "$run" --set "data.path=$data" \
     --set "train.seed=$seed" > "$out/pretrain/seed$seed.log" 2>&1
@@ -77,7 +78,7 @@ for seed in $seeds; do
       fi
       # shellcheck disable=SC2046  # scaling_args is a list of words
       if [ "$last_step" -gt 0 ] && [ ! -d "$run/checkpoints/step_$last_step" ]; then
-        rm -rf "$run"
+        remove_run "$run"
         echo "[extension] train $(basename "$run")"
         "$bin" train "$root/configs/extension/finetune.yaml" --init-from "$base" --run-dir "$run" \
           --set "data.path=$data" --set "data.seq_len=$len" --set "train.batch_size=$((tokens_per_step / len))" \

@@ -37,7 +37,7 @@ for family in $families; do
     for len in $lengths; do
       run="$out/runs/$family-L$len-seed$seed"
       [ -f "$run/results.json" ] && continue
-      rm -rf "$run"
+      remove_run "$run"
       echo "[study] $family L=$len seed=$seed"
       "$bin" finetune "$ckpt" "$root/configs/finetune/doc_triplets_study.yaml" --run-dir "$run" \
         --set "finetune.data_dir=$data" --set "finetune.max_length=$len" --set "train.seed=$seed" \

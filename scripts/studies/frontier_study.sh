@@ -9,10 +9,10 @@
 # Usage: scripts/studies/frontier_study.sh [OUT]   (default sweeps/frontier; results -> OUT/frontier/)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
+out="$(abs_path "${1:-sweeps/frontier}")"  # a relative OUT is the caller's, though the study runs from the root
+check_out OUT "$out"
 cd "$root"
-out="${1:-sweeps/frontier}"
-bin=build/release/bin/roformer
-[ -x "$bin" ] || { echo "frontier_study: build first (scripts/test.sh or cmake --build --preset release)" >&2; exit 2; }
+[ -x "$bin" ] || bad "build first (scripts/test.sh or cmake --build --preset release)"
 [ -f data/prepared/linux-docs-byte/meta.json ] || {
   echo "frontier_study: data/prepared/linux-docs-byte is missing (scripts/quickstart.sh prepares it)" >&2; exit 2; }
 start=$(date +%s)

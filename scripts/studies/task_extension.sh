@@ -53,7 +53,7 @@ scaling_args() {
 eval_once() {
   [ -f "$1" ] && return 0
   mkdir -p "$(dirname "$1")"
-  rm -rf "$1.dir"
+  remove_run "$1.dir"
   "$bin" eval "$2" --out "$1.dir" --lengths "$lengths" --set "train.threads=$threads" > "$1.log" 2>&1 ||
     { echo "task_extension: eval failed, see $1.log" >&2; exit 1; }
   mv "$1.dir/eval.json" "$1"

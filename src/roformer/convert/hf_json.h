@@ -42,7 +42,7 @@ inline int64_t get_int(const json& c, const char* key, const std::string& where,
 
 // A size from config.json that must be at least `lo` (a zero head count divided by zero).
 inline int64_t get_size(const json& c, const char* key, const std::string& where, std::optional<int64_t> fallback = {},
-                 int64_t lo = 1) {
+                        int64_t lo = 1) {
   const int64_t v = get_int(c, key, where, fallback);
   if (v < lo)
     throw UserError(where + ": config.json '" + key + "' is " + std::to_string(v) + "; it must be at least " +

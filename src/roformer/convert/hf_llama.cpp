@@ -111,12 +111,15 @@ bool split_after(const std::string& name, const std::string& prefix, std::string
 
 // Within a layer: Hugging Face's module path and ours, for one weight or bias.
 const std::vector<std::pair<std::string, std::string>>& layer_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{
-      {"self_attn.q_proj.", "attention.self.query."},  {"self_attn.k_proj.", "attention.self.key."},
-      {"self_attn.v_proj.", "attention.self.value."},  {"self_attn.o_proj.", "attention.output.dense."},
-      {"input_layernorm.", "attention.output.RMSNorm."}, {"post_attention_layernorm.", "output.RMSNorm."},
-      {"mlp.gate_proj.", "intermediate.gate."},        {"mlp.up_proj.", "intermediate.dense."},
-      {"mlp.down_proj.", "output.dense."}};
+  static const std::vector<std::pair<std::string, std::string>> n{{"self_attn.q_proj.", "attention.self.query."},
+                                                                  {"self_attn.k_proj.", "attention.self.key."},
+                                                                  {"self_attn.v_proj.", "attention.self.value."},
+                                                                  {"self_attn.o_proj.", "attention.output.dense."},
+                                                                  {"input_layernorm.", "attention.output.RMSNorm."},
+                                                                  {"post_attention_layernorm.", "output.RMSNorm."},
+                                                                  {"mlp.gate_proj.", "intermediate.gate."},
+                                                                  {"mlp.up_proj.", "intermediate.dense."},
+                                                                  {"mlp.down_proj.", "output.dense."}};
   return n;
 }
 

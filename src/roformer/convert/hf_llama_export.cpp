@@ -40,8 +40,7 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
   if (m.position.kind != config::PositionKind::rope)
     refuse("its position encoding is '" + config::position_kind_names().name(m.position.kind) +
            "' (the Llama family has RoPE only)");
-  if (m.attention != config::AttentionKind::softmax ||
-      m.attention_normalizer != config::AttentionNormalizer::softmax)
+  if (m.attention != config::AttentionKind::softmax || m.attention_normalizer != config::AttentionNormalizer::softmax)
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
   if (config::has_layout(m)) refuse("a per-layer layout (the Llama family's layers are all alike)");
   if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (the Llama family's attention has neither)");
@@ -76,7 +75,8 @@ std::string rope_beyond_llama(const config::Config& cfg) {
   std::string beyond;
   for (size_t i = 0; i < ours.size(); ++i) {
     if (ours[i].first.rfind("model.position.rope.", 0) != 0 || ours[i].second == theirs[i].second) continue;
-    beyond += (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (Llama: " + theirs[i].second + ")";
+    beyond +=
+        (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (Llama: " + theirs[i].second + ")";
   }
   return beyond;
 }
@@ -95,18 +95,25 @@ json rope_parameters(const config::RopeConfig& r) {
       p["rope_type"] = "dynamic";  // its training length is max_position_embeddings
       break;
     case config::RopeScalingKind::yarn:
-      p.update({{"rope_type", "yarn"}, {"original_max_position_embeddings", s.original_max_positions},
-                {"beta_fast", s.beta_fast}, {"beta_slow", s.beta_slow}, {"truncate", s.truncate}});
+      p.update({{"rope_type", "yarn"},
+                {"original_max_position_embeddings", s.original_max_positions},
+                {"beta_fast", s.beta_fast},
+                {"beta_slow", s.beta_slow},
+                {"truncate", s.truncate}});
       if (s.attention_factor > 0) p["attention_factor"] = s.attention_factor;
       if (s.mscale > 0) p.update({{"mscale", s.mscale}, {"mscale_all_dim", s.mscale_all_dim}});
       break;
     case config::RopeScalingKind::llama3:
-      p.update({{"rope_type", "llama3"}, {"original_max_position_embeddings", s.original_max_positions},
-                {"low_freq_factor", s.low_freq_factor}, {"high_freq_factor", s.high_freq_factor}});
+      p.update({{"rope_type", "llama3"},
+                {"original_max_position_embeddings", s.original_max_positions},
+                {"low_freq_factor", s.low_freq_factor},
+                {"high_freq_factor", s.high_freq_factor}});
       break;
     case config::RopeScalingKind::longrope:
-      p.update({{"rope_type", "longrope"}, {"original_max_position_embeddings", s.original_max_positions},
-                {"short_factor", s.short_factor}, {"long_factor", s.long_factor}});
+      p.update({{"rope_type", "longrope"},
+                {"original_max_position_embeddings", s.original_max_positions},
+                {"short_factor", s.short_factor},
+                {"long_factor", s.long_factor}});
       if (s.attention_factor > 0) p["attention_factor"] = s.attention_factor;
       break;
     default:
@@ -126,7 +133,8 @@ int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_d
   int64_t n = cfg.data.seq_len;
   for (const int64_t l : cfg.eval.lengths) n = std::max(n, l);
   const json meta = json::parse(read_text_file(checkpoint_dir + "/meta.json"), nullptr, false);
-  if (meta.is_object() && meta.contains("max_position_embeddings") && meta["max_position_embeddings"].is_number_integer())
+  if (meta.is_object() && meta.contains("max_position_embeddings") &&
+      meta["max_position_embeddings"].is_number_integer())
     n = std::max(n, meta["max_position_embeddings"].get<int64_t>());
   return n;
 }
@@ -151,15 +159,17 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
                                           const std::string& out_dir) {
   const config::ModelConfig& m = cfg.model;
   const Refuse refuse = [&](const std::string& why) {
-    throw UserError("checkpoint '" + checkpoint_dir + "' cannot be represented by a Hugging Face Llama-family model: " +
-                    why);
+    throw UserError("checkpoint '" + checkpoint_dir +
+                    "' cannot be represented by a Hugging Face Llama-family model: " + why);
   };
   if (cfg.finetune.task != config::FinetuneTask::none)
     refuse("it is a fine-tuned task model; the causal LM it was fine-tuned from exports");
   check_block(m, refuse);
   if (const std::string beyond = rope_beyond_llama(cfg); !beyond.empty())
-    refuse("rope_parameters hold rope_theta and one scaling over rotate-half pairs of the whole head; this "
-           "checkpoint sets " + beyond);
+    refuse(
+        "rope_parameters hold rope_theta and one scaling over rotate-half pairs of the whole head; this "
+        "checkpoint sets " +
+        beyond);
   const bool qwen2 = m.qkv_bias && !m.output_bias && !m.ffn_bias;
   const std::string arch = qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
 

@@ -12,13 +12,14 @@
 #          minutes. Runs are trained with --resume auto and finished evaluations are skipped, so a
 #          rerun continues where the last sitting stopped and ends with the same tables. STEPS
 #          (default configs/tasks/base.yaml's) shortens every run, for a trial of the pipeline.
-#          RECORD (default data/results/tasks, where task_report.py copies the evaluations) holds
-#          evaluations of earlier sittings: they are copied into OUT first, and a run whose every
-#          evaluation is there is not trained again, so a fresh machine resumes from the record.
+#          RECORD (none by default; the committed record is data/results/tasks, where task_report.py
+#          copies the evaluations) holds evaluations of earlier sittings: they are copied into OUT
+#          first, and a run whose every evaluation is there is not trained again, so a fresh machine
+#          resumes from the record. Without RECORD every run is trained: a reproduction.
 #          SIZE (default tiny) picks the model: tiny is configs/tasks/base.yaml's (width 64, 2
 #          layers, about 0.1M parameters); small is width 128, 4 layers, FFN 512, lr 1e-3 (about 0.8M), the
-#          second size that shows whether a ranking moves with scale; its record defaults to
-#          data/results/tasks/small (use another OUT too). THREADS (default 2) pins every run's
+#          second size that shows whether a ranking moves with scale (its committed record:
+#          data/results/tasks/small; use another OUT too). THREADS (default 2) pins every run's
 #          intra-op threads: a tiny model's training takes another path from the same seed at
 #          another count (LibTorch's reductions round differently), so a run reproduces bitwise
 #          only with the same count and the same build.
@@ -93,10 +94,8 @@ method_args() {
   esac
 }
 
-default_record="$root/data/results/tasks"
-[ "$size" = tiny ] || default_record="$root/data/results/tasks/$size"
-record="${RECORD:-$default_record}"
-if [ -d "$record/eval" ]; then
+record="${RECORD:+$(abs_path "$RECORD")}"  # none by default: every run is trained
+if [ -n "$record" ] && [ -d "$record/eval" ]; then
   mkdir -p "$out/eval"
   cp -rn "$record/eval/." "$out/eval/"
 fi

@@ -5,7 +5,8 @@ with `roformer convert hf-to-native` and run with `roformer forward`; our logits
 transformers' within 1e-5 of the logits' scale, in float32:
   1. LlamaForCausalLM with grouped-query attention and an untied head; multi-query attention
      with a tied head, rope_theta 5e5 and every bias on (attention_bias, mlp_bias); a right
-     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases);
+     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases); SmolLM3ForCausalLM, whose
+     NoPE layers become our per-layer layout (two patterns);
   2. Llama under every rope type transformers applies to it (linear, dynamic past
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
@@ -141,6 +142,13 @@ def main():
         compare("mistral", mistral, save(mistral, tmp, "mistral"), tmp, ids)
         qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
         compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
+        # SmolLM3's NoPE layers are our per-layer layout: every fourth layer (its default) and an
+        # irregular list, against transformers' SmolLM3 itself.
+        for layers in ([1, 1, 1, 0], [0, 1, 1, 0]):
+            smol = random_model(T.SmolLM3Config, T.SmolLM3ForCausalLM, num_hidden_layers=4, no_rope_layers=layers,
+                                tie_word_embeddings=True, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+            compare(f"smollm3 no_rope_layers {layers}", smol, save(smol, tmp, "smollm3-" + "".join(map(str, layers))),
+                    tmp, ids)
         for kind, params in rope_cases(BASE["hidden_size"] // BASE["num_attention_heads"]).items():
             scaled = random_model(T.LlamaConfig, T.LlamaForCausalLM, rope_parameters={"rope_theta": 10000.0, **params})
             compare(f"llama rope {kind} at {LENGTH} tokens (trained {BASE['max_position_embeddings']})", scaled,

@@ -23,7 +23,8 @@ struct Family {
 const std::vector<Family>& families() {
   static const std::vector<Family> f{{"llama", "LlamaForCausalLM", false},
                                      {"mistral", "MistralForCausalLM", false},
-                                     {"qwen2", "Qwen2ForCausalLM", true}};
+                                     {"qwen2", "Qwen2ForCausalLM", true},
+                                     {"smollm3", "SmolLM3ForCausalLM", false}};
   return f;
 }
 
@@ -90,6 +91,37 @@ void map_rope(const json& hf, const std::string& where, int64_t max_positions, c
     throw UserError(where + ": rope type '" + type + "' is not one we implement (default, linear, dynamic, yarn, " +
                     "llama3, longrope)");
   }
+}
+
+// SmolLM3's NoPE layers (no_rope_layers: 1 = RoPE, 0 = none, per layer) as our layout: local
+// layers keep the model's RoPE, global layers have no position; no windows, temperature or
+// QK-norm. Every layer alike is no layout (all RoPE) or position kind none (no RoPE anywhere).
+void map_nope_layers(const json& hf, const std::string& where, config::ModelConfig& m) {
+  if (absent(hf, "no_rope_layers")) return;
+  const json& layers = hf["no_rope_layers"];
+  if (!layers.is_array() || static_cast<int64_t>(layers.size()) != m.num_layers)
+    throw UserError(where + ": config.json 'no_rope_layers' must list 0 or 1 for each of the " +
+                    std::to_string(m.num_layers) + " layers");
+  std::string pattern;
+  for (const json& v : layers) {
+    if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
+      throw UserError(where + ": config.json 'no_rope_layers' entries must be 0 (no RoPE) or 1 (RoPE)");
+    pattern += v.get<int64_t>() == 1 ? 'L' : 'G';
+  }
+  if (pattern.find('G') == std::string::npos) return;
+  if (pattern.find('L') == std::string::npos) {
+    m.position.kind = config::PositionKind::none;
+    return;
+  }
+  m.layout.preset = config::LayoutPreset::custom;
+  m.layout.pattern = pattern;
+  for (config::LayerKindConfig* kind : {&m.layout.local, &m.layout.global}) {
+    kind->window_kind = config::WindowKind::none;
+    kind->temperature = config::LayerTemperature::none;
+    kind->qk_norm = config::LayerToggle::off;
+  }
+  m.layout.local.position = config::LayerPosition::model;
+  m.layout.global.position = config::LayerPosition::none;
 }
 
 config::Activation activation(const std::string& act, const std::string& where) {
@@ -178,8 +210,16 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
   m.qkv_bias = family.qkv_bias || attention_bias;
   m.output_bias = attention_bias;
   m.ffn_bias = get_bool(hf, "mlp_bias", where, false);
-  const bool windowed = family.model_type == "mistral" ||
-                        (family.model_type == "qwen2" && get_bool(hf, "use_sliding_window", where, false));
+  const bool windowed = family.model_type == "mistral" || get_bool(hf, "use_sliding_window", where, false);
+  if (!absent(hf, "layer_types")) {
+    const json& types = hf["layer_types"];
+    if (!types.is_array() || std::any_of(types.begin(), types.end(), [](const json& t) {
+          return !t.is_string() || t.get<std::string>() != "full_attention";
+        }))
+      throw UserError(where +
+                      ": config.json 'layer_types' holds layers other than full_attention (sliding-window "
+                      "layers); they are not supported for this import yet");
+  }
   if (windowed && !absent(hf, "sliding_window"))
     throw UserError(where + ": sliding_window " + std::to_string(get_size(hf, "sliding_window", where)) +
                     " is set; sliding-window attention is not supported for this import yet (Mistral v0.2 and later "
@@ -187,6 +227,7 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
   out.max_positions = get_size(hf, "max_position_embeddings", where, 2048);
   m.position.kind = config::PositionKind::rope;
   map_rope(hf, where, out.max_positions, m.position.rope);
+  map_nope_layers(hf, where, m);
   out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
 }
 

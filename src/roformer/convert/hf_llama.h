@@ -1,5 +1,6 @@
 // Llama-family decoders from Hugging Face (LlamaForCausalLM: Llama 2/3.x, TinyLlama, SmolLM and
-// SmolLM2; MistralForCausalLM; Qwen2ForCausalLM), torch-free: their config.json as our config (the
+// SmolLM2; MistralForCausalLM; Qwen2ForCausalLM; SmolLM3ForCausalLM, its NoPE layers as our
+// layout), torch-free: their config.json as our config (the
 // decoder block as model options: pre-norm RMSNorm, SwiGLU, grouped-query attention, rotate-half
 // RoPE at rope_theta with its rope scaling, biases as the architecture has them, no embedding
 // norm, a linear head, tied or not) and their tensor names as ours, both ways.
@@ -12,9 +13,10 @@
 
 namespace roformer::convert {
 
-// True for the model_type values this file maps (llama, mistral, qwen2).
+// True for the model_type values this file maps (llama, mistral, qwen2, smollm3).
 bool is_llama_family(const std::string& model_type);
-// True for the architectures it maps (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM).
+// True for the architectures it maps (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// SmolLM3ForCausalLM).
 bool is_llama_architecture(const std::string& architecture);
 
 // Maps a Llama-family config.json into `out` (architecture, config, max_positions); a key we cannot

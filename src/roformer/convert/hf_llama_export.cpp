@@ -28,7 +28,23 @@ namespace {
 using nlohmann::json;
 using Refuse = std::function<void(const std::string&)>;
 
-// The block, part by part: what LlamaForCausalLM and Qwen2ForCausalLM compute.
+// SmolLM3's NoPE layers, if that is all the model's layout is (some layers without RoPE, nothing
+// else per layer): no_rope_layers, 1 for a layer with RoPE and 0 without; empty otherwise.
+std::vector<int> no_rope_layers(const config::ModelConfig& m) {
+  if (!config::has_layout(m)) return {};
+  for (const bool global : {false, true}) {
+    const config::ModelConfig k = config::layer_model(m, global);
+    const bool position = global ? k.position.kind == config::PositionKind::none : k.position.kind == m.position.kind;
+    if (!position || config::layer_window(m, global).kind != config::WindowKind::none || k.qk_norm != m.qk_norm ||
+        k.attention_scale != m.attention_scale || k.position.rope.base != m.position.rope.base)
+      return {};
+  }
+  std::vector<int> layers;
+  for (int64_t i = 0; i < m.num_layers; ++i) layers.push_back(config::is_global_layer(m, i) ? 0 : 1);
+  return layers;
+}
+
+// The block, part by part: what LlamaForCausalLM, Qwen2ForCausalLM and SmolLM3ForCausalLM compute.
 void check_block(const config::ModelConfig& m, const Refuse& refuse) {
   if (m.objective != config::Objective::causal_lm) refuse("objective mlm (the Llama family is causal)");
   if (m.norm != config::NormPlacement::pre) refuse("post-norm layers (the Llama family normalises first)");
@@ -42,7 +58,8 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
            "' (the Llama family has RoPE only)");
   if (m.attention != config::AttentionKind::softmax || m.attention_normalizer != config::AttentionNormalizer::softmax)
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
-  if (config::has_layout(m)) refuse("a per-layer layout (the Llama family's layers are all alike)");
+  if (config::has_layout(m) && no_rope_layers(m).empty())
+    refuse("a per-layer layout beyond NoPE layers (SmolLM3's no_rope_layers is the one the Llama family has)");
   if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (the Llama family's attention has neither)");
   if (m.attention_scale != config::AttentionScale::none) refuse("a query scale (model.attention_scale)");
   if (m.embed_scale != config::EmbedScale::none) refuse("scaled embeddings (model.embed_scale)");
@@ -171,7 +188,9 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
         "checkpoint sets " +
         beyond);
   const bool qwen2 = m.qkv_bias && !m.output_bias && !m.ffn_bias;
-  const std::string arch = qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  const std::vector<int> nope = no_rope_layers(m);
+  if (qwen2 && !nope.empty()) refuse("Qwen2's q, k, v biases with NoPE layers (no Hugging Face class has both)");
+  const std::string arch = !nope.empty() ? "SmolLM3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
 
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
                              "nothing here: it is the source's size; convert on a machine with more memory");
@@ -184,7 +203,9 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
     tensors.emplace_back(name, p.value().detach().to(torch::kFloat32));
   }
   json hf = {{"architectures", {arch}},
-             {"model_type", qwen2 ? "qwen2" : "llama"},
+             {"model_type", !nope.empty() ? "smollm3"
+                            : qwen2       ? "qwen2"
+                                          : "llama"},
              {"vocab_size", m.vocab_size},
              {"hidden_size", m.hidden_size},
              {"intermediate_size", m.ffn_size},
@@ -199,8 +220,17 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
              {"attention_dropout", m.attention_dropout},
              {"tie_word_embeddings", m.tie_output},
              {"rope_parameters", rope_parameters(m.position.rope)},
+             // Token ids we do not keep: none rather than the class's defaults (SmolLM3's pad id
+             // 128004 lies outside a smaller vocabulary, and transformers refuses that embedding).
+             {"pad_token_id", nullptr},
+             {"bos_token_id", nullptr},
+             {"eos_token_id", nullptr},
              {"dtype", "float32"}};
   if (!qwen2) hf.update({{"attention_bias", m.qkv_bias}, {"mlp_bias", m.ffn_bias}});
+  if (!nope.empty())
+    hf.update({{"no_rope_layers", nope},
+               {"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},
+               {"use_sliding_window", false}});
   write_directory(out_dir, [&](const std::string& tmp) {
     io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
     write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");

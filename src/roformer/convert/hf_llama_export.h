@@ -1,6 +1,6 @@
 // Our checkpoints of the Llama-family decoder block (a linear output head) as a Hugging Face
-// LlamaForCausalLM or Qwen2ForCausalLM directory, the way back of the import in hf_llama.h: a
-// model imported, extended or trained here loads in transformers.
+// LlamaForCausalLM, Qwen2ForCausalLM or (with NoPE layers) SmolLM3ForCausalLM directory, the way back of the import in
+// hf_llama.h: a model imported, extended or trained here loads in transformers.
 #pragma once
 
 #include <string>

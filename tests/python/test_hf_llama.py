@@ -62,6 +62,12 @@ def compare(name, model, folder, tmp, ids, mask=None):
     """Converts `folder`, runs our forward, and holds its logits to `model`'s on the real tokens."""
     native = os.path.join(tmp, name + "-native")
     run(ROFORMER, "convert", "hf-to-native", folder, native)
+    # A scaling chosen at evaluation extends the model's own context (max_position_embeddings, or
+    # the scaling's original length: 16 in every case here), not the capped training default.
+    context = f"original_max_positions: {BASE['max_position_embeddings']}"
+    if context not in open(os.path.join(native, "config.yaml")).read():
+        failures.append(name + " context")
+        print(f"FAIL {name}: the converted config lacks '{context}'")
     ids_file, out = os.path.join(tmp, name + "-ids.json"), os.path.join(tmp, name + ".safetensors")
     json.dump(ids.tolist(), open(ids_file, "w"))
     args = ["--input-ids", ids_file]

@@ -62,6 +62,9 @@ void map_rope(const json& hf, const std::string& where, int64_t max_positions, c
   rope.base = get_double(r, "rope_theta", where, get_double(hf, "rope_theta", where, 10000.0));
   std::string type = get_string(r, "rope_type", where, get_string(r, "type", where, "default"));
   config::RopeScalingConfig& s = rope.scaling;
+  // The context a scaling chosen later (eval --set ...scaling.kind=yarn) extends: the model's own,
+  // not data.seq_len (the training default, capped at 2048 for an imported model).
+  s.original_max_positions = max_positions;
   if (type == "default") return;
   s.factor = get_double(r, "factor", where, 1.0);
   s.original_max_positions = get_size(r, "original_max_position_embeddings", where, max_positions);

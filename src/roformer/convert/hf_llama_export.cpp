@@ -17,6 +17,7 @@
 #include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/output_directory.h"
+#include "roformer/convert/rope_fit.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
 #include "roformer/model/encoder.h"
@@ -65,37 +66,6 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
   if (m.embed_scale != config::EmbedScale::none) refuse("scaled embeddings (model.embed_scale)");
   if (m.qkv_bias != m.output_bias && (m.output_bias || m.ffn_bias))
     refuse("biases on some projections only, as neither Llama (attention_bias, mlp_bias) nor Qwen2 (q, k, v) has");
-}
-
-// The RoPE settings rope_parameters cannot hold, as "key value (Llama: default)": every key under
-// model.position.rope that differs from a Llama rotation at this base and scaling. Derived from
-// the config's own fields, so a RoPE setting added later is refused until it is mapped here.
-std::string rope_beyond_llama(const config::Config& cfg) {
-  const config::RopeConfig& r = cfg.model.position.rope;
-  config::Config llama = cfg;
-  config::RopeConfig& plain = llama.model.position.rope;
-  plain = config::RopeConfig{};
-  plain.pairing = config::RopePairing::half;  // rotate_half
-  plain.base = r.base;                        // rope_theta
-  plain.impl = r.impl;
-  plain.cos_sin_table = r.cos_sin_table;
-  if (r.rotary_dim == cfg.model.head_dim()) plain.rotary_dim = r.rotary_dim;
-  if (r.scaling.kind != config::RopeScalingKind::ntk) plain.scaling = r.scaling;  // static NTK has no rope_type
-  if (r.mode == config::RopeMode::rotate) {
-    plain.rerope = r.rerope;
-    plain.string = r.string;
-    plain.self_extend = r.self_extend;
-    plain.dual_chunk = r.dual_chunk;
-  }
-  const auto ours = config::flatten(cfg);
-  const auto theirs = config::flatten(llama);
-  std::string beyond;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    if (ours[i].first.rfind("model.position.rope.", 0) != 0 || ours[i].second == theirs[i].second) continue;
-    beyond +=
-        (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (Llama: " + theirs[i].second + ")";
-  }
-  return beyond;
 }
 
 // rope_parameters: rope_theta and the scaling under transformers' names (ROPE_INIT_FUNCTIONS).
@@ -182,7 +152,11 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
   if (cfg.finetune.task != config::FinetuneTask::none)
     refuse("it is a fine-tuned task model; the causal LM it was fine-tuned from exports");
   check_block(m, refuse);
-  if (const std::string beyond = rope_beyond_llama(cfg); !beyond.empty())
+  config::RopeConfig llama_rope;  // rotate_half pairs at rope_theta, with any scaling transformers names
+  llama_rope.pairing = config::RopePairing::half;
+  llama_rope.base = m.position.rope.base;
+  if (m.position.rope.scaling.kind != config::RopeScalingKind::ntk) llama_rope.scaling = m.position.rope.scaling;
+  if (const std::string beyond = rope_settings_beyond(cfg, llama_rope, "Llama"); !beyond.empty())
     refuse(
         "rope_parameters hold rope_theta and one scaling over rotate-half pairs of the whole head; this "
         "checkpoint sets " +

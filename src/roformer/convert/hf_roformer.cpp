@@ -23,6 +23,7 @@
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_llama_export.h"
 #include "roformer/convert/output_directory.h"
+#include "roformer/convert/rope_fit.h"
 #include "roformer/finetune/task_model.h"
 #include "roformer/io/checkpoint.h"
 #include "roformer/io/safetensors.h"
@@ -293,38 +294,6 @@ void add_classifier_fields(json& hf, const finetune::TaskSpec& spec) {
   hf["finetuning_task"] = spec.name;
 }
 
-// The RoPE settings Hugging Face RoFormer cannot hold, as "key value (RoFormer: default)": every
-// key under model.position.rope that differs from the defaults, which are RoFormer's rotation. It is
-// derived from the config's own fields, so a RoPE setting added later is refused until it is mapped
-// here. Not compared: rotate_value (config.json's rotary_value), and what does not change the model:
-// the kernel choices, the settings of a remap or a scaling that is off, a rotary_dim equal to the head.
-std::string rope_settings_beyond_roformer(const config::Config& cfg) {
-  const config::RopeConfig& r = cfg.model.position.rope;
-  config::Config roformer = cfg;
-  config::RopeConfig& plain = roformer.model.position.rope;
-  plain = config::RopeConfig{};
-  plain.impl = r.impl;
-  plain.cos_sin_table = r.cos_sin_table;
-  plain.rotate_value = r.rotate_value;  // the format holds it: rotary_value
-  if (r.rotary_dim == cfg.model.head_dim()) plain.rotary_dim = r.rotary_dim;
-  if (r.scaling.kind == config::RopeScalingKind::none) plain.scaling = r.scaling;
-  if (r.mode == config::RopeMode::rotate) {
-    plain.rerope = r.rerope;
-    plain.string = r.string;
-    plain.self_extend = r.self_extend;
-    plain.dual_chunk = r.dual_chunk;
-  }
-  const auto ours = config::flatten(cfg);
-  const auto theirs = config::flatten(roformer);
-  std::string beyond;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    if (ours[i].first.rfind("model.position.rope.", 0) != 0 || ours[i].second == theirs[i].second) continue;
-    beyond +=
-        (beyond.empty() ? "" : ", ") + ours[i].first + " " + ours[i].second + " (RoFormer: " + theirs[i].second + ")";
-  }
-  return beyond;
-}
-
 }  // namespace
 
 ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const std::string& out_dir) {
@@ -339,7 +308,9 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (m.position.kind != config::PositionKind::rope)
     refuse("its position encoding is '" + config::position_kind_names().name(m.position.kind) +
            "' (RoFormer has RoPE only)");
-  const std::string beyond = rope_settings_beyond_roformer(cfg);
+  config::RopeConfig roformer_rope;  // RoFormer's rotation: our defaults, rotary_value as config.json holds it
+  roformer_rope.rotate_value = m.position.rope.rotate_value;
+  const std::string beyond = rope_settings_beyond(cfg, roformer_rope, "RoFormer");
   if (!beyond.empty())
     refuse(
         "RoFormer rotates every pair of the whole head, adjacent pairs at base 10000, with no scaling or remap; "

@@ -28,6 +28,8 @@ while [ $# -gt 0 ]; do
     *) bad "unknown argument '$1' (see --help)" ;;
   esac
 done
+work="$(abs_path "$work")" data="$(abs_path "$data")"  # relative to the caller's folder
+check_out --work "$work"
 [[ "$length" =~ ^[1-9][0-9]{0,6}$ ]] || bad "--length '$length' is not a positive length"
 [[ "$windows" =~ ^[1-9][0-9]{0,3}$ ]] || bad "--windows '$windows' is not a positive count"
 [[ "$rounds" =~ ^[1-9][0-9]{0,3}$ ]] || bad "--rounds '$rounds' is not a positive count"

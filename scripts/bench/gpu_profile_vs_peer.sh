@@ -15,12 +15,13 @@ ds=data/prepared/linux-docs-byte
 while [ $# -gt 1 ]; do
   case "$1" in
     --dry-run) shape=toy steps=24 device=cpu extra=() precision=fp32 ;;
-    --data) ds="${2:?--data needs a prepared dataset directory}"; shift ;;
+    --data) ds="$(abs_path "${2:?--data needs a prepared dataset directory}")"; shift ;;  # the caller's, not the root's
     *) echo "gpu_profile_vs_peer: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
 done
-out="${1:?usage: scripts/bench/gpu_profile_vs_peer.sh [--dry-run] [--data DIR] OUT}"
+out="$(abs_path "${1:?usage: scripts/bench/gpu_profile_vs_peer.sh [--dry-run] [--data DIR] OUT}")"
+check_out OUT "$out"
 [ -f "$ds/meta.json" ] || { echo "gpu_profile_vs_peer: $ds is not a prepared dataset (roformer prepare-data)" >&2; exit 2; }
 mkdir -p "$out"
 bench_shape "$shape"

@@ -55,6 +55,23 @@ def read_evals(eval_root):
     return cells
 
 
+def read_floors(eval_root):
+    """{task: {strategy: {length: exact match}}}: the trivial strategies' scores that `roformer eval`
+    records beside each result (`floors`), on the same examples for every method and seed."""
+    floors = {}
+    for task in sorted(os.listdir(eval_root)):
+        folder = os.path.join(eval_root, task)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not re.fullmatch(r"(.+)-seed(\d+)(?:-L(\d+))?\.json", name):
+                continue
+            for r in read_json(os.path.join(folder, name), "a roformer eval.json").get("results", []):
+                for strategy, exact in (r.get("floors") or {}).items():
+                    floors.setdefault(task, {}).setdefault(strategy, {})[r["length"]] = exact
+    return floors
+
+
 def ordered(keys, order):
     return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
 
@@ -63,7 +80,9 @@ def percent(values):
     return render.cell([100 * v for v in values], digits=0, one_seed="(1 seed)")
 
 
-def task_table(methods, lengths):
+def task_table(methods, lengths, floors=None):
+    """A row per method, then one per trivial strategy (`floor: name`) where the evaluations
+    recorded them: a method at or under a floor at 1x has not learned the task."""
     header = ["method"] + [f"{L} ({L // TRAIN_LEN}x)" for L in lengths] + ["seeds"]
     rows = []
     for method in ordered(methods, METHOD_ORDER):
@@ -71,6 +90,9 @@ def task_table(methods, lengths):
         seeds = sorted({s for L in by_length for s in by_length[L]})
         rows.append([method] + [percent(list(by_length.get(L, {}).values())) if L in by_length else "-"
                                 for L in lengths] + [len(seeds)])
+    for strategy, by_length in sorted((floors or {}).items()):
+        rows.append([f"floor: {strategy}"] + [f"{100 * by_length[L]:.0f}" if L in by_length else "-" for L in lengths]
+                    + ["-"])
     return render.table(header, rows)
 
 
@@ -150,6 +172,7 @@ def main():
         raise BadInput(f"RESULTS {results} is inside {eval_root}, which the report copies into RESULTS/eval; "
                        "name a folder outside it")
     cells = read_evals(eval_root)
+    floors = read_floors(eval_root)
     if not cells:
         print(f"task_report: no evaluations under {eval_root}", file=sys.stderr)
         sys.exit(2)
@@ -164,13 +187,15 @@ def main():
              "evaluated with that scaling at factor length/64; rope+self_extend the same checkpoints with "
              "Self-Extend (neighbour window 16, groups that keep every key inside the training length), "
              "rope+dual_chunk with Dual Chunk Attention; drope is each rope run with its position encoding "
-             "dropped and a fifth of its steps more.", ""]
+             "dropped and a fifth of its steps more. Rows `floor: NAME` (where the evaluations recorded "
+             "them) are what a trivial strategy scores on the same examples; a method at or under a floor "
+             "at 1x has not learned the task, and its longer lengths say nothing about extrapolation.", ""]
     lines += ["## Summary: exact match at 1x / mean over 2x-32x", ""] + summary_table(cells, lengths) + [""]
     drawn = plot(cells, lengths, os.path.join(results, "accuracy_by_length.png"))
     if drawn:
         lines += ["![exact match by length](accuracy_by_length.png)", ""]
     for task in ordered(cells, TASK_ORDER):
-        lines += [f"## {task}", ""] + task_table(cells[task], lengths) + [""]
+        lines += [f"## {task}", ""] + task_table(cells[task], lengths, floors.get(task)) + [""]
     with open(os.path.join(results, "report.md"), "w") as f:
         f.write("\n".join(lines))
     with open(os.path.join(results, "report.json"), "w") as f:

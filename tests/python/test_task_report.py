@@ -1,6 +1,7 @@
 """scripts/studies/task_report.py on fixture evaluations whose numbers are known: exact match in % as
 mean ± sample std over seeds per length, the summary's 1x and 2x-32x means (each seed's mean
-first), RoPE + YaRN read from its per-length files, dashes where nothing was run, the plot
+first), RoPE + YaRN read from its per-length files, the trivial strategies' floors as rows of
+their task's table, dashes where nothing was run, the plot
 written and the evaluations copied so the report regenerates from its own folder; a folder
 without evaluations is exit 2 naming the study script."""
 import json
@@ -13,8 +14,11 @@ SRC = sys.argv[1]
 SCRIPT = os.path.join(SRC, "scripts", "studies", "task_report.py")
 
 
-def write_eval(path, exact_by_length):
+def write_eval(path, exact_by_length, floors=None):
     rows = [{"length": L, "applicable": True, "exact_match": e} for L, e in exact_by_length.items()]
+    for row in rows:
+        if floors and row["length"] in floors:
+            row["floors"] = floors[row["length"]]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump({"task": "x", "results": rows}, f)
@@ -34,6 +38,9 @@ def main():
         write_eval(os.path.join(ev, "niah_single", "rope+yarn-seed1-L128.json"), {128: 0.4})
         write_eval(os.path.join(ev, "niah_single", "rope+yarn-seed2-L128.json"), {128: 0.6})
         write_eval(os.path.join(ev, "copy", "alibi-seed1.json"), {64: 1.0, 128: 0.5})
+        # The trivial strategies' scores recorded beside the results: a row each under their task.
+        write_eval(os.path.join(ev, "niah_single", "none-seed1.json"), {64: 0.25, 128: 0.25},
+                   floors={64: {"first needle": 0.25, "constant value": 0.0}, 128: {"first needle": 0.26}})
         r = subprocess.run([sys.executable, SCRIPT, out, dest], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         md = open(os.path.join(dest, "report.md")).read()
@@ -44,6 +51,8 @@ def main():
             # summary: rope beyond 1x is each seed's mean of 128 and 256: 0.05 and 0.25 -> 15 ± 14
             "| rope | 60 ± 14 / 15 ± 14 | - |",
             "| alibi | 90 (1 seed) / 75 (1 seed) | 100 (1 seed) / 50 (1 seed) |",
+            "| floor: constant value | 0 | - | - | - |",
+            "| floor: first needle | 25 | 26 | - | - |",
         ]
         for line in expect:
             assert line in md, "missing %r in\n%s" % (line, md)

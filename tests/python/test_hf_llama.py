@@ -144,8 +144,9 @@ def main():
         mqa = random_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1, tie_word_embeddings=True,
                            rope_theta=500000.0, attention_bias=True, mlp_bias=True)
         compare("llama mqa tied, biases, theta 5e5", mqa, save(mqa, tmp, "llama-mqa"), tmp, ids)
-        mistral = random_model(T.MistralConfig, T.MistralForCausalLM, sliding_window=None)
-        compare("mistral", mistral, save(mistral, tmp, "mistral"), tmp, ids)
+        # Multi-head (a key/value head per query head): the fused short-sequence projection, no biases.
+        mistral = random_model(T.MistralConfig, T.MistralForCausalLM, sliding_window=None, num_key_value_heads=6)
+        compare("mistral, multi-head attention", mistral, save(mistral, tmp, "mistral"), tmp, ids)
         qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
         compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
         # SmolLM3's NoPE layers are our per-layer layout: every fourth layer (its default) and an

@@ -24,15 +24,6 @@ const std::vector<std::string>& supported_architectures() {
   return a;
 }
 
-config::Activation activation_from_hf(const std::string& act, const std::string& where) {
-  if (act == "gelu") return config::Activation::gelu;
-  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return config::Activation::gelu_tanh;
-  if (act == "relu") return config::Activation::relu;
-  if (act == "silu" || act == "swish") return config::Activation::silu;
-  throw UserError(where + ": hidden_act '" + act +
-                  "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish are)");
-}
-
 // The architecture and the checks that the source is stock RoFormer.
 std::string check_source(const json& hf, const std::string& where) {
   const std::string model_type = get_string(hf, "model_type", where, "");

@@ -1,7 +1,7 @@
 // Typed reads of a Hugging Face config.json: each names the key and the fix when the value is
 // missing or of the wrong type, and sizes have a lower bound (a zero head count would divide by
-// zero); and HfConfig, what a mapping of one yields. Header-only and torch-free (the config fuzz
-// target runs them).
+// zero); hidden_act's names both ways; and HfConfig, what a mapping of one yields. Header-only and torch-free (the
+// config fuzz target runs them).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,30 @@ inline bool get_bool(const json& c, const char* key, const std::string& where, b
   if (absent(c, key)) return fallback;
   if (!c[key].is_boolean()) throw UserError(where + ": config.json '" + key + "' must be true or false");
   return c[key].get<bool>();
+}
+
+// hidden_act's names, both ways (one activation, one way to spell it in config.json).
+inline config::Activation activation_from_hf(const std::string& act, const std::string& where) {
+  if (act == "gelu") return config::Activation::gelu;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return config::Activation::gelu_tanh;
+  if (act == "relu") return config::Activation::relu;
+  if (act == "silu" || act == "swish") return config::Activation::silu;
+  throw UserError(where + ": hidden_act '" + act +
+                  "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish are)");
+}
+
+inline std::string activation_to_hf(config::Activation a) {
+  switch (a) {
+    case config::Activation::gelu:
+      return "gelu";
+    case config::Activation::gelu_tanh:
+      return "gelu_pytorch_tanh";
+    case config::Activation::relu:
+      return "relu";
+    case config::Activation::silu:
+      return "silu";
+  }
+  return "gelu";
 }
 
 }  // namespace hf_json

@@ -127,13 +127,6 @@ void map_nope_layers(const json& hf, const std::string& where, config::ModelConf
   m.layout.global.position = config::LayerPosition::none;
 }
 
-config::Activation activation(const std::string& act, const std::string& where) {
-  if (act == "silu" || act == "swish") return config::Activation::silu;
-  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return config::Activation::gelu_tanh;
-  if (act == "gelu") return config::Activation::gelu;
-  throw UserError(where + ": hidden_act '" + act + "' is not supported (silu, gelu, gelu_pytorch_tanh are)");
-}
-
 // The part of a name after `prefix` up to the next '.', and the rest after it.
 bool split_after(const std::string& name, const std::string& prefix, std::string& head, std::string& rest) {
   if (name.rfind(prefix, 0) != 0) return false;
@@ -197,7 +190,7 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
   if (m.hidden_size % m.num_heads != 0 || get_size(hf, "head_dim", where, m.head_dim()) != m.head_dim())
     throw UserError(where + ": head_dim must be hidden_size / num_attention_heads (" + std::to_string(m.hidden_size) +
                     " / " + std::to_string(m.num_heads) + "); a head width of its own is not supported yet");
-  m.activation = activation(get_string(hf, "hidden_act", where, "silu"), where);
+  m.activation = activation_from_hf(get_string(hf, "hidden_act", where, "silu"), where);
   m.feed_forward = config::FeedForwardKind::glu;
   m.norm = config::NormPlacement::pre;
   m.norm_kind = config::NormKind::rms_norm;

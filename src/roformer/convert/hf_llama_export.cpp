@@ -15,6 +15,7 @@
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/config/layer_layout.h"
+#include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/output_directory.h"
 #include "roformer/convert/rope_fit.h"
@@ -126,20 +127,6 @@ int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_d
   return n;
 }
 
-std::string activation_name(config::Activation a) {
-  switch (a) {
-    case config::Activation::silu:
-      return "silu";
-    case config::Activation::gelu_tanh:
-      return "gelu_pytorch_tanh";
-    case config::Activation::relu:
-      return "relu";
-    case config::Activation::gelu:
-      return "gelu";
-  }
-  return "silu";
-}
-
 }  // namespace
 
 ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
@@ -187,7 +174,7 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
              {"num_attention_heads", m.num_heads},
              {"num_key_value_heads", m.kv_heads()},
              {"head_dim", m.head_dim()},
-             {"hidden_act", activation_name(m.activation)},
+             {"hidden_act", hf_json::activation_to_hf(m.activation)},
              {"max_position_embeddings", max_positions(cfg, checkpoint_dir)},
              {"rms_norm_eps", m.layer_norm_eps},
              {"initializer_range", m.init_std},

@@ -20,6 +20,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_config.h"
+#include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_llama_export.h"
 #include "roformer/convert/output_directory.h"
@@ -55,20 +56,6 @@ torch::Tensor rotary_table(int64_t positions, int64_t head_dim) {
       a[p][half + j] = std::cos(angle);
     }
   return t.to(torch::kFloat32);
-}
-
-std::string activation_to_hf(config::Activation a) {
-  switch (a) {
-    case config::Activation::gelu:
-      return "gelu";
-    case config::Activation::gelu_tanh:
-      return "gelu_pytorch_tanh";
-    case config::Activation::relu:
-      return "relu";
-    case config::Activation::silu:
-      return "silu";
-  }
-  return "gelu";
 }
 
 // The weights of a Hugging Face folder: model.safetensors, or the index of a sharded checkpoint
@@ -369,7 +356,7 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
              {"num_hidden_layers", m.num_layers},
              {"num_attention_heads", m.num_heads},
              {"intermediate_size", m.ffn_size},
-             {"hidden_act", activation_to_hf(m.activation)},
+             {"hidden_act", hf_json::activation_to_hf(m.activation)},
              {"hidden_dropout_prob", m.hidden_dropout},
              {"attention_probs_dropout_prob", m.attention_dropout},
              {"max_position_embeddings", max_positions},

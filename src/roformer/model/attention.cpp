@@ -386,8 +386,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     const PositionEncodingImpl::FusedRotation rotation =
         position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
     record_kernel(attention_kernel::kShort);
-    return ops::short_attention_qkv(at::linear(x, w), b.defined() ? b : torch::zeros({w.size(0)}, w.options()), heads_,
-                                    ctx.causal, rotation.tables, rotation.interleaved);
+    return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
   }
   const int64_t kv_width = kv_heads_ * head_dim_;
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split_with_sizes({width, kv_width, kv_width}, -1);

@@ -10,20 +10,35 @@
 //   exit: 2
 //   expect: fragment of the output
 // Placeholders: {roformer} {launch} {source} {tmp} {dataset} {config} {run} {checkpoint}.
+//
+// `{roformer} command ...` runs the CLI through a fork server started once per test process
+// (tests/support/fork_server.cpp: the binary's own objects, LibTorch loaded once, one fork per
+// command), since LibTorch's start was most of a case's time; {roformer} anywhere else (a
+// script's ROFORMER_BIN, `dirname {roformer}`) is the binary's path. ROFORMER_BAD_INPUTS_EXEC=1
+// starts the binary for every command instead.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 
+#include "fork_protocol.h"
 #include "roformer/common/files.h"
 #include "test_support.h"
+
+extern char** environ;
 
 namespace bad_inputs_test {
 
@@ -162,23 +177,96 @@ const Fixture& fixture() {
   return f;
 }
 
+// The fork server of this test process, started on first use and stopped at exit.
+class ForkServer {
+ public:
+  ForkServer() {
+    char dir[] = "/tmp/roformer-fork.XXXXXX";
+    if (!::mkdtemp(dir)) throw std::runtime_error("mkdtemp failed for the fork server's socket");
+    dir_ = dir;
+    socket_ = dir_ + "/socket";
+    const std::string server =
+        roformer_binary().substr(0, roformer_binary().find_last_of('/')) + "/roformer-fork-server";
+    const std::string argv0 = roformer_binary();
+    char* argv[] = {const_cast<char*>(server.c_str()), socket_.data(), const_cast<char*>(argv0.c_str()), nullptr};
+    if (::posix_spawn(&pid_, server.c_str(), nullptr, nullptr, argv, environ) != 0)
+      throw std::runtime_error("cannot start " + server);
+    for (int waited_ms = 0; !reachable(); waited_ms += 20) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_ || waited_ms > 120000)
+        throw std::runtime_error(server + " did not start listening on " + socket_);
+      ::usleep(20000);
+    }
+    ::setenv(roformer::fork_protocol::kSocketVariable, socket_.c_str(), 1);
+  }
+  ~ForkServer() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    std::filesystem::remove_all(dir_);
+  }
+
+ private:
+  bool reachable() const {
+    const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_.c_str());
+    const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(s);
+    return ok;
+  }
+  std::string dir_, socket_;
+  pid_t pid_ = -1;
+};
+
+// What `{roformer} command` becomes: the fork client (its server started once), or the binary.
+std::string command_runner(bool through_server) {
+  if (!through_server) return "'" + roformer_binary() + "'";
+  static ForkServer server;
+  return "'" + fork_client_binary() + "'";
+}
+
+bool cases_use_the_fork_server() {
+  const char* exec = std::getenv("ROFORMER_BAD_INPUTS_EXEC");
+  return !(exec && std::string(exec) == "1");
+}
+
+// `{roformer} word` (a command) runs through `runner`; any other {roformer} is the binary's path.
+std::string expand_roformer(std::string s, const std::string& runner) {
+  const std::string key = "{roformer} ";
+  for (size_t p = s.find(key); p != std::string::npos; p = s.find(key, p)) {
+    if (p + key.size() < s.size() && std::islower(static_cast<unsigned char>(s[p + key.size()]))) {
+      s.replace(p, key.size() - 1, runner);
+      p += runner.size();
+    } else {
+      p += key.size();
+    }
+  }
+  return replace_all(s, "{roformer}", "'" + roformer_binary() + "'");
+}
+
 class BadInput : public ::testing::TestWithParam<std::string> {};
 
 constexpr int kDeadlineSeconds = 120;
 
 }  // namespace
 
+// A case's own copy of the fixture in `tmp`, its configs naming `tmp`.
+bool copy_fixture(const std::string& tmp) {
+  return run_command("cp -r '" + fixture().root + "/.' '" + tmp + "/' && sed -i 's|" + fixture().origin + "|" + tmp +
+                     "|g' '" + tmp + "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp +
+                     "/run/checkpoints/step_10/config.yaml'")
+             .exit_code == 0;
+}
+
 TEST_P(BadInput, ExitsWithItsMessageAndChangesNothing) {
   const Case c = parse_case(GetParam());
   TempDir dir;
   const std::string tmp = dir.path();
-  ASSERT_EQ(run_command("cp -r '" + fixture().root + "/.' '" + tmp + "/' && sed -i 's|" + fixture().origin + "|" + tmp +
-                        "|g' '" + tmp + "/tiny.yaml' '" + tmp + "/run/config.yaml' '" + tmp +
-                        "/run/checkpoints/step_10/config.yaml'")
-                .exit_code,
-            0);
+  ASSERT_TRUE(copy_fixture(tmp));
+  const std::string runner = command_runner(cases_use_the_fork_server());
   auto expand = [&](std::string s) {
-    s = replace_all(s, "{roformer}", "'" + roformer_binary() + "'");
+    s = expand_roformer(s, runner);
     s = replace_all(s, "{launch}", "'" + source_dir() + "/scripts/launch.sh'");
     s = replace_all(s, "{source}", source_dir());
     s = replace_all(s, "{dataset}", tmp + "/ds");
@@ -224,6 +312,46 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(case_files()),
 
 TEST(BadInputSuite, HasAtLeastOneHundredTenCases) {
   EXPECT_GE(case_files().size(), 110u);
+}
+
+// The same commands through the fork server and by starting the binary, each in its own copy of
+// the fixture: the same exit code and output (digits masked: timings, and the folder's name).
+// Between them they exercise what the client carries: arguments with spaces, the environment,
+// the working directory, a file-size limit, standard output and error, a sibling executable
+// (prepare-data's tokenizer process), a command that succeeds (an evaluation's threads).
+TEST(BadInputSuite, TheForkServerRunsACommandAsTheBinaryDoes) {
+  const std::vector<std::string> commands = {
+      "{roformer} frobnicate",
+      "{roformer} eval --help",
+      "cd run && {roformer} eval checkpoints/step_10 --lengths 32 --out 'an eval' 2>&1 | grep -v tok/s",
+      "RANK=x WORLD_SIZE=2 {roformer} train {tmp}/tiny.yaml --run-dir new",
+      "ulimit -f 1 && {roformer} prepare-data --input {source}/README.md --tokenizer byte --out new > log 2>&1;"
+      " echo \"exit $?\"; grep -v tokenizing log",
+  };
+  auto masked = [](std::string s, const std::string& tmp) {
+    s = replace_all(s, tmp, "{tmp}");
+    std::string out;
+    for (char ch : s)
+      if (!std::isdigit(static_cast<unsigned char>(ch)) || out.empty() || out.back() != '#')
+        out += std::isdigit(static_cast<unsigned char>(ch)) ? '#' : ch;
+    return out;
+  };
+  for (const std::string& command : commands) {
+    std::string seen[2];
+    int codes[2] = {0, 0};
+    for (int via_server = 0; via_server < 2; ++via_server) {
+      TempDir dir;
+      ASSERT_TRUE(copy_fixture(dir.path()));
+      std::string expanded = expand_roformer(command, command_runner(via_server == 1));
+      expanded = replace_all(replace_all(expanded, "{tmp}", dir.path()), "{source}", source_dir());
+      const auto r = run_command("cd '" + dir.path() + "' && " + expanded, kDeadlineSeconds);
+      seen[via_server] = masked(r.output, dir.path());
+      codes[via_server] = r.exit_code;
+    }
+    EXPECT_EQ(codes[0], codes[1]) << command << "\nbinary:\n" << seen[0] << "\nfork server:\n" << seen[1];
+    EXPECT_EQ(seen[0], seen[1]) << command;
+    EXPECT_FALSE(seen[0].empty()) << command;
+  }
 }
 
 TEST(BadInputSuite, EveryCaseExpectsAUserErrorExit) {

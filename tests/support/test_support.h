@@ -82,10 +82,12 @@ std::string user_error(F f) {
   return "";
 }
 
-// Absolute paths of the built `roformer` binary, of the source tree and of the data-parallel
-// test's worker (tests/CMakeLists.txt generates them into test_paths.cpp).
+// Absolute paths of the built `roformer` binary, of the source tree, of the data-parallel
+// test's worker and of the bad-input suite's fork client (tests/CMakeLists.txt generates them
+// into test_paths.cpp).
 std::string roformer_binary();
 std::string source_dir();
 std::string ddp_worker_binary();
+std::string fork_client_binary();
 
 }  // namespace roformer::testing

@@ -1,0 +1,92 @@
+// What the bad-input suite's fork client and fork server say to each other over a Unix socket.
+// The client sends its standard descriptors (SCM_RIGHTS) with an 8-byte payload length, then
+// the payload: NUL-terminated strings (working directory, umask, resource limits, argc, the
+// arguments after argv[0], then the environment); the server answers with the 4-byte wait status
+// of the process that ran the command.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace roformer::fork_protocol {
+
+constexpr const char* kSocketVariable = "ROFORMER_FORK_SERVER";
+
+// The limits a shell's `ulimit` sets, carried to the process that runs the command.
+inline const std::vector<int>& carried_limits() {
+  static const std::vector<int> limits = {RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_AS,  RLIMIT_DATA,
+                                          RLIMIT_STACK, RLIMIT_CORE,   RLIMIT_CPU, RLIMIT_NPROC};
+  return limits;
+}
+
+inline bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+inline bool read_all(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Sends `count` descriptors with `header` bytes as their carrier.
+inline bool send_fds(int socket, const int* fds, int count, const void* header, size_t header_bytes) {
+  iovec iov{const_cast<void*>(header), header_bytes};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * static_cast<size_t>(count)));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(count));
+  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * static_cast<size_t>(count));
+  return ::sendmsg(socket, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(header_bytes);
+}
+
+// Receives up to `count` descriptors (the rest stay -1) and exactly `header_bytes` bytes.
+inline bool receive_fds(int socket, int* fds, int count, void* header, size_t header_bytes) {
+  for (int i = 0; i < count; ++i) fds[i] = -1;
+  iovec iov{header, header_bytes};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * static_cast<size_t>(count)));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  const ssize_t r = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  if (r <= 0) return false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    std::memcpy(fds, CMSG_DATA(c), sizeof(int) * std::min(n, static_cast<size_t>(count)));
+  }
+  const size_t got = static_cast<size_t>(r);
+  return got == header_bytes || read_all(socket, static_cast<char*>(header) + got, header_bytes - got);
+}
+
+}  // namespace roformer::fork_protocol

@@ -4,10 +4,10 @@
 #   1. release preset: configure, build, every ctest test (unit, integration, bad_input,
 #      python; GPU tests skip without a GPU);
 #   2. asan preset (ASan + UBSan on project code): the unit and bad-input tests;
-#   3. the libFuzzer targets (config, safetensors, dataset_meta, hf_config, cli_args),
-#      ROFORMER_FUZZ_SECONDS each.
+#   3. the libFuzzer targets (config, safetensors, dataset_meta, hf_config, cli_args, task_data,
+#      id_matrix, sweep_file), ROFORMER_FUZZ_SECONDS each, from their committed corpora.
 # Usage: scripts/test.sh [extra ctest args for stage 1]
-#   ROFORMER_FUZZ_SECONDS=60   fuzzing time per target (0 skips stage 3)
+#   ROFORMER_FUZZ_SECONDS=30   fuzzing time per target (0 skips stage 3)
 #   ROFORMER_SKIP_ASAN=1       skips stage 2 (for a quick local run; CI runs everything)
 #   ROFORMER_PRESET=debug      builds and tests another preset in stage 1
 set -euo pipefail
@@ -15,7 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/preamble.sh"
 cd "$root"
 preset="${ROFORMER_PRESET:-release}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
-fuzz_seconds="${ROFORMER_FUZZ_SECONDS:-60}"
+fuzz_seconds="${ROFORMER_FUZZ_SECONDS:-30}"
 
 # The first command on a fresh machine: set it up as the quickstart does.
 if [ ! -x .venv/bin/python ]; then

@@ -2,20 +2,29 @@
 # Builds and runs the libFuzzer targets (clang, ASan + UBSan) over the torch-free parsers:
 #   scripts/dev/fuzz.sh TARGET [SECONDS]     TARGET: config | safetensors | dataset_meta | hf_config | cli_args | task_data |
 #                                        id_matrix | sweep_file | all
+#   scripts/dev/fuzz.sh merge TARGET|all     refreshes the committed corpus (below) from a local one
 # The shared parser objects compile once (ROFORMER_JOBS at a time), then the targets run
 # ROFORMER_JOBS at a time (default: the CPUs), each for SECONDS on one core: `all` takes about
-# 8 x SECONDS / jobs, not 8 x SECONDS. Seeds come from tests/fuzz/TARGET/; the growing corpus
-# lives in build/fuzz/corpus/TARGET and crashes in build/fuzz/crashes/ (add each as a regression
-# test, then a seed). Exit status is non-zero when a target crashes. SECONDS defaults to
-# $ROFORMER_FUZZ_SECONDS or 60.
+# 8 x SECONDS / jobs, not 8 x SECONDS. A run starts from the hand-written seeds in
+# tests/fuzz/TARGET/ and the committed corpus tests/fuzz/corpus/TARGET.tar.gz (earlier runs'
+# inputs, minimized by libFuzzer's -merge=1: each adds coverage), so it resumes where those runs
+# stopped instead of rediscovering it; the inputs it finds grow build/fuzz/corpus/TARGET, which
+# `merge` folds back into the tarball. Crashes land in build/fuzz/crashes/ (add each as a
+# regression test, then a seed). Exit status is non-zero when a target crashes. SECONDS defaults
+# to $ROFORMER_FUZZ_SECONDS or 30.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 cd "$root"
 target="${1:-}"
-seconds="${2:-${ROFORMER_FUZZ_SECONDS:-60}}"
+merge=0
+if [ "$target" = merge ]; then
+  merge=1 target="${2:-}"
+  set -- "$target"
+fi
+seconds="${2:-${ROFORMER_FUZZ_SECONDS:-30}}"
 jobs="${ROFORMER_JOBS:-$(nproc)}"
 all_targets=(config safetensors dataset_meta hf_config cli_args task_data id_matrix sweep_file)
-usage() { echo "usage: scripts/dev/fuzz.sh config|safetensors|dataset_meta|hf_config|cli_args|task_data|id_matrix|sweep_file|all [SECONDS]" >&2; exit 2; }
+usage() { echo "usage: scripts/dev/fuzz.sh [merge] config|safetensors|dataset_meta|hf_config|cli_args|task_data|id_matrix|sweep_file|all [SECONDS]" >&2; exit 2; }
 [ -n "$target" ] || usage
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: ROFORMER_JOBS must be a positive whole number, got '$jobs'" >&2; exit 2; }
@@ -75,14 +84,38 @@ if ! for_each_parallel compile_object "${sources[@]}" || ! for_each_parallel lin
   exit 1
 fi
 
+# The committed corpus of target $1, unpacked into $out/committed/$1 (fresh each time).
+unpack_committed() {
+  rm -rf "$out/committed/$1" && mkdir -p "$out/committed/$1"
+  [ ! -f "tests/fuzz/corpus/$1.tar.gz" ] || tar -xzf "tests/fuzz/corpus/$1.tar.gz" -C "$out/committed/$1"
+}
+
+# merge: the committed corpus, the seeds and the local corpus, minimized into a new tarball.
+merge_target() {
+  local t="$1" merged="$out/merged/$1"
+  unpack_committed "$t"
+  rm -rf "$merged" && mkdir -p "$merged" "$out/corpus/$t"
+  "$out/fuzz_$t" -merge=1 "$merged" "$out/committed/$t" "tests/fuzz/$t" "$out/corpus/$t" >"$out/$t.merge.log" 2>&1 ||
+    { tail -20 "$out/$t.merge.log" >&2; return 1; }
+  mkdir -p tests/fuzz/corpus
+  (cd "$merged" && find . -type f -printf '%P\n' | LC_ALL=C sort | tar --owner=0 --group=0 --mtime=@0 -czf - -T -) \
+    > "tests/fuzz/corpus/$t.tar.gz"
+  echo "[fuzz] $t: committed corpus $(ls "$merged" | wc -l) inputs ($(grep -o '[0-9]* new coverage edges' "$out/$t.merge.log" || true))"
+}
+if ((merge == 1)); then
+  for_each_parallel merge_target "${targets[@]}"
+  exit $?
+fi
+
 # 2. The targets, $jobs at a time, each on its own corpus.
 run_target() {
   local t="$1" log="$out/$1.log" rc runs corpus
   mkdir -p "$out/corpus/$t"
-  echo "[fuzz] $t for ${seconds} s (seeds: tests/fuzz/$t, corpus: $out/corpus/$t)"
+  unpack_committed "$t"
+  echo "[fuzz] $t for ${seconds} s (seeds: tests/fuzz/$t and tests/fuzz/corpus/$t.tar.gz, corpus: $out/corpus/$t)"
   set +e
   UBSAN_OPTIONS=print_stacktrace=1 "$out/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$out/crashes/$t-" -print_final_stats=1 "$out/corpus/$t" "tests/fuzz/$t" >"$log" 2>&1
+    -artifact_prefix="$out/crashes/$t-" -print_final_stats=1 "$out/corpus/$t" "tests/fuzz/$t" "$out/committed/$t" >"$log" 2>&1
   rc=$?
   set -e
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
@@ -91,6 +124,6 @@ run_target() {
     { tail -40 "$log"; echo "[fuzz] $t FAILED after $runs executions (exit $rc); the input is in $out/crashes/"; } >&2
     return 1
   fi
-  echo "[fuzz] $t: $runs executions in ${seconds} s, no crash; corpus $corpus inputs (log: $log)"
+  echo "[fuzz] $t: $runs executions in ${seconds} s, no crash, $(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1); corpus $corpus inputs (log: $log)"
 }
 for_each_parallel run_target "${targets[@]}"

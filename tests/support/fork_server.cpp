@@ -1,6 +1,8 @@
-// roformer-fork-server SOCKET ARGV0: the bad-input suite's way to start the CLI without paying
-// LibTorch's start (about 0.6 s of operator registration per process, 0.8 s under ASan, where
-// most cases need a few milliseconds). It links the roformer binary's own objects (run_cli) and
+// roformer-fork-server SOCKET ARGV0: the tests' way to start the CLI without paying LibTorch's
+// start (about 0.6 s of operator registration per process, 0.8 s under ASan, where a bad-input
+// case needs a few milliseconds). `roformer-fork-server --around ARGV0 -- COMMAND...` serves on a
+// private socket for as long as COMMAND (a test that runs the CLI many times, given the client's
+// path) runs, and exits as it did. It links the roformer binary's own objects (run_cli) and
 // lives beside it (so /proc/self/exe finds its siblings), loads once, then for each connection of
 // roformer-fork-client forks the process that runs the command: it takes the client's
 // descriptors, directory, umask, limits and environment, runs run_cli with argv[0] = ARGV0 (the
@@ -20,6 +22,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -135,19 +138,35 @@ void finish(const Running& r, bool client_gone) {
   ::close(r.connection);
 }
 
+// The command --around serves (pid 0: none) and its socket's folder.
+struct Around {
+  pid_t pid = 0;
+  int pidfd = -1;
+  std::string folder;
+};
+
+// --around's command ended: the server ends with its exit code (128 + a signal).
+[[noreturn]] void end_with(const Around& around) {
+  int status = 0;
+  ::waitpid(around.pid, &status, 0);
+  std::filesystem::remove_all(around.folder);
+  std::_Exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 // One thread, one fork per command: accept, start, and report as the processes end.
-[[noreturn]] void serve(int listener, const char* argv0) {
+[[noreturn]] void serve(int listener, const char* argv0, const Around& around) {
   std::vector<Running> running;
   for (;;) {
-    std::vector<pollfd> watch{{listener, POLLIN, 0}};
+    std::vector<pollfd> watch{{listener, POLLIN, 0}, {around.pidfd, POLLIN, 0}};
     for (const Running& r : running) {
       watch.push_back({r.pidfd, POLLIN, 0});
       watch.push_back({r.connection, POLLIN, 0});
     }
     if (::poll(watch.data(), watch.size(), -1) < 0) continue;
+    if (watch[1].revents != 0) end_with(around);
     std::vector<Running> still;
     for (size_t i = 0; i < running.size(); ++i) {
-      const bool ended = watch[1 + 2 * i].revents != 0, gone = watch[2 + 2 * i].revents != 0;
+      const bool ended = watch[2 + 2 * i].revents != 0, gone = watch[3 + 2 * i].revents != 0;
       if (ended || gone) {
         finish(running[i], !ended);
       } else {
@@ -167,26 +186,59 @@ void finish(const Running& r, bool client_gone) {
   }
 }
 
+int listen_on(const std::string& path) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  const mode_t mask = ::umask(077);
+  const bool ok = s >= 0 && ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(s, 64) == 0;
+  ::umask(mask);
+  if (!ok) {
+    std::perror(("roformer-fork-server: cannot listen on " + path).c_str());
+    std::exit(1);
+  }
+  return s;
+}
+
+// --around: a private socket, the command started with it in its environment, then served.
+[[noreturn]] void serve_around(const char* argv0, char** command) {
+  char folder[] = "/tmp/roformer-fork.XXXXXX";
+  if (!::mkdtemp(folder)) {
+    std::perror("roformer-fork-server: mkdtemp");
+    std::exit(1);
+  }
+  Around around;
+  around.folder = folder;
+  const int listener = listen_on(around.folder + "/socket");
+  ::setenv(kSocketVariable, (around.folder + "/socket").c_str(), 1);
+  around.pid = ::fork();
+  if (around.pid == 0) {
+    ::execvp(command[0], command);
+    std::perror(("roformer-fork-server: cannot run " + std::string(command[0])).c_str());
+    std::_Exit(127);
+  }
+  around.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, around.pid, 0));
+  if (around.pid < 0 || around.pidfd < 0) {
+    std::perror("roformer-fork-server: cannot start the command");
+    std::exit(1);
+  }
+  serve(listener, argv0, around);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: roformer-fork-server SOCKET ARGV0\n");
+  const bool around = argc >= 5 && std::string(argv[1]) == "--around" && std::string(argv[3]) == "--";
+  if (argc != 3 && !around) {
+    std::fprintf(stderr, "usage: roformer-fork-server SOCKET ARGV0 | --around ARGV0 -- COMMAND...\n");
     return 2;
   }
   if (thread_count() != 1) {
     std::fprintf(stderr, "roformer-fork-server: %d threads at start; forking needs one\n", thread_count());
     return 1;
   }
+  if (around) serve_around(argv[2], argv + 4);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the suite that started it may die without stopping it
-  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", argv[1]);
-  ::umask(077);
-  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(s, 64) != 0) {
-    std::perror("roformer-fork-server: cannot listen");
-    return 1;
-  }
-  serve(s, argv[2]);
+  serve(listen_on(argv[1]), argv[2], Around{});
 }

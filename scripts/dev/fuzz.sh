@@ -69,17 +69,26 @@ for_each_parallel() {
   return "$failed"
 }
 
-# 1. Objects (compiled every time through ccache, so an unchanged file is free: a test on the
-#    .cpp's date alone missed header changes), then one binary per target.
-objects=()
-for s in "${sources[@]}"; do objects+=("$out/obj/$(basename "${s%.cpp}").o"); done
+# 1. Objects: the parser sources in unity files, one more than the cores (each parses the shared
+#    headers once: 54 s of CPU for all 30 sources in one file against about 150 s one by one; on
+#    two cores, two files took 48 s and three 37 s, against 75 s for the sources one by one),
+#    compiled every time through ccache, so an unchanged batch is free (a test on the .cpp's
+#    date alone missed header changes); then one binary per target.
+batches=$((jobs + 1))
+unity_files=() objects=()
+for ((b = 0; b < batches && b < ${#sources[@]}; ++b)); do
+  unity="$out/obj/unity_$b.cpp"
+  for ((i = b; i < ${#sources[@]}; i += batches)); do echo "#include \"../../../${sources[i]}\""; done > "$unity.new"
+  if cmp -s "$unity.new" "$unity"; then rm "$unity.new"; else mv "$unity.new" "$unity"; fi
+  unity_files+=("$unity") objects+=("${unity%.cpp}.o")
+done
 compile_object() {
-  "${cxx[@]}" "${flags[@]}" -c "$1" -o "$out/obj/$(basename "${1%.cpp}").o"
+  "${cxx[@]}" "${flags[@]}" -c "$1" -o "${1%.cpp}.o"
 }
 link_target() {
   "${cxx[@]}" "${flags[@]}" -fsanitize=fuzzer "tests/fuzz/fuzz_$1.cpp" "${objects[@]}" -o "$out/fuzz_$1" "${libs[@]}"
 }
-if ! for_each_parallel compile_object "${sources[@]}" || ! for_each_parallel link_target "${targets[@]}"; then
+if ! for_each_parallel compile_object "${unity_files[@]}" || ! for_each_parallel link_target "${targets[@]}"; then
   echo "fuzz.sh: building the fuzz targets failed" >&2
   exit 1
 fi

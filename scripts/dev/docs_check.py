@@ -2,8 +2,11 @@
 """Checks the documentation: every relative link and image in README.md and the markdown it
 reaches points at a file that exists (and, for a `#anchor` into markdown, at a heading there),
 every page under docs/ is reachable from the README, every script in scripts/ is named in
-docs/scripts.md, and the config reference in
-docs/configs.md equals what `roformer config schema --markdown` prints.
+docs/scripts.md, no page it reaches speaks of the project's history (issue numbers, working
+sessions or sittings, what we aimed for, the research notes: a page says what is true now, a
+measurement with its date), every count a page gives of the bad-input cases and the fuzz targets
+equals the files in tests/ (a figure of another day says so: "that day's"), and the config
+reference in docs/configs.md equals what `roformer config schema --markdown` prints.
 
 Usage: scripts/dev/docs_check.py [--fix] ROOT ROFORMER_BINARY
   --fix rewrites the generated config reference instead of failing on it.
@@ -15,6 +18,14 @@ import subprocess
 import sys
 
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HISTORY = [
+    (re.compile(r"\bissues?\s*#?\d+", re.I), "an issue number"),
+    (re.compile(r"\b(?:this|last|previous|next|that) session\b", re.I), "a working session"),
+    (re.compile(r"\bsittings?\b", re.I), "a sitting"),
+    (re.compile(r"\bwe aimed\b", re.I), "what we aimed for"),
+    (re.compile(r"\bresearch notes\b", re.I), "the research notes"),
+    (re.compile(r"\b(?:this|last|next) wave\b", re.I), "a wave of work"),
+]
 SCHEMA_BEGIN = "<!-- config-schema:begin -->"
 SCHEMA_END = "<!-- config-schema:end -->"
 
@@ -77,6 +88,45 @@ def check_reachable(root, reached):
     return problems
 
 
+def check_history(root, reached):
+    """No reached page names the project's own history (HISTORY), in prose or in code."""
+    problems = []
+    for path in sorted(reached):
+        for number, line in enumerate(open(path, encoding="utf-8"), 1):
+            for pattern, what in HISTORY:
+                for m in pattern.finditer(line):
+                    problems.append("%s:%d: '%s' is project history (%s); say what is true now, a measurement "
+                                    "with its date" % (os.path.relpath(path, root), number, m.group(0), what))
+    return problems
+
+
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+COUNTED = [  # (what a page writes, how the repository counts it)
+    (re.compile(r"\b(\w+) bad-input cases\b"), "bad-input cases",
+     lambda root: len([f for f in os.listdir(os.path.join(root, "tests", "bad_inputs")) if f.endswith(".case")])),
+    (re.compile(r"\b(\w+) (?:libFuzzer |fuzz )?targets\b"), "fuzz targets",
+     lambda root: len([f for f in os.listdir(os.path.join(root, "tests", "fuzz")) if re.match(r"fuzz_\w+\.cpp$", f)])),
+]
+
+
+def check_counts(root, reached):
+    """Every 'N bad-input cases' and 'N (libFuzzer|fuzz) targets' in a reached page is the real count."""
+    problems = []
+    for pattern, what, count in COUNTED:
+        actual = count(root)
+        for path in sorted(reached):
+            for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                for m in pattern.finditer(line):
+                    if "that day's" in line[max(0, m.start() - 12):m.start()]:
+                        continue  # a figure of another day, named as such
+                    word = m.group(1).lower()
+                    n = int(word) if word.isdigit() else NUMBER_WORDS.index(word) if word in NUMBER_WORDS else None
+                    if n is not None and n != actual:
+                        problems.append("%s:%d: '%s', but there are %d %s" %
+                                        (os.path.relpath(path, root), number, m.group(0), actual, what))
+    return problems
+
+
 def check_script_index(root):
     """Every file in scripts/ is named (in backticks) in docs/scripts.md, the index by purpose."""
     index = os.path.join(root, "docs", "scripts.md")
@@ -120,12 +170,14 @@ def main(argv):
     root, binary = os.path.abspath(args[0]), args[1]
     problems, reached = check_links(root)
     problems += check_reachable(root, reached)
+    problems += check_history(root, reached)
+    problems += check_counts(root, reached)
     problems += check_script_index(root)
     problems += check_schema(root, binary, fix)
     for p in problems:
         print("docs_check: " + p)
     if not problems:
-        print("docs_check: %d markdown files reached from README.md; links, anchors and the config reference hold"
+        print("docs_check: %d markdown files reached from README.md; links, anchors, counts, no project history and the config reference hold"
               % len(reached))
     return 1 if problems else 0
 

@@ -42,6 +42,10 @@ planted = [
      "docs/architecture.md: no chain of links"),
     ("docs/configs.md", "| `model.hidden_size` | int | `128` |", "| `model.hidden_size` | int | `256` |",
      "config reference differs"),
+    ("docs/usage.md", "](reliability.md)", "](reliability.md) (done in Issue 12)", "'Issue 12' is project history"),
+    ("README.md", "eight libFuzzer targets", "six libFuzzer targets", "'six libFuzzer targets', but there are 8"),
+    ("docs/evaluation.md", "# Evaluation at long lengths\n", "# Evaluation at long lengths\n\nTimed this session.\n",
+     "'this session' is project history"),
 ]
 with tempfile.TemporaryDirectory() as tmp:
     copy_docs(tmp)
@@ -57,4 +61,4 @@ with tempfile.TemporaryDirectory() as tmp:
     edit(os.path.join(tmp, "docs/configs.md"), "| `model.hidden_size` | int | `128` |", "| `model.hidden_size` | int | `1` |")
     assert check(tmp, "--fix").returncode == 0
     assert check(tmp).returncode == 0
-print("docs check: passes on the repository, fails on 4 planted defects, --fix repairs the reference")
+print("docs check: passes on the repository, fails on %d planted defects, --fix repairs the reference" % len(planted))

@@ -114,7 +114,8 @@ const EnumNames<RopeScalingKind>& rope_scaling_kind_names() {
 
 void RopeScalingConfig::visit(FieldVisitor& v) {
   enum_field(v, "kind", kind, rope_scaling_kind_names(),
-             "context extension: none, linear (position interpolation), ntk, dynamic_ntk, yarn, llama3, longrope");
+             "context extension: none, linear (position interpolation, PI: Chen et al. 2023), ntk, dynamic_ntk, yarn, "
+             "llama3, longrope");
   v.field("factor", factor, at_least(1.0), "scale s = target length / training length");
   v.field("original_max_positions", original_max_positions, at_least(int64_t{0}),
           "training length L the scaling is relative to; 0 = data.seq_len");

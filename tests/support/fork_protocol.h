@@ -27,28 +27,25 @@ inline const std::vector<int>& carried_limits() {
   return limits;
 }
 
-inline bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
+// Calls `io` (::read or ::write) until all n bytes moved; false at an error or the end of file.
+template <typename Io, typename Byte>
+bool move_all(Io io, int fd, Byte* p, size_t n) {
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
+    const ssize_t moved = io(fd, p, n);
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) return false;
+    p += moved;
+    n -= static_cast<size_t>(moved);
   }
   return true;
 }
 
+inline bool write_all(int fd, const void* data, size_t n) {
+  return move_all(::write, fd, static_cast<const char*>(data), n);
+}
+
 inline bool read_all(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+  return move_all(::read, fd, static_cast<char*>(data), n);
 }
 
 // Sends `count` descriptors with `header` bytes as their carrier.

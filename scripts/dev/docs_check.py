@@ -5,8 +5,9 @@ every page under docs/ is reachable from the README, every script in scripts/ is
 docs/scripts.md, no page it reaches speaks of the project's history (issue numbers, working
 sessions or sittings, what we aimed for, the research notes: a page says what is true now, a
 measurement with its date), every count a page gives of the bad-input cases and the fuzz targets
-equals the files in tests/ (a figure of another day says so: "that day's"), and the config
-reference in docs/configs.md equals what `roformer config schema --markdown` prints.
+equals the files in tests/ (a figure of another day says so: "that day's"), and docs/configs.md
+maps every folder of configs/ and sweep file of configs/ablation/ and holds the config reference
+that `roformer config schema --markdown` prints.
 
 Usage: scripts/dev/docs_check.py [--fix] ROOT ROFORMER_BINARY
   --fix rewrites the generated config reference instead of failing on it.
@@ -127,6 +128,17 @@ def check_counts(root, reached):
     return problems
 
 
+def check_config_map(root):
+    """docs/configs.md names every folder of configs/ and every sweep file in configs/ablation/."""
+    page = os.path.join(root, "docs", "configs.md")
+    text = open(page, encoding="utf-8").read() if os.path.exists(page) else ""
+    configs = os.path.join(root, "configs")
+    wanted = ["configs/%s/" % d for d in sorted(os.listdir(configs)) if os.path.isdir(os.path.join(configs, d))]
+    wanted += ["configs/ablation/%s" % f for f in sorted(os.listdir(os.path.join(configs, "ablation")))
+               if f.endswith(".yaml")]
+    return ["docs/configs.md: the map of configs/ does not name `%s`" % w for w in wanted if "`%s" % w not in text]
+
+
 def check_script_index(root):
     """Every file in scripts/ is named (in backticks) in docs/scripts.md, the index by purpose."""
     index = os.path.join(root, "docs", "scripts.md")
@@ -172,6 +184,7 @@ def main(argv):
     problems += check_reachable(root, reached)
     problems += check_history(root, reached)
     problems += check_counts(root, reached)
+    problems += check_config_map(root)
     problems += check_script_index(root)
     problems += check_schema(root, binary, fix)
     for p in problems:

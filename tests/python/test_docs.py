@@ -43,6 +43,7 @@ planted = [
     ("docs/configs.md", "| `model.hidden_size` | int | `128` |", "| `model.hidden_size` | int | `256` |",
      "config reference differs"),
     ("docs/usage.md", "](reliability.md)", "](reliability.md) (done in Issue 12)", "'Issue 12' is project history"),
+    ("docs/configs.md", "- `configs/scale/`:", "- the scale configs:", "does not name `configs/scale/`"),
     ("README.md", "eight libFuzzer targets", "six libFuzzer targets", "'six libFuzzer targets', but there are 8"),
     ("docs/evaluation.md", "# Evaluation at long lengths\n", "# Evaluation at long lengths\n\nTimed this session.\n",
      "'this session' is project history"),

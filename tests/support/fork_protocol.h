@@ -48,15 +48,26 @@ inline bool read_all(int fd, void* data, size_t n) {
   return move_all(::read, fd, static_cast<char*>(data), n);
 }
 
+// A message of one buffer with room for `count` descriptors in its control data.
+struct FdMessage {
+  FdMessage(void* data, size_t bytes, int count)
+      : iov{data, bytes}, control(CMSG_SPACE(sizeof(int) * static_cast<size_t>(count))) {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+  }
+  FdMessage(const FdMessage&) = delete;  // msg points into this object
+  FdMessage& operator=(const FdMessage&) = delete;
+  iovec iov;
+  std::vector<char> control;
+  msghdr msg{};
+};
+
 // Sends `count` descriptors with `header` bytes as their carrier.
 inline bool send_fds(int socket, const int* fds, int count, const void* header, size_t header_bytes) {
-  iovec iov{const_cast<void*>(header), header_bytes};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * static_cast<size_t>(count)));
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage m(const_cast<void*>(header), header_bytes, count);
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -68,13 +79,8 @@ inline bool send_fds(int socket, const int* fds, int count, const void* header, 
 // Receives up to `count` descriptors (the rest stay -1) and exactly `header_bytes` bytes.
 inline bool receive_fds(int socket, int* fds, int count, void* header, size_t header_bytes) {
   for (int i = 0; i < count; ++i) fds[i] = -1;
-  iovec iov{header, header_bytes};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * static_cast<size_t>(count)));
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
+  FdMessage m(header, header_bytes, count);
+  msghdr& msg = m.msg;
   const ssize_t r = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
   if (r <= 0) return false;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {

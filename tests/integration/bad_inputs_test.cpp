@@ -20,9 +20,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,13 +205,9 @@ class ForkServer {
 
  private:
   bool reachable() const {
-    const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_.c_str());
-    const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(s);
-    return ok;
+    const int s = roformer::fork_protocol::connect_to(socket_);
+    if (s >= 0) ::close(s);
+    return s >= 0;
   }
   std::string dir_, socket_;
   pid_t pid_ = -1;

@@ -3,9 +3,7 @@
 // server named by $ROFORMER_FORK_SERVER, which runs the command line in a process forked from one
 // that has already loaded LibTorch, and then exits as that process did (its code, or its signal).
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <climits>
@@ -57,12 +55,8 @@ std::string request(int argc, char** argv) {
 int main(int argc, char** argv) {
   const char* path = std::getenv(kSocketVariable);
   if (!path || !*path) fail(std::string(kSocketVariable) + " is not set (the bad-input suite sets it)");
-  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
-  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    fail(std::string("cannot reach the fork server at ") + path);
+  const int s = connect_to(path);
+  if (s < 0) fail(std::string("cannot reach the fork server at ") + path);
   const std::string payload = request(argc, argv);
   const uint64_t length = payload.size();
   const int fds[3] = {0, 1, 2};

@@ -7,11 +7,13 @@
 
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,6 +65,17 @@ struct FdMessage {
   std::vector<char> control;
   msghdr msg{};
 };
+
+// A stream socket connected to the Unix socket at `path`, or -1.
+inline int connect_to(const std::string& path) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return s;
+  if (s >= 0) ::close(s);
+  return -1;
+}
 
 // Sends `count` descriptors with `header` bytes as their carrier.
 inline bool send_fds(int socket, const int* fds, int count, const void* header, size_t header_bytes) {

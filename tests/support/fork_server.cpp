@@ -56,6 +56,7 @@ bool read_request(int c, Request& r) {
   if (!read_all(c, payload.data(), length)) return false;
   for (size_t p = 0; p < payload.size();) {
     const size_t end = payload.find('\0', p);
+    if (end == std::string::npos) return false;  // every field ends in a NUL
     r.fields.push_back(payload.substr(p, end - p));
     p = end + 1;
   }
@@ -121,7 +122,10 @@ bool start(int c, const char* argv0, Running& out) {
   for (int fd : r.fds) ::close(fd);
   if (child < 0) return false;
   out = {c, child, static_cast<int>(::syscall(SYS_pidfd_open, child, 0))};
-  return out.pidfd >= 0;
+  if (out.pidfd >= 0) return true;
+  ::kill(child, SIGKILL);  // unwatchable: nobody would report it
+  ::waitpid(child, nullptr, 0);
+  return false;
 }
 
 // The command ended: its wait status goes to the client. The client hung up first (a deadline):

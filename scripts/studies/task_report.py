@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""Report of the task study (scripts/studies/task_study.sh): exact-match accuracy of every position
-encoding on each synthetic task at 1x-32x the training length, mean and standard deviation over
-seeds, with RoPE + YaRN / NTK (evaluation-time scaling, factor = length / 64) on the retrieval
-tasks. Writes report.md, report.json and accuracy_by_length.png into RESULTS, and copies the
-evaluations it read into RESULTS/eval so that `task_report.py RESULTS RESULTS` regenerates it.
+"""Report of the task study (scripts/studies/task_study.sh), learnability apart from extrapolation.
+A run has learned its task when its held-out exact match at the training length (1x) reaches
+LEARNED (95 %, the study's train.learned_exact_match). Per task and method the report gives the
+seeds that learned, k of n with a 95 % Wilson interval, and the median steps they took; then it
+ranks extrapolation over learned runs only: each learned seed's exact match at 2x-32x as a share
+of its own 1x, a method with fewer than two learned seeds shown as not learned and never ranked.
+RoPE + YaRN / NTK / Self-Extend / Dual Chunk (evaluation-time methods, factor = length / 64) are
+the rope checkpoints, learned where the rope run of that seed learned. The trivial strategies'
+floors are rows of every table. Writes report.md, report.json and accuracy_by_length.png into
+RESULTS, and copies the evaluations it read into RESULTS/eval so that `task_report.py RESULTS
+RESULTS` regenerates it.
 
 Usage: scripts/studies/task_report.py OUT [RESULTS]   (reads OUT/eval/<task>/*.json; RESULTS defaults to OUT/report)
 """
 import json
+import math
 import os
 import re
 import shutil
+import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -19,6 +27,8 @@ import report_render as render
 from report_render import mean_std
 
 TRAIN_LEN = 64
+LEARNED = 0.95  # held-out exact match at 1x that counts a run as learned (train.learned_exact_match)
+MIN_LEARNED = 2  # learned seeds a method needs before its extrapolation is ranked
 TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
               "binary_addition", "addition", "addition_hints"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "none",
@@ -28,8 +38,9 @@ METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_
 
 
 def read_evals(eval_root):
-    """{task: {method: {length: {seed: exact match}}}} from the study's evaluation files."""
-    cells = {}
+    """({task: {method: {length: {seed: exact match}}}}, {task: {method: {seed: step}}}) from the
+    study's evaluation files; a step where the evaluation recorded its checkpoint's (`step`)."""
+    cells, steps = {}, {}
     for task in sorted(os.listdir(eval_root)):
         folder = os.path.join(eval_root, task)
         if not os.path.isdir(folder):
@@ -47,12 +58,14 @@ def read_evals(eval_root):
                 raise BadInput(f"{path} is not a task evaluation (its results have no exact_match: a language "
                                "model's eval.json?); move it out of the study's eval/ folder")
             method, seed = m.group(1), int(m.group(2))
+            if isinstance(report.get("step"), int) and not m.group(3):
+                steps.setdefault(task, {}).setdefault(method, {})[seed] = report["step"]
             for r in results:
                 if not r.get("applicable", True):
                     continue
                 by_length = cells.setdefault(task, {}).setdefault(method, {}).setdefault(r["length"], {})
                 by_length[seed] = r["exact_match"]
-    return cells
+    return cells, steps
 
 
 def read_floors(eval_root):
@@ -80,36 +93,116 @@ def percent(values):
     return render.cell([100 * v for v in values], digits=0, one_seed="(1 seed)")
 
 
-def task_table(methods, lengths, floors=None):
-    """A row per method, then one per trivial strategy (`floor: name`) where the evaluations
-    recorded them: a method at or under a floor at 1x has not learned the task."""
-    header = ["method"] + [f"{L} ({L // TRAIN_LEN}x)" for L in lengths] + ["seeds"]
+def trained_method(method):
+    """The run an evaluation-time method scores: rope+yarn is the rope checkpoint."""
+    return method.split("+")[0]
+
+
+def seeds_of(task_cells, method):
+    """(every seed, the learned seeds) of the run `method` scores, judged at 1x."""
+    at_1x = task_cells.get(trained_method(method), {}).get(TRAIN_LEN, {})
+    return sorted(at_1x), sorted(s for s, v in at_1x.items() if v >= LEARNED)
+
+
+def wilson(k, n, z=1.96):
+    """The 95 % Wilson score interval of k successes in n trials."""
+    if n == 0:
+        return 0.0, 1.0
+    p, d = k / n, 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / d
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def learned_cell(k, n):
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} ({100 * lo:.0f}-{100 * hi:.0f} %)"
+
+
+def normalised(task_cells, method, length, seeds):
+    """Each of `seeds`' exact match at `length` as % of its own 1x (the trained run's)."""
+    at_1x = task_cells[trained_method(method)][TRAIN_LEN]
+    by_seed = task_cells.get(method, {}).get(length, {})
+    return [100 * by_seed[s] / at_1x[s] for s in seeds if s in by_seed]
+
+
+def past_1x(task_cells, method, lengths, seeds):
+    """The mean over `seeds` of each seed's mean normalised exact match past 1x; None without any."""
+    per_seed = []
+    for s in seeds:
+        values = [v for L in lengths if L > TRAIN_LEN for v in normalised(task_cells, method, L, [s])]
+        if values:
+            per_seed.append(sum(values) / len(values))
+    return mean_std(per_seed)[0]
+
+
+def ranking(task_cells, lengths):
+    """[(method, learned seeds, mean past 1x)] of the methods with MIN_LEARNED learned seeds and a
+    length past 1x, best first."""
+    ranked = []
+    for method in task_cells:
+        learned = seeds_of(task_cells, method)[1]
+        score = past_1x(task_cells, method, lengths, learned) if len(learned) >= MIN_LEARNED else None
+        if score is not None:
+            ranked.append((method, learned, score))
+    return sorted(ranked, key=lambda r: -r[2])
+
+
+def learning_table(task_cells, steps, floors):
+    """Per trained method: seeds learned of seeds run (with the interval), the median steps the
+    learned ones took, and the exact match at 1x over every seed; then the floors at 1x."""
     rows = []
-    for method in ordered(methods, METHOD_ORDER):
-        by_length = methods[method]
-        seeds = sorted({s for L in by_length for s in by_length[L]})
-        rows.append([method] + [percent(list(by_length.get(L, {}).values())) if L in by_length else "-"
-                                for L in lengths] + [len(seeds)])
+    for method in ordered([m for m in task_cells if "+" not in m], METHOD_ORDER):
+        every, learned = seeds_of(task_cells, method)
+        if not every:
+            continue
+        taken = [steps.get(method, {}).get(s) for s in learned]
+        median = statistics.median(taken) if taken and None not in taken else None
+        rows.append([method, learned_cell(len(learned), len(every)), "-" if median is None else f"{median:.0f}",
+                     percent([task_cells[method][TRAIN_LEN][s] for s in every])])
     for strategy, by_length in sorted((floors or {}).items()):
-        rows.append([f"floor: {strategy}"] + [f"{100 * by_length[L]:.0f}" if L in by_length else "-" for L in lengths]
-                    + ["-"])
-    return render.table(header, rows)
+        rows.append([f"floor: {strategy}", "-", "-", f"{100 * by_length[TRAIN_LEN]:.0f}" if TRAIN_LEN in by_length
+                     else "-"])
+    return render.table(["method", "learned (seeds, 95 % interval)", "median steps to learn",
+                         "exact match at 1x, all seeds (%)"], rows)
 
 
-def summary_table(cells, lengths):
-    """Per task and method: exact match at 1x, and the mean over 2x-32x (each seed's mean first)."""
-    tasks = ordered(cells, TASK_ORDER)
-    methods = ordered({m for t in cells.values() for m in t}, METHOD_ORDER)
+def extrapolation_table(task_cells, lengths, floors):
+    """The ranked methods: each learned seed's exact match past 1x as % of its own 1x; then the
+    floors (raw exact match, %) and one line naming what was not ranked."""
+    beyond = [L for L in lengths if L > TRAIN_LEN]
     rows = []
-    for method in methods:
+    ranked = ranking(task_cells, lengths)
+    for place, (method, learned, score) in enumerate(ranked, 1):
+        rows.append([place, method, len(learned)] +
+                    [percent([v / 100 for v in normalised(task_cells, method, L, learned)])
+                     if task_cells.get(method, {}).get(L) else "-" for L in beyond] + [f"{score:.0f}"])
+    for strategy, by_length in sorted((floors or {}).items()):
+        rows.append(["-", f"floor: {strategy} (raw)", "-"] +
+                    [f"{100 * by_length[L]:.0f}" if L in by_length else "-" for L in beyond] + ["-"])
+    header = ["rank", "method", "learned seeds"] + [f"{L} ({L // TRAIN_LEN}x)" for L in beyond] + ["mean past 1x"]
+    lines = render.table(header, rows)
+    left = ordered([m for m in task_cells if m not in {r[0] for r in ranked}], METHOD_ORDER)
+    if left:
+        lines += ["", f"Not ranked (fewer than {MIN_LEARNED} seeds learned at 1x): " + ", ".join(left) + "."]
+    return lines
+
+
+def summary_table(cells, steps, lengths):
+    """Per method and task: seeds learned of seeds run, and for a ranked method its mean past 1x
+    (% of its own 1x, learned seeds)."""
+    tasks = ordered(cells, TASK_ORDER)
+    scores = {t: {m: score for m, _, score in ranking(cells[t], lengths)} for t in tasks}
+    rows = []
+    for method in ordered({m for t in cells.values() for m in t}, METHOD_ORDER):
         row = [method]
         for task in tasks:
-            by_length = cells[task].get(method, {})
-            at_1x = list(by_length.get(TRAIN_LEN, {}).values())
-            seeds = {s for L in by_length if L > TRAIN_LEN for s in by_length[L]}
-            beyond = [mean_std([by_length[L][s] for L in lengths if L > TRAIN_LEN and s in by_length.get(L, {})])[0]
-                      for s in seeds]
-            row.append(f"{percent(at_1x)} / {percent(beyond)}" if at_1x or beyond else "-")
+            every, learned = seeds_of(cells[task], method)
+            if method not in cells[task] or not every:
+                row.append("-")
+                continue
+            score = scores[task].get(method)
+            row.append(f"{len(learned)}/{len(every)}" + (f" · {score:.0f}" if score is not None else ""))
         rows.append(row)
     return render.table(["method"] + tasks, rows)
 
@@ -125,19 +218,22 @@ def plot(cells, lengths, path):
     methods = ordered({m for t in cells.values() for m in t}, METHOD_ORDER)
     colour = {m: plt.cm.tab20(i % 20) for i, m in enumerate(methods)}  # one colour per method, every panel
     for ax, task in zip(axes.flat, tasks):
-        for method in ordered(cells[task], METHOD_ORDER):
-            by_length = cells[task][method]
-            xs = [L for L in lengths if L in by_length]
-            render.band(ax, xs, [[100 * v for v in by_length[L].values()] for L in xs], method,
+        ranked = ranking(cells[task], lengths)
+        for method, learned, _ in ranked:
+            xs = [L for L in lengths if cells[task].get(method, {}).get(L)]
+            render.band(ax, xs, [normalised(cells[task], method, L, learned) for L in xs], method,
                         ls="--" if "+" in method else "-", color=colour[method])
+        if not ranked:
+            ax.text(0.5, 0.5, f"no method learned\nin {MIN_LEARNED}+ seeds at 1x", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9, color="grey")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths)
         ax.set_xticklabels([str(L) for L in lengths], fontsize=7)
         ax.axvline(TRAIN_LEN, color="grey", ls="--", lw=0.8)
-        ax.set_ylim(-2, 102)
+        ax.set_ylim(-2, 105)
         ax.set_title(task, fontsize=10)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
-        ax.set_ylabel("exact match (%)", fontsize=8)
+        ax.set_ylabel("exact match, % of its 1x", fontsize=8)
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.axis("off")
@@ -147,12 +243,26 @@ def plot(cells, lengths, path):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    legend_rows = (len(labels) + 6) // 7
-    fig.legend(handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, frameon=False)
+    legend_rows = max(1, (len(labels) + 6) // 7)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(7, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05 * legend_rows + 0.02 / rows, 1, 1))  # room for the legend below the panels
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def report_json(cells, steps, lengths):
+    out = {}
+    for task, methods in cells.items():
+        ranks = {m: i for i, (m, _, _) in enumerate(ranking(methods, lengths), 1)}
+        for method, by_length in methods.items():
+            every, learned = seeds_of(methods, method)
+            out.setdefault(task, {})[method] = {
+                "seeds": every, "learned_seeds": learned, "rank": ranks.get(method),
+                "steps": {str(s): v for s, v in steps.get(task, {}).get(trained_method(method), {}).items()},
+                "exact_match": {str(L): {str(s): v for s, v in by.items()} for L, by in by_length.items()}}
+    return out
 
 
 def main():
@@ -171,7 +281,7 @@ def main():
     if inside == "." or not inside.startswith(".."):
         raise BadInput(f"RESULTS {results} is inside {eval_root}, which the report copies into RESULTS/eval; "
                        "name a folder outside it")
-    cells = read_evals(eval_root)
+    cells, steps = read_evals(eval_root)
     floors = read_floors(eval_root)
     if not cells:
         print(f"task_report: no evaluations under {eval_root}", file=sys.stderr)
@@ -180,27 +290,38 @@ def main():
     if os.path.abspath(eval_root) != os.path.abspath(os.path.join(results, "eval")):
         shutil.copytree(eval_root, os.path.join(results, "eval"), dirs_exist_ok=True)
     lengths = sorted({L for t in cells.values() for m in t.values() for L in m})
-    lines = ["# Task study: exact match by evaluation length", "",
+    lines = ["# Task study: what each method learned, and how far the learned runs extrapolate", "",
              "Generated by `scripts/studies/task_report.py` from the evaluations in `eval/` "
-             "(`scripts/studies/task_study.sh`). Cells: exact match in %, mean ± sd over seeds; "
-             f"trained at lengths 32-{TRAIN_LEN}. rope+yarn and rope+ntk are the rope checkpoints "
-             "evaluated with that scaling at factor length/64; rope+self_extend the same checkpoints with "
-             "Self-Extend (neighbour window 16, groups that keep every key inside the training length), "
-             "rope+dual_chunk with Dual Chunk Attention; drope is each rope run with its position encoding "
-             "dropped and a fifth of its steps more. Rows `floor: NAME` (where the evaluations recorded "
-             "them) are what a trivial strategy scores on the same examples; a method at or under a floor "
-             "at 1x has not learned the task, and its longer lengths say nothing about extrapolation.", ""]
-    lines += ["## Summary: exact match at 1x / mean over 2x-32x", ""] + summary_table(cells, lengths) + [""]
+             f"(`scripts/studies/task_study.sh`), trained at lengths 32-{TRAIN_LEN}. A run has learned its task "
+             f"when its held-out exact match at 1x ({TRAIN_LEN} tokens) is at least {100 * LEARNED:.0f} %; "
+             "learned k/n counts seeds, with the 95 % Wilson interval, and the steps to learn are the "
+             "learned checkpoints' (the first validation that reached the threshold under train.until_learned). "
+             "Extrapolation is ranked over learned runs only: each learned seed's exact match past 1x as % of "
+             f"its own 1x, mean ± sd over those seeds; a method with fewer than {MIN_LEARNED} learned seeds is "
+             "not ranked, since a run that did not learn a task says nothing about extrapolating it. rope+yarn "
+             "and rope+ntk are the rope checkpoints evaluated with that scaling at factor length/64; "
+             "rope+self_extend the same checkpoints with Self-Extend (neighbour window 16, groups that keep "
+             "every key inside the training length), rope+dual_chunk with Dual Chunk Attention; drope is each "
+             "rope run with its position encoding dropped and a fifth of its steps more. Rows `floor: NAME` "
+             "(where the evaluations recorded them) are what a trivial strategy scores on the same examples, "
+             "as raw exact match.", ""]
+    lines += ["## Summary: seeds learned at 1x · mean past 1x (% of 1x, ranked methods only)", ""]
+    lines += summary_table(cells, steps, lengths) + [""]
     drawn = plot(cells, lengths, os.path.join(results, "accuracy_by_length.png"))
     if drawn:
-        lines += ["![exact match by length](accuracy_by_length.png)", ""]
+        lines += ["![exact match of learned runs by length, as % of their 1x](accuracy_by_length.png)", ""]
     for task in ordered(cells, TASK_ORDER):
-        lines += [f"## {task}", ""] + task_table(cells[task], lengths, floors.get(task)) + [""]
+        lines += [f"## {task}", "", "Learning:", ""] + learning_table(cells[task], steps.get(task, {}), floors.get(task))
+        if ranking(cells[task], lengths):
+            lines += ["", "Extrapolation of the learned runs (exact match, % of each seed's own 1x):", ""]
+            lines += extrapolation_table(cells[task], lengths, floors.get(task)) + [""]
+        else:
+            lines += ["", f"No method learned {task} at 1x in {MIN_LEARNED} seeds or more: its lengths past 1x "
+                      "say nothing about extrapolation, and nothing is ranked.", ""]
     with open(os.path.join(results, "report.md"), "w") as f:
         f.write("\n".join(lines))
     with open(os.path.join(results, "report.json"), "w") as f:
-        json.dump({t: {m: {str(L): v for L, v in by.items()} for m, by in ms.items()} for t, ms in cells.items()}, f,
-                  indent=1, sort_keys=True)
+        json.dump(report_json(cells, steps, lengths), f, indent=1, sort_keys=True)
     print(f"task_report: wrote {results}/report.md" + (" and accuracy_by_length.png" if drawn else ""))
 
 

@@ -19,21 +19,32 @@
 #          SIZE (default tiny) picks the model: tiny is configs/tasks/base.yaml's (width 64, 2
 #          layers, about 0.1M parameters); small is width 128, 4 layers, FFN 512, lr 1e-3 (about 0.8M), the
 #          second size that shows whether a ranking moves with scale (its committed record:
-#          data/results/tasks/small; use another OUT too). THREADS (default 2) pins every run's
-#          intra-op threads: a tiny model's training takes another path from the same seed at
-#          another count (LibTorch's reductions round differently), so a run reproduces bitwise
-#          only with the same count and the same build.
+#          data/results/tasks/small; use another OUT too). JOBS (default 1) runs that many cells
+#          (a task, method and seed: its training and evaluations) side by side as processes, on
+#          the CPU or on one GPU; DroPE's cells follow the rope runs they start from. THREADS
+#          (default: the CPUs / JOBS, at least 1) pins every run's intra-op threads: a tiny model's
+#          training takes another path from the same seed at another count (LibTorch's reductions
+#          round differently), so a run reproduces bitwise only with the same count and the same
+#          build. Every run trains until learned (train.until_learned: held-out exact match at 1x
+#          of LEARNED, default 0.95, checked every 500 steps) or for the step cap; UNTIL_LEARNED=0
+#          trains every run for the whole cap.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 out="$(abs_path "${1:-sweeps/tasks}")"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
-all_methods="rope rope-randpos none alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
+all_methods="rope rope-randpos rope-sqrtd none none-sqrtd alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking stick_breaking_rope ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
 lengths="${LENGTHS:-64 128 256 512 1024 2048}"
 budget_min="${BUDGET_MIN:-100}"
-threads="${THREADS:-2}"
+jobs="${JOBS:-1}"
+[[ "$jobs" =~ ^[1-9][0-9]{0,2}$ ]] || bad "JOBS: '$jobs' is not a count of cells to run at once (1-999)"
+threads="${THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}"
+learned="${LEARNED:-0.95}"
+until_learned="${UNTIL_LEARNED:-1}"
+[[ "$until_learned" =~ ^[01]$ ]] || bad "UNTIL_LEARNED: '$until_learned' is not 0 or 1"
+[[ "$learned" =~ ^(0?\.[0-9]*[1-9][0-9]*|1|1\.0*)$ ]] || bad "LEARNED: '$learned' is not an exact match in (0, 1]"
 size="${SIZE:-tiny}"
 train_len=64
 retrieval="niah_single niah_multikey niah_multivalue niah_multiquery variable_tracking mqar"
@@ -76,9 +87,15 @@ method_args() {
     xpos) echo "--set model.position.kind=xpos" ;;
     transformer_xl) echo "--set model.position.kind=transformer_xl" ;;
     sinusoidal) echo "--set model.position.kind=sinusoidal --set model.embed_scale=sqrt_d" ;;
+    # Controls for sinusoidal's embedding scale: RoPE and NoPE under the same sqrt(d) scale.
+    rope-sqrtd) echo "--set model.position.kind=rope --set model.embed_scale=sqrt_d" ;;
+    none-sqrtd) echo "--set model.position.kind=none --set model.embed_scale=sqrt_d" ;;
     cope) echo "--set model.position.kind=cope" ;;
     fox) echo "--set model.position.kind=fox" ;;
-    stick_breaking) echo "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking" ;;
+    # Stick-breaking as its paper trains it, with no position encoding; stick_breaking_rope is the
+    # variant the first round ran (RoPE inside), kept so its record stays named for what it was.
+    stick_breaking) echo "--set model.position.kind=none --set model.attention_normalizer=stick_breaking" ;;
+    stick_breaking_rope) echo "--set model.position.kind=rope --set model.attention_normalizer=stick_breaking" ;;
     ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
     path) echo "--set model.position.kind=path" ;;
     # Two-layer layouts (a local layer of 16-token windows, then a global NoPE layer).
@@ -115,18 +132,24 @@ evaluations_done() {
 # Steps of a method's run: DroPE recalibrates for a fifth of the rope run it starts from.
 run_steps() { if [ "$1" = drope ]; then echo $((steps / 5)); else echo "$steps"; fi; }
 
-# train_run TASK METHOD SEED: trains the run unless its last checkpoint is there (DroPE's rope
-# run first).
+# run_finished RUN STEPS: RUN's checkpoints end it: one at the step cap, or one that learned.
+run_finished() {
+  [ -f "$1/checkpoints/step_$2/meta.json" ] || grep -qs '"learned_step"' "$1"/checkpoints/step_*/meta.json
+}
+
+# train_run TASK METHOD SEED: trains the run unless it is finished (DroPE's rope run first).
 train_run() {
   local task="$1" method="$2" seed="$3" run="$out/runs/$1/$2-seed$3" n
   n=$(run_steps "$method")
-  [ -f "$run/checkpoints/step_$n/meta.json" ] && return 0
+  run_finished "$run" "$n" && return 0
   if [ "$method" = drope ]; then train_run "$task" rope "$seed"; fi
   mkdir -p "$out/runs/$task"
   echo "[tasks] train $task $method-seed$seed"
   # shellcheck disable=SC2046
   "$bin" train "$root/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" --set "train.threads=$threads" \
     --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
+    --set "train.eval_every=$((n < 500 ? n : 500))" --set "train.until_learned=$([ "$until_learned" = 1 ] && echo true || echo false)" \
+    --set "train.learned_exact_match=$learned" \
     "${size_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
 }
 
@@ -147,41 +170,70 @@ eval_once() {
   rm -rf "$tmp" "$tmp.log"
 }
 
+# run_cell TASK METHOD SEED: trains the run and writes every evaluation it lacks.
+run_cell() {
+  local task="$1" method="$2" seed="$3" name="$2-seed$3" run="$out/runs/$1/$2-seed$3" L kind
+  train_run "$task" "$method" "$seed"
+  mkdir -p "$out/eval/$task"
+  eval_once "$out/eval/$task/$name.json" "$run" --lengths "$comma_lengths"
+  [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]] || return 0
+  for L in $lengths; do
+    [ "$L" -gt "$train_len" ] || continue
+    for kind in yarn ntk; do
+      eval_once "$out/eval/$task/rope+$kind-seed$seed-L$L.json" "$run" --lengths "$L" \
+        --set "model.position.rope.scaling.kind=$kind" --set "model.position.rope.scaling.factor=$((L / train_len))" \
+        --set "model.position.rope.scaling.original_max_positions=$train_len"
+    done
+    # Self-Extend: neighbours within 16 tokens, the rest grouped so the farthest key stays
+    # within the training length: G = ceil((L - 16) / (64 - 16)).
+    eval_once "$out/eval/$task/rope+self_extend-seed$seed-L$L.json" "$run" --lengths "$L" \
+      --set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=16 \
+      --set "model.position.rope.self_extend.group=$(( (L - 16 + train_len - 17) / (train_len - 16) ))"
+    # Dual Chunk Attention with ChunkLlama's defaults at this training length (relative
+    # positions up to 48, chunks of 44 tokens). STRING is not run: it keeps relative
+    # positions below its shift S as they are, so past 2x it cannot stay within 64 tokens.
+    eval_once "$out/eval/$task/rope+dual_chunk-seed$seed-L$L.json" "$run" --lengths "$L" \
+      --set model.position.rope.mode=dual_chunk
+  done
+}
+
+# Cells run JOBS at a time; a failed one stops the study once the others have finished.
+running=0
+finish_cells() {
+  local failed=0
+  while [ "$running" -gt 0 ]; do
+    wait -n || failed=1
+    running=$((running - 1))
+  done
+  [ "$failed" = 0 ] || { echo "task_study: a cell failed (its log is named above)" >&2; exit 1; }
+}
+launch_cell() {
+  if [ "$jobs" = 1 ]; then run_cell "$@"; return; fi
+  run_cell "$@" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || { running=$((running - 1)); finish_cells; echo "task_study: a cell failed" >&2; exit 1; }
+    running=$((running - 1))
+  fi
+}
+
 done_runs=0 recorded=0
-for seed in $seeds; do
-  for task in $tasks; do
-    for method in $methods; do
-      out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 3; }
-      name="$method-seed$seed"
-      if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
-      run="$out/runs/$task/$name"
-      ckpt="$run/checkpoints/step_$(run_steps "$method")"
-      train_run "$task" "$method" "$seed"
-      mkdir -p "$out/eval/$task"
-      eval_once "$out/eval/$task/$name.json" "$ckpt" --lengths "$comma_lengths"
-      if [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]]; then
-        for L in $lengths; do
-          [ "$L" -gt "$train_len" ] || continue
-          for kind in yarn ntk; do
-            eval_once "$out/eval/$task/rope+$kind-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
-              --set "model.position.rope.scaling.kind=$kind" --set "model.position.rope.scaling.factor=$((L / train_len))" \
-              --set "model.position.rope.scaling.original_max_positions=$train_len"
-          done
-          # Self-Extend: neighbours within 16 tokens, the rest grouped so the farthest key stays
-          # within the training length: G = ceil((L - 16) / (64 - 16)).
-          eval_once "$out/eval/$task/rope+self_extend-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
-            --set model.position.rope.mode=self_extend --set model.position.rope.self_extend.window=16 \
-            --set "model.position.rope.self_extend.group=$(( (L - 16 + train_len - 17) / (train_len - 16) ))"
-          # Dual Chunk Attention with ChunkLlama's defaults at this training length (relative
-          # positions up to 48, chunks of 44 tokens). STRING is not run: it keeps relative
-          # positions below its shift S as they are, so past 2x it cannot stay within 64 tokens.
-          eval_once "$out/eval/$task/rope+dual_chunk-seed$seed-L$L.json" "$ckpt" --lengths "$L" \
-            --set model.position.rope.mode=dual_chunk
-        done
-      fi
-      done_runs=$((done_runs + 1))
+# DroPE's cells start from the rope run of their task and seed, so they run after every other cell.
+for pass in first drope; do
+  for seed in $seeds; do
+    for task in $tasks; do
+      for method in $methods; do
+        if [ "$method" = drope ]; then [ "$pass" = drope ] || continue; else [ "$pass" = first ] || continue; fi
+        out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 4; }
+        if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
+        echo "[tasks] cell $task $method-seed$seed"
+        launch_cell "$task" "$method" "$seed"
+        done_runs=$((done_runs + 1))
+      done
     done
   done
+  finish_cells
 done
+finish_cells  # the cells still running when the budget ran out
 echo "task_study: $recorded run(s) already evaluated; $done_runs trained or evaluated in $(( ($(date +%s) - started) / 60 )) min"
 "$py" "$root/scripts/studies/task_report.py" "$out"

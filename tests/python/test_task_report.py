@@ -1,9 +1,11 @@
-"""scripts/studies/task_report.py on fixture evaluations whose numbers are known: exact match in % as
-mean ± sample std over seeds per length, the summary's 1x and 2x-32x means (each seed's mean
-first), RoPE + YaRN read from its per-length files, the trivial strategies' floors as rows of
-their task's table, dashes where nothing was run, the plot
-written and the evaluations copied so the report regenerates from its own folder; a folder
-without evaluations is exit 2 naming the study script."""
+"""scripts/studies/task_report.py on fixture evaluations whose numbers are known: a run has
+learned when its 1x exact match reaches 95 %; per task and method the seeds learned, k of n with
+the Wilson interval, and the median of the learned checkpoints' steps; extrapolation ranked over
+learned runs only, each seed's exact match as % of its own 1x (RoPE + YaRN learned where its rope
+run did), a method with one learned seed or a high score past 1x from an unlearned run never
+ranked; a task nobody learned said so in one line; the floors as rows; the plot written and the
+evaluations copied so the report regenerates from its own folder; a folder without evaluations is
+exit 2 naming the study script."""
 import json
 import os
 import subprocess
@@ -14,14 +16,17 @@ SRC = sys.argv[1]
 SCRIPT = os.path.join(SRC, "scripts", "studies", "task_report.py")
 
 
-def write_eval(path, exact_by_length, floors=None):
+def write_eval(path, exact_by_length, floors=None, step=None):
     rows = [{"length": L, "applicable": True, "exact_match": e} for L, e in exact_by_length.items()]
     for row in rows:
         if floors and row["length"] in floors:
             row["floors"] = floors[row["length"]]
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    report = {"task": "x", "results": rows}
+    if step is not None:
+        report["step"] = step
     with open(path, "w") as f:
-        json.dump({"task": "x", "results": rows}, f)
+        json.dump(report, f)
 
 
 def main():
@@ -31,36 +36,47 @@ def main():
         empty = subprocess.run([sys.executable, SCRIPT, out, dest], capture_output=True, text=True)
         assert empty.returncode == 2 and "task_study.sh" in empty.stderr, empty.stderr
         ev = os.path.join(out, "eval")
-        # niah_single: rope 0.5/0.7 at 1x (seeds 1, 2), 0.1/0.3 at 128, 0.0/0.2 at 256; alibi one seed.
-        write_eval(os.path.join(ev, "niah_single", "rope-seed1.json"), {64: 0.5, 128: 0.1, 256: 0.0})
-        write_eval(os.path.join(ev, "niah_single", "rope-seed2.json"), {64: 0.7, 128: 0.3, 256: 0.2})
-        write_eval(os.path.join(ev, "niah_single", "alibi-seed1.json"), {64: 0.9, 128: 0.8, 256: 0.7})
-        write_eval(os.path.join(ev, "niah_single", "rope+yarn-seed1-L128.json"), {128: 0.4})
-        write_eval(os.path.join(ev, "niah_single", "rope+yarn-seed2-L128.json"), {128: 0.6})
-        write_eval(os.path.join(ev, "copy", "alibi-seed1.json"), {64: 1.0, 128: 0.5})
+        niah = os.path.join(ev, "niah_single")
+        # rope: both seeds learned (96 %, 100 % at 1x; 300 and 500 steps); past 1x as % of each 1x:
+        # 128 -> 50, 60; 256 -> 0, 30; each seed's mean past 1x 25 and 45 -> 35.
+        write_eval(os.path.join(niah, "rope-seed1.json"), {64: 0.96, 128: 0.48, 256: 0.0}, step=300)
+        write_eval(os.path.join(niah, "rope-seed2.json"), {64: 1.0, 128: 0.6, 256: 0.3}, step=500)
+        write_eval(os.path.join(niah, "rope+yarn-seed1-L128.json"), {128: 0.96})  # 100 % of 0.96
+        write_eval(os.path.join(niah, "rope+yarn-seed2-L128.json"), {128: 0.9})  # 90 % of 1.0
+        write_eval(os.path.join(niah, "alibi-seed1.json"), {64: 0.97, 128: 0.9})  # one learned seed: not ranked
+        write_eval(os.path.join(niah, "fire-seed1.json"), {64: 0.5, 128: 0.5})  # not learned, even at 128
+        write_eval(os.path.join(niah, "fire-seed2.json"), {64: 0.97, 128: 0.97})
+        write_eval(os.path.join(ev, "copy", "alibi-seed1.json"), {64: 0.5, 128: 0.5})
         # The trivial strategies' scores recorded beside the results: a row each under their task.
-        write_eval(os.path.join(ev, "niah_single", "none-seed1.json"), {64: 0.25, 128: 0.25},
+        write_eval(os.path.join(niah, "none-seed1.json"), {64: 0.25, 128: 0.25},
                    floors={64: {"first needle": 0.25, "constant value": 0.0}, 128: {"first needle": 0.26}})
         r = subprocess.run([sys.executable, SCRIPT, out, dest], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         md = open(os.path.join(dest, "report.md")).read()
         expect = [
-            "| rope | 60 ± 14 | 20 ± 14 | 10 ± 14 | 2 |",  # 0.5/0.7 -> 60 ± 14.1
-            "| rope+yarn | - | 50 ± 14 | - | 2 |",  # read from the -L128 files; not run elsewhere
-            "| alibi | 90 (1 seed) | 80 (1 seed) | 70 (1 seed) | 1 |",
-            # summary: rope beyond 1x is each seed's mean of 128 and 256: 0.05 and 0.25 -> 15 ± 14
-            "| rope | 60 ± 14 / 15 ± 14 | - |",
-            "| alibi | 90 (1 seed) / 75 (1 seed) | 100 (1 seed) / 50 (1 seed) |",
-            "| floor: constant value | 0 | - | - | - |",
-            "| floor: first needle | 25 | 26 | - | - |",
+            "| rope | 2/2 (34-100 %) | 400 | 98 ± 3 |",  # Wilson 2 of 2: 34-100 %; median of 300 and 500
+            "| alibi | 1/1 (21-100 %) | - | 97 (1 seed) |",
+            "| fire | 1/2 (9-91 %) | - | 74 ± 33 |",
+            "| floor: first needle | - | - | 25 |",
+            "| 1 | rope+yarn | 2 | 95 ± 7 | - | 95 |",
+            "| 2 | rope | 2 | 55 ± 7 | 15 ± 21 | 35 |",
+            "| - | floor: first needle (raw) | - | 26 | - | - |",
+            "Not ranked (fewer than 2 seeds learned at 1x): none, alibi, fire.",
+            "No method learned copy at 1x in 2 seeds or more",
+            "| rope | 2/2 · 35 | - |",
+            "| alibi | 1/1 | 0/1 |",
+            "| fire | 1/2 | - |",
         ]
         for line in expect:
             assert line in md, "missing %r in\n%s" % (line, md)
+        ranked = json.load(open(os.path.join(dest, "report.json")))["niah_single"]
+        assert ranked["rope+yarn"]["rank"] == 1 and ranked["rope"]["rank"] == 2 and ranked["fire"]["rank"] is None
+        assert ranked["rope"]["steps"] == {"1": 300, "2": 500} and ranked["fire"]["learned_seeds"] == [2]
         assert os.path.getsize(os.path.join(dest, "accuracy_by_length.png")) > 10000
         again = subprocess.run([sys.executable, SCRIPT, dest, dest], capture_output=True, text=True)
         assert again.returncode == 0, again.stderr
         assert open(os.path.join(dest, "report.md")).read() == md
-    print("task_report: every fixture number where it belongs")
+    print("task_report: every fixture number where it belongs, only learned runs ranked")
 
 
 if __name__ == "__main__":

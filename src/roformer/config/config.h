@@ -205,6 +205,7 @@ struct TaskConfig {
   bool reverse_digits = false;  // addition: least significant digit first (Zhou et al. 2024)
   int64_t index_hints = 0;      // addition: hint symbols before the digits (0: none)
   int64_t eval_examples = 256;  // examples per evaluation length
+  int64_t holdout = 0;          // 1 in holdout examples kept for evaluation, never trained on; 0: no split
   void visit(FieldVisitor& v);
   // Why a CUDA graph cannot capture a training step at training length seq_len (null: it can).
   const char* cuda_graph_refusal(int64_t seq_len) const {
@@ -287,6 +288,10 @@ struct TrainConfig {
   bool tensorboard = false;  // metrics also as TensorBoard events in RUN/tensorboard/ (run/tensorboard_writer.h)
   ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   int64_t activation_checkpointing_every = 2;  // every_k: layers k-1, 2k-1, ... recompute in backward
+  // A task run stops at the first validation (every eval_every steps) whose exact match reaches
+  // learned_exact_match; train.steps is then the cap. Its checkpoint says so, and a resume of it is complete.
+  bool until_learned = false;
+  double learned_exact_match = 0.95;
   void visit(FieldVisitor& v);
   // Why a CUDA graph cannot capture a step under these settings (null: it can).
   const char* cuda_graph_refusal() const {

@@ -215,6 +215,9 @@ void TaskConfig::visit(FieldVisitor& v) {
           "place, consecutive hints from a random start (Zhou et al. 2024 use 102); bounds the digits per number");
   v.field("eval_examples", eval_examples, between(int64_t{1}, int64_t{1} << 24),
           "examples scored per evaluation length");
+  v.field("holdout", holdout, between(int64_t{0}, int64_t{1} << 20),
+          "0, or N >= 2: one example in N (by a hash of its tokens) is kept for evaluation and never drawn for "
+          "training, so the evaluation's examples are disjoint from training's; `roformer eval` counts the overlap");
 }
 
 void DataConfig::visit(FieldVisitor& v) {
@@ -288,6 +291,11 @@ void TrainConfig::visit(FieldVisitor& v) {
   v.field("profile_steps", profile_steps, at_least(int64_t{0}),
           "record this many steps with the Kineto profiler (run_dir/profile_trace.json, profile_summary.txt); 0 = off");
   v.field("profile_start", profile_start, at_least(int64_t{0}), "first profiled step");
+  v.field("until_learned", until_learned,
+          "a task run (data.task) stops at the first validation whose exact match reaches learned_exact_match; "
+          "train.steps is the cap");
+  v.field("learned_exact_match", learned_exact_match, Range<double>{0.0, 1.0, true},
+          "until_learned's threshold: the held-out exact match at the training length, in (0, 1]");
   v.field("init_from", init_from,
           "start from this checkpoint's weights (RUN/checkpoints/step_N, or a run: its newest) with a fresh "
           "optimizer, schedule and step count; the architecture must match, the length, RoPE scaling, lr and data "

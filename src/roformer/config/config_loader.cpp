@@ -47,7 +47,7 @@ std::string range_text(const Range<T>& r) {
   const bool has_hi = r.hi != std::numeric_limits<T>::max();
   std::ostringstream os;
   if (has_lo && has_hi) {
-    os << "in [" << r.lo << ", " << r.hi << "]";
+    os << "in " << (r.lo_open ? "(" : "[") << r.lo << ", " << r.hi << "]";
   } else if (has_lo) {
     os << (r.lo_open ? "> " : ">= ") << r.lo;
   } else if (has_hi) {

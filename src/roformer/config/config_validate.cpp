@@ -39,7 +39,14 @@ void validate_random_positions(const Config& c, const Origins& o) {
 
 void validate_task(const Config& c, const Origins& o) {
   const TaskConfig& t = c.data.task;
+  if (c.train.until_learned && t.name == TaskKind::none)
+    conflict(o, "train.until_learned", "data.task.name",
+             "a run stops when learned by its task's exact match, and this run trains on a corpus; set data.task or "
+             "train.until_learned=false");
   if (t.name == TaskKind::none) return;
+  if (t.holdout == 1)
+    conflict(o, "data.task.holdout", "data.task.name",
+             "1 would keep every example for evaluation and leave none to train on; use 0 (no split) or N >= 2");
   if (t.min_length > c.data.seq_len)
     conflict(o, "data.task.min_length", "data.seq_len",
              std::to_string(t.min_length) + " is above the longest training length " + std::to_string(c.data.seq_len) +

@@ -16,7 +16,8 @@ constexpr uint64_t kTaskTrainStream = 0x7461736b547261;   // "taskTra"
 constexpr uint64_t kTaskEvalStream = 0x7461736b457661;    // "taskEva"
 }  // namespace
 
-Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys) {
+Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys,
+                 const Holdout& holdout) {
   const auto b = static_cast<int64_t>(keys.size());
   Batch out;
   out.input_ids = torch::empty({b, length}, torch::kLong);
@@ -24,8 +25,7 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
   int64_t* ids = out.input_ids.data_ptr<int64_t>();
   int64_t* tg = out.targets.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
-    TaskRng rng(keys[static_cast<size_t>(i)]);
-    const TaskExample ex = generator.make(length, rng);
+    const TaskExample ex = draw_example(generator, length, keys[static_cast<size_t>(i)], holdout);
     std::copy(ex.inputs.begin(), ex.inputs.end(), ids + i * length);
     std::copy(ex.labels.begin(), ex.labels.end(), tg + i * length);
     out.scored += static_cast<int64_t>(
@@ -35,42 +35,65 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
 }
 
 TaskBatcher::TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
-                         int64_t local_batch, int rank, uint64_t seed)
+                         int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every)
     : generator_(std::move(generator)),
       min_length_(min_length > 0 ? min_length : max_length),
       max_length_(max_length),
       local_batch_(local_batch),
       rank_(rank),
-      seed_(seed) {}
+      seed_(seed),
+      holdout_{holdout_every, false} {}
 
 int64_t TaskBatcher::length(int64_t step) const {
   const uint64_t h = hash_counters(seed_, {kTaskLengthStream, static_cast<uint64_t>(step)});
   return min_length_ + static_cast<int64_t>(h % static_cast<uint64_t>(max_length_ - min_length_ + 1));
 }
 
+std::vector<uint64_t> TaskBatcher::row_keys(int64_t step) const {
+  std::vector<uint64_t> keys;
+  for (int64_t i = 0; i < local_batch_; ++i) {
+    const auto row = static_cast<uint64_t>(rank_ * local_batch_ + i);
+    keys.push_back(hash_counters(seed_, {kTaskTrainStream, static_cast<uint64_t>(step), row}));
+  }
+  return keys;
+}
+
 Batch TaskBatcher::batch(int64_t step) const {
   const int64_t S = length(step);
-  std::vector<uint64_t> keys;
-  std::vector<int64_t> rows;
-  for (int64_t i = 0; i < local_batch_; ++i) {
-    const int64_t row = rank_ * local_batch_ + i;
-    rows.push_back(row);
-    keys.push_back(hash_counters(seed_, {kTaskTrainStream, static_cast<uint64_t>(step), static_cast<uint64_t>(row)}));
+  Batch out = task_batch(*generator_, S, row_keys(step), holdout_);
+  if (positions_max_ > 0) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < local_batch_; ++i) rows.push_back(rank_ * local_batch_ + i);
+    out.positions = random_positions(rows, S, positions_max_, seed_, step);
   }
-  Batch out = task_batch(*generator_, S, keys);
-  if (positions_max_ > 0) out.positions = random_positions(rows, S, positions_max_, seed_, step);
   return out;
 }
 
+std::vector<uint64_t> TaskBatcher::identities(int64_t step) const {
+  const int64_t S = length(step);
+  std::vector<uint64_t> out;
+  for (const uint64_t key : row_keys(step))
+    out.push_back(example_identity(draw_example(*generator_, S, key, holdout_)));
+  return out;
+}
+
+std::unordered_set<uint64_t> training_identities(const TaskBatcher& batcher, int64_t steps) {
+  std::unordered_set<uint64_t> seen;
+  for (int64_t step = 0; step < steps; ++step)
+    for (const uint64_t id : batcher.identities(step)) seen.insert(id);
+  return seen;
+}
+
 TaskEvalSet::TaskEvalSet(std::shared_ptr<const TaskGenerator> generator, int64_t length, int64_t examples,
-                         int64_t batch_size, int rank, int world, uint64_t seed)
+                         int64_t batch_size, int rank, int world, uint64_t seed, int64_t holdout_every)
     : generator_(std::move(generator)),
       length_(length),
       examples_(examples),
       batch_size_(batch_size),
       rank_(rank),
       world_(world),
-      seed_(seed) {}
+      seed_(seed),
+      holdout_{holdout_every, true} {}
 
 // Rank r scores examples [r*E/W, (r+1)*E/W) in batches of batch_size.
 int64_t TaskEvalSet::num_batches() const {
@@ -83,19 +106,29 @@ Batch TaskEvalSet::batch(int64_t index) const {
   const int64_t end = std::min((rank_ + 1) * examples_ / world_, first + batch_size_);
   std::vector<uint64_t> keys;
   for (int64_t i = first; i < end; ++i) keys.push_back(example_key(i));
-  return task_batch(*generator_, length_, keys);
+  return task_batch(*generator_, length_, keys, holdout_);
 }
 
 uint64_t TaskEvalSet::example_key(int64_t i) const {
   return hash_counters(seed_, {kTaskEvalStream, static_cast<uint64_t>(length_), static_cast<uint64_t>(i)});
 }
 
+TaskExample TaskEvalSet::example(int64_t i) const {
+  return draw_example(*generator_, length_, example_key(i), holdout_);
+}
+
+int64_t TaskEvalSet::count_seen(const std::unordered_set<uint64_t>& seen) const {
+  int64_t n = 0;
+  for (int64_t i = rank_ * examples_ / world_; i < (rank_ + 1) * examples_ / world_; ++i)
+    n += seen.count(example_identity(example(i))) > 0 ? 1 : 0;
+  return n;
+}
+
 std::vector<double> TaskEvalSet::floors_exact_match(const std::vector<TaskFloor>& floors) const {
   const int64_t first = rank_ * examples_ / world_, end = (rank_ + 1) * examples_ / world_;
   std::vector<double> right(floors.size(), 0.0);
   for (int64_t i = first; i < end; ++i) {  // each example drawn once for all the floors
-    TaskRng rng(example_key(i));
-    const TaskExample ex = generator_->make(length_, rng);
+    const TaskExample ex = example(i);
     const std::vector<int64_t> answer = answer_of(ex);
     for (size_t f = 0; f < floors.size(); ++f) right[f] += floors[f].answer(ex) == answer;
   }

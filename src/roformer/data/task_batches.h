@@ -3,10 +3,12 @@
 //                on every rank), row r of the global batch keyed by (seed, step, r), so W ranks
 //                of b rows see the examples of one process with W*b rows and a resume is exact;
 //   TaskEvalSet: the fixed examples scored at one length, example i keyed by (seed, length, i).
-// Targets are the examples' labels (-100 where nothing is scored).
+// Targets are the examples' labels (-100 where nothing is scored). Under data.task.holdout the
+// batcher draws only training-side examples and the evaluation set only held-out ones.
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 
 #include "roformer/data/batches.h"
 #include "roformer/data/tasks/task_generator.h"
@@ -16,9 +18,11 @@ namespace roformer::data {
 class TaskBatcher {
  public:
   TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
-              int64_t local_batch, int rank, uint64_t seed);
+              int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every = 0);
   int64_t length(int64_t step) const;  // this step's sequence length
   Batch batch(int64_t step) const;
+  // The identities (example_identity) of this rank's rows at `step`, without building the batch.
+  std::vector<uint64_t> identities(int64_t step) const;
   // From now on every batch carries random sorted positions below `max` (data/random_positions.h).
   void randomize_positions(int64_t max) { positions_max_ = max; }
 
@@ -27,28 +31,39 @@ class TaskBatcher {
   int64_t min_length_, max_length_, local_batch_;
   int rank_;
   uint64_t seed_;
+  Holdout holdout_;
   int64_t positions_max_ = 0;
+  std::vector<uint64_t> row_keys(int64_t step) const;
 };
 
 class TaskEvalSet {
  public:
   TaskEvalSet(std::shared_ptr<const TaskGenerator> generator, int64_t length, int64_t examples, int64_t batch_size,
-              int rank, int world, uint64_t seed);
+              int rank, int world, uint64_t seed, int64_t holdout_every = 0);
   int64_t num_batches() const;  // this rank's
   Batch batch(int64_t index) const;
   int64_t length() const { return length_; }
   // The exact match of each trivial strategy (TaskGenerator::floors) on this rank's examples.
   std::vector<double> floors_exact_match(const std::vector<TaskFloor>& floors) const;
+  // How many of this rank's examples are among `seen` (identities of the training stream).
+  int64_t count_seen(const std::unordered_set<uint64_t>& seen) const;
 
  private:
   std::shared_ptr<const TaskGenerator> generator_;
   int64_t length_, examples_, batch_size_;
   int rank_, world_;
   uint64_t seed_;
+  Holdout holdout_;
   uint64_t example_key(int64_t i) const;
+  TaskExample example(int64_t i) const;
 };
 
-// Rows `keys` of one length as a batch: example i drawn from TaskRng(keys[i]).
-Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys);
+// Rows `keys` of one length as a batch: example i drawn from the stream keys[i] (draw_example).
+Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys,
+                 const Holdout& holdout);
+
+// The identities of the examples a run of `steps` steps trained on (every rank's rows): `batcher`
+// built as one process with the run's global batch.
+std::unordered_set<uint64_t> training_identities(const TaskBatcher& batcher, int64_t steps);
 
 }  // namespace roformer::data

@@ -26,6 +26,7 @@ struct EvalResult {
   int64_t exact = 0;      // of them, rows whose every scored token was the top prediction
   // A task's floors on the same examples: each trivial strategy's name and exact match.
   std::vector<std::pair<std::string, double>> floors;
+  int64_t seen_in_training = -1;  // a task's examples also in the run's training stream; -1: not counted
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
   double perplexity() const;
   double accuracy() const { return tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0; }

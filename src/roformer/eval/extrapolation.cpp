@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 
 #include "roformer/common/errors.h"
 #include "roformer/common/log.h"
@@ -70,20 +71,38 @@ Scorer corpus_scorer(const config::Config& cfg, model::EncoderModel& model, cons
   };
 }
 
-// data.task.eval_examples examples of the checkpoint's task at each length.
-Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16) {
+// The training stream's examples are counted against the evaluation's up to this many.
+constexpr int64_t kMaxCountedTrainingExamples = int64_t{1} << 20;
+
+// The identities of the examples the checkpoint's own `steps` trained on (not those of a run it
+// started from), or none when there are more than kMaxCountedTrainingExamples.
+std::shared_ptr<const std::unordered_set<uint64_t>> training_examples(const config::Config& cfg,
+                                                                      std::shared_ptr<const data::TaskGenerator> g,
+                                                                      int64_t steps) {
+  if (steps * cfg.train.batch_size > kMaxCountedTrainingExamples) return nullptr;
+  const data::TaskBatcher stream(std::move(g), cfg.data.task.min_length, cfg.data.seq_len, cfg.train.batch_size, 0,
+                                 static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
+  return std::make_shared<const std::unordered_set<uint64_t>>(data::training_identities(stream, steps));
+}
+
+// data.task.eval_examples examples of the checkpoint's task at each length, with the floors and
+// how many of them the run trained on.
+Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16,
+                   int64_t trained_steps) {
   const config::TaskConfig& task = cfg.data.task;
   std::shared_ptr<const data::TaskGenerator> generator =
       data::make_task_generator(task, cfg.model.objective == config::Objective::causal_lm);
   for (int64_t L : cfg.eval.lengths)
     data::check_task_fits(*generator, task, L, cfg.model.vocab_size, "evaluation length");
-  return [&cfg, &model, device, bf16, generator](int64_t L) {
+  const auto seen = training_examples(cfg, generator, trained_steps);
+  return [&cfg, &model, device, bf16, generator, seen](int64_t L) {
     const data::TaskEvalSet examples(generator, L, cfg.data.task.eval_examples, cfg.eval.batch_size, 0, 1,
-                                     static_cast<uint64_t>(cfg.eval.mask_seed));
+                                     static_cast<uint64_t>(cfg.eval.mask_seed), cfg.data.task.holdout);
     EvalResult r = evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
     const std::vector<data::TaskFloor> floors = generator->floors();
     const std::vector<double> exact = examples.floors_exact_match(floors);
     for (size_t f = 0; f < floors.size(); ++f) r.floors.emplace_back(floors[f].name, exact[f]);
+    if (seen) r.seen_in_training = examples.count_seen(*seen);
     return r;
   };
 }
@@ -174,8 +193,11 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.split = cfg.eval.split;
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
   const bool bf16 = eval_uses_bf16(cfg.eval.precision, device);
-  const Scorer score = task ? task_scorer(cfg, model, device, bf16) : corpus_scorer(cfg, model, device, bf16);
+  report.step = io::checkpoint_step(dir);
+  const Scorer score =
+      task ? task_scorer(cfg, model, device, bf16, report.step) : corpus_scorer(cfg, model, device, bf16);
   if (task) report.task = config::task_kind_names().name(cfg.data.task.name);
+  report.holdout = cfg.data.task.holdout;
   report.precision = bf16 ? "bf16" : "fp32";
   report.scaling = config::rope_scaling_kind_names().name(cfg.model.position.rope.scaling.kind);
   if (cfg.model.position.rope.scaling.kind != config::RopeScalingKind::none)
@@ -235,7 +257,9 @@ std::string report_json(const ExtrapolationReport& r) {
                       {"train_length", r.train_length},
                       {"position", r.position},
                       {"task", r.task},
+                      {"step", r.step},
                       {"results", nlohmann::json::array()}};
+  if (!r.task.empty()) j["holdout"] = r.holdout;
   if (r.temperature)
     j["temperature_fit"] = {{"c", r.temperature->c},
                             {"split", r.temperature->split},
@@ -271,6 +295,7 @@ std::string report_json(const ExtrapolationReport& r) {
         for (const auto& [name, exact] : l.result.floors) floors[name] = exact;
         e["floors"] = floors;  // the trivial strategies' exact match on the same examples
       }
+      if (l.result.seen_in_training >= 0) e["seen_in_training"] = l.result.seen_in_training;
     }
     j["results"].push_back(e);
   }
@@ -313,6 +338,20 @@ void print_floors(std::ostream& os, const ExtrapolationReport& r) {
   }
 }
 
+// Under a task's table: how many of each length's examples the run also trained on.
+void print_seen(std::ostream& os, const ExtrapolationReport& r) {
+  if (r.task.empty()) return;
+  os << "  examples also seen in training ("
+     << (r.holdout > 0 ? "held out: 1 in " + std::to_string(r.holdout) : std::string("data.task.holdout 0: no split"))
+     << "):";
+  for (const auto& l : r.lengths) {
+    if (!l.applicable) continue;
+    os << " " << (l.result.seen_in_training >= 0 ? std::to_string(l.result.seen_in_training) : "not counted") << "/"
+       << l.result.sequences << " at " << l.length << ";";
+  }
+  os << "\n";
+}
+
 }  // namespace
 
 std::string report_table(const ExtrapolationReport& r) {
@@ -349,6 +388,7 @@ std::string report_table(const ExtrapolationReport& r) {
     os << "  " << l.attention << "\n";
   }
   print_floors(os, r);
+  print_seen(os, r);
   return os.str();
 }
 

@@ -31,10 +31,12 @@ struct ExtrapolationReport {
   std::string checkpoint, split, protocol, scaling;
   std::string precision;  // fp32, or bf16 (autocast on CUDA)
   int64_t stride = 0, train_length = 0;
+  int64_t step = 0;  // the checkpoint's optimizer steps
   std::string position;
   std::string methods;     // what evaluation applies on top of the family: "yarn x8, log-n past 128", or "none"
   bool per_token = false;  // loss_by_position has one entry per position (eval.per_token)
   std::string task;        // the synthetic task (data.task) a task checkpoint is scored on; empty: the corpus
+  int64_t holdout = 0;     // data.task.holdout
   std::vector<LengthResult> lengths;
   std::optional<TemperatureFit> temperature;  // eval.fit_temperature: DroPE's fitted c
 };

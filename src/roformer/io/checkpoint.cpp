@@ -210,13 +210,15 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
     archive.write("elapsed_s", torch::tensor(state.elapsed_s, torch::kFloat64));
     archive.write("epoch_loss_sum", torch::tensor(state.epoch_loss_sum, torch::kFloat64));
     archive.write("epoch_steps", torch::tensor(state.epoch_steps));
+    archive.write("learned_step", torch::tensor(state.learned_step));
     inject_full_disk("trainer.pt");
     write_archive(archive, tmp + "/trainer.pt");
     inject_full_disk("config.yaml");
     write_file_atomic(tmp + "/config.yaml", "# git revision: " + git_revision + "\n" + config::dump_yaml(config));
-    const json meta = {
+    json meta = {
         {"step", state.step},           {"tokens_seen", state.tokens_seen},          {"elapsed_s", state.elapsed_s},
         {"git_revision", git_revision}, {"intra_op_threads", at::get_num_threads()}, {"complete", true}};
+    if (state.learned_step >= 0) meta["learned_step"] = state.learned_step;
     inject_full_disk("meta.json");
     write_file_atomic(tmp + "/meta.json", meta.dump(2) + "\n");
     if (path_exists(final_dir)) discard(final_dir);  // re-saving the same step
@@ -313,6 +315,16 @@ std::optional<int> checkpoint_intra_op_threads(const std::string& dir) {
   }
 }
 
+int64_t checkpoint_step(const std::string& dir) {
+  try {
+    const json meta = json::parse(read_text_file(dir + "/meta.json"));
+    const int64_t step = meta.at("step").get<int64_t>();
+    if (step >= 0) return step;
+  } catch (const std::exception&) {
+  }
+  throw UserError(dir + "/meta.json has no step count (corrupted?); use another checkpoint of the run");
+}
+
 TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                              bool restore_rng) {
   if (!is_complete_checkpoint(dir))
@@ -345,13 +357,18 @@ TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, t
     torch::Tensor loss_sum, steps;
     if (archive.try_read("epoch_loss_sum", loss_sum)) s.epoch_loss_sum = loss_sum.item<double>();
     if (archive.try_read("epoch_steps", steps)) s.epoch_steps = steps.item<int64_t>();
+    torch::Tensor learned;  // absent in checkpoints written before train.until_learned
+    if (archive.try_read("learned_step", learned)) s.learned_step = learned.item<int64_t>();
     rng = read("rng_cpu");
   } catch (const std::exception& e) {
     throw UserError(dir + "/trainer.pt does not fit this model (saved by another architecture or run?): " +
                     first_line(e.what()) + "; resume from the checkpoint's own run");
   }
-  if (s.step < 0 || s.tokens_seen < 0 || s.epoch_steps < 0 || !std::isfinite(s.epoch_loss_sum))
-    throw UserError(dir + "/trainer.pt holds a negative step or token count or a non-finite loss (corrupted?)");
+  if (s.step < 0 || s.tokens_seen < 0 || s.epoch_steps < 0 || !std::isfinite(s.epoch_loss_sum) || s.learned_step < -1 ||
+      s.learned_step > s.step)
+    throw UserError(dir +
+                    "/trainer.pt holds a negative step or token count, a non-finite loss or a learned step past its "
+                    "step (corrupted?)");
   if (!restore_rng) return s;
   set_generator_state(at::detail::getDefaultCPUGenerator(), rng);
   const torch::Device device = model.parameters().front().device();

@@ -46,6 +46,8 @@ struct TrainerState {
   // Fine-tuning: the epoch in progress, so its mean training loss survives a resume mid-epoch.
   double epoch_loss_sum = 0;
   int64_t epoch_steps = 0;
+  // train.until_learned: the step whose validation reached the threshold (the run is complete); -1: not learned.
+  int64_t learned_step = -1;
 };
 
 // Fault injection for the reliability tests: at the save of step `kill_at_step`, SIGKILL this
@@ -65,6 +67,9 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 // checkpoints written before it was kept. LibTorch's CPU reductions split their work by the
 // thread count, so a resume on another count is not bitwise the uninterrupted run.
 std::optional<int> checkpoint_intra_op_threads(const std::string& dir);
+
+// The optimizer steps a complete checkpoint had taken (its meta.json).
+int64_t checkpoint_step(const std::string& dir);
 
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);

@@ -126,6 +126,7 @@ class Trainer {
   run::StepResult step(const data::Batch& batch, double lr);
   void log_step(const run::StepResult& sr, double lr);
   void evaluate(int64_t step);
+  bool learned_now(int64_t step);
   void checkpoint();
   TrainResult finish(int exit_code);
 
@@ -154,6 +155,7 @@ class Trainer {
   std::unique_ptr<GraphedStep> graphed_;
   std::unique_ptr<Progress> progress_;  // rank 0 on a terminal
   int64_t first_step_ = 0;
+  double last_exact_match_ = 0;  // the last validation's (a task run)
   io::TrainerState state_;
   double flops_per_token_ = 0, peak_ = 0;
   // Timing of this session: throughput windows between log steps.
@@ -232,14 +234,16 @@ void Trainer::build_data() {
   const bool random_positions = t_.positions == config::PositionSampling::random;
   if (task_) {
     const config::TaskConfig& task = cfg_.data.task;
-    task_batcher_ =
-        std::make_unique<data::TaskBatcher>(task_, task.min_length, cfg_.data.seq_len, local_batch_, env_.rank, seed);
+    task_batcher_ = std::make_unique<data::TaskBatcher>(task_, task.min_length, cfg_.data.seq_len, local_batch_,
+                                                        env_.rank, seed, task.holdout);
     if (random_positions) task_batcher_->randomize_positions(t_.random_positions_max);
-    task_valid_ = std::make_unique<data::TaskEvalSet>(task_, cfg_.data.seq_len, task.eval_examples, local_batch_,
-                                                      env_.rank, world, static_cast<uint64_t>(cfg_.eval.mask_seed));
+    task_valid_ =
+        std::make_unique<data::TaskEvalSet>(task_, cfg_.data.seq_len, task.eval_examples, local_batch_, env_.rank,
+                                            world, static_cast<uint64_t>(cfg_.eval.mask_seed), task.holdout);
     log::info("task ", config::task_kind_names().name(task.name), ": lengths ",
               task.min_length > 0 ? std::to_string(task.min_length) + ".." : std::string(), cfg_.data.seq_len,
-              ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples");
+              ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples",
+              task.holdout > 0 ? " held out from training (1 in " + std::to_string(task.holdout) + ")" : "");
   } else {
     const bool documents = cfg_.data.packing != config::DataPacking::stream;  // stream reads no document index
     auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train", documents);
@@ -370,11 +374,24 @@ void Trainer::evaluate(int64_t step) {
                         {"accuracy", r.accuracy()}, {"tokens", r.tokens}};
   if (task_valid_) record["exact_match"] = r.exact_match();
   life_.metrics().write(record);
+  last_exact_match_ = task_valid_ ? r.exact_match() : 0.0;
   log::info("eval step ", step, ": loss ", r.loss(), task_valid_ ? "" : ", ppl " + shortest_double(r.perplexity()),
             ", accuracy ", r.accuracy(),
             task_valid_ ? ", exact match " + shortest_double(r.exact_match()) + " of " + std::to_string(r.sequences)
                         : std::string());
   result_.valid_loss = r.loss();
+}
+
+// train.until_learned: whether the validation just run at `step` reached the threshold; if so the
+// step is recorded (metrics and the next checkpoint) and the run ends there.
+bool Trainer::learned_now(int64_t step) {
+  if (!t_.until_learned || last_exact_match_ < t_.learned_exact_match) return false;
+  state_.learned_step = step;
+  life_.metrics().write(
+      {{"type", "learned"}, {"step", step}, {"exact_match", last_exact_match_}, {"threshold", t_.learned_exact_match}});
+  log::info("learned at step ", step, ": validation exact match ", shortest_double(last_exact_match_),
+            " reached train.learned_exact_match ", shortest_double(t_.learned_exact_match));
+  return true;
 }
 
 void Trainer::checkpoint() {
@@ -399,6 +416,11 @@ TrainResult Trainer::run() {
     life_.metrics().write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
   if (state_.step >= t_.steps) {
     log::info("the run is already complete at step ", state_.step, " (train.steps = ", t_.steps, ")");
+    return finish(0);
+  }
+  if (t_.until_learned && state_.learned_step >= 0) {
+    log::info("the run is already complete: it learned its task at step ", state_.learned_step,
+              " (train.until_learned)");
     return finish(0);
   }
   life_.begin_steps();
@@ -439,10 +461,17 @@ TrainResult Trainer::run() {
     if ((log_now || eval_now || checkpoint_now) && life_.stop_on_nonfinite()) return finish(run::kNonFiniteExitCode);
     if (log_now) log_step(sr, lr);
     if (eval_now) evaluate(state_.step);
-    if (checkpoint_now) checkpoint();
+    const bool learned = eval_now && learned_now(state_.step);
+    if (checkpoint_now || learned) checkpoint();
+    if (learned) {
+      if (progress_) progress_->finish();
+      log::info("done: learned at step ", state_.step, " of at most ", t_.steps, "; run directory ", life_.run_dir());
+      return finish(0);
+    }
     if (stopping) return finish(life_.stopped(state_.step));
   }
   evaluate(state_.step);
+  learned_now(state_.step);  // recorded only: the final checkpoint is saved, and steps end the run anyway
   if (progress_) progress_->finish();
   log::info("done: ", state_.step, " steps, validation loss ", result_.valid_loss, "; run directory ", life_.run_dir());
   return finish(0);

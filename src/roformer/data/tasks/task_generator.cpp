@@ -47,6 +47,23 @@ std::vector<int64_t> answer_of(const TaskExample& ex) {
   return out;
 }
 
+uint64_t example_identity(const TaskExample& ex) {
+  uint64_t h = 0x6578616d706c65;  // "example"
+  for (int64_t t : ex.inputs)
+    if (t != kTaskPad) h = mix64(h ^ mix64(static_cast<uint64_t>(t)));
+  return h;
+}
+
+TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout) {
+  TaskRng rng(key);
+  TaskExample ex = generator.make(length, rng);
+  if (holdout.every <= 0) return ex;
+  const auto every = static_cast<uint64_t>(holdout.every);
+  for (int draw = 1; draw < kHoldoutDraws && (example_identity(ex) % every == 0) != holdout.held_out; ++draw)
+    ex = generator.make(length, rng);
+  return ex;
+}
+
 void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<int64_t>& answer) const {
   for (size_t i = 0; i < answer.size(); ++i) {
     const auto t = static_cast<size_t>(at) + i;

@@ -81,6 +81,23 @@ class TaskGenerator {
   bool causal_;
 };
 
+// data.task.holdout: one example in `every` (by its identity) is kept for evaluation, so training
+// never draws it and evaluation draws only such examples; every = 0 keeps no side.
+struct Holdout {
+  int64_t every = 0;
+  bool held_out = false;  // the side a draw must fall on: evaluation (true) or training
+};
+
+// An example's identity: a hash of its tokens other than padding, so one problem written at two
+// lengths is one example. Evaluation's overlap with training is counted by it.
+uint64_t example_identity(const TaskExample& ex);
+
+// One example from the stream `key`, redrawn from the same stream until it falls on the holdout's
+// side (at most kHoldoutDraws draws; a length with too few distinct examples keeps the last, and
+// the overlap the evaluation counts says so).
+constexpr int kHoldoutDraws = 256;
+TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout);
+
 // The generator of data.task (name != none) for a causal or a bidirectional model.
 std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal);
 

@@ -27,8 +27,13 @@
 #          round differently), so a run reproduces bitwise only with the same count and the same
 #          build. Every run trains until learned (train.until_learned: held-out exact match at 1x
 #          of LEARNED, default 0.95, checked every 500 steps) or for the step cap; UNTIL_LEARNED=0
-#          trains every run for the whole cap.
+#          trains every run for the whole cap. LRS (default: the size's rate / 3, x1 and x3; none:
+#          the size's rate for all) is each method's learning-rate sweep: the first seed trains at
+#          every rate, the one with the best held-out exact match at 1x (then fewer steps to learn)
+#          is the method's rate on that task (OUT/lr/TASK/METHOD.rate), and the other seeds train
+#          at it; DroPE keeps the rope run's schedule.
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) (a rate sweep's training) stops the cell
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 out="$(abs_path "${1:-sweeps/tasks}")"
 all_tasks="niah_single niah_multikey variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
@@ -67,11 +72,15 @@ cpus=$(nproc)
 [ -n "$tasks" ] && [ -n "$methods" ] && [ -n "$seeds" ] && [ -n "$lengths" ] || bad "TASKS, METHODS, SEEDS and LENGTHS must not be empty"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
 case "$size" in
-  tiny) size_args=() ;;
+  tiny) size_args=() default_lrs="1e-3 3e-3 1e-2" ;;
   # A third of the tiny model's learning rate: at 3e-3 it stayed at chance on single-needle retrieval.
-  small) size_args=(--set model.hidden_size=128 --set model.num_layers=4 --set model.ffn_size=512 --set train.lr=1e-3) ;;
+  small) size_args=(--set model.hidden_size=128 --set model.num_layers=4 --set model.ffn_size=512 --set train.lr=1e-3)
+    default_lrs="3e-4 1e-3 3e-3" ;;
   *) bad "SIZE: '$size' is not tiny or small" ;;
 esac
+lrs="${LRS-$default_lrs}"
+[ "$lrs" != none ] || lrs=""
+for v in $lrs; do [[ "$v" =~ ^[0-9]+(\.[0-9]+)?(e-?[0-9]+)?$ ]] || bad "LRS: '$v' is not a learning rate (e.g. 3e-3), or use LRS=none"; done
 
 # The --set arguments of one method (the frontier study's settings at this length).
 method_args() {
@@ -137,20 +146,49 @@ run_finished() {
   [ -f "$1/checkpoints/step_$2/meta.json" ] || grep -qs '"learned_step"' "$1"/checkpoints/step_*/meta.json
 }
 
-# train_run TASK METHOD SEED: trains the run unless it is finished (DroPE's rope run first).
+# train_run TASK METHOD SEED [LR]: trains the run (at LR, into METHOD-lrLR-seedSEED, when given)
+# unless it is finished (DroPE's rope run first).
 train_run() {
-  local task="$1" method="$2" seed="$3" run="$out/runs/$1/$2-seed$3" n
+  local task="$1" method="$2" seed="$3" lr="${4:-}" run n lr_args=()
+  run="$out/runs/$task/$method${lr:+-lr$lr}-seed$seed"
+  [ -z "$lr" ] || lr_args=(--set "train.lr=$lr")
   n=$(run_steps "$method")
   run_finished "$run" "$n" && return 0
   if [ "$method" = drope ]; then train_run "$task" rope "$seed"; fi
   mkdir -p "$out/runs/$task"
-  echo "[tasks] train $task $method-seed$seed"
+  echo "[tasks] train $task $method${lr:+-lr$lr}-seed$seed"
   # shellcheck disable=SC2046
   "$bin" train "$root/configs/tasks/$task.yaml" --run-dir "$run" --resume auto --set "train.seed=$seed" --set "train.threads=$threads" \
     --set "train.steps=$n" --set "train.checkpoint_every=$((n < 500 ? n : 500))" \
     --set "train.eval_every=$((n < 500 ? n : 500))" --set "train.until_learned=$([ "$until_learned" = 1 ] && echo true || echo false)" \
     --set "train.learned_exact_match=$learned" \
-    "${size_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 || { echo "task_study: training failed, see $run.log" >&2; exit 1; }
+    "${size_args[@]}" "${lr_args[@]}" $(method_args "$method" "$task" "$seed") > "$run.log" 2>&1 ||
+    { echo "task_study: training failed, see $run.log" >&2; exit 1; }
+}
+
+# method_rate TASK METHOD: the method's learning rate on TASK, swept on the first seed when not
+# chosen yet (OUT/lr/TASK/METHOD.rate); empty without a sweep (LRS=none) and for DroPE.
+first_seed="${seeds%% *}"
+method_rate() {
+  local task="$1" method="$2" lr file="$out/lr/$1/$2.rate"
+  [ -n "$lrs" ] && [ "$method" != drope ] || return 0
+  if [ ! -f "$file" ]; then
+    mkdir -p "$out/lr/$task"
+    for lr in $lrs; do
+      train_run "$task" "$method" "$first_seed" "$lr" >&2  # only the rate goes to stdout
+      eval_once "$out/lr/$task/$method-lr$lr.json" "$out/runs/$task/$method-lr$lr-seed$first_seed" --lengths "$train_len" >&2
+    done
+    "$py" - "$out/lr/$task" "$method" $lrs > "$file.tmp" << 'PICK'
+import json, sys
+folder, method, rates = sys.argv[1], sys.argv[2], sys.argv[3:]
+def score(rate):  # the best exact match at 1x, then the fewest steps, then the lowest loss
+    e = json.load(open(f"{folder}/{method}-lr{rate}.json"))
+    return (e["results"][0]["exact_match"], -e.get("step", 0), -e["results"][0]["loss"])
+print(max(rates, key=score))
+PICK
+    mv "$file.tmp" "$file"
+  fi
+  cat "$file"
 }
 
 started=$(date +%s)
@@ -170,10 +208,17 @@ eval_once() {
   rm -rf "$tmp" "$tmp.log"
 }
 
-# run_cell TASK METHOD SEED: trains the run and writes every evaluation it lacks.
+# run_cell TASK METHOD SEED: trains the run (at the method's rate; the first seed's run at that
+# rate is the sweep's, linked) and writes every evaluation it lacks.
 run_cell() {
-  local task="$1" method="$2" seed="$3" name="$2-seed$3" run="$out/runs/$1/$2-seed$3" L kind
-  train_run "$task" "$method" "$seed"
+  local task="$1" method="$2" seed="$3" name="$2-seed$3" run="$out/runs/$1/$2-seed$3" L kind lr
+  lr=$(method_rate "$task" "$method")
+  if [ -n "$lr" ] && [ "$seed" = "$first_seed" ]; then
+    [ -e "$run" ] || ln -s "$method-lr$lr-seed$seed" "$run"
+  else
+    train_run "$task" "$method" "$seed"${lr:+ "$lr"}
+    [ -z "$lr" ] || [ -e "$run" ] || ln -s "$method-lr$lr-seed$seed" "$run"
+  fi
   mkdir -p "$out/eval/$task"
   eval_once "$out/eval/$task/$name.json" "$run" --lengths "$comma_lengths"
   [ "$method" = rope ] && [[ " $retrieval " == *" $task "* ]] || return 0
@@ -218,12 +263,17 @@ launch_cell() {
 }
 
 done_runs=0 recorded=0
-# DroPE's cells start from the rope run of their task and seed, so they run after every other cell.
-for pass in first drope; do
+# The first seed's cells sweep the rates, so the other seeds' follow them; DroPE's cells start from
+# the rope run of their task and seed, so they run after every other cell.
+for pass in first rest drope; do
   for seed in $seeds; do
     for task in $tasks; do
       for method in $methods; do
-        if [ "$method" = drope ]; then [ "$pass" = drope ] || continue; else [ "$pass" = first ] || continue; fi
+        case "$pass" in
+          first) [ "$method" != drope ] && [ "$seed" = "$first_seed" ] || continue ;;
+          rest) [ "$method" != drope ] && [ "$seed" != "$first_seed" ] || continue ;;
+          drope) [ "$method" = drope ] || continue ;;
+        esac
         out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 4; }
         if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
         echo "[tasks] cell $task $method-seed$seed"

@@ -47,6 +47,9 @@ def main():
         write_eval(os.path.join(niah, "fire-seed1.json"), {64: 0.5, 128: 0.5})  # not learned, even at 128
         write_eval(os.path.join(niah, "fire-seed2.json"), {64: 0.97, 128: 0.97})
         write_eval(os.path.join(ev, "copy", "alibi-seed1.json"), {64: 0.5, 128: 0.5})
+        os.makedirs(os.path.join(out, "lr", "niah_single"))
+        with open(os.path.join(out, "lr", "niah_single", "rope.rate"), "w") as f:
+            f.write("3e-3\n")  # the rate the study's sweep chose
         # The trivial strategies' scores recorded beside the results: a row each under their task.
         write_eval(os.path.join(niah, "none-seed1.json"), {64: 0.25, 128: 0.25},
                    floors={64: {"first needle": 0.25, "constant value": 0.0}, 128: {"first needle": 0.26}})
@@ -54,10 +57,10 @@ def main():
         assert r.returncode == 0, r.stdout + r.stderr
         md = open(os.path.join(dest, "report.md")).read()
         expect = [
-            "| rope | 2/2 (34-100 %) | 400 | 98 ± 3 |",  # Wilson 2 of 2: 34-100 %; median of 300 and 500
-            "| alibi | 1/1 (21-100 %) | - | 97 (1 seed) |",
-            "| fire | 1/2 (9-91 %) | - | 74 ± 33 |",
-            "| floor: first needle | - | - | 25 |",
+            "| rope | 3e-3 | 2/2 (34-100 %) | 400 | 98 ± 3 |",  # Wilson 2 of 2: 34-100 %; median of 300, 500
+            "| alibi | - | 1/1 (21-100 %) | - | 97 (1 seed) |",
+            "| fire | - | 1/2 (9-91 %) | - | 74 ± 33 |",
+            "| floor: first needle | - | - | - | 25 |",
             "| 1 | rope+yarn | 2 | 95 ± 7 | - | 95 |",
             "| 2 | rope | 2 | 55 ± 7 | 15 ± 21 | 35 |",
             "| - | floor: first needle (raw) | - | 26 | - | - |",

@@ -29,12 +29,12 @@ from report_render import mean_std
 TRAIN_LEN = 64
 LEARNED = 0.95  # held-out exact match at 1x that counts a run as learned (train.learned_exact_match)
 MIN_LEARNED = 2  # learned seeds a method needs before its extrapolation is ranked
-TASK_ORDER = ["niah_single", "niah_multikey", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
+TASK_ORDER = ["niah_single", "niah_multikey", "niah_multikey_decoys", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
               "binary_addition", "addition", "addition_hints"]
-METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "none",
-                "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl", "sinusoidal", "cope",
-                "fox", "fox_pro", "stick_breaking", "ssmax", "none_llama4", "irope", "rnope_swa", "gemma3", "path",
-                "path_fox", "drope"]
+METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "rope-sqrtd",
+                "none", "none-sqrtd", "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl",
+                "sinusoidal", "cope", "fox", "fox_pro", "stick_breaking", "stick_breaking_rope", "ssmax", "none_llama4",
+                "irope", "rnope_swa", "gemma3", "path", "path_fox", "drope"]
 
 
 def read_evals(eval_root):

@@ -71,11 +71,12 @@ std::vector<int64_t> needle_oracle(const TaskExample& ex, const config::TaskConf
     p += t.value_tokens;
   }
   std::vector<int64_t> answer;
-  if (t.name == TaskKind::niah_multivalue) {
-    EXPECT_EQ(static_cast<int64_t>(needles.size()), t.values);
-    for (const auto& n : needles) {
-      EXPECT_EQ(n.first, needles.front().first);  // one key
-      answer.insert(answer.end(), n.second.begin(), n.second.end());
+  if (t.name == TaskKind::niah_multivalue) {  // the queried key's needles (decoys have other keys)
+    for (const auto& n : needles)
+      if (n.first == in[static_cast<size_t>(q + 1)]) answer.insert(answer.end(), n.second.begin(), n.second.end());
+    EXPECT_EQ(static_cast<int64_t>(answer.size()), t.values * t.value_tokens);
+    if (t.filler != config::TaskFiller::needles) {
+      EXPECT_EQ(static_cast<int64_t>(needles.size()), t.values);
     }
     return answer;
   }
@@ -285,11 +286,15 @@ std::vector<TaskKind> all_tasks() {
 // bidirectional form masks it and labels it in place; both forms draw the same example.
 TEST(Tasks, EveryExampleAnswersWhatItsDefinitionAsks) {
   for (TaskKind kind : all_tasks()) {
-    for (int setting = 0; setting < 2; ++setting) {
+    for (int setting = 0; setting < 3; ++setting) {
       config::TaskConfig t = task_of(kind);
       if (setting == 1) {  // more keys, values, hops, longer values, a Zipf haystack
         t.keys = 6, t.queries = 3, t.values = 3, t.value_tokens = 3, t.chains = 2, t.hops = 3, t.symbols = 24;
         t.filler = config::TaskFiller::zipf, t.p_ignore = 0.3, t.reverse_digits = true, t.index_hints = 40;
+      }
+      if (setting == 2) {  // the needle tasks in a haystack of decoy needles
+        if (kind < TaskKind::niah_single || kind > TaskKind::niah_multiquery) continue;
+        t.filler = config::TaskFiller::needles;
       }
       const auto generator = make_task_generator(t, true);
       for (int64_t length : {generator->min_length(), generator->min_length() + 1, int64_t{61}, int64_t{200}}) {

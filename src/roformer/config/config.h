@@ -187,7 +187,7 @@ enum class TaskKind {
   cycle_navigation,
   addition
 };
-enum class TaskFiller { noise, zipf };
+enum class TaskFiller { noise, zipf, needles };
 
 struct TaskConfig {
   TaskKind name = TaskKind::none;

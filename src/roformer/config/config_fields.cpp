@@ -183,7 +183,8 @@ const EnumNames<TaskKind>& task_kind_names() {
 }
 
 void TaskConfig::visit(FieldVisitor& v) {
-  static const EnumNames<TaskFiller> fillers{{{TaskFiller::noise, "noise"}, {TaskFiller::zipf, "zipf"}}};
+  static const EnumNames<TaskFiller> fillers{
+      {{TaskFiller::noise, "noise"}, {TaskFiller::zipf, "zipf"}, {TaskFiller::needles, "needles"}}};
   enum_field(v, "name", name, task_kind_names(),
              "none (the corpus at data.path) or a synthetic task: niah_single, niah_multikey, niah_multivalue, "
              "niah_multiquery, variable_tracking (RULER), mqar (Zoology), flip_flop, copy, reverse_string, "
@@ -201,8 +202,9 @@ void TaskConfig::visit(FieldVisitor& v) {
   v.field("chains", chains, between(int64_t{1}, int64_t{1} << 20), "variable_tracking: chains interleaved");
   v.field("hops", hops, between(int64_t{1}, int64_t{1} << 20), "variable_tracking: assignments after the first");
   enum_field(v, "filler", filler, fillers,
-             "retrieval haystack: noise (one filler phrase repeated, RULER's passkey style) or zipf (filler "
-             "tokens drawn from a Zipf law)");
+             "retrieval haystack: noise (one filler phrase repeated, RULER's passkey style), zipf (filler "
+             "tokens drawn from a Zipf law) or needles (the needle tasks: decoy needles whose keys are none of the "
+             "real ones, RULER's haystack of needles)");
   v.field("gap_power", gap_power, between(1e-6, 1.0),
           "mqar: a in p(g) ~ a g^(a-1) for the gap between a pair and its query (Zoology: 0.01; 1 = uniform)");
   v.field("p_ignore", p_ignore, between(0.0, 1.0),

@@ -5,7 +5,9 @@
 // Haystack vocabulary: the 4 reserved ids, 32 filler tokens, `symbols` keys, `symbols` values
 // and '='. A needle is [key, value tokens...]; the query closes the sequence as
 // [QUERY, key(s), ANSWER] followed by the answer. Items go into the haystack in their order at
-// depths drawn uniformly over the free room, so a needle's depth is uniform on 0-100 %.
+// depths drawn uniformly over the free room, so a needle's depth is uniform on 0-100 %. With
+// filler `needles` the room is decoy needles instead (RULER's MK-NIAH haystack of needles):
+// their keys are none of the real needles', the real needles sit among them in random order.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -55,7 +57,7 @@ void fill_haystack(TaskExample& ex, int64_t body, const std::vector<std::vector<
   auto fill_to = [&](int64_t until) {
     for (; f < until; ++f)
       ex.inputs[static_cast<size_t>(p++)] =
-          v.filler(filler == config::TaskFiller::noise ? f % kPhrase : zipf_filler(rng));
+          v.filler(filler == config::TaskFiller::zipf ? zipf_filler(rng) : f % kPhrase);
   };
   for (size_t i = 0; i < items.size(); ++i) {
     fill_to(cut[i]);
@@ -81,6 +83,9 @@ class NeedleTask : public TaskGenerator {
     answer_ = (kind_ == TaskKind::niah_multivalue ? t.values : queried_) * m_;
     need(keys_ <= t.symbols, "keys (" + std::to_string(keys_) + ") cannot be distinct among symbols (" +
                                  std::to_string(t.symbols) + "); raise data.task.symbols");
+    need(filler_ != config::TaskFiller::needles || keys_ < t.symbols,
+         "filler needles draws decoy keys from the symbols that are no real needle's key, and all " +
+             std::to_string(t.symbols) + " are; raise data.task.symbols above data.task.keys");
   }
   int64_t vocab_size() const override { return v_.size(); }
   int64_t min_length() const override { return needles_ * (m_ + 1) + 2 + queried_ + answer_; }
@@ -121,25 +126,46 @@ class NeedleTask : public TaskGenerator {
     else
       asked = {kind_ == TaskKind::niah_multikey ? rng.below(keys_) : 0};
     std::vector<int64_t> answer;
-    if (kind_ == TaskKind::niah_multivalue) {
-      for (const auto& nd : needles) answer.insert(answer.end(), nd.begin() + 1, nd.end());  // order of appearance
-    } else {
+    if (kind_ != TaskKind::niah_multivalue) {
       for (int64_t a : asked) {
         const auto& nd = needles[static_cast<size_t>(a)];
         answer.insert(answer.end(), nd.begin() + 1, nd.end());
       }
     }
+    std::vector<int64_t> query;  // the asked needles' keys (before decoys join and shuffle them)
+    for (int64_t a : asked) query.push_back(needles[static_cast<size_t>(a)].front());
     const int64_t body = n - 2 - queried_ - answer_;
+    if (filler_ == config::TaskFiller::needles) add_decoys(needles, keys, body, rng);
+    if (kind_ == TaskKind::niah_multivalue)  // the one key's values in their order of appearance
+      for (const auto& nd : needles)
+        if (nd.front() == query.front()) answer.insert(answer.end(), nd.begin() + 1, nd.end());
     fill_haystack(ex, body, needles, filler_, v_, rng);
     int64_t p = body;
     ex.inputs[static_cast<size_t>(p++)] = kTaskQuery;
-    for (int64_t a : asked) ex.inputs[static_cast<size_t>(p++)] = needles[static_cast<size_t>(a)].front();
+    for (int64_t k : query) ex.inputs[static_cast<size_t>(p++)] = k;
     ex.inputs[static_cast<size_t>(p++)] = kTaskAnswer;
     place_answer(ex, p, answer);
     return ex;
   }
 
  private:
+  // Fills the room `needles` leave in `body` with decoy needles whose keys are none of `real`,
+  // then shuffles them all, so every real needle's depth is uniform among the decoys.
+  void add_decoys(std::vector<std::vector<int64_t>>& needles, const std::vector<int64_t>& real, int64_t body,
+                  TaskRng& rng) const {
+    const int64_t used = static_cast<int64_t>(needles.size()) * (m_ + 1);
+    std::vector<int64_t> others;
+    for (int64_t k = 0; k < v_.symbols; ++k)
+      if (std::find(real.begin(), real.end(), k) == real.end()) others.push_back(k);
+    for (int64_t d = 0; d < (body - used) / (m_ + 1); ++d) {
+      std::vector<int64_t> decoy{v_.key(others[static_cast<size_t>(rng.below(static_cast<int64_t>(others.size())))])};
+      for (int64_t i = 0; i < m_; ++i) decoy.push_back(v_.value(rng.below(v_.symbols)));
+      needles.push_back(std::move(decoy));
+    }
+    for (int64_t i = static_cast<int64_t>(needles.size()) - 1; i > 0; --i)  // Fisher-Yates
+      std::swap(needles[static_cast<size_t>(i)], needles[static_cast<size_t>(rng.below(i + 1))]);
+  }
+
   // The value tokens of each needle in the haystack, in order (a key token opens a needle).
   std::vector<std::vector<int64_t>> haystack_values(const TaskExample& ex) const {
     const int64_t body = ex.length() - 2 - queried_ - answer_;
@@ -170,6 +196,8 @@ class VariableTrackingTask : public TaskGenerator {
     need(chains_ * (hops_ + 1) <= t.symbols,
          "variable_tracking needs chains x (hops + 1) = " + std::to_string(chains_ * (hops_ + 1)) +
              " distinct names, more than symbols (" + std::to_string(t.symbols) + "); raise data.task.symbols");
+    need(filler_ != config::TaskFiller::needles,
+         "filler needles is the needle tasks' haystack of decoys; variable_tracking takes noise or zipf");
   }
   int64_t vocab_size() const override { return v_.size(); }
   int64_t min_length() const override { return 3 * chains_ * (hops_ + 1) + 3 + hops_ + 1; }

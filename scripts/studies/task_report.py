@@ -33,7 +33,7 @@ TASK_ORDER = ["niah_single", "niah_multikey", "niah_multikey_decoys", "variable_
               "binary_addition", "addition", "addition_hints"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "rope-sqrtd",
                 "none", "none-sqrtd", "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl",
-                "sinusoidal", "cope", "fox", "fox_pro", "stick_breaking", "stick_breaking_rope", "ssmax", "none_llama4",
+                "sinusoidal", "cope", "fox", "fox_pro", "fox_qk_gate", "stick_breaking", "stick_breaking_rope", "ssmax", "none_llama4",
                 "irope", "rnope_swa", "gemma3", "path", "path_fox", "drope"]
 
 

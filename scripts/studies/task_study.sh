@@ -37,7 +37,7 @@ shopt -s inherit_errexit  # a failure inside $(...) (a rate sweep's training) st
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 out="$(abs_path "${1:-sweeps/tasks}")"
 all_tasks="niah_single niah_multikey niah_multikey_decoys variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
-all_methods="rope rope-randpos rope-sqrtd none none-sqrtd alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking stick_breaking_rope ssmax irope rnope_swa path fox_pro path_fox gemma3 none_llama4 drope"
+all_methods="rope rope-randpos rope-sqrtd none none-sqrtd alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking stick_breaking_rope ssmax irope rnope_swa path fox_pro fox_qk_gate path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
 seeds="${SEEDS:-1234 1235 1236}"
@@ -111,7 +111,10 @@ method_args() {
     irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.window=16 --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=64" ;;
     rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.global.position=none" ;;
     gemma3) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window=16 --set model.layout.local.rope_base=10000 --set model.layout.global.rope_base=1000000" ;;
-    fox_pro) echo "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true" ;;
+    # FoX's Pro block whole (QK-norm, output gate, output norm, key/value shift); fox_qk_gate has the
+    # first two only (the committed record's earlier Pro runs are filed under that name).
+    fox_pro) echo "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true --set model.output_norm=true --set model.kv_shift=true" ;;
+    fox_qk_gate) echo "--set model.position.kind=fox --set model.qk_norm=true --set model.output_gate=true" ;;
     path_fox) echo "--set model.position.kind=path --set model.position.path.forget_gate=true" ;;
     none_llama4) echo "--set model.position.kind=none --set model.attention_scale=llama4 --set model.attention_scale_floor=64" ;;
     # DroPE: the rope run of the same task and seed, its position encoding dropped, a fifth of its

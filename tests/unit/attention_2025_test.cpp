@@ -7,7 +7,7 @@
 //   Stick-breaking: sb_ref.stickbreaking (shawntan/stickbreaking-attention) with the authors'
 //        models' `o + rem * v`, and without it (flash-linear-attention's layer).
 //   SSMax (Nakanishi 2025): softmax(s log(n) z), n the keys a query sees.
-//   QK-norm and the output gate of the FoX authors' Pro layer.
+//   QK-norm, the output gate, the output norm and the key/value shift of the FoX authors' Pro layer.
 // Model-wide suites (causal leak, padding, gradients by finite differences, parameter counts)
 // run these options too (model_test).
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attention_reference.h"
+#include "roformer/model/encoder.h"
 #include "roformer/model/position/fox.h"
 #include "roformer/model/position/relative_bias.h"
 
@@ -130,6 +131,32 @@ TEST(Fox, EqualsTheAuthorsLayerInDouble) {
 
 // With one constant gate per head, f_h = exp(-m_h), the decay is -m_h (i - j): ALiBi with
 // slopes m_h. The authors' bias initialisation b = -log(expm1(1 / t)) with t = 1 / m gives it.
+// The authors' fgate_bias_init: decay times log-spaced over the heads from T_min to T_max, and
+// the bias b = -log(expm1(1 / T)), so that T = -1 / log(sigmoid(b)); without decay times the
+// bias-only gates start at 0 (f = 1/2).
+TEST(Fox, DecayTimeInitialisationGivesEachHeadItsDecayTime) {
+  config::ModelConfig c = small_model(PositionKind::fox, true);
+  c.num_heads = 4;
+  c.position.fox.gate = config::FoxGate::bias_only;
+  for (bool decay : {true, false}) {
+    c.position.fox.decay_time_min = decay ? 2.0 : 0.0;
+    c.position.fox.decay_time_max = decay ? 2000.0 : 0.0;
+    EncoderModel m = build_model(c, 1234);
+    auto& fox = dynamic_cast<FoxImpl&>(*m->position);
+    ASSERT_EQ(fox.layer->size(), 2u);
+    for (const auto& l : *fox.layer) {
+      const torch::Tensor b = l->as<FoxLayerImpl>()->fgate_bias.to(torch::kFloat64);
+      for (int64_t h = 0; h < 4; ++h) {
+        const double T = std::exp(std::log(2.0) + h * (std::log(2000.0) - std::log(2.0)) / 3);  // 2, 20, 200, 2000
+        if (decay)
+          EXPECT_NEAR(-1.0 / std::log(sigmoid(b[h].item<double>())), T, 1e-3 * T) << "head " << h;
+        else
+          EXPECT_EQ(b[h].item<double>(), 0.0);
+      }
+    }
+  }
+}
+
 TEST(Fox, ConstantGatesAreAlibiWithTheSameSlopes) {
   for (bool causal : {true, false}) {
     SCOPED_TRACE(causal ? "causal" : "bidirectional");
@@ -301,6 +328,58 @@ TEST(OutputGate, MultipliesTheHeadsBySigmoidOfTheInputProjection) {
     for (int64_t o = 0; o < kHidden; ++o) gated[0][t][o] = ctx[0][t][o] * sigmoid(dotd(w[o], f.x[0][t]));
   f.expect_output(true, project(f, gated));
   f.expect_output_differs(true, project(f, ctx));  // the gate left out
+}
+
+// FoX's Pro block: ShiftLinear's key and value shift (token_shift: a_t t_(t-1) + (1 - a_t) t_t,
+// a_t = sigmoid(shift_proj(x_t)) per head, zero before the first token), then attention, then
+// FusedGroupNormGated (RMS per head with eps 1e-6 and a weight per feature, times sigmoid of the
+// output gate), transcribed; shifting towards the current token instead, or gating before the
+// norm, must fail.
+TEST(ProBlock, ShiftsKeysAndValuesThenNormalisesAndGatesEachHead) {
+  for (bool causal : {true, false}) {
+    config::ModelConfig c = small_model(PositionKind::none, causal);
+    c.output_gate = true;
+    c.output_norm = true;
+    c.kv_shift = true;
+    Fixture f(c);
+    {
+      torch::NoGradGuard no_grad;
+      f.attn->output_norm->weight.normal_(1.0, 0.5);
+    }
+    auto shift = [&](const torch::Tensor& t, const torch::nn::Linear& w, bool towards_previous) {
+      torch::Tensor out = torch::zeros_like(t);
+      for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t i = 0; i < kS; ++i) {
+          const double a = sigmoid(dotd(w->weight[h], f.x[0][i]));
+          const torch::Tensor previous = i > 0 ? t[h][i - 1] : torch::zeros({kD}, kDouble);
+          out[h][i] = towards_previous ? a * previous + (1 - a) * t[h][i] : (1 - a) * previous + a * t[h][i];
+        }
+      return out;
+    };
+    auto block = [&](bool towards_previous, bool norm_first) {
+      const torch::Tensor k = shift(f.k, f.attn->key_shift, towards_previous);
+      const torch::Tensor v = shift(f.v, f.attn->value_shift, towards_previous);
+      const Weights a = softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) { return content(f.q, k, h, i, j); });
+      const torch::Tensor w_norm = f.attn->output_norm->weight.detach(), w_gate = f.attn->output_gate->weight.detach();
+      torch::Tensor out = torch::zeros({1, kS, kHidden}, kDouble);
+      for (int64_t h = 0; h < kHeads; ++h)
+        for (int64_t i = 0; i < kS; ++i) {
+          torch::Tensor o = torch::zeros({kD}, kDouble);
+          const std::vector<double> ai = a(h, i);
+          for (int64_t j = 0; j < kS; ++j) o += ai[j] * v[h][j];
+          torch::Tensor gate = torch::zeros({kD}, kDouble);
+          for (int64_t d = 0; d < kD; ++d) gate[d] = sigmoid(dotd(w_gate[h * kD + d], f.x[0][i]));
+          if (!norm_first) o = o * gate;
+          o = o / std::sqrt(dotd(o, o) / kD + 1e-6) * w_norm[h];
+          if (norm_first) o = o * gate;
+          out[0][i].slice(0, h * kD, (h + 1) * kD) = o;
+        }
+      return project(f, out);
+    };
+    f.expect_output(causal, block(true, true));
+    f.expect_output_differs(causal, block(false, true));
+    f.expect_output_differs(causal, block(true, false));
+  }
 }
 
 }  // namespace attention_2025_test

@@ -166,6 +166,12 @@ std::vector<Case> all_cases() {
                    c.qk_norm = true;
                    c.output_gate = true;
                  }});
+  out.push_back({"fox+pro_block", PositionKind::fox, [](config::ModelConfig& c) {  // FoX's Pro block whole
+                   c.qk_norm = true;
+                   c.output_gate = true;
+                   c.output_norm = true;
+                   c.kv_shift = true;
+                 }});
   // Per-layer layouts: windows shorter than the inputs, a NoPE layer with a temperature that
   // steps inside them, a second RoPE base, QK-norm on some layers only.
   out.push_back({"rope+irope", PositionKind::rope, [](config::ModelConfig& c) {
@@ -303,6 +309,8 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
       if (variant == 3) {  // the attention options of 2025
         c.qk_norm = true;
         c.output_gate = true;
+        c.output_norm = true;
+        c.kv_shift = true;
         c.attention_scale = config::AttentionScale::ssmax;
       }
       if (variant == 4) {  // Llama's parts: RMSNorm (no bias), the gated feed-forward layer, one key/value head
@@ -334,8 +342,9 @@ TEST(Model, ParameterCountMatchesTheClosedForm) {
         expect += L * (H * H + 2 * H * KV + (variant == 6 ? H + 2 * KV : 0) + H * H + norm + H * F + F * H + norm);
         expect += variant == 5 ? V * H : 0;
       }
-      if (c.norm == config::NormPlacement::pre) expect += norm;       // final norm
-      if (variant == 3) expect += L * (2 * H + H * H + c.num_heads);  // q_norm, k_norm, W_g, SSMax's s
+      if (c.norm == config::NormPlacement::pre) expect += norm;  // final norm
+      if (variant == 3)  // q_norm, k_norm, W_g, SSMax's s, the output norm, the key and value shifts
+        expect += L * (2 * H + H * H + c.num_heads + H + 2 * H * c.num_heads);
       // The family's own parameters: its row's count (config/position_families), checked here
       // against the module build_model makes; the memory estimate must count the same.
       expect += static_cast<int64_t>(config::position_parameters(c));

@@ -148,6 +148,10 @@ struct ModelConfig {
   StickBreakingRemainder stick_breaking_remainder = StickBreakingRemainder::current;
   bool qk_norm = false;      // RMSNorm of q and k per head (learned weight per head and feature) before rotation
   bool output_gate = false;  // attention output times sigmoid(W_g x) before output.dense (FoX "Pro", gated attention)
+  bool output_norm = false;  // RMSNorm of each head's attention output (eps 1e-6), before the gate (FoX "Pro")
+  // Keys and values mixed with the previous token's, alpha_t = sigmoid(W x_t) per head:
+  // k_t <- alpha_t k_{t-1} + (1 - alpha_t) k_t (FoX "Pro"'s data-dependent key and value shift).
+  bool kv_shift = false;
   LinearAttentionConfig linear_attention;
   PositionConfig position;
   LayoutConfig layout;

@@ -151,6 +151,12 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("qk_norm", qk_norm, "RMSNorm of q and k per head, a learned weight per head and feature, before rotation");
   v.field("output_gate", output_gate,
           "attention output times sigmoid(W_g x) before output.dense (FoX's Pro block; gated attention)");
+  v.field("output_norm", output_norm,
+          "RMSNorm of each head's attention output (a learned weight per head and feature, eps 1e-6), before the "
+          "output gate (FoX's Pro block)");
+  v.field("kv_shift", kv_shift,
+          "keys and values mixed with the previous token's: k_t <- a_t k_(t-1) + (1 - a_t) k_t with a_t = "
+          "sigmoid(W x_t) per key/value head, W without bias, the same for values with its own W (FoX's Pro block)");
   v.section(
       "linear_attention", [this](FieldVisitor& s) { linear_attention.visit(s); }, "model.attention=linear settings");
   v.section(

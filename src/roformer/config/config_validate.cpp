@@ -64,6 +64,11 @@ void validate_packing(const Config& c, const Origins& o) {
   if (c.data.task.name != TaskKind::none)
     conflict(o, "data.packing", "data.task.name",
              packing + " arranges a corpus's documents; a task generates each row itself; use data.packing=stream");
+  if (c.model.kv_shift)
+    conflict(o, "data.packing", "model.kv_shift",
+             packing +
+                 " hides other documents from each token, but the key/value shift mixes each token with the "
+                 "one before it, across a document's start; use data.packing=stream or model.kv_shift=false");
   if (c.train.positions == PositionSampling::random)
     conflict(o, "data.packing", "train.positions",
              packing +

@@ -62,7 +62,8 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
   if (config::has_layout(m) && no_rope_layers(m).empty())
     refuse("a per-layer layout beyond NoPE layers (SmolLM3's no_rope_layers is the one the Llama family has)");
-  if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (the Llama family's attention has neither)");
+  if (m.qk_norm || m.output_gate || m.output_norm || m.kv_shift)
+    refuse("QK-norm, an output gate or norm, or a key/value shift (the Llama family's attention has none)");
   if (m.attention_scale != config::AttentionScale::none) refuse("a query scale (model.attention_scale)");
   if (m.embed_scale != config::EmbedScale::none) refuse("scaled embeddings (model.embed_scale)");
   if (m.qkv_bias != m.output_bias && (m.output_bias || m.ffn_bias))

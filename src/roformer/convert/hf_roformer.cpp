@@ -313,7 +313,8 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   if (m.attention_normalizer != config::AttentionNormalizer::softmax)
     refuse("stick-breaking attention (RoFormer normalises with softmax)");
   if (config::has_layout(m)) refuse("a per-layer layout (RoFormer's layers are all alike)");
-  if (m.qk_norm || m.output_gate) refuse("QK-norm or an output gate (RoFormer's attention has neither)");
+  if (m.qk_norm || m.output_gate || m.output_norm || m.kv_shift)
+    refuse("QK-norm, an output gate or norm, or a key/value shift (RoFormer's attention has none)");
   if (!m.qkv_bias || !m.output_bias || !m.ffn_bias) refuse("a projection without its bias (RoFormer's have one each)");
   if (!m.embedding_norm) refuse("no LayerNorm on the embeddings (RoFormer normalises them)");
   if (m.lm_head != config::LmHeadKind::transform || !m.tie_output)

@@ -97,6 +97,16 @@ double drope_scale(int64_t S, int64_t length, double c) {
   return S > length ? 1.0 + c * std::log(static_cast<double>(S) / static_cast<double>(length)) : 1.0;
 }
 
+// The FoX authors' ShiftLinear: t [B, heads, S, D] mixed with its previous token (zero before the
+// first), a_t = sigmoid(shift(x_t)) per head: a_t t_(t-1) + (1 - a_t) t_t.
+static torch::Tensor shifted_by_token(const torch::Tensor& t, const torch::nn::Linear& shift, const torch::Tensor& x) {
+  const torch::Tensor a = torch::sigmoid(dense(shift, x).to(at::promote_types(t.scalar_type(), torch::kFloat32)))
+                              .transpose(1, 2)
+                              .unsqueeze(-1);  // [B, heads, S, 1], in fp32 at least as theirs
+  const torch::Tensor previous = torch::constant_pad_nd(t, {0, 0, 1, 0}).slice(2, 0, t.size(2));
+  return (a * previous + (1.0 - a) * t).to(t.scalar_type());
+}
+
 SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t kv_width, bool bias) {
   query = register_module("query", torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(bias)));
   key = register_module("key", torch::nn::Linear(torch::nn::LinearOptions(hidden, kv_width).bias(bias)));
@@ -128,6 +138,13 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
   if (c.output_gate)
     output_gate = register_module(
         "output_gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.hidden_size).bias(false)));
+  if (c.output_norm) output_norm = register_module("output_norm", HeadNorm(heads_, head_dim_, 1e-6));  // their norm_eps
+  if (c.kv_shift) {
+    key_shift =
+        register_module("key_shift", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, kv_heads_).bias(false)));
+    value_shift = register_module("value_shift",
+                                  torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, kv_heads_).bias(false)));
+  }
   if (c.attention_scale == config::AttentionScale::ssmax)
     ssmax_scale = register_parameter("ssmax_scale", torch::full({heads_}, c.ssmax_init));
   if (kind_ == config::AttentionKind::linear && linear_.feature_map == config::FeatureMap::favor) {
@@ -143,6 +160,7 @@ void AttentionImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
   if (q_norm) q_norm->weight.fill_(1.0);
   if (k_norm) k_norm->weight.fill_(1.0);
+  if (output_norm) output_norm->weight.fill_(1.0);
   if (ssmax_scale.defined()) ssmax_scale.fill_(ssmax_init_);
 }
 
@@ -344,7 +362,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.kernel = kernel_;
   const bool cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);  // q, k, v in the autocast dtype
   f.projection_not_fusable = cpu_autocast || ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || q_norm ||
-                             kv_heads_ != heads_ || !position_->rotation_fusable(ctx.positions, head_dim_);
+                             key_shift || kv_heads_ != heads_ || !position_->rotation_fusable(ctx.positions, head_dim_);
   f.batch = x.size(0);
   f.heads = heads_;
   f.seq = x.size(1);
@@ -396,6 +414,10 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   torch::Tensor q = split_heads(qkv[0], heads_);  // [B, H, S, D] views of the projection, no copies
   torch::Tensor k = split_heads(qkv[1], kv_heads_);
   torch::Tensor v = split_heads(qkv[2], kv_heads_);
+  if (key_shift) {
+    k = shifted_by_token(k, key_shift, x);
+    v = shifted_by_token(v, value_shift, x);
+  }
   if (q_norm) {  // before the rotation, as the FoX authors' layer and Llama 4 do
     q = q_norm->forward(q);
     k = k_norm->forward(k);
@@ -435,7 +457,9 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
-  torch::Tensor merged = attend_heads(x, ctx).transpose(1, 2).reshape({B, S, width});
+  torch::Tensor heads = attend_heads(x, ctx);  // [B, H, S, D]
+  if (output_norm) heads = output_norm->forward(heads);
+  torch::Tensor merged = heads.transpose(1, 2).reshape({B, S, width});
   if (output_gate) merged = merged * torch::sigmoid(dense(output_gate, x));
   return dense(output->dense, merged);
 }

@@ -104,7 +104,10 @@ class AttentionImpl : public torch::nn::Module {
   DenseNorm output{nullptr};
   HeadNorm q_norm{nullptr}, k_norm{nullptr};  // model.qk_norm only
   torch::nn::Linear output_gate{nullptr};     // model.output_gate only: W_g [H, H], no bias
-  torch::Tensor ssmax_scale;                  // attention_scale ssmax only: s per head [heads]
+  HeadNorm output_norm{nullptr};              // model.output_norm only
+  // model.kv_shift only: W [kv_heads, H] per shift, no bias.
+  torch::nn::Linear key_shift{nullptr}, value_shift{nullptr};
+  torch::Tensor ssmax_scale;  // attention_scale ssmax only: s per head [heads]
   // FAVOR+ only: the random projection [D, D] and the training forwards seen (for redraws);
   // buffers, so checkpoints carry them and a resumed run draws what it would have drawn.
   torch::Tensor favor_projection, favor_forwards;

@@ -123,6 +123,8 @@ double count_parameters(const config::ModelConfig& m) {
   for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
     if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += H + KV;
   if (m.output_gate) n += L * H * H;                                                     // W_g
+  if (m.output_norm) n += L * H;                                                         // [heads, head_dim]
+  if (m.kv_shift) n += L * 2 * H * double(m.kv_heads());                                 // two W [kv_heads, H]
   if (m.attention_scale == config::AttentionScale::ssmax) n += L * double(m.num_heads);  // s per head
   return n;
 }

@@ -10,7 +10,15 @@ namespace {
 
 // FoX's RoPE switch brings RoPE's settings and their checks.
 void validate_fox(const Config& c, const Origins& o) {
-  if (c.model.position.fox.rope) validate_rotary(c, o);
+  const FoxConfig& fox = c.model.position.fox;
+  if (fox.rope) validate_rotary(c, o);
+  if ((fox.decay_time_min > 0) != (fox.decay_time_max > 0))
+    conflict(o, "model.position.fox.decay_time_min", "model.position.fox.decay_time_max",
+             "the decay-time initialisation needs both ends of its range (or neither)");
+  if (fox.decay_time_min > 0 && fox.gate != FoxGate::bias_only)
+    conflict(o, "model.position.fox.decay_time_min", "model.position.fox.gate",
+             "the decay times initialise the data-independent gate's bias, as the authors' fgate_bias_init does "
+             "(their data-dependent gate refuses it); set model.position.fox.gate=bias_only or drop the decay times");
 }
 
 double fox_parameters(const ModelConfig& m) {  // the forget gate per layer: w [heads, hidden] and b, or b alone
@@ -26,6 +34,11 @@ void FoxConfig::visit(FieldVisitor& v) {
              "data: f_t = sigmoid(w . x_t + b) per head (FoX); bias_only: one learned f per head, the data-independent "
              "ablation (ALiBi with a learned slope)");
   v.field("rope", rope, "also rotate q and k with model.position.rope (FoX: off)");
+  v.field("decay_time_min", decay_time_min, at_least(0.0),
+          "gate bias_only: the authors' decay-time initialisation, head h's gate exp(-1/T_h) with T_h log-spaced from "
+          "decay_time_min to decay_time_max (tokens); 0 with decay_time_max 0: the gates start at 1/2");
+  v.field("decay_time_max", decay_time_max, at_least(0.0),
+          "gate bias_only: the longest decay time (see decay_time_min)");
 }
 
 PositionFamily fox_family() {

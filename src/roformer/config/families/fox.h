@@ -17,6 +17,10 @@ enum class FoxGate { data, bias_only };
 struct FoxConfig {
   FoxGate gate = FoxGate::data;  // data: f_t from x_t; bias_only: one learned f per head (ALiBi with a learned slope)
   bool rope = false;             // also rotate q and k with model.position.rope (the authors' use_rope)
+  // bias_only: the authors' fgate_bias_init; head h's f = exp(-1 / T_h), T_h log-spaced from
+  // decay_time_min to decay_time_max over the heads; 0 and 0: f starts at sigmoid(0) = 1/2.
+  double decay_time_min = 0;
+  double decay_time_max = 0;
   void visit(FieldVisitor& v);
 };
 

@@ -4,6 +4,8 @@
 #include <ATen/ops/linear.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace roformer::model {
 
 FoxLayerImpl::FoxLayerImpl(config::FoxGate gate, int64_t hidden, int64_t heads) {
@@ -20,7 +22,9 @@ torch::Tensor FoxLayerImpl::gate_logits(const torch::Tensor& x) const {
 
 FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64_t hidden, int64_t heads,
                  bool bidirectional)
-    : bidirectional_(bidirectional) {
+    : bidirectional_(bidirectional),
+      decay_time_min_(config.fox.decay_time_min),
+      decay_time_max_(config.fox.decay_time_max) {
   traits_.forms_scores = true;
   traits_.term = ops::FoxTerm::properties();
   traits_.rotation = config.fox.rope ? Rotation::applied : Rotation::none;
@@ -29,6 +33,17 @@ FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config.fox.gate, hidden, heads);
     layer->push_back(layers_.back());
+  }
+}
+
+void FoxImpl::reset_parameters() {
+  if (decay_time_min_ <= 0) return;
+  torch::NoGradGuard no_grad;
+  for (const FoxLayer& l : layers_) {
+    const int64_t heads = l->fgate_bias.size(0);
+    const torch::Tensor T =
+        torch::exp(torch::linspace(std::log(decay_time_min_), std::log(decay_time_max_), heads, torch::kFloat64));
+    l->fgate_bias.copy_(-torch::log(torch::expm1(1.0 / T)));  // sigmoid(b) = exp(-1 / T)
   }
 }
 

@@ -48,11 +48,14 @@ class FoxImpl : public PositionEncodingImpl {
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                          int64_t layer, const torch::Tensor& state) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
+  // fox.decay_time_min/max: the bias-only gates' biases from their decay times (fgate_bias_init).
+  void reset_parameters() override;
 
   torch::nn::ModuleList layer{nullptr};  // FoxLayer per encoder layer
 
  private:
   bool bidirectional_;
+  double decay_time_min_, decay_time_max_;
   std::vector<FoxLayer> layers_;    // the modules in `layer`
   std::shared_ptr<RopeImpl> rope_;  // fox.rope only; RoPE holds no parameters
 };

@@ -75,11 +75,11 @@ Scorer corpus_scorer(const config::Config& cfg, model::EncoderModel& model, cons
 constexpr int64_t kMaxCountedTrainingExamples = int64_t{1} << 20;
 
 // The identities of the examples the checkpoint's own `steps` trained on (not those of a run it
-// started from), or none when there are more than kMaxCountedTrainingExamples.
+// started from), or none when the steps are unknown (-1) or give more than kMaxCountedTrainingExamples.
 std::shared_ptr<const std::unordered_set<uint64_t>> training_examples(const config::Config& cfg,
                                                                       std::shared_ptr<const data::TaskGenerator> g,
                                                                       int64_t steps) {
-  if (steps * cfg.train.batch_size > kMaxCountedTrainingExamples) return nullptr;
+  if (steps < 0 || steps * cfg.train.batch_size > kMaxCountedTrainingExamples) return nullptr;
   const data::TaskBatcher stream(std::move(g), cfg.data.task.min_length, cfg.data.seq_len, cfg.train.batch_size, 0,
                                  static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
   return std::make_shared<const std::unordered_set<uint64_t>>(data::training_identities(stream, steps));
@@ -193,7 +193,7 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.split = cfg.eval.split;
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
   const bool bf16 = eval_uses_bf16(cfg.eval.precision, device);
-  report.step = io::checkpoint_step(dir);
+  report.step = io::checkpoint_step(dir).value_or(-1);
   const Scorer score =
       task ? task_scorer(cfg, model, device, bf16, report.step) : corpus_scorer(cfg, model, device, bf16);
   if (task) report.task = config::task_kind_names().name(cfg.data.task.name);
@@ -257,8 +257,8 @@ std::string report_json(const ExtrapolationReport& r) {
                       {"train_length", r.train_length},
                       {"position", r.position},
                       {"task", r.task},
-                      {"step", r.step},
                       {"results", nlohmann::json::array()}};
+  if (r.step >= 0) j["step"] = r.step;
   if (!r.task.empty()) j["holdout"] = r.holdout;
   if (r.temperature)
     j["temperature_fit"] = {{"c", r.temperature->c},
@@ -346,8 +346,11 @@ void print_seen(std::ostream& os, const ExtrapolationReport& r) {
      << "):";
   for (const auto& l : r.lengths) {
     if (!l.applicable) continue;
-    os << " " << (l.result.seen_in_training >= 0 ? std::to_string(l.result.seen_in_training) : "not counted") << "/"
-       << l.result.sequences << " at " << l.length << ";";
+    os << " "
+       << (l.result.seen_in_training >= 0
+               ? std::to_string(l.result.seen_in_training) + "/" + std::to_string(l.result.sequences)
+               : std::string("not counted"))
+       << " at " << l.length << ";";
   }
   os << "\n";
 }

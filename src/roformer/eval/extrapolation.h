@@ -31,7 +31,7 @@ struct ExtrapolationReport {
   std::string checkpoint, split, protocol, scaling;
   std::string precision;  // fp32, or bf16 (autocast on CUDA)
   int64_t stride = 0, train_length = 0;
-  int64_t step = 0;  // the checkpoint's optimizer steps
+  int64_t step = -1;  // the checkpoint's optimizer steps (meta.json); -1: not recorded
   std::string position;
   std::string methods;     // what evaluation applies on top of the family: "yarn x8, log-n past 128", or "none"
   bool per_token = false;  // loss_by_position has one entry per position (eval.per_token)

@@ -315,14 +315,14 @@ std::optional<int> checkpoint_intra_op_threads(const std::string& dir) {
   }
 }
 
-int64_t checkpoint_step(const std::string& dir) {
+std::optional<int64_t> checkpoint_step(const std::string& dir) {
   try {
     const json meta = json::parse(read_text_file(dir + "/meta.json"));
     const int64_t step = meta.at("step").get<int64_t>();
     if (step >= 0) return step;
   } catch (const std::exception&) {
   }
-  throw UserError(dir + "/meta.json has no step count (corrupted?); use another checkpoint of the run");
+  return std::nullopt;  // a hint for reports: is_complete_checkpoint has judged the file
 }
 
 TrainerState load_checkpoint(const std::string& dir, torch::nn::Module& model, torch::optim::Optimizer& optimizer,

@@ -68,8 +68,8 @@ void save_checkpoint(const std::string& run_dir, torch::nn::Module& model, torch
 // thread count, so a resume on another count is not bitwise the uninterrupted run.
 std::optional<int> checkpoint_intra_op_threads(const std::string& dir);
 
-// The optimizer steps a complete checkpoint had taken (its meta.json).
-int64_t checkpoint_step(const std::string& dir);
+// The optimizer steps a checkpoint had taken (its meta.json), if it records them.
+std::optional<int64_t> checkpoint_step(const std::string& dir);
 
 // Reads a checkpoint directory's resolved config (config.yaml).
 config::Config checkpoint_config(const std::string& dir);

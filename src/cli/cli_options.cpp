@@ -168,8 +168,8 @@ ConfigCommands declare_config(CLI::App& app, ConfigCheckArgs& a) {
 }
 
 std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
-  CLI::App* cmd =
-      app.add_subcommand("convert", "Convert checkpoints to and from Hugging Face (RoFormer, Llama, Mistral, Qwen2)");
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Convert checkpoints to and from Hugging Face (RoFormer, Llama, Mistral, Qwen2, Qwen3, SmolLM3)");
   cmd->require_subcommand(1);
   CLI::App* in = cmd->add_subcommand("hf-to-native",
                                      "Hugging Face directory (config.json + model.safetensors, or its shards) -> "

@@ -5,8 +5,10 @@ with `roformer convert hf-to-native` and run with `roformer forward`; our logits
 transformers' within 1e-5 of the logits' scale, in float32:
   1. LlamaForCausalLM with grouped-query attention and an untied head; multi-query attention
      with a tied head, rope_theta 5e5 and every bias on (attention_bias, mlp_bias); a right
-     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases); SmolLM3ForCausalLM, whose
-     NoPE layers become our per-layer layout (two patterns);
+     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases); Qwen3ForCausalLM (QK-norm,
+     one weight over head_dim shared by the heads; head_dim wider than hidden_size / heads, and
+     equal to it with a tied head); SmolLM3ForCausalLM, whose NoPE layers become our per-layer
+     layout (two patterns);
   2. Llama under every rope type transformers applies to it (linear, dynamic past
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
@@ -17,6 +19,7 @@ usage: test_hf_llama.py ROFORMER_BINARY
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,6 +113,22 @@ def round_trip(name, native, tmp, ids, mask, reference, keep):
         failures.append(name + " round trip")
 
 
+def refuses_per_head_qk_norm(native, tmp):
+    """Our QK-norm keeps a weight per head; Qwen3's one row cannot hold heads that differ: exit 2."""
+    from safetensors.torch import save_file
+    changed = os.path.join(tmp, "qwen3-per-head")
+    shutil.copytree(native, changed)
+    tensors = load_file(os.path.join(changed, "model.safetensors"))
+    name = next(k for k in tensors if k.endswith("attention.q_norm.weight"))
+    tensors[name][1] += 0.5
+    save_file(tensors, os.path.join(changed, "model.safetensors"), metadata={"format": "pt"})
+    r = subprocess.run([ROFORMER, "convert", "native-to-hf", changed, changed + "-hf"], capture_output=True, text=True)
+    ok = r.returncode == 2 and "holds a weight per head" in r.stderr and not os.path.exists(changed + "-hf")
+    print(f"{'ok' if ok else 'FAIL':4} qwen3 export of per-head QK-norm weights refused (exit {r.returncode})")
+    if not ok:
+        failures.append("per-head QK-norm export: " + r.stderr[-300:])
+
+
 def save(model, tmp, name, **kw):
     folder = os.path.join(tmp, name)
     model.save_pretrained(folder, safe_serialization=True, **kw)
@@ -149,6 +168,13 @@ def main():
         compare("mistral, multi-head attention", mistral, save(mistral, tmp, "mistral"), tmp, ids)
         qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
         compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
+        # Qwen3: QK-norm before RoPE, and a head width of its own (6 heads of 16 on a width of 48).
+        qwen3 = random_model(T.Qwen3Config, T.Qwen3ForCausalLM, head_dim=16)
+        compare("qwen3 head_dim 16 x 6 heads on width 48", qwen3, save(qwen3, tmp, "qwen3-wide"), tmp, ids, padded)
+        refuses_per_head_qk_norm(os.path.join(tmp, "qwen3 head_dim 16 x 6 heads on width 48-native"), tmp)
+        qwen3_tied = random_model(T.Qwen3Config, T.Qwen3ForCausalLM, head_dim=8, num_key_value_heads=6,
+                                  tie_word_embeddings=True, rms_norm_eps=1e-5)
+        compare("qwen3 head_dim 8, multi-head, tied", qwen3_tied, save(qwen3_tied, tmp, "qwen3-tied"), tmp, ids)
         # SmolLM3's NoPE layers are our per-layer layout: every fourth layer (its default) and an
         # irregular list, against transformers' SmolLM3 itself.
         for layers in ([1, 1, 1, 0], [0, 1, 1, 0]):

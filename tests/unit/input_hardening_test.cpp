@@ -124,6 +124,11 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.num_kv_heads = 1;  // grouped-query attention with QK-norm: k_norm has one head's row
   m.qk_norm = true;
   check(m);
+  m.position.kind = config::PositionKind::rope;
+  m.explicit_head_dim = 24;  // a head width of its own (Qwen3): 2 heads of 24 on a width of 32
+  m.output_gate = true;
+  m.output_norm = true;
+  check(m);
 }
 
 TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {

@@ -166,6 +166,12 @@ std::vector<Case> all_cases() {
                    c.qk_norm = true;
                    c.output_gate = true;
                  }});
+  out.push_back({"rope+head_dim+qk_norm", PositionKind::rope, [](config::ModelConfig& c) {  // Qwen3's attention
+                   c.explicit_head_dim = 6;  // 2 heads of 6 on a width of 8: q and o are 12 wide
+                   c.qk_norm = true;
+                   c.qk_norm_eps = 1e-6;
+                   c.output_gate = true;
+                 }});
   out.push_back({"fox+pro_block", PositionKind::fox, [](config::ModelConfig& c) {  // FoX's Pro block whole
                    c.qk_norm = true;
                    c.output_gate = true;

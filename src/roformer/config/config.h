@@ -94,6 +94,8 @@ struct ModelConfig {
   int64_t num_layers = 2;
   int64_t num_heads = 4;
   int64_t num_kv_heads = 0;  // key/value heads (grouped-query attention); 0 = num_heads
+  int64_t explicit_head_dim =
+      0;  // model.head_dim: each head's width; 0 = hidden_size / num_heads (Qwen3, Gemma 3: set)
   int64_t ffn_size = 512;
   Activation activation = Activation::gelu;
   // Bias + GELU after the FFN's and the MLM head's first matmul: fused (ops/bias_gelu),
@@ -146,9 +148,10 @@ struct ModelConfig {
   // (remainder current, the authors' models) or nowhere (discard).
   AttentionNormalizer attention_normalizer = AttentionNormalizer::softmax;
   StickBreakingRemainder stick_breaking_remainder = StickBreakingRemainder::current;
-  bool qk_norm = false;      // RMSNorm of q and k per head (learned weight per head and feature) before rotation
-  bool output_gate = false;  // attention output times sigmoid(W_g x) before output.dense (FoX "Pro", gated attention)
-  bool output_norm = false;  // RMSNorm of each head's attention output (eps 1e-6), before the gate (FoX "Pro")
+  bool qk_norm = false;       // RMSNorm of q and k per head (learned weight per head and feature) before rotation
+  double qk_norm_eps = 1e-5;  // its epsilon (the FoX authors' 1e-5; Qwen3: rms_norm_eps)
+  bool output_gate = false;   // attention output times sigmoid(W_g x) before output.dense (FoX "Pro", gated attention)
+  bool output_norm = false;   // RMSNorm of each head's attention output (eps 1e-6), before the gate (FoX "Pro")
   // Keys and values mixed with the previous token's, alpha_t = sigmoid(W x_t) per head:
   // k_t <- alpha_t k_{t-1} + (1 - alpha_t) k_t (FoX "Pro"'s data-dependent key and value shift).
   bool kv_shift = false;
@@ -157,7 +160,8 @@ struct ModelConfig {
   LayoutConfig layout;
   void visit(FieldVisitor& v);
 
-  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_heads; }
+  int64_t attention_width() const { return num_heads * head_dim(); }  // the queries' and the heads' output width
   int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   int64_t embed_dim() const { return embedding_size > 0 ? embedding_size : hidden_size; }
 };

@@ -65,7 +65,10 @@ void ModelConfig::visit(FieldVisitor& v) {
           "token embedding width; 0 = hidden_size (else projected to hidden_size)");
   v.field("hidden_size", hidden_size, at_least(int64_t{1}), "model width");
   v.field("num_layers", num_layers, at_least(int64_t{1}), "encoder layers");
-  v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size)");
+  v.field("num_heads", num_heads, at_least(int64_t{1}), "attention heads (divides hidden_size unless head_dim is set)");
+  v.field("head_dim", explicit_head_dim, at_least(int64_t{0}),
+          "each head's width; 0 = hidden_size / num_heads. Another width (Qwen3, Gemma 3) makes the queries "
+          "num_heads x head_dim wide and attention's output projection map that width back to hidden_size");
   v.field("num_kv_heads", num_kv_heads, at_least(int64_t{0}),
           "key/value heads, each shared by num_heads / num_kv_heads query heads (grouped-query attention; 1: "
           "multi-query); 0 = num_heads (multi-head attention)");
@@ -149,6 +152,7 @@ void ModelConfig::visit(FieldVisitor& v) {
              "stick_breaking: the weight the sticks leave, 1 - sum_j A_ij, goes to the query's own value (current, "
              "the authors' models) or nowhere (discard, flash-linear-attention's layer)");
   v.field("qk_norm", qk_norm, "RMSNorm of q and k per head, a learned weight per head and feature, before rotation");
+  v.field("qk_norm_eps", qk_norm_eps, above(0.0), "QK-norm's epsilon (the FoX authors' 1e-5; Qwen3: its rms_norm_eps)");
   v.field("output_gate", output_gate,
           "attention output times sigmoid(W_g x) before output.dense (FoX's Pro block; gated attention)");
   v.field("output_norm", output_norm,

@@ -121,10 +121,10 @@ void validate(const Config& c, const Origins& o) {
     invalid(o, "name", e.what());
   }
   const ModelConfig& m = c.model;
-  if (m.hidden_size % m.num_heads != 0)
+  if (m.explicit_head_dim == 0 && m.hidden_size % m.num_heads != 0)
     conflict(o, "model.hidden_size", "model.num_heads",
              std::to_string(m.hidden_size) + " is not divisible by " + std::to_string(m.num_heads) +
-                 " heads; pick a head count that divides the width");
+                 " heads; pick a head count that divides the width, or set model.head_dim");
   if (m.num_heads % m.kv_heads() != 0)
     conflict(o, "model.num_heads", "model.num_kv_heads",
              std::to_string(m.num_heads) + " query heads cannot share " + std::to_string(m.kv_heads()) +

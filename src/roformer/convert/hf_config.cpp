@@ -29,7 +29,7 @@ std::string check_source(const json& hf, const std::string& where) {
   const std::string model_type = get_string(hf, "model_type", where, "");
   if (model_type != "roformer")
     throw UserError(where + ": model_type is '" + model_type +
-                    "', not 'roformer'; RoFormer and the Llama family (llama, mistral, qwen2) convert");
+                    "', not 'roformer'; RoFormer and the Llama family (llama, mistral, qwen2, qwen3, smollm3) convert");
   std::string arch = "RoFormerModel";
   if (!absent(hf, "architectures")) {
     const json& a = hf["architectures"];

@@ -4,6 +4,7 @@
 #include "roformer/convert/hf_llama.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "roformer/common/errors.h"
@@ -18,13 +19,15 @@ using namespace hf_json;
 struct Family {
   std::string model_type, architecture;
   bool qkv_bias;  // Qwen2's q, k and v projections always have one; Llama's follow attention_bias
+  bool qk_norm;   // Qwen3: RMSNorm of each head's q and k (one weight over head_dim) before RoPE
 };
 
 const std::vector<Family>& families() {
-  static const std::vector<Family> f{{"llama", "LlamaForCausalLM", false},
-                                     {"mistral", "MistralForCausalLM", false},
-                                     {"qwen2", "Qwen2ForCausalLM", true},
-                                     {"smollm3", "SmolLM3ForCausalLM", false}};
+  static const std::vector<Family> f{{"llama", "LlamaForCausalLM", false, false},
+                                     {"mistral", "MistralForCausalLM", false, false},
+                                     {"qwen2", "Qwen2ForCausalLM", true, false},
+                                     {"qwen3", "Qwen3ForCausalLM", false, true},
+                                     {"smollm3", "SmolLM3ForCausalLM", false, false}};
   return f;
 }
 
@@ -143,6 +146,8 @@ const std::vector<std::pair<std::string, std::string>>& layer_names() {
                                                                   {"self_attn.k_proj.", "attention.self.key."},
                                                                   {"self_attn.v_proj.", "attention.self.value."},
                                                                   {"self_attn.o_proj.", "attention.output.dense."},
+                                                                  {"self_attn.q_norm.", "attention.q_norm."},
+                                                                  {"self_attn.k_norm.", "attention.k_norm."},
                                                                   {"input_layernorm.", "attention.output.RMSNorm."},
                                                                   {"post_attention_layernorm.", "output.RMSNorm."},
                                                                   {"mlp.gate_proj.", "intermediate.gate."},
@@ -187,14 +192,17 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
   m.num_heads = get_size(hf, "num_attention_heads", where);
   m.num_kv_heads = get_size(hf, "num_key_value_heads", where, m.num_heads);
   m.ffn_size = get_size(hf, "intermediate_size", where);
-  if (m.hidden_size % m.num_heads != 0 || get_size(hf, "head_dim", where, m.head_dim()) != m.head_dim())
-    throw UserError(where + ": head_dim must be hidden_size / num_attention_heads (" + std::to_string(m.hidden_size) +
-                    " / " + std::to_string(m.num_heads) + "); a head width of its own is not supported yet");
+  // transformers' default when config.json has no head_dim (Qwen3's class default is 128, but its
+  // saved configs carry the key).
+  const int64_t head_dim = get_size(hf, "head_dim", where, m.hidden_size / m.num_heads);
+  if (head_dim * m.num_heads != m.hidden_size) m.explicit_head_dim = head_dim;
   m.activation = activation_from_hf(get_string(hf, "hidden_act", where, "silu"), where);
   m.feed_forward = config::FeedForwardKind::glu;
   m.norm = config::NormPlacement::pre;
   m.norm_kind = config::NormKind::rms_norm;
   m.layer_norm_eps = get_double(hf, "rms_norm_eps", where, 1e-6);
+  m.qk_norm = family.qk_norm;
+  m.qk_norm_eps = m.layer_norm_eps;  // Qwen3RMSNorm(head_dim, eps=rms_norm_eps)
   m.hidden_dropout = 0.0;
   m.attention_dropout = get_double(hf, "attention_dropout", where, 0.0);
   m.init_std = get_double(hf, "initializer_range", where, 0.02);
@@ -237,6 +245,13 @@ std::string llama_parameter_name(const std::string& hf_name, bool tied_output) {
     for (const auto& [theirs, ours] : layer_names())
       if (rest.rfind(theirs, 0) == 0) return "encoder.layer." + index + "." + ours + rest.substr(theirs.size());
   return hf_name;  // not ours: named among the tensors the model has no place for
+}
+
+bool is_qk_norm_weight(const std::string& ours) {
+  for (const char* end : {".attention.q_norm.weight", ".attention.k_norm.weight"})
+    if (ours.size() > std::strlen(end) && ours.compare(ours.size() - std::strlen(end), std::string::npos, end) == 0)
+      return true;
+  return false;
 }
 
 std::string llama_hf_name(const std::string& ours) {

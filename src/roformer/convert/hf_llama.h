@@ -1,6 +1,6 @@
 // Llama-family decoders from Hugging Face (LlamaForCausalLM: Llama 2/3.x, TinyLlama, SmolLM and
-// SmolLM2; MistralForCausalLM; Qwen2ForCausalLM; SmolLM3ForCausalLM, its NoPE layers as our
-// layout), torch-free: their config.json as our config (the
+// SmolLM2; MistralForCausalLM; Qwen2ForCausalLM; Qwen3ForCausalLM (its head_dim and QK-norm);
+// SmolLM3ForCausalLM, its NoPE layers as our layout), torch-free: their config.json as our config (the
 // decoder block as model options: pre-norm RMSNorm, SwiGLU, grouped-query attention, rotate-half
 // RoPE at rope_theta with its rope scaling, biases as the architecture has them, no embedding
 // norm, a linear head, tied or not) and their tensor names as ours, both ways.
@@ -13,14 +13,14 @@
 
 namespace roformer::convert {
 
-// True for the model_type values this file maps (llama, mistral, qwen2, smollm3).
+// True for the model_type values this file maps (llama, mistral, qwen2, qwen3, smollm3).
 bool is_llama_family(const std::string& model_type);
-// True for the architectures it maps (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// True for the architectures it maps (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // SmolLM3ForCausalLM).
 bool is_llama_architecture(const std::string& architecture);
 
 // Maps a Llama-family config.json into `out` (architecture, config, max_positions); a key we cannot
-// honour (head_dim apart from hidden_size / heads, an active sliding window, an unknown rope type)
+// honour (an active sliding window, an unknown rope type)
 // is a UserError naming it. `where` names the source in messages.
 void parse_llama_config(const nlohmann::json& hf, const std::string& where, HfConfig& out);
 
@@ -31,5 +31,8 @@ std::string llama_parameter_name(const std::string& hf_name, bool tied_output);
 // The Hugging Face name of one of our parameters in a model converted from (or exportable as) a
 // Llama-family checkpoint, or "" for a parameter that family does not have.
 std::string llama_hf_name(const std::string& ours);
+// True for our QK-norm weights (attention.q_norm / k_norm, [heads, head_dim]), which Qwen3 keeps
+// as one [head_dim] row every head shares.
+bool is_qk_norm_weight(const std::string& ours);
 
 }  // namespace roformer::convert

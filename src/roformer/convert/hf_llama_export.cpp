@@ -46,7 +46,8 @@ std::vector<int> no_rope_layers(const config::ModelConfig& m) {
   return layers;
 }
 
-// The block, part by part: what LlamaForCausalLM, Qwen2ForCausalLM and SmolLM3ForCausalLM compute.
+// The block, part by part: what LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
+// SmolLM3ForCausalLM compute.
 void check_block(const config::ModelConfig& m, const Refuse& refuse) {
   if (m.objective != config::Objective::causal_lm) refuse("objective mlm (the Llama family is causal)");
   if (m.norm != config::NormPlacement::pre) refuse("post-norm layers (the Llama family normalises first)");
@@ -62,8 +63,10 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
   if (config::has_layout(m) && no_rope_layers(m).empty())
     refuse("a per-layer layout beyond NoPE layers (SmolLM3's no_rope_layers is the one the Llama family has)");
-  if (m.qk_norm || m.output_gate || m.output_norm || m.kv_shift)
-    refuse("QK-norm, an output gate or norm, or a key/value shift (the Llama family's attention has none)");
+  if (m.output_gate || m.output_norm || m.kv_shift)
+    refuse("an output gate or norm, or a key/value shift (the Llama family's attention has none)");
+  if (m.qk_norm && (m.qkv_bias || m.output_bias || m.ffn_bias))
+    refuse("QK-norm with biases (Qwen3, the family's one model with QK-norm, has neither)");
   if (m.attention_scale != config::AttentionScale::none) refuse("a query scale (model.attention_scale)");
   if (m.embed_scale != config::EmbedScale::none) refuse("scaled embeddings (model.embed_scale)");
   if (m.qkv_bias != m.output_bias && (m.output_bias || m.ffn_bias))
@@ -128,6 +131,17 @@ int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_d
   return n;
 }
 
+// Ours in the Hugging Face layout: a QK-norm weight back to its one row, refused where its heads
+// differ, since Qwen3's norm has one weight that every head shares.
+torch::Tensor as_hf(const std::string& ours, const torch::Tensor& t) {
+  if (!is_qk_norm_weight(ours)) return t;
+  if (!torch::equal(t, t.narrow(0, 0, 1).expand_as(t)))
+    throw UserError("parameter '" + ours +
+                    "' holds a weight per head; Qwen3's QK-norm has one weight that every head shares, so this "
+                    "checkpoint cannot be exported as Qwen3");
+  return t.select(0, 0).contiguous();
+}
+
 }  // namespace
 
 ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
@@ -149,10 +163,16 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
         "rope_parameters hold rope_theta and one scaling over rotate-half pairs of the whole head; this "
         "checkpoint sets " +
         beyond);
-  const bool qwen2 = m.qkv_bias && !m.output_bias && !m.ffn_bias;
+  const bool qwen2 = m.qkv_bias && !m.output_bias && !m.ffn_bias, qwen3 = m.qk_norm;
   const std::vector<int> nope = no_rope_layers(m);
   if (qwen2 && !nope.empty()) refuse("Qwen2's q, k, v biases with NoPE layers (no Hugging Face class has both)");
-  const std::string arch = !nope.empty() ? "SmolLM3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  if (qwen3 && !nope.empty()) refuse("QK-norm with NoPE layers (no Hugging Face class has both)");
+  if (qwen3 && m.qk_norm_eps != m.layer_norm_eps)
+    refuse("a QK-norm epsilon apart from the layers' (Qwen3's q_norm and k_norm use rms_norm_eps)");
+  const std::string arch = !nope.empty() ? "SmolLM3ForCausalLM"
+                           : qwen3       ? "Qwen3ForCausalLM"
+                           : qwen2       ? "Qwen2ForCausalLM"
+                                         : "LlamaForCausalLM";
 
   runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
                              "nothing here: it is the source's size; convert on a machine with more memory");
@@ -162,10 +182,11 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
   for (const auto& p : model->named_parameters()) {
     const std::string name = llama_hf_name(p.key());
     TORCH_CHECK(!name.empty(), "convert_native_to_llama: no Hugging Face name for ", p.key());
-    tensors.emplace_back(name, p.value().detach().to(torch::kFloat32));
+    tensors.emplace_back(name, as_hf(p.key(), p.value().detach().to(torch::kFloat32)));
   }
   json hf = {{"architectures", {arch}},
              {"model_type", !nope.empty() ? "smollm3"
+                            : qwen3       ? "qwen3"
                             : qwen2       ? "qwen2"
                                           : "llama"},
              {"vocab_size", m.vocab_size},
@@ -189,6 +210,9 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
              {"eos_token_id", nullptr},
              {"dtype", "float32"}};
   if (!qwen2) hf.update({{"attention_bias", m.qkv_bias}, {"mlp_bias", m.ffn_bias}});
+  if (qwen3)
+    hf.update({{"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},
+               {"use_sliding_window", false}});
   if (!nope.empty())
     hf.update({{"no_rope_layers", nope},
                {"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},

@@ -110,6 +110,14 @@ SafetensorsFile read_hf_weights(const std::string& hf_dir, const std::string& we
   return all;
 }
 
+// A Llama-family tensor in our layout: Qwen3's q_norm / k_norm weight, one [head_dim] row that
+// every head shares, becomes our per-head [heads, head_dim]; every other tensor as it is.
+torch::Tensor as_ours(const std::string& ours, const torch::Tensor& t, const config::ModelConfig& m) {
+  if (!is_qk_norm_weight(ours) || t.dim() != 1) return t;  // another shape: named by the shape check
+  const int64_t heads = ours.find(".q_norm.") != std::string::npos ? m.num_heads : m.kv_heads();
+  return t.unsqueeze(0).expand({heads, t.size(0)}).contiguous();
+}
+
 }  // namespace
 
 ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::string& out_dir) {
@@ -137,7 +145,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
     std::string ours;
     if (llama) {
       ours = llama_parameter_name(name, m.tie_output);
-      if (!ours.empty()) by_name[ours] = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+      if (!ours.empty())
+        by_name[ours] = as_ours(ours, t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32), m);
       continue;
     }
     if (name == prefix + "encoder.embed_positions.weight") {

@@ -107,8 +107,8 @@ static torch::Tensor shifted_by_token(const torch::Tensor& t, const torch::nn::L
   return (a * previous + (1.0 - a) * t).to(t.scalar_type());
 }
 
-SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t kv_width, bool bias) {
-  query = register_module("query", torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(bias)));
+SelfAttentionProjImpl::SelfAttentionProjImpl(int64_t hidden, int64_t width, int64_t kv_width, bool bias) {
+  query = register_module("query", torch::nn::Linear(torch::nn::LinearOptions(hidden, width).bias(bias)));
   key = register_module("key", torch::nn::Linear(torch::nn::LinearOptions(hidden, kv_width).bias(bias)));
   value = register_module("value", torch::nn::Linear(torch::nn::LinearOptions(hidden, kv_width).bias(bias)));
 }
@@ -127,17 +127,16 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       remainder_(c.stick_breaking_remainder),
       ssmax_init_(c.ssmax_init),
       position_(std::move(position)) {
-  self = register_module("self", SelfAttentionProj(c.hidden_size, c.kv_heads() * c.head_dim(), c.qkv_bias));
-  output =
-      register_module("output", DenseNorm(c.hidden_size, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.output_bias));
-  if (c.qk_norm) {
-    // The FoX authors' QK-norm eps: their GroupNorm's default 1e-5 (norm_eps 1e-6 is their output norm's).
-    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, 1e-5));
-    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, 1e-5));
+  const int64_t width = c.attention_width();  // hidden_size unless model.head_dim sets another
+  self = register_module("self", SelfAttentionProj(c.hidden_size, width, c.kv_heads() * c.head_dim(), c.qkv_bias));
+  output = register_module("output", DenseNorm(width, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.output_bias));
+  if (c.qk_norm) {  // eps: the FoX authors' GroupNorm default 1e-5, or an imported model's own
+    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, c.qk_norm_eps));
+    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, c.qk_norm_eps));
   }
   if (c.output_gate)
-    output_gate = register_module(
-        "output_gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.hidden_size).bias(false)));
+    output_gate =
+        register_module("output_gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, width).bias(false)));
   if (c.output_norm) output_norm = register_module("output_norm", HeadNorm(heads_, head_dim_, 1e-6));  // their norm_eps
   if (c.kv_shift) {
     key_shift =

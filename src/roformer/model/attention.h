@@ -41,7 +41,7 @@ inline torch::Tensor dense(const torch::nn::Linear& layer, const torch::Tensor& 
 class SelfAttentionProjImpl : public torch::nn::Module {
  public:
   // key and value: kv_width = kv_heads x head_dim outputs (grouped-query attention), else hidden.
-  SelfAttentionProjImpl(int64_t hidden, int64_t kv_width, bool bias = true);
+  SelfAttentionProjImpl(int64_t hidden, int64_t width, int64_t kv_width, bool bias = true);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};  // weight [H, H], bias [H]
 };
 TORCH_MODULE(SelfAttentionProj);

@@ -17,11 +17,12 @@ double training_flops_per_token(const config::ModelConfig& m, const config::Data
   const double L = static_cast<double>(m.num_layers), S = static_cast<double>(data.seq_len);
   const double ffn_matrices = m.feed_forward == config::FeedForwardKind::glu ? 3 : 2;  // GLU: gate, up, down
   const double KV = static_cast<double>(m.kv_heads() * m.head_dim());                  // key/value width
+  const double A = static_cast<double>(m.attention_width());                           // the queries' width
   double matmul_params =
-      L * (2 * H * H + 2 * H * KV + ffn_matrices * H * F) + H * E;  // q, o, k, v, FFN; head transform
+      L * (2 * H * A + 2 * H * KV + ffn_matrices * H * F) + H * E;  // q, o, k, v, FFN; head transform
   if (m.embed_dim() != m.hidden_size) matmul_params += E * H;       // embedding projection
   const double scored = m.objective == config::Objective::mlm ? data.mask_prob : 1.0;
-  return 6 * matmul_params + 6 * E * V * scored + 12 * L * H * S;
+  return 6 * matmul_params + 6 * E * V * scored + 12 * L * A * S;
 }
 
 std::string device_name(const torch::Device& device) {

@@ -114,16 +114,17 @@ double count_parameters(const config::ModelConfig& m) {
   const double ffn_bias = m.ffn_bias ? 1.0 : 0.0;
   const double up = (m.feed_forward == config::FeedForwardKind::glu ? 2.0 : 1.0) * (H * F + ffn_bias * F);
   const double KV = double(m.kv_heads() * m.head_dim());  // key/value width (grouped-query attention)
-  const double qkv = H * H + 2 * H * KV + (m.qkv_bias ? H + 2 * KV : 0.0);
-  n += L * (qkv + H * H + (m.output_bias ? H : 0.0) + norm + up + F * H + ffn_bias * H + norm);
+  const double A = double(m.attention_width());           // the queries' width (H unless model.head_dim)
+  const double qkv = H * A + 2 * H * KV + (m.qkv_bias ? A + 2 * KV : 0.0);
+  n += L * (qkv + A * H + (m.output_bias ? H : 0.0) + norm + up + F * H + ffn_bias * H + norm);
   if (m.norm == config::NormPlacement::pre) n += norm;                               // final norm
   if (m.lm_head == config::LmHeadKind::transform) n += H * E + E + 2 * E + V;        // transform, its LayerNorm, bias
   if (!m.tie_output) n += V * (m.lm_head == config::LmHeadKind::transform ? E : H);  // the decoder's own weight
   n += config::position_parameters(m);                                               // the position family's own
   for (int64_t i = 0; i < m.num_layers; ++i)  // q_norm, k_norm: [heads, head_dim] each (a layout's kinds may differ)
-    if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += H + KV;
-  if (m.output_gate) n += L * H * H;                                                     // W_g
-  if (m.output_norm) n += L * H;                                                         // [heads, head_dim]
+    if (config::layer_model(m, config::is_global_layer(m, i)).qk_norm) n += A + KV;
+  if (m.output_gate) n += L * H * A;                                                     // W_g
+  if (m.output_norm) n += L * A;                                                         // [heads, head_dim]
   if (m.kv_shift) n += L * 2 * H * double(m.kv_heads());                                 // two W [kv_heads, H]
   if (m.attention_scale == config::AttentionScale::ssmax) n += L * double(m.num_heads);  // s per head
   return n;
@@ -149,8 +150,9 @@ MemoryEstimate estimate_memory(const config::ModelConfig& m, int64_t batch, int6
   // FFN's two hidden tensors, the two LayerNorm outputs), or one layer's live tensors without
   // gradients; plus the fp32 logits of one pass over the vocabulary. A checkpointed layer keeps
   // its input only, and backward holds one of them recomputed at a time.
-  const double kept = 8 * H + 2 * F;
-  double per_layer = 4 * H + F;
+  const double A = double(m.attention_width());  // q and the attention output (H unless model.head_dim)
+  const double kept = 6 * H + 2 * A + 2 * F;
+  double per_layer = 3 * H + A + F;
   if (training) {
     per_layer = 0;
     for (int64_t i = 0; i < m.num_layers; ++i)

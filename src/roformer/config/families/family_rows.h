@@ -31,4 +31,15 @@ inline double layers(const ModelConfig& m) {
 // RoPE's checks of its own settings (families/rope.cpp).
 void validate_rotary(const Config& c, const Origins& o);
 
+// A family whose projections make a term of the model's width, split into the heads: its heads
+// must fill that width (model.head_dim 0, or hidden_size / num_heads).
+inline void require_heads_fill_the_width(const Config& c, const Origins& o, const std::string& family) {
+  const ModelConfig& m = c.model;
+  if (m.explicit_head_dim > 0 && m.attention_width() != m.hidden_size)
+    conflict(o, "model.head_dim", "model.position.kind",
+             family + " projects the hidden states to terms split over the heads, so num_heads x head_dim (" +
+                 std::to_string(m.attention_width()) + ") must equal hidden_size (" + std::to_string(m.hidden_size) +
+                 "); set head_dim 0 or hidden_size / num_heads");
+}
+
 }  // namespace roformer::config

@@ -15,6 +15,10 @@ double path_parameters(const ModelConfig& m) {  // per layer: w's projections, i
          (2 * H * r + (p.short_conv ? 3 * H : 0) + H * heads + heads + (p.forget_gate ? H * heads + heads : 0));
 }
 
+void validate_path(const Config& c, const Origins& o) {
+  require_heads_fill_the_width(c, o, "PaTH");
+}
+
 }  // namespace
 
 void PathConfig::visit(FieldVisitor& v) {
@@ -36,7 +40,7 @@ PositionFamily path_family() {
           "PaTH's transforms come from the tokens, not from their positions",
           "PaTH accumulates its Householder products from each key up to its query, which the authors define for "
           "causal attention only",
-          nullptr,
+          validate_path,
           nullptr,
           path_parameters,
           nullptr,

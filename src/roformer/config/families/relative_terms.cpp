@@ -10,12 +10,14 @@ namespace roformer::config {
 namespace {
 
 void validate_transformer_xl(const Config& c, const Origins& o) {
+  require_heads_fill_the_width(c, o, "Transformer-XL");
   if (c.model.hidden_size % 2 != 0)
     invalid(o, "model.hidden_size",
             "Transformer-XL's sinusoidal relative encodings pair sin and cos over the width, so it must be even");
 }
 
 void validate_deberta(const Config& c, const Origins& o) {
+  require_heads_fill_the_width(c, o, "DeBERTa");
   const DebertaConfig& d = c.model.position.deberta;
   if (d.max_relative_positions > 0 && d.max_relative_positions <= d.position_buckets)
     conflict(o, "model.position.deberta.max_relative_positions", "model.position.deberta.position_buckets",

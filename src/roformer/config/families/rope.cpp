@@ -74,6 +74,8 @@ void validate_rotary(const Config& c, const Origins& o) {
   const ModelConfig& m = c.model;
   const PositionConfig& p = m.position;
   const int64_t head_dim = m.head_dim();
+  if (head_dim % 2 != 0 && m.explicit_head_dim > 0)
+    invalid(o, "model.head_dim", "RoPE rotates feature pairs, so the head dimension must be even");
   if (head_dim % 2 != 0)
     conflict(o, "model.hidden_size", "model.num_heads",
              "RoPE rotates feature pairs, so the head dimension must be even (it is " + std::to_string(head_dim) + ")");

@@ -8,7 +8,9 @@ transformers' within 1e-5 of the logits' scale, in float32:
      padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases); Qwen3ForCausalLM (QK-norm,
      one weight over head_dim shared by the heads; head_dim wider than hidden_size / heads, and
      equal to it with a tied head); SmolLM3ForCausalLM, whose NoPE layers become our per-layer
-     layout (two patterns);
+     layout (two patterns); GPTNeoXForCausalLM (Pythia: attention and feed-forward side by side,
+     RoPE on a quarter of each head, the fused query_key_value; and sequential, whole-head, tied,
+     without attention biases, under a linear scaling);
   2. Llama under every rope type transformers applies to it (linear, dynamic past
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
@@ -48,10 +50,10 @@ def run(*args):
     return r.stdout
 
 
-def random_model(config_class, model_class, **overrides):
+def random_model(config_class, model_class, base=BASE, **overrides):
     """A model of random weights large enough to matter: norms around 1, projections N(0, 0.1)."""
     torch.manual_seed(3)
-    model = model_class(config_class(**{**BASE, **overrides})).eval()
+    model = model_class(config_class(**{**base, **overrides})).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -182,6 +184,18 @@ def main():
                                 tie_word_embeddings=True, pad_token_id=None, bos_token_id=None, eos_token_id=None)
             compare(f"smollm3 no_rope_layers {layers}", smol, save(smol, tmp, "smollm3-" + "".join(map(str, layers))),
                     tmp, ids)
+        # GPT-NeoX (Pythia): its own block, 6 heads of 8 on a width of 48.
+        neox_base = {k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "rms_norm_eps")}
+        pythia = random_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, base=neox_base, layer_norm_eps=1e-5,
+                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25})
+        compare("gpt-neox parallel residual, rotary a quarter of the head", pythia, save(pythia, tmp, "neox"), tmp, ids,
+                padded)
+        sequential = random_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, base=neox_base, use_parallel_residual=False,
+                                  tie_word_embeddings=True, attention_bias=False,
+                                  rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0,
+                                                   "partial_rotary_factor": 1.0})
+        compare("gpt-neox sequential, whole head, tied, no attention bias, linear x2", sequential,
+                save(sequential, tmp, "neox-seq"), tmp, ids)
         for kind, params in rope_cases(BASE["hidden_size"] // BASE["num_attention_heads"]).items():
             scaled = random_model(T.LlamaConfig, T.LlamaForCausalLM, rope_parameters={"rope_theta": 10000.0, **params})
             compare(f"llama rope {kind} at {LENGTH} tokens (trained {BASE['max_position_embeddings']})", scaled,

@@ -172,6 +172,12 @@ std::vector<Case> all_cases() {
                    c.qk_norm_eps = 1e-6;
                    c.output_gate = true;
                  }});
+  out.push_back({"rope+parallel_residual", PositionKind::rope, [](config::ModelConfig& c) {  // GPT-NeoX's block
+                   c.norm = config::NormPlacement::pre;
+                   c.parallel_residual = true;
+                   c.position.rope.pairing = config::RopePairing::half;
+                   c.position.rope.rotary_dim = 2;  // a half of each 4-wide head rotates
+                 }});
   out.push_back({"fox+pro_block", PositionKind::fox, [](config::ModelConfig& c) {  // FoX's Pro block whole
                    c.qk_norm = true;
                    c.output_gate = true;

@@ -111,7 +111,8 @@ struct ModelConfig {
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;
   NormPlacement norm = NormPlacement::post;
-  NormKind norm_kind = NormKind::layer_norm;            // the layers' and the final norm (not the embeddings')
+  bool parallel_residual = false;             // pre-norm: x + attn(norm1(x)) + ffn(norm2(x)) (GPT-NeoX, Pythia)
+  NormKind norm_kind = NormKind::layer_norm;  // the layers' and the final norm (not the embeddings')
   FeedForwardKind feed_forward = FeedForwardKind::mlp;  // glu: down(act(gate(x)) * up(x)), SwiGLU with silu
   int64_t type_vocab_size = 0;                          // 0: no token-type embeddings
   // The decoder blocks of Llama-family models: which projections have a bias, whether the

@@ -101,6 +101,9 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");
   enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
+  v.field("parallel_residual", parallel_residual,
+          "pre-norm layers that add attention and feed-forward side by side, x + attn(norm1(x)) + ffn(norm2(x)) "
+          "(GPT-NeoX, Pythia), instead of one after the other");
   enum_field(v, "norm_kind", norm_kind, norm_kinds,
              "the layers' and the final normalisation: layer_norm (BERT; its parameters named LayerNorm) or rms_norm "
              "(Llama: x / rms(x) * weight, no bias, computed in float32; named RMSNorm); eps is layer_norm_eps; "

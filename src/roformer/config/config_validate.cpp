@@ -125,6 +125,9 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "model.hidden_size", "model.num_heads",
              std::to_string(m.hidden_size) + " is not divisible by " + std::to_string(m.num_heads) +
                  " heads; pick a head count that divides the width, or set model.head_dim");
+  if (m.parallel_residual && m.norm != NormPlacement::pre)
+    conflict(o, "model.parallel_residual", "model.norm",
+             "side-by-side sublayers each normalise their input (GPT-NeoX); set model.norm pre");
   if (m.num_heads % m.kv_heads() != 0)
     conflict(o, "model.num_heads", "model.num_kv_heads",
              std::to_string(m.num_heads) + " query heads cannot share " + std::to_string(m.kv_heads()) +

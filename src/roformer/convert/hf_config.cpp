@@ -1,5 +1,6 @@
 // config.json mapping (see hf_config.h): RoFormer's, with its fixed choices (RoPE, interleaved
-// pairs, base 10000, whole head, post-LN); a Llama-family config goes to hf_llama.cpp.
+// pairs, base 10000, whole head, post-LN); a Llama-family config goes to hf_llama.cpp, GPT-NeoX's
+// to hf_neox.cpp.
 #include "roformer/convert/hf_config.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
+#include "roformer/convert/hf_neox.h"
 
 namespace roformer::convert {
 namespace {
@@ -28,8 +30,9 @@ const std::vector<std::string>& supported_architectures() {
 std::string check_source(const json& hf, const std::string& where) {
   const std::string model_type = get_string(hf, "model_type", where, "");
   if (model_type != "roformer")
-    throw UserError(where + ": model_type is '" + model_type +
-                    "', not 'roformer'; RoFormer and the Llama family (llama, mistral, qwen2, qwen3, smollm3) convert");
+    throw UserError(
+        where + ": model_type is '" + model_type +
+        "', not 'roformer'; RoFormer, the Llama family (llama, mistral, qwen2, qwen3, smollm3) and gpt_neox convert");
   std::string arch = "RoFormerModel";
   if (!absent(hf, "architectures")) {
     const json& a = hf["architectures"];
@@ -72,6 +75,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where,
   HfConfig out;
   if (is_llama_family(get_string(hf, "model_type", where, ""))) {
     parse_llama_config(hf, where, out);
+    return checked(std::move(out), where, name);
+  }
+  if (is_neox_family(get_string(hf, "model_type", where, ""))) {
+    parse_neox_config(hf, where, out);
     return checked(std::move(out), where, name);
   }
   out.architecture = check_source(hf, where);

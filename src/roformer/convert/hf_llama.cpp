@@ -58,11 +58,14 @@ json rope_settings(const json& hf, const std::string& where) {
   return json::object();
 }
 
+}  // namespace
+
 // The rope type's settings onto ours (the same keys transformers' ROPE_INIT_FUNCTIONS read).
-void map_rope(const json& hf, const std::string& where, int64_t max_positions, config::RopeConfig& rope) {
+void map_hf_rope(const json& hf, const std::string& where, int64_t max_positions, config::RopeConfig& rope) {
   const json r = rope_settings(hf, where);
-  rope.pairing = config::RopePairing::half;  // rotate_half
-  rope.base = get_double(r, "rope_theta", where, get_double(hf, "rope_theta", where, 10000.0));
+  rope.pairing = config::RopePairing::half;                               // rotate_half
+  const double base = get_double(hf, "rotary_emb_base", where, 10000.0);  // GPT-NeoX's name in transformers 4
+  rope.base = get_double(r, "rope_theta", where, get_double(hf, "rope_theta", where, base));
   std::string type = get_string(r, "rope_type", where, get_string(r, "type", where, "default"));
   config::RopeScalingConfig& s = rope.scaling;
   // The context a scaling chosen later (eval --set ...scaling.kind=yarn) extends: the model's own,
@@ -98,6 +101,8 @@ void map_rope(const json& hf, const std::string& where, int64_t max_positions, c
                     "llama3, longrope)");
   }
 }
+
+namespace {
 
 // SmolLM3's NoPE layers (no_rope_layers: 1 = RoPE, 0 = none, per layer) as our layout: local
 // layers keep the model's RoPE, global layers have no position; no windows, temperature or
@@ -230,7 +235,7 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
                     "have none)");
   out.max_positions = get_size(hf, "max_position_embeddings", where, 2048);
   m.position.kind = config::PositionKind::rope;
-  map_rope(hf, where, out.max_positions, m.position.rope);
+  map_hf_rope(hf, where, out.max_positions, m.position.rope);
   map_nope_layers(hf, where, m);
   out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
 }

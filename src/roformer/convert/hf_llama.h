@@ -24,6 +24,11 @@ bool is_llama_architecture(const std::string& architecture);
 // is a UserError naming it. `where` names the source in messages.
 void parse_llama_config(const nlohmann::json& hf, const std::string& where, HfConfig& out);
 
+// The RoPE of a decoder's config.json onto ours: rotate-half pairs at rope_theta (or GPT-NeoX's
+// rotary_emb_base), and the scaling of `rope_parameters` / `rope_scaling` (linear, dynamic, yarn,
+// llama3, longrope) with the keys transformers' ROPE_INIT_FUNCTIONS read.
+void map_hf_rope(const nlohmann::json& hf, const std::string& where, int64_t max_positions, config::RopeConfig& rope);
+
 // Our parameter name for a tensor of a Llama-family checkpoint, "" for one we do not keep (rotary
 // caches; lm_head.weight when the output is tied to the embeddings), or the name unchanged for
 // one we do not know (the converter then names it as a tensor the model has no place for).

@@ -73,8 +73,10 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
     refuse("biases on some projections only, as neither Llama (attention_bias, mlp_bias) nor Qwen2 (q, k, v) has");
 }
 
+}  // namespace
+
 // rope_parameters: rope_theta and the scaling under transformers' names (ROPE_INIT_FUNCTIONS).
-json rope_parameters(const config::RopeConfig& r) {
+nlohmann::json hf_rope_parameters(const config::RopeConfig& r) {
   const config::RopeScalingConfig& s = r.scaling;
   json p = {{"rope_theta", r.base}, {"rope_type", "default"}};
   if (s.kind == config::RopeScalingKind::none) return p;
@@ -117,7 +119,7 @@ json rope_parameters(const config::RopeConfig& r) {
 // max_position_embeddings: dynamic NTK's training length; the extended length of the other
 // scalings (transformers derives some defaults from its ratio to the original length); else the
 // imported checkpoint's own (meta.json), at least the lengths the run trained and evaluated.
-int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_dir) {
+int64_t hf_max_positions(const config::Config& cfg, const std::string& checkpoint_dir) {
   const config::RopeScalingConfig& s = cfg.model.position.rope.scaling;
   if (s.kind == config::RopeScalingKind::dynamic_ntk) return s.original_max_positions;
   if (s.kind != config::RopeScalingKind::none && s.kind != config::RopeScalingKind::linear)
@@ -130,6 +132,8 @@ int64_t max_positions(const config::Config& cfg, const std::string& checkpoint_d
     n = std::max(n, meta["max_position_embeddings"].get<int64_t>());
   return n;
 }
+
+namespace {
 
 // Ours in the Hugging Face layout: a QK-norm weight back to its one row, refused where its heads
 // differ, since Qwen3's norm has one weight that every head shares.
@@ -197,12 +201,12 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
              {"num_key_value_heads", m.kv_heads()},
              {"head_dim", m.head_dim()},
              {"hidden_act", hf_json::activation_to_hf(m.activation)},
-             {"max_position_embeddings", max_positions(cfg, checkpoint_dir)},
+             {"max_position_embeddings", hf_max_positions(cfg, checkpoint_dir)},
              {"rms_norm_eps", m.layer_norm_eps},
              {"initializer_range", m.init_std},
              {"attention_dropout", m.attention_dropout},
              {"tie_word_embeddings", m.tie_output},
-             {"rope_parameters", rope_parameters(m.position.rope)},
+             {"rope_parameters", hf_rope_parameters(m.position.rope)},
              // Token ids we do not keep: none rather than the class's defaults (SmolLM3's pad id
              // 128004 lies outside a smaller vocabulary, and transformers refuses that embedding).
              {"pad_token_id", nullptr},

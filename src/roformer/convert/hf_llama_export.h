@@ -3,6 +3,7 @@
 // hf_llama.h: a model imported, extended or trained here loads in transformers.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "roformer/config/config.h"
@@ -16,5 +17,12 @@ namespace roformer::convert {
 // is written.
 ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
                                           const std::string& out_dir);
+
+// What the decoder exports share (GPT-NeoX's too, hf_neox_export.h): rope_parameters, rope_theta
+// and the scaling under transformers' names (ROPE_INIT_FUNCTIONS' keys); max_position_embeddings,
+// dynamic NTK's training length, the extended length of the other scalings, else the imported
+// checkpoint's own (meta.json), at least the lengths the run trained and evaluated.
+nlohmann::json hf_rope_parameters(const config::RopeConfig& r);
+int64_t hf_max_positions(const config::Config& cfg, const std::string& checkpoint_dir);
 
 }  // namespace roformer::convert

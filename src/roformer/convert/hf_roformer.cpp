@@ -23,6 +23,8 @@
 #include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_llama_export.h"
+#include "roformer/convert/hf_neox.h"
+#include "roformer/convert/hf_neox_export.h"
 #include "roformer/convert/output_directory.h"
 #include "roformer/convert/rope_fit.h"
 #include "roformer/finetune/task_model.h"
@@ -110,6 +112,22 @@ SafetensorsFile read_hf_weights(const std::string& hf_dir, const std::string& we
   return all;
 }
 
+// Part 0, 1 or 2 (q, k, v) of GPT-NeoX's fused query_key_value weight [3H, H] or bias [3H],
+// whose rows run [heads, 3, head_dim].
+torch::Tensor neox_qkv_part(const torch::Tensor& fused, const config::ModelConfig& m, int part,
+                            const std::string& name) {
+  const int64_t heads = m.num_heads, D = m.head_dim();
+  if (fused.dim() < 1 || fused.size(0) != 3 * heads * D)
+    throw UserError("tensor '" + name + "' has shape " + c10::str(fused.sizes()) + " but the config implies " +
+                    std::to_string(3 * heads * D) + " rows (q, k and v of " + std::to_string(heads) + " heads of " +
+                    std::to_string(D) + ")");
+  std::vector<int64_t> shape{heads, 3, D};
+  for (int64_t d = 1; d < fused.dim(); ++d) shape.push_back(fused.size(d));
+  std::vector<int64_t> out{heads * D};
+  for (int64_t d = 1; d < fused.dim(); ++d) out.push_back(fused.size(d));
+  return fused.reshape(shape).select(1, part).reshape(out).contiguous();
+}
+
 // A Llama-family tensor in our layout: Qwen3's q_norm / k_norm weight, one [head_dim] row that
 // every head shares, becomes our per-head [heads, head_dim]; every other tensor as it is.
 torch::Tensor as_ours(const std::string& ours, const torch::Tensor& t, const config::ModelConfig& m) {
@@ -131,7 +149,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   config::Config cfg = parsed.config;
   config::ModelConfig& m = cfg.model;
   const std::string& arch = parsed.architecture;
-  const bool llama = is_llama_architecture(arch);
+  const bool llama = is_llama_architecture(arch), neox = arch == kNeoxArchitecture;
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies
   // (RoFormer); Llama-family names mapped to ours.
@@ -140,9 +158,19 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
       arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight") ? "" : "roformer.";
   std::map<std::string, torch::Tensor> by_name;  // our parameter name -> tensor
   std::vector<std::string> ignored;
-  bool has_head = llama;
+  bool has_head = llama || neox;
   for (const auto& [name, t] : file.tensors) {
     std::string ours;
+    if (neox) {
+      ours = neox_parameter_name(name, m.tie_output);
+      const torch::Tensor f = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+      if (neox_fused_qkv_part(ours, 0).empty()) {
+        if (!ours.empty()) by_name[ours] = f;
+        continue;
+      }
+      for (int part = 0; part < 3; ++part) by_name[neox_fused_qkv_part(ours, part)] = neox_qkv_part(f, m, part, name);
+      continue;
+    }
     if (llama) {
       ours = llama_parameter_name(name, m.tie_output);
       if (!ours.empty())
@@ -297,7 +325,10 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   const config::ModelConfig& m = cfg.model;
   const std::string where = "checkpoint '" + checkpoint_dir + "'";
   check_output_directory(out_dir);
-  if (m.lm_head == config::LmHeadKind::linear) return convert_native_to_llama(cfg, checkpoint_dir, out_dir);
+  if (m.lm_head == config::LmHeadKind::linear)  // a decoder: GPT-NeoX's block (LayerNorm, BERT's MLP) or Llama's
+    return m.norm_kind == config::NormKind::layer_norm && m.feed_forward == config::FeedForwardKind::mlp
+               ? convert_native_to_neox(cfg, checkpoint_dir, out_dir)
+               : convert_native_to_llama(cfg, checkpoint_dir, out_dir);
   auto refuse = [&](const std::string& why) {
     throw UserError(where + " cannot be represented by Hugging Face RoFormer: " + why);
   };

@@ -52,7 +52,11 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
     torch::Tensor h = norm1.add_norm(x, torch::dropout(attention->attend(x, ctx), p, train), k);
     return norm2.add_norm(h, torch::dropout(ffn(h), p, train), k);
   }
-  // Pre-norm: x + sublayer(norm(x)); the same two norms, applied before each sublayer.
+  // Pre-norm: x + sublayer(norm(x)); the same two norms, applied before each sublayer, one after
+  // the other or (parallel_residual, GPT-NeoX) both on x.
+  if (config_.parallel_residual)
+    return x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train) +
+           torch::dropout(ffn(norm2.forward(x)), p, train);
   torch::Tensor h = x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train);
   return h + torch::dropout(ffn(norm2.forward(h)), p, train);
 }

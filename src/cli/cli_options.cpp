@@ -78,7 +78,8 @@ CLI::App* declare_finetune(CLI::App& app, FinetuneArgs& a) {
 CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint at several sequence lengths (extrapolation)");
   cmd->add_option("checkpoint", a.checkpoint,
-                  "checkpoint (RUN/checkpoints/step_N), or a run directory: its newest complete one")
+                  "checkpoint (RUN/checkpoints/step_N), a run directory (its newest complete one), or a Hugging Face "
+                  "model folder (converted for this command, as convert hf-to-native does)")
       ->required()
       ->check(non_empty());
   cmd->add_option("--lengths", a.lengths, "comma-separated evaluation lengths (default: eval.lengths)")
@@ -194,7 +195,9 @@ std::pair<CLI::App*, CLI::App*> declare_convert(CLI::App& app, ConvertArgs& a) {
 
 CLI::App* declare_forward(CLI::App& app, ForwardArgs& a) {
   CLI::App* cmd = app.add_subcommand("forward", "Run a checkpoint on token ids; write logits and last_hidden_state");
-  cmd->add_option("checkpoint", a.checkpoint, "checkpoint, or a run directory: its newest complete one")
+  cmd->add_option("checkpoint", a.checkpoint,
+                  "checkpoint, a run directory (its newest complete one), or a Hugging Face model folder (converted "
+                  "for this command, as convert hf-to-native does)")
       ->required()
       ->check(non_empty());
   cmd->add_option("--input-ids", a.input_ids, "JSON file: [[id, ...], ...]")->required()->check(non_empty());

@@ -5,6 +5,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/hf_folder.h"
 #include "roformer/convert/hf_roformer.h"
 #include "roformer/eval/forward.h"
 #include "roformer/io/checkpoint.h"
@@ -30,7 +31,8 @@ void add_forward_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ForwardArgs>();
   CLI::App* cmd = declare_forward(app, *a);
   cmd->callback([a] {
-    a->checkpoint = io::checkpoint_argument(a->checkpoint, "forward");
+    const CheckpointOrHfFolder source(a->checkpoint, "forward");  // a Hugging Face folder, converted for this command
+    a->checkpoint = io::checkpoint_argument(source.path(), "forward");
     const eval::ForwardSummary s =
         eval::run_forward({a->checkpoint, a->input_ids, a->attention_mask, a->token_type_ids, a->output, a->overrides});
     std::cout << "wrote " << a->output << ": logits [" << s.batch << ", " << s.length << ", " << s.vocab

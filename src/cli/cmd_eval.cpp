@@ -7,6 +7,7 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "cli/hf_folder.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
 #include "roformer/common/strings.h"
@@ -71,7 +72,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<EvalArgs>();
   CLI::App* cmd = declare_eval(app, *o);
   cmd->callback([o, &exit_code] {
-    o->checkpoint = io::checkpoint_argument(o->checkpoint, "eval");
+    const CheckpointOrHfFolder source(o->checkpoint, "eval");  // a Hugging Face folder, converted for this command
+    const std::string named = o->checkpoint;
+    o->checkpoint = io::checkpoint_argument(source.path(), "eval");
     const std::vector<std::string> overrides = eval_overrides(*o);
     if (!o->out.empty() && path_exists(o->out) && !is_directory(o->out))  // before minutes of evaluation
       throw UserError("--out '" + o->out + "' exists and is not a directory; name a directory for the results");
@@ -80,7 +83,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
       return;
     }
-    const eval::ExtrapolationReport report = eval::evaluate_checkpoint(o->checkpoint, overrides);
+    eval::ExtrapolationReport report = eval::evaluate_checkpoint(o->checkpoint, overrides);
+    if (source.converted()) report.checkpoint = named;  // the folder the user named, not the temporary copy
     std::cout << eval::report_table(report);
     if (!o->out.empty()) {
       make_directories(o->out);

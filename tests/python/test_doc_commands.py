@@ -338,7 +338,7 @@ RULES = [
     Rule(H, "forward", r"^\$bin forward runs/from-hf --input-ids ids\.json --output out\.safetensors$", check=exists("out.safetensors")),
     Rule(H, "export", r"^\$bin convert native-to-hf runs/(from-hf|my-llama) my-(roformer|llama)-again$",
          check=exists("my-*-again/config.json")),
-    Rule(H, "the imported model past its context", r"^\$bin eval runs/my-llama --set data\.path=data/prepared/linux-docs-byte --lengths 64,256",
+    Rule(H, "the imported model past its context", r"^\$bin eval (runs/)?my-llama --set data\.path=data/prepared/linux-docs-byte --lengths 64,256",
          run=lambda c: c + TINY_EVAL),
 
     # docs/tasks.md

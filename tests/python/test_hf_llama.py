@@ -15,7 +15,9 @@ transformers' within 1e-5 of the logits' scale, in float32:
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
   4. the way back: every converted model exported with `convert native-to-hf` loads in
-     transformers (its own class) with the same logits, and converts again bitwise.
+     transformers (its own class) with the same logits, and converts again bitwise;
+  5. `roformer forward` given the Hugging Face folder itself: the converted model's logits bitwise,
+     and no temporary folder left behind.
 Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_hf_llama.py ROFORMER_BINARY
 """
@@ -87,6 +89,19 @@ def compare(name, model, folder, tmp, ids, mask=None):
     keep = (mask if mask is not None else torch.ones_like(ids)).bool()
     verdict(name, (ours - theirs)[keep], theirs[keep])
     round_trip(name, native, tmp, ids, mask, theirs, keep)
+
+
+def direct(name, folder, tmp):
+    """`roformer forward HF_FOLDER` (converted for the command, then removed): the converted model's logits bitwise."""
+    ids_file, out = os.path.join(tmp, name + "-ids.json"), os.path.join(tmp, name + "-direct.safetensors")
+    before = set(os.listdir(tempfile.gettempdir()))
+    run(ROFORMER, "forward", folder, "--input-ids", ids_file, "--output", out, "--set", "train.device=cpu")
+    same = torch.equal(load_file(out)["logits"], load_file(os.path.join(tmp, name + ".safetensors"))["logits"])
+    left = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("roformer-hf-")]
+    print(f"{'ok' if same and not left else 'FAIL':4} {name}: forward on the Hugging Face folder itself, bitwise"
+          f"{'' if not left else ', left ' + str(left)}")
+    if not same or left:
+        failures.append(name + " direct")
 
 
 def verdict(name, difference, reference):
@@ -161,6 +176,7 @@ def main():
         llama = random_model(T.LlamaConfig, T.LlamaForCausalLM)
         folder = save(llama, tmp, "llama-gqa")
         compare("llama gqa untied", llama, folder, tmp, ids)
+        direct("llama gqa untied", folder, tmp)
         compare("llama gqa untied, right padding", llama, folder, tmp, ids, padded)
         mqa = random_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1, tie_word_embeddings=True,
                            rope_theta=500000.0, attention_bias=True, mlp_bias=True)

@@ -300,6 +300,9 @@ RULES = [
     Rule(E, "passkey", r"^\$bin eval runs/rope --passkey --lengths 1024,4096 --depths 0,0\.5,1$",
          run=lambda c: c.replace("--lengths 1024,4096", "--lengths 256") + " --trials 1"),
     Rule(E, "help", r"^\$bin eval --help$"),
+    Rule(E, "every extension method", r"^scripts/studies/method_sweep\.sh runs/rope sweeps/rope-methods$",
+         run=lambda c: c + " --lengths 128,256 --methods 'none pi yarn self_extend' --set eval.max_tokens=512",
+         check=exists("sweeps/rope-methods/report.md", "sweeps/rope-methods/eval/self_extend-L256/eval.json")),
 
     # docs/finetuning.md
     Rule(F, "GLUE's download (stood in: no network here)", r"^scripts/data/prepare_corpus\.sh glue$", run=lambda c: None,

@@ -10,7 +10,9 @@ transformers' within 1e-5 of the logits' scale, in float32:
      equal to it with a tied head); SmolLM3ForCausalLM, whose NoPE layers become our per-layer
      layout (two patterns); GPTNeoXForCausalLM (Pythia: attention and feed-forward side by side,
      RoPE on a quarter of each head, the fused query_key_value; and sequential, whole-head, tied,
-     without attention biases, under a linear scaling);
+     without attention biases, under a linear scaling); Gemma3ForCausalLM (sandwich norms scaled by
+     1 + weight, QK-norm, query_pre_attn_scalar, scaled embeddings, sliding-window and global layers
+     at their two RoPE bases as our layout; and global layers only, tied);
   2. Llama under every rope type transformers applies to it (linear, dynamic past
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
@@ -200,6 +202,17 @@ def main():
                                 tie_word_embeddings=True, pad_token_id=None, bos_token_id=None, eos_token_id=None)
             compare(f"smollm3 no_rope_layers {layers}", smol, save(smol, tmp, "smollm3-" + "".join(map(str, layers))),
                     tmp, ids)
+        # Gemma 3 (text): norms before and after each sublayer scaled by 1 + weight, GeGLU, 6 heads of
+        # 16 on a width of 48, QK-norm, scores over sqrt(20), embeddings x sqrt(48), two sliding-window
+        # layers of 5 tokens at base 1e4 and a global one at 1e6, against transformers' Gemma 3.
+        gemma = random_model(T.Gemma3TextConfig, T.Gemma3ForCausalLM, num_hidden_layers=3, head_dim=16,
+                             query_pre_attn_scalar=20, sliding_window=5,
+                             layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+        compare("gemma3 sliding 5 + global, head_dim 16, scalar 20", gemma, save(gemma, tmp, "gemma3"), tmp, ids,
+                padded)
+        gemma_global = random_model(T.Gemma3TextConfig, T.Gemma3ForCausalLM, head_dim=8, query_pre_attn_scalar=8,
+                                    tie_word_embeddings=True, layer_types=["full_attention", "full_attention"])
+        compare("gemma3 global layers only, tied", gemma_global, save(gemma_global, tmp, "gemma3-global"), tmp, ids)
         # GPT-NeoX (Pythia): its own block, 6 heads of 8 on a width of 48.
         neox_base = {k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "rms_norm_eps")}
         pythia = random_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, base=neox_base, layer_norm_eps=1e-5,

@@ -129,6 +129,9 @@ TEST(MemoryEstimate, CountsTheParametersBuildModelMakes) {
   m.output_gate = true;
   m.output_norm = true;
   check(m);
+  m.norm = config::NormPlacement::sandwich;  // Gemma: two more norms per layer
+  m.norm_weight_offset = 1.0;
+  check(m);
 }
 
 TEST(MemoryEstimate, RefusesWhatCannotFitAndNamesTheEstimate) {

@@ -178,6 +178,16 @@ std::vector<Case> all_cases() {
                    c.position.rope.pairing = config::RopePairing::half;
                    c.position.rope.rotary_dim = 2;  // a half of each 4-wide head rotates
                  }});
+  out.push_back({"rope+gemma3_block", PositionKind::rope, [](config::ModelConfig& c) {  // Gemma 3's layer
+                   c.norm = config::NormPlacement::sandwich;
+                   c.norm_kind = config::NormKind::rms_norm;
+                   c.norm_weight_offset = 1.0;
+                   c.feed_forward = config::FeedForwardKind::glu;
+                   c.activation = config::Activation::gelu_tanh;
+                   c.explicit_head_dim = 6;
+                   c.score_scale_dim = 5;
+                   c.qk_norm = true;
+                 }});
   out.push_back({"fox+pro_block", PositionKind::fox, [](config::ModelConfig& c) {  // FoX's Pro block whole
                    c.qk_norm = true;
                    c.output_gate = true;

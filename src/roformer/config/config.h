@@ -21,7 +21,7 @@ enum class KernelChoice { auto_, fused, reference };  // a custom op (ops/), Lib
 using ActivationKernel = KernelChoice;
 using NormKernel = KernelChoice;
 using AttentionKernel = KernelChoice;
-enum class NormPlacement { post, pre };
+enum class NormPlacement { post, pre, sandwich };
 // The layer's parts (model/blocks/): its normalisation and its feed-forward layer.
 enum class NormKind { layer_norm, rms_norm };
 enum class FeedForwardKind { mlp, glu };
@@ -111,8 +111,12 @@ struct ModelConfig {
   double attention_dropout = 0.1;
   double layer_norm_eps = 1e-12;
   NormPlacement norm = NormPlacement::post;
-  bool parallel_residual = false;             // pre-norm: x + attn(norm1(x)) + ffn(norm2(x)) (GPT-NeoX, Pythia)
-  NormKind norm_kind = NormKind::layer_norm;  // the layers' and the final norm (not the embeddings')
+  bool parallel_residual = false;  // pre-norm: x + attn(norm1(x)) + ffn(norm2(x)) (GPT-NeoX, Pythia)
+  // RMSNorm's scale is norm_weight_offset + weight (Gemma: 1, its weights stored around 0).
+  double norm_weight_offset = 0.0;
+  // The scores are q.k / sqrt(score_scale_dim); 0 = head_dim (Gemma 3's query_pre_attn_scalar).
+  int64_t score_scale_dim = 0;
+  NormKind norm_kind = NormKind::layer_norm;            // the layers' and the final norm (not the embeddings')
   FeedForwardKind feed_forward = FeedForwardKind::mlp;  // glu: down(act(gate(x)) * up(x)), SwiGLU with silu
   int64_t type_vocab_size = 0;                          // 0: no token-type embeddings
   // The decoder blocks of Llama-family models: which projections have a bias, whether the

@@ -56,7 +56,8 @@ void ModelConfig::visit(FieldVisitor& v) {
                                            {Activation::silu, "silu"}}};
   static const EnumNames<NormKind> norm_kinds{{{NormKind::layer_norm, "layer_norm"}, {NormKind::rms_norm, "rms_norm"}}};
   static const EnumNames<FeedForwardKind> ffns{{{FeedForwardKind::mlp, "mlp"}, {FeedForwardKind::glu, "glu"}}};
-  static const EnumNames<NormPlacement> norms{{{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}}};
+  static const EnumNames<NormPlacement> norms{
+      {{NormPlacement::post, "post"}, {NormPlacement::pre, "pre"}, {NormPlacement::sandwich, "sandwich"}}};
   static const EnumNames<EmbedScale> scales{{{EmbedScale::none, "none"}, {EmbedScale::sqrt_d, "sqrt_d"}}};
   enum_field(v, "objective", objective, objective_names(),
              "mlm (bidirectional attention, MLM head) or causal_lm (causal attention, LM head)");
@@ -100,7 +101,14 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");
-  enum_field(v, "norm", norm, norms, "post (BERT/RoFormer) or pre LayerNorm");
+  enum_field(v, "norm", norm, norms,
+             "post (BERT/RoFormer: norm(x + sublayer(x))), pre (x + sublayer(norm(x))) or sandwich (Gemma 2/3: "
+             "x + norm'(sublayer(norm(x))), a second norm on each sublayer's output, named post_RMSNorm)");
+  v.field("norm_weight_offset", norm_weight_offset, between(0.0, 1.0),
+          "RMSNorm's scale is offset + weight, its weight initialised to 1 - offset (Gemma: 1, weights stored around "
+          "0); 0: weight alone (Llama)");
+  v.field("score_scale_dim", score_scale_dim, at_least(int64_t{0}),
+          "attention scores are q.k / sqrt(score_scale_dim); 0 = head_dim (Gemma 3: query_pre_attn_scalar)");
   v.field("parallel_residual", parallel_residual,
           "pre-norm layers that add attention and feed-forward side by side, x + attn(norm1(x)) + ffn(norm2(x)) "
           "(GPT-NeoX, Pythia), instead of one after the other");

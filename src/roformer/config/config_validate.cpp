@@ -125,6 +125,11 @@ void validate(const Config& c, const Origins& o) {
     conflict(o, "model.hidden_size", "model.num_heads",
              std::to_string(m.hidden_size) + " is not divisible by " + std::to_string(m.num_heads) +
                  " heads; pick a head count that divides the width, or set model.head_dim");
+  if (m.norm_weight_offset != 0.0 && m.norm_kind != NormKind::rms_norm)
+    conflict(o, "model.norm_weight_offset", "model.norm_kind", "the offset scales RMSNorm; set norm_kind rms_norm");
+  if (m.score_scale_dim > 0 && m.attention == AttentionKind::linear)
+    conflict(o, "model.score_scale_dim", "model.attention",
+             "linear attention normalises its features itself and has no score scale; set score_scale_dim 0");
   if (m.parallel_residual && m.norm != NormPlacement::pre)
     conflict(o, "model.parallel_residual", "model.norm",
              "side-by-side sublayers each normalise their input (GPT-NeoX); set model.norm pre");

@@ -11,6 +11,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/convert/hf_gemma3.h"
 #include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_neox.h"
@@ -30,9 +31,9 @@ const std::vector<std::string>& supported_architectures() {
 std::string check_source(const json& hf, const std::string& where) {
   const std::string model_type = get_string(hf, "model_type", where, "");
   if (model_type != "roformer")
-    throw UserError(
-        where + ": model_type is '" + model_type +
-        "', not 'roformer'; RoFormer, the Llama family (llama, mistral, qwen2, qwen3, smollm3) and gpt_neox convert");
+    throw UserError(where + ": model_type is '" + model_type +
+                    "', not 'roformer'; RoFormer, the Llama family (llama, mistral, qwen2, qwen3, smollm3), "
+                    "gemma3_text and gpt_neox convert");
   std::string arch = "RoFormerModel";
   if (!absent(hf, "architectures")) {
     const json& a = hf["architectures"];
@@ -75,6 +76,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where,
   HfConfig out;
   if (is_llama_family(get_string(hf, "model_type", where, ""))) {
     parse_llama_config(hf, where, out);
+    return checked(std::move(out), where, name);
+  }
+  if (is_gemma3_family(get_string(hf, "model_type", where, ""))) {
+    parse_gemma3_config(hf, where, out);
     return checked(std::move(out), where, name);
   }
   if (is_neox_family(get_string(hf, "model_type", where, ""))) {

@@ -20,6 +20,8 @@
 #include "roformer/config/config_loader.h"
 #include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_config.h"
+#include "roformer/convert/hf_gemma3.h"
+#include "roformer/convert/hf_gemma3_export.h"
 #include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_llama_export.h"
@@ -149,7 +151,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   config::Config cfg = parsed.config;
   config::ModelConfig& m = cfg.model;
   const std::string& arch = parsed.architecture;
-  const bool llama = is_llama_architecture(arch), neox = arch == kNeoxArchitecture;
+  const bool neox = arch == kNeoxArchitecture, gemma = arch == kGemma3Architecture;
+  const bool llama = is_llama_architecture(arch) || gemma;  // Gemma 3: the same path, its own names
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies
   // (RoFormer); Llama-family names mapped to ours.
@@ -172,7 +175,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
       continue;
     }
     if (llama) {
-      ours = llama_parameter_name(name, m.tie_output);
+      ours = gemma ? gemma3_parameter_name(name, m.tie_output) : llama_parameter_name(name, m.tie_output);
       if (!ours.empty())
         by_name[ours] = as_ours(ours, t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32), m);
       continue;
@@ -325,10 +328,12 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   const config::ModelConfig& m = cfg.model;
   const std::string where = "checkpoint '" + checkpoint_dir + "'";
   check_output_directory(out_dir);
-  if (m.lm_head == config::LmHeadKind::linear)  // a decoder: GPT-NeoX's block (LayerNorm, BERT's MLP) or Llama's
+  if (m.lm_head == config::LmHeadKind::linear) {  // a decoder: GPT-NeoX's block, Gemma 3's, or Llama's
+    if (m.norm == config::NormPlacement::sandwich) return convert_native_to_gemma3(cfg, checkpoint_dir, out_dir);
     return m.norm_kind == config::NormKind::layer_norm && m.feed_forward == config::FeedForwardKind::mlp
                ? convert_native_to_neox(cfg, checkpoint_dir, out_dir)
                : convert_native_to_llama(cfg, checkpoint_dir, out_dir);
+  }
   auto refuse = [&](const std::string& why) {
     throw UserError(where + " cannot be represented by Hugging Face RoFormer: " + why);
   };

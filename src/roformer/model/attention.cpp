@@ -79,13 +79,15 @@ torch::Tensor ssmax_log_keys_in_documents(const torch::Tensor& segments, const t
   return torch::log(lengths.gather(1, segments)).view({B, 1, S, 1});
 }
 
-HeadNormImpl::HeadNormImpl(int64_t heads, int64_t head_dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", torch::ones({heads, head_dim}));
+HeadNormImpl::HeadNormImpl(int64_t heads, int64_t head_dim, double eps, double offset) : eps_(eps), offset_(offset) {
+  weight = register_parameter("weight", torch::full({heads, head_dim}, 1.0 - offset));
 }
 
 torch::Tensor HeadNormImpl::forward(const torch::Tensor& x) const {
   const torch::Tensor normed = rms_normalized(x, eps_);
-  return (normed * weight.to(normed.scalar_type()).unsqueeze(1)).to(x.scalar_type());  // weight [heads, 1, D]
+  torch::Tensor scale = weight.to(normed.scalar_type()).unsqueeze(1);  // [heads, 1, D]
+  if (offset_ != 0.0) scale = scale + offset_;
+  return (normed * scale).to(x.scalar_type());
 }
 
 torch::Tensor llama4_scale(const torch::Tensor& positions, double floor, double factor) {
@@ -126,18 +128,24 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
       normalizer_(c.attention_normalizer),
       remainder_(c.stick_breaking_remainder),
       ssmax_init_(c.ssmax_init),
+      norm_offset_(c.norm_weight_offset),
       position_(std::move(position)) {
   const int64_t width = c.attention_width();  // hidden_size unless model.head_dim sets another
   self = register_module("self", SelfAttentionProj(c.hidden_size, width, c.kv_heads() * c.head_dim(), c.qkv_bias));
-  output = register_module("output", DenseNorm(width, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.output_bias));
+  const double offset = c.norm_weight_offset;
+  output = register_module("output", DenseNorm(width, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.output_bias,
+                                               offset, c.norm == config::NormPlacement::sandwich));
   if (c.qk_norm) {  // eps: the FoX authors' GroupNorm default 1e-5, or an imported model's own
-    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, c.qk_norm_eps));
-    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, c.qk_norm_eps));
+    q_norm = register_module("q_norm", HeadNorm(heads_, head_dim_, c.qk_norm_eps, offset));
+    k_norm = register_module("k_norm", HeadNorm(kv_heads_, head_dim_, c.qk_norm_eps, offset));
   }
+  if (c.score_scale_dim > 0)  // q.k / sqrt(score_scale_dim) where every path divides by sqrt(head_dim)
+    query_factor_ = std::sqrt(static_cast<double>(head_dim_) / static_cast<double>(c.score_scale_dim));
   if (c.output_gate)
     output_gate =
         register_module("output_gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, width).bias(false)));
-  if (c.output_norm) output_norm = register_module("output_norm", HeadNorm(heads_, head_dim_, 1e-6));  // their norm_eps
+  if (c.output_norm)
+    output_norm = register_module("output_norm", HeadNorm(heads_, head_dim_, 1e-6, offset));  // their norm_eps
   if (c.kv_shift) {
     key_shift =
         register_module("key_shift", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, kv_heads_).bias(false)));
@@ -157,9 +165,8 @@ AttentionImpl::AttentionImpl(const config::ModelConfig& c, std::shared_ptr<Posit
 
 void AttentionImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
-  if (q_norm) q_norm->weight.fill_(1.0);
-  if (k_norm) k_norm->weight.fill_(1.0);
-  if (output_norm) output_norm->weight.fill_(1.0);
+  for (HeadNorm* n : {&q_norm, &k_norm, &output_norm})  // a scale of one: weight 1 - offset
+    if (*n) (*n)->weight.fill_(1.0 - norm_offset_);
   if (ssmax_scale.defined()) ssmax_scale.fill_(ssmax_init_);
 }
 
@@ -361,7 +368,8 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.kernel = kernel_;
   const bool cpu_autocast = at::autocast::is_autocast_enabled(at::kCPU);  // q, k, v in the autocast dtype
   f.projection_not_fusable = cpu_autocast || ctx.query_scale.defined() || ctx.ssmax_log_keys.defined() || q_norm ||
-                             key_shift || kv_heads_ != heads_ || !position_->rotation_fusable(ctx.positions, head_dim_);
+                             key_shift || kv_heads_ != heads_ || query_factor_ != 1.0 ||
+                             !position_->rotation_fusable(ctx.positions, head_dim_);
   f.batch = x.size(0);
   f.heads = heads_;
   f.seq = x.size(1);
@@ -427,6 +435,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   }
   if (path == AttentionPath::linear) return attend_linear(q, k, v, ctx);
   position_->rotate(q, k, v, ctx.positions);
+  if (query_factor_ != 1.0) q = q * query_factor_;                             // model.score_scale_dim
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());

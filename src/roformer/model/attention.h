@@ -68,12 +68,12 @@ torch::Tensor ssmax_log_keys_in_documents(const torch::Tensor& segments, const t
 // RMSNorm of each head's features with a learned weight per head and feature (QK-norm).
 class HeadNormImpl : public torch::nn::Module {
  public:
-  HeadNormImpl(int64_t heads, int64_t head_dim, double eps);
+  HeadNormImpl(int64_t heads, int64_t head_dim, double eps, double offset = 0.0);
   // x [B, heads, S, head_dim] -> normalised x, in x's dtype (computed in fp32 at least).
   torch::Tensor forward(const torch::Tensor& x) const;
-  torch::Tensor weight;  // [heads, head_dim]
+  torch::Tensor weight;  // [heads, head_dim], its scale offset + weight (model.norm_weight_offset)
  private:
-  double eps_;
+  double eps_, offset_;
 };
 TORCH_MODULE(HeadNorm);
 
@@ -177,6 +177,8 @@ class AttentionImpl : public torch::nn::Module {
   config::AttentionNormalizer normalizer_;
   config::StickBreakingRemainder remainder_;
   double ssmax_init_;
+  double norm_offset_;         // model.norm_weight_offset (the head norms' weights start at 1 - it)
+  double query_factor_ = 1.0;  // sqrt(head_dim / score_scale_dim): the scores' scale set by model.score_scale_dim
   uint64_t favor_seed_ = 0;
   std::shared_ptr<PositionEncodingImpl> position_;  // shared with the model; not registered here
 };

@@ -39,7 +39,8 @@ EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr
     : config_(c) {
   attention = register_module("attention", Attention(c, std::move(position), index));
   intermediate = register_module("intermediate", Intermediate(c.hidden_size, c.ffn_size, c.feed_forward, c.ffn_bias));
-  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.ffn_bias));
+  output = register_module("output", DenseNorm(c.ffn_size, c.hidden_size, c.layer_norm_eps, c.norm_kind, c.ffn_bias,
+                                               c.norm_weight_offset, c.norm == config::NormPlacement::sandwich));
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -57,6 +58,11 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionC
   if (config_.parallel_residual)
     return x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train) +
            torch::dropout(ffn(norm2.forward(x)), p, train);
+  if (config_.norm == config::NormPlacement::sandwich) {  // Gemma 2/3: each sublayer's output normalised too
+    const NormPart &post1 = attention->output->post_norm, &post2 = output->post_norm;
+    torch::Tensor h = x + torch::dropout(post1.forward(attention->attend(norm1.forward(x), ctx)), p, train);
+    return h + torch::dropout(post2.forward(ffn(norm2.forward(h))), p, train);
+  }
   torch::Tensor h = x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train);
   return h + torch::dropout(ffn(norm2.forward(h)), p, train);
 }
@@ -67,7 +73,8 @@ EncoderStackImpl::EncoderStackImpl(const config::ModelConfig& c, const LayerPosi
     const bool global = config::is_global_layer(c, i);
     layer->push_back(EncoderLayer(config::layer_model(c, global), positions[global], i));
   }
-  if (c.norm == config::NormPlacement::pre) norm = NormPart(*this, c.norm_kind, c.hidden_size, c.layer_norm_eps);
+  if (c.norm != config::NormPlacement::post)  // pre and sandwich end with a norm
+    norm = NormPart(*this, c.norm_kind, c.hidden_size, c.layer_norm_eps, c.norm_weight_offset);
 }
 
 LmPredictionsImpl::LmPredictionsImpl(const config::ModelConfig& c) {
@@ -244,8 +251,10 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64
   for (auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    if (name.find("LayerNorm.weight") != std::string::npos || name.find("RMSNorm.weight") != std::string::npos) {
+    if (name.find("LayerNorm.weight") != std::string::npos) {
       p.fill_(1.0);
+    } else if (name.find("RMSNorm.weight") != std::string::npos) {
+      p.fill_(1.0 - config.norm_weight_offset);  // a scale of one
     } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
       p.zero_();
     } else {

@@ -117,7 +117,8 @@ double count_parameters(const config::ModelConfig& m) {
   const double A = double(m.attention_width());           // the queries' width (H unless model.head_dim)
   const double qkv = H * A + 2 * H * KV + (m.qkv_bias ? A + 2 * KV : 0.0);
   n += L * (qkv + A * H + (m.output_bias ? H : 0.0) + norm + up + F * H + ffn_bias * H + norm);
-  if (m.norm == config::NormPlacement::pre) n += norm;                               // final norm
+  if (m.norm != config::NormPlacement::post) n += norm;                              // final norm
+  if (m.norm == config::NormPlacement::sandwich) n += L * 2 * norm;                  // the sublayers' output norms
   if (m.lm_head == config::LmHeadKind::transform) n += H * E + E + 2 * E + V;        // transform, its LayerNorm, bias
   if (!m.tie_output) n += V * (m.lm_head == config::LmHeadKind::transform ? E : H);  // the decoder's own weight
   n += config::position_parameters(m);                                               // the position family's own

@@ -8,8 +8,8 @@
 
 namespace roformer::model {
 
-RmsNormImpl::RmsNormImpl(int64_t width, double eps) : eps_(eps) {
-  weight = register_parameter("weight", torch::ones({width}));
+RmsNormImpl::RmsNormImpl(int64_t width, double eps, double offset) : eps_(eps), offset_(offset) {
+  weight = register_parameter("weight", torch::full({width}, 1.0 - offset));
 }
 
 torch::Tensor rms_normalized(const torch::Tensor& x, double eps) {
@@ -20,15 +20,18 @@ torch::Tensor rms_normalized(const torch::Tensor& x, double eps) {
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) const {
-  return weight.to(x.scalar_type()) * rms_normalized(x, eps_).to(x.scalar_type());
+  const torch::Tensor normed = rms_normalized(x, eps_);
+  if (offset_ != 0.0) return (normed * (weight.to(normed.scalar_type()) + offset_)).to(x.scalar_type());
+  return weight.to(x.scalar_type()) * normed.to(x.scalar_type());
 }
 
-NormPart::NormPart(torch::nn::Module& parent, config::NormKind kind, int64_t width, double eps) {
+NormPart::NormPart(torch::nn::Module& parent, config::NormKind kind, int64_t width, double eps, double offset,
+                   const std::string& prefix) {
   if (kind == config::NormKind::rms_norm) {
-    rms_norm = parent.register_module("RMSNorm", RmsNorm(width, eps));
+    rms_norm = parent.register_module(prefix + "RMSNorm", RmsNorm(width, eps, offset));
   } else {
-    layer_norm =
-        parent.register_module("LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(eps)));
+    layer_norm = parent.register_module(prefix + "LayerNorm",
+                                        torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(eps)));
   }
 }
 
@@ -57,9 +60,11 @@ torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
   return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
 }
 
-DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind, bool bias) {
+DenseNormImpl::DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind, bool bias, double offset,
+                             bool with_post_norm) {
   dense = register_module("dense", torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)));
-  norm = NormPart(*this, kind, out, eps);
+  norm = NormPart(*this, kind, out, eps, offset);
+  if (with_post_norm) post_norm = NormPart(*this, kind, out, eps, offset, "post_");
 }
 
 }  // namespace roformer::model

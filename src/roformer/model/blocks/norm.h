@@ -10,6 +10,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <string>
+
 #include "roformer/config/config.h"
 
 namespace roformer::model {
@@ -19,16 +21,17 @@ namespace roformer::model {
 torch::Tensor rms_normalized(const torch::Tensor& x, double eps);
 
 // RMSNorm as transformers' LlamaRMSNorm computes it: in float32 (float64 for a double input),
-// then weight * normed cast back to the input's dtype.
+// then weight * normed cast back to the input's dtype; with an offset (Gemma's 1), as
+// Gemma3RMSNorm: normed * (offset + weight) in float32, then cast.
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t width, double eps);
+  RmsNormImpl(int64_t width, double eps, double offset = 0.0);
   torch::Tensor forward(const torch::Tensor& x) const;
   double eps() const { return eps_; }
-  torch::Tensor weight;  // [width], initialised to ones
+  torch::Tensor weight;  // [width], initialised to 1 - offset (a scale of one)
 
  private:
-  double eps_;
+  double eps_, offset_;
 };
 TORCH_MODULE(RmsNorm);
 
@@ -36,7 +39,9 @@ TORCH_MODULE(RmsNorm);
 class NormPart {
  public:
   NormPart() = default;
-  NormPart(torch::nn::Module& parent, config::NormKind kind, int64_t width, double eps);
+  // Registered on `parent` as prefix + "LayerNorm" or prefix + "RMSNorm"; offset: RMSNorm's.
+  NormPart(torch::nn::Module& parent, config::NormKind kind, int64_t width, double eps, double offset = 0.0,
+           const std::string& prefix = "");
   torch::Tensor forward(const torch::Tensor& x) const;
   // forward(x + residual); LayerNorm through the fused op unless `kernel` is reference.
   torch::Tensor add_norm(const torch::Tensor& x, const torch::Tensor& residual, config::NormKernel kernel) const;
@@ -52,9 +57,10 @@ torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x);
 class DenseNormImpl : public torch::nn::Module {
  public:
   DenseNormImpl(int64_t in, int64_t out, double eps, config::NormKind kind = config::NormKind::layer_norm,
-                bool bias = true);
+                bool bias = true, double offset = 0.0, bool with_post_norm = false);
   torch::nn::Linear dense{nullptr};  // weight [out, in]
   NormPart norm;                     // [out]
+  NormPart post_norm;                // [out], model.norm sandwich: on the sublayer's output (post_RMSNorm)
 };
 TORCH_MODULE(DenseNorm);
 

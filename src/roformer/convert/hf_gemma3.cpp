@@ -1,0 +1,188 @@
+// Gemma 3 text config.json and tensor names (see hf_gemma3.h). The RoPE keys follow transformers
+// 5's rope_parameters per layer type ({"full_attention": ..., "sliding_attention": ...}) or 4.x's
+// rope_theta and rope_local_base_freq.
+#include "roformer/convert/hf_gemma3.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "roformer/common/errors.h"
+
+namespace roformer::convert {
+namespace {
+
+using nlohmann::json;
+using namespace hf_json;
+
+bool split_gemma3_layer(const std::string& name, const std::string& prefix, std::string& index, std::string& rest) {
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  index = name.substr(prefix.size(), dot - prefix.size());
+  rest = name.substr(dot + 1);
+  return !index.empty() && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Within a layer: Gemma 3's module path and ours.
+const std::vector<std::pair<std::string, std::string>>& gemma3_layer_names() {
+  static const std::vector<std::pair<std::string, std::string>> n{
+      {"self_attn.q_proj.", "attention.self.query."},
+      {"self_attn.k_proj.", "attention.self.key."},
+      {"self_attn.v_proj.", "attention.self.value."},
+      {"self_attn.o_proj.", "attention.output.dense."},
+      {"self_attn.q_norm.", "attention.q_norm."},
+      {"self_attn.k_norm.", "attention.k_norm."},
+      {"input_layernorm.", "attention.output.RMSNorm."},
+      {"post_attention_layernorm.", "attention.output.post_RMSNorm."},
+      {"pre_feedforward_layernorm.", "output.RMSNorm."},
+      {"post_feedforward_layernorm.", "output.post_RMSNorm."},
+      {"mlp.gate_proj.", "intermediate.gate."},
+      {"mlp.up_proj.", "intermediate.dense."},
+      {"mlp.down_proj.", "output.dense."}};
+  return n;
+}
+
+const std::vector<std::pair<std::string, std::string>>& gemma3_model_names() {
+  static const std::vector<std::pair<std::string, std::string>> n{
+      {"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
+      {"model.norm.weight", "encoder.RMSNorm.weight"},
+      {"lm_head.weight", "cls.predictions.decoder.weight"}};
+  return n;
+}
+
+// One layer type's RoPE: its base, and refused if it scales (our layouts scale every layer alike).
+double layer_type_theta(const json& hf, const char* type, const char* old_key, double fallback,
+                        const std::string& where) {
+  if (!absent(hf, "rope_parameters")) {
+    const json& p = hf["rope_parameters"];
+    if (!p.is_object()) throw UserError(where + ": config.json 'rope_parameters' must be an object");
+    if (!absent(p, type)) {
+      const json& t = p[type];
+      if (!t.is_object()) throw UserError(where + ": config.json rope_parameters '" + type + "' must be an object");
+      const std::string kind = get_string(t, "rope_type", where, "default");
+      if (kind != "default")
+        throw UserError(where + ": rope_parameters '" + type + "' has rope_type '" + kind +
+                        "'; a scaling of Gemma 3's " + type +
+                        " layers alone is not supported yet (our layouts scale every layer alike): convert "
+                        "the 1B or 270M, or evaluate with our own scaling (--set model.position.rope.scaling.*)");
+      return get_double(t, "rope_theta", where, fallback);
+    }
+  }
+  if (!absent(hf, "rope_scaling"))
+    throw UserError(where +
+                    ": config.json has rope_scaling; a scaling of Gemma 3's global layers alone is not "
+                    "supported yet (our layouts scale every layer alike)");
+  return get_double(hf, old_key, where, fallback);
+}
+
+// layer_types as our layout: L for sliding_attention, G for full_attention.
+std::string layer_pattern(const json& hf, int64_t layers, int64_t every, const std::string& where) {
+  std::string pattern;
+  if (absent(hf, "layer_types")) {  // transformers' default: every `every`-th layer global
+    for (int64_t i = 0; i < layers; ++i) pattern += (i + 1) % every != 0 ? 'L' : 'G';
+    return pattern;
+  }
+  const json& types = hf["layer_types"];
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+    throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) + " layers");
+  for (const json& t : types) {
+    const std::string s = t.is_string() ? t.get<std::string>() : "";
+    if (s != "sliding_attention" && s != "full_attention")
+      throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
+    pattern += s == "sliding_attention" ? 'L' : 'G';
+  }
+  return pattern;
+}
+
+}  // namespace
+
+bool is_gemma3_family(const std::string& model_type) {
+  return model_type == "gemma3_text";
+}
+
+void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out) {
+  out.architecture = kGemma3Architecture;
+  if (!absent(hf, "architectures")) {
+    const json& a = hf["architectures"];
+    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != kGemma3Architecture)
+      throw UserError(where + ": 'architectures' must be [\"Gemma3ForCausalLM\"] for model_type 'gemma3_text'");
+  }
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (!absent(hf, key))
+      throw UserError(where + ": config.json sets " + key + "; logit soft-capping is not supported");
+  if (get_bool(hf, "use_bidirectional_attention", where, false))
+    throw UserError(where + ": use_bidirectional_attention is true; only the causal Gemma 3 converts");
+  config::ModelConfig& m = out.config.model;
+  m.objective = config::Objective::causal_lm;
+  m.vocab_size = get_size(hf, "vocab_size", where);
+  m.hidden_size = get_size(hf, "hidden_size", where);
+  m.num_layers = get_size(hf, "num_hidden_layers", where);
+  m.num_heads = get_size(hf, "num_attention_heads", where);
+  m.num_kv_heads = get_size(hf, "num_key_value_heads", where, m.num_heads);
+  m.ffn_size = get_size(hf, "intermediate_size", where);
+  const int64_t head_dim = get_size(hf, "head_dim", where, 256);
+  if (head_dim * m.num_heads != m.hidden_size) m.explicit_head_dim = head_dim;
+  const int64_t scalar = get_size(hf, "query_pre_attn_scalar", where, 256);
+  m.score_scale_dim = scalar == head_dim ? 0 : scalar;
+  m.activation = activation_from_hf(get_string(hf, "hidden_activation", where, "gelu_pytorch_tanh"), where);
+  m.feed_forward = config::FeedForwardKind::glu;
+  m.norm = config::NormPlacement::sandwich;
+  m.norm_kind = config::NormKind::rms_norm;
+  m.norm_weight_offset = 1.0;  // Gemma3RMSNorm: x / rms(x) * (1 + weight)
+  m.layer_norm_eps = get_double(hf, "rms_norm_eps", where, 1e-6);
+  m.qk_norm = true;
+  m.qk_norm_eps = m.layer_norm_eps;
+  m.embed_scale = config::EmbedScale::sqrt_d;  // Gemma3TextScaledWordEmbedding: x sqrt(hidden_size)
+  m.hidden_dropout = 0.0;
+  m.attention_dropout = get_double(hf, "attention_dropout", where, 0.0);
+  m.init_std = get_double(hf, "initializer_range", where, 0.02);
+  m.type_vocab_size = 0;
+  m.embedding_norm = false;
+  m.lm_head = config::LmHeadKind::linear;
+  m.tie_output = get_bool(hf, "tie_word_embeddings", where, true);
+  m.qkv_bias = m.output_bias = get_bool(hf, "attention_bias", where, false);
+  m.ffn_bias = false;
+  out.max_positions = get_size(hf, "max_position_embeddings", where, 131072);
+  m.position.kind = config::PositionKind::rope;
+  m.position.rope.pairing = config::RopePairing::half;
+  m.position.rope.base = layer_type_theta(hf, "full_attention", "rope_theta", 1e6, where);
+  m.position.rope.scaling.original_max_positions = out.max_positions;
+  const double local_base = layer_type_theta(hf, "sliding_attention", "rope_local_base_freq", 1e4, where);
+  const std::string pattern = layer_pattern(hf, m.num_layers, get_size(hf, "sliding_window_pattern", where, 6), where);
+  if (pattern.find('L') != std::string::npos) {
+    m.layout.preset = config::LayoutPreset::custom;
+    m.layout.pattern = pattern;
+    m.layout.local = {config::LayerPosition::model,
+                      config::WindowKind::sliding,
+                      get_size(hf, "sliding_window", where, 4096),
+                      local_base,
+                      config::LayerTemperature::none,
+                      config::LayerToggle::on};
+    m.layout.global = {config::LayerPosition::model, config::WindowKind::none,       0,
+                       m.position.rope.base,         config::LayerTemperature::none, config::LayerToggle::on};
+  }
+  out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
+}
+
+std::string gemma3_parameter_name(const std::string& hf_name, bool tied_output) {
+  if (hf_name == "lm_head.weight" && tied_output) return "";
+  for (const auto& [theirs, ours] : gemma3_model_names())
+    if (hf_name == theirs) return ours;
+  std::string index, rest;
+  if (split_gemma3_layer(hf_name, "model.layers.", index, rest))
+    for (const auto& [theirs, ours] : gemma3_layer_names())
+      if (rest.rfind(theirs, 0) == 0) return "encoder.layer." + index + "." + ours + rest.substr(theirs.size());
+  return hf_name;
+}
+
+std::string gemma3_hf_name(const std::string& ours) {
+  for (const auto& [theirs, our] : gemma3_model_names())
+    if (ours == our) return theirs;
+  std::string index, rest;
+  if (!split_gemma3_layer(ours, "encoder.layer.", index, rest)) return "";
+  for (const auto& [theirs, our] : gemma3_layer_names())
+    if (rest.rfind(our, 0) == 0) return "model.layers." + index + "." + theirs + rest.substr(our.size());
+  return "";
+}
+
+}  // namespace roformer::convert

@@ -186,6 +186,9 @@ def main():
         # Multi-head (a key/value head per query head): the fused short-sequence projection, no biases.
         mistral = random_model(T.MistralConfig, T.MistralForCausalLM, sliding_window=None, num_key_value_heads=6)
         compare("mistral, multi-head attention", mistral, save(mistral, tmp, "mistral"), tmp, ids)
+        # Mistral v0.1: a sliding window of 5 in every layer (our layout), inside the 24 tokens.
+        windowed = random_model(T.MistralConfig, T.MistralForCausalLM, sliding_window=5)
+        compare("mistral sliding window 5", windowed, save(windowed, tmp, "mistral-window"), tmp, ids, padded)
         qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
         compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
         # Qwen3: QK-norm before RoPE, and a head width of its own (6 heads of 16 on a width of 48).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "roformer/common/errors.h"
+#include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_json.h"
 
 namespace roformer::convert {
@@ -229,14 +230,24 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
                       ": config.json 'layer_types' holds layers other than full_attention (sliding-window "
                       "layers); they are not supported for this import yet");
   }
-  if (windowed && !absent(hf, "sliding_window"))
+  if (windowed && !absent(hf, "sliding_window") && family.model_type != "mistral")
     throw UserError(where + ": sliding_window " + std::to_string(get_size(hf, "sliding_window", where)) +
-                    " is set; sliding-window attention is not supported for this import yet (Mistral v0.2 and later "
-                    "have none)");
+                    " is set with use_sliding_window; Qwen2's windows (from max_window_layers on) are not supported "
+                    "for this import yet");
   out.max_positions = get_size(hf, "max_position_embeddings", where, 2048);
   m.position.kind = config::PositionKind::rope;
   map_hf_rope(hf, where, out.max_positions, m.position.rope);
   map_nope_layers(hf, where, m);
+  if (windowed && !absent(hf, "sliding_window")) {  // Mistral v0.1: every layer attends to its last W keys
+    if (config::has_layout(m)) throw UserError(where + ": sliding_window with no_rope_layers is not supported");
+    m.layout.preset = config::LayoutPreset::custom;
+    m.layout.pattern = "L";  // every layer local: a sliding window of W at the model's RoPE
+    m.layout.local = {config::LayerPosition::model,          config::WindowKind::sliding,
+                      get_size(hf, "sliding_window", where), 0.0,
+                      config::LayerTemperature::none,        config::LayerToggle::off};
+    m.layout.global = {config::LayerPosition::model,   config::WindowKind::none, 0, 0.0,
+                       config::LayerTemperature::none, config::LayerToggle::off};
+  }
   out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
 }
 

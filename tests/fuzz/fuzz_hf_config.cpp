@@ -1,7 +1,8 @@
 // libFuzzer target: a Hugging Face config.json mapped to our config (convert hf-to-native's
 // first step, src/roformer/convert/hf_config.cpp). A bad file must end in a UserError;
 // anything else escaping (a json type_error, a crash, a division by zero) is a bug. A config
-// that maps must load again through our loader (what convert writes, eval reads).
+// that maps must load again through our loader (what convert writes, eval reads), with heads
+// that fill the width or a head width of their own.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "a mapped config does not load again: %s\n", e.what());
     std::abort();
   }
-  if (hf.config.model.num_heads <= 0 || hf.config.model.hidden_size % hf.config.model.num_heads != 0) std::abort();
+  // Heads fill the width, unless the config gives them a width of their own (model.head_dim).
+  const config::ModelConfig& m = hf.config.model;
+  if (m.num_heads <= 0 || (m.explicit_head_dim == 0 && m.hidden_size % m.num_heads != 0)) std::abort();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "roformer/common/errors.h"
+#include "roformer/convert/hf_names.h"
 
 namespace roformer::convert {
 namespace {
@@ -14,39 +15,25 @@ namespace {
 using nlohmann::json;
 using namespace hf_json;
 
-bool split_gemma3_layer(const std::string& name, const std::string& prefix, std::string& index, std::string& rest) {
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return false;
-  index = name.substr(prefix.size(), dot - prefix.size());
-  rest = name.substr(dot + 1);
-  return !index.empty() && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Within a layer: Gemma 3's module path and ours.
-const std::vector<std::pair<std::string, std::string>>& gemma3_layer_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{
-      {"self_attn.q_proj.", "attention.self.query."},
-      {"self_attn.k_proj.", "attention.self.key."},
-      {"self_attn.v_proj.", "attention.self.value."},
-      {"self_attn.o_proj.", "attention.output.dense."},
-      {"self_attn.q_norm.", "attention.q_norm."},
-      {"self_attn.k_norm.", "attention.k_norm."},
-      {"input_layernorm.", "attention.output.RMSNorm."},
-      {"post_attention_layernorm.", "attention.output.post_RMSNorm."},
-      {"pre_feedforward_layernorm.", "output.RMSNorm."},
-      {"post_feedforward_layernorm.", "output.post_RMSNorm."},
-      {"mlp.gate_proj.", "intermediate.gate."},
-      {"mlp.up_proj.", "intermediate.dense."},
-      {"mlp.down_proj.", "output.dense."}};
-  return n;
-}
-
-const std::vector<std::pair<std::string, std::string>>& gemma3_model_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{
-      {"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
-      {"model.norm.weight", "encoder.RMSNorm.weight"},
-      {"lm_head.weight", "cls.predictions.decoder.weight"}};
+// Gemma 3's names and ours: four norms per layer, two of them on the sublayers' outputs.
+const NameTables& gemma3_names() {
+  static const NameTables n{"model.layers.",
+                            {{"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
+                             {"model.norm.weight", "encoder.RMSNorm.weight"},
+                             {"lm_head.weight", "cls.predictions.decoder.weight"}},
+                            {{"self_attn.q_proj.", "attention.self.query."},
+                             {"self_attn.k_proj.", "attention.self.key."},
+                             {"self_attn.v_proj.", "attention.self.value."},
+                             {"self_attn.o_proj.", "attention.output.dense."},
+                             {"self_attn.q_norm.", "attention.q_norm."},
+                             {"self_attn.k_norm.", "attention.k_norm."},
+                             {"input_layernorm.", "attention.output.RMSNorm."},
+                             {"post_attention_layernorm.", "attention.output.post_RMSNorm."},
+                             {"pre_feedforward_layernorm.", "output.RMSNorm."},
+                             {"post_feedforward_layernorm.", "output.post_RMSNorm."},
+                             {"mlp.gate_proj.", "intermediate.gate."},
+                             {"mlp.up_proj.", "intermediate.dense."},
+                             {"mlp.down_proj.", "output.dense."}}};
   return n;
 }
 
@@ -166,23 +153,11 @@ void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out
 
 std::string gemma3_parameter_name(const std::string& hf_name, bool tied_output) {
   if (hf_name == "lm_head.weight" && tied_output) return "";
-  for (const auto& [theirs, ours] : gemma3_model_names())
-    if (hf_name == theirs) return ours;
-  std::string index, rest;
-  if (split_gemma3_layer(hf_name, "model.layers.", index, rest))
-    for (const auto& [theirs, ours] : gemma3_layer_names())
-      if (rest.rfind(theirs, 0) == 0) return "encoder.layer." + index + "." + ours + rest.substr(theirs.size());
-  return hf_name;
+  return ours_from_hf(gemma3_names(), hf_name);
 }
 
 std::string gemma3_hf_name(const std::string& ours) {
-  for (const auto& [theirs, our] : gemma3_model_names())
-    if (ours == our) return theirs;
-  std::string index, rest;
-  if (!split_gemma3_layer(ours, "encoder.layer.", index, rest)) return "";
-  for (const auto& [theirs, our] : gemma3_layer_names())
-    if (rest.rfind(our, 0) == 0) return "model.layers." + index + "." + theirs + rest.substr(our.size());
-  return "";
+  return hf_from_ours(gemma3_names(), ours);
 }
 
 }  // namespace roformer::convert

@@ -125,13 +125,7 @@ ConversionSummary convert_native_to_gemma3(const config::Config& cfg, const std:
   for (const auto& p : model->named_parameters()) {
     const std::string name = gemma3_hf_name(p.key());
     TORCH_CHECK(!name.empty(), "convert_native_to_gemma3: no Hugging Face name for ", p.key());
-    torch::Tensor t = p.value().detach().to(torch::kFloat32);
-    if (is_qk_norm_weight(p.key())) {
-      if (!torch::equal(t, t.narrow(0, 0, 1).expand_as(t)))
-        refuse("parameter '" + p.key() + "' holds a weight per head; Gemma 3's QK-norm has one for all heads");
-      t = t.select(0, 0).contiguous();
-    }
-    tensors.emplace_back(name, t);
+    tensors.emplace_back(name, qk_norm_as_one_row(p.key(), p.value().detach().to(torch::kFloat32), "Gemma 3"));
   }
   write_directory(out_dir, [&](const std::string& tmp) {
     io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});

@@ -10,6 +10,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/config/layer_layout.h"
 #include "roformer/convert/hf_json.h"
+#include "roformer/convert/hf_names.h"
 
 namespace roformer::convert {
 namespace {
@@ -136,37 +137,23 @@ void map_nope_layers(const json& hf, const std::string& where, config::ModelConf
   m.layout.global.position = config::LayerPosition::none;
 }
 
-// The part of a name after `prefix` up to the next '.', and the rest after it.
-bool split_after(const std::string& name, const std::string& prefix, std::string& head, std::string& rest) {
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return false;
-  head = name.substr(prefix.size(), dot - prefix.size());
-  rest = name.substr(dot + 1);
-  return !head.empty() && std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Within a layer: Hugging Face's module path and ours, for one weight or bias.
-const std::vector<std::pair<std::string, std::string>>& layer_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{{"self_attn.q_proj.", "attention.self.query."},
-                                                                  {"self_attn.k_proj.", "attention.self.key."},
-                                                                  {"self_attn.v_proj.", "attention.self.value."},
-                                                                  {"self_attn.o_proj.", "attention.output.dense."},
-                                                                  {"self_attn.q_norm.", "attention.q_norm."},
-                                                                  {"self_attn.k_norm.", "attention.k_norm."},
-                                                                  {"input_layernorm.", "attention.output.RMSNorm."},
-                                                                  {"post_attention_layernorm.", "output.RMSNorm."},
-                                                                  {"mlp.gate_proj.", "intermediate.gate."},
-                                                                  {"mlp.up_proj.", "intermediate.dense."},
-                                                                  {"mlp.down_proj.", "output.dense."}};
-  return n;
-}
-
-const std::vector<std::pair<std::string, std::string>>& model_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{
-      {"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
-      {"model.norm.weight", "encoder.RMSNorm.weight"},
-      {"lm_head.weight", "cls.predictions.decoder.weight"}};
+// Llama's names and ours (every family of this file shares them).
+const NameTables& llama_names() {
+  static const NameTables n{"model.layers.",
+                            {{"model.embed_tokens.weight", "embeddings.word_embeddings.weight"},
+                             {"model.norm.weight", "encoder.RMSNorm.weight"},
+                             {"lm_head.weight", "cls.predictions.decoder.weight"}},
+                            {{"self_attn.q_proj.", "attention.self.query."},
+                             {"self_attn.k_proj.", "attention.self.key."},
+                             {"self_attn.v_proj.", "attention.self.value."},
+                             {"self_attn.o_proj.", "attention.output.dense."},
+                             {"self_attn.q_norm.", "attention.q_norm."},
+                             {"self_attn.k_norm.", "attention.k_norm."},
+                             {"input_layernorm.", "attention.output.RMSNorm."},
+                             {"post_attention_layernorm.", "output.RMSNorm."},
+                             {"mlp.gate_proj.", "intermediate.gate."},
+                             {"mlp.up_proj.", "intermediate.dense."},
+                             {"mlp.down_proj.", "output.dense."}}};
   return n;
 }
 
@@ -254,13 +241,7 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
 std::string llama_parameter_name(const std::string& hf_name, bool tied_output) {
   if (hf_name == "lm_head.weight" && tied_output) return "";
   if (hf_name.find("rotary_emb.") != std::string::npos) return "";  // a cache of inv_freq (older checkpoints)
-  for (const auto& [theirs, ours] : model_names())
-    if (hf_name == theirs) return ours;
-  std::string index, rest;
-  if (split_after(hf_name, "model.layers.", index, rest))
-    for (const auto& [theirs, ours] : layer_names())
-      if (rest.rfind(theirs, 0) == 0) return "encoder.layer." + index + "." + ours + rest.substr(theirs.size());
-  return hf_name;  // not ours: named among the tensors the model has no place for
+  return ours_from_hf(llama_names(), hf_name);
 }
 
 bool is_qk_norm_weight(const std::string& ours) {
@@ -271,13 +252,7 @@ bool is_qk_norm_weight(const std::string& ours) {
 }
 
 std::string llama_hf_name(const std::string& ours) {
-  for (const auto& [theirs, our] : model_names())
-    if (ours == our) return theirs;
-  std::string index, rest;
-  if (!split_after(ours, "encoder.layer.", index, rest)) return "";
-  for (const auto& [theirs, our] : layer_names())
-    if (rest.rfind(our, 0) == 0) return "model.layers." + index + "." + theirs + rest.substr(our.size());
-  return "";
+  return hf_from_ours(llama_names(), ours);
 }
 
 }  // namespace roformer::convert

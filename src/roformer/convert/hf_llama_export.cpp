@@ -148,20 +148,14 @@ int64_t hf_max_positions(const config::Config& cfg, const std::string& checkpoin
   return n;
 }
 
-namespace {
-
-// Ours in the Hugging Face layout: a QK-norm weight back to its one row, refused where its heads
-// differ, since Qwen3's norm has one weight that every head shares.
-torch::Tensor as_hf(const std::string& ours, const torch::Tensor& t) {
+torch::Tensor qk_norm_as_one_row(const std::string& ours, const torch::Tensor& t, const std::string& model) {
   if (!is_qk_norm_weight(ours)) return t;
   if (!torch::equal(t, t.narrow(0, 0, 1).expand_as(t)))
-    throw UserError("parameter '" + ours +
-                    "' holds a weight per head; Qwen3's QK-norm has one weight that every head shares, so this "
-                    "checkpoint cannot be exported as Qwen3");
+    throw UserError("parameter '" + ours + "' holds a weight per head; " + model +
+                    "'s QK-norm has one weight that every head shares, so this checkpoint cannot be exported as " +
+                    model);
   return t.select(0, 0).contiguous();
 }
-
-}  // namespace
 
 ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
                                           const std::string& out_dir) {
@@ -205,7 +199,7 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
   for (const auto& p : model->named_parameters()) {
     const std::string name = llama_hf_name(p.key());
     TORCH_CHECK(!name.empty(), "convert_native_to_llama: no Hugging Face name for ", p.key());
-    tensors.emplace_back(name, as_hf(p.key(), p.value().detach().to(torch::kFloat32)));
+    tensors.emplace_back(name, qk_norm_as_one_row(p.key(), p.value().detach().to(torch::kFloat32), "Qwen3"));
   }
   json hf = {{"architectures", {arch}},
              {"model_type", !nope.empty() ? "smollm3"

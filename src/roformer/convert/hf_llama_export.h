@@ -3,6 +3,8 @@
 // hf_llama.h: a model imported, extended or trained here loads in transformers.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -23,6 +25,9 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
 // dynamic NTK's training length, the extended length of the other scalings, else the imported
 // checkpoint's own (meta.json), at least the lengths the run trained and evaluated.
 nlohmann::json hf_rope_parameters(const config::RopeConfig& r);
+// Our QK-norm weight ([heads, head_dim]) as the one row every head shares in Qwen3's and Gemma 3's
+// (`model` names the format in the error where the heads differ); any other tensor unchanged.
+torch::Tensor qk_norm_as_one_row(const std::string& ours, const torch::Tensor& t, const std::string& model);
 int64_t hf_max_positions(const config::Config& cfg, const std::string& checkpoint_dir);
 
 }  // namespace roformer::convert

@@ -9,6 +9,7 @@
 
 #include "roformer/common/errors.h"
 #include "roformer/convert/hf_llama.h"
+#include "roformer/convert/hf_names.h"
 
 namespace roformer::convert {
 namespace {
@@ -16,32 +17,18 @@ namespace {
 using nlohmann::json;
 using namespace hf_json;
 
-// The part of a name after `prefix` up to the next '.', and the rest after it.
-bool split_neox_layer(const std::string& name, const std::string& prefix, std::string& index, std::string& rest) {
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return false;
-  index = name.substr(prefix.size(), dot - prefix.size());
-  rest = name.substr(dot + 1);
-  return !index.empty() && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Within a layer: GPT-NeoX's module path and ours (query_key_value is split apart).
-const std::vector<std::pair<std::string, std::string>>& neox_layer_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{{"attention.dense.", "attention.output.dense."},
-                                                                  {"input_layernorm.", "attention.output.LayerNorm."},
-                                                                  {"post_attention_layernorm.", "output.LayerNorm."},
-                                                                  {"mlp.dense_h_to_4h.", "intermediate.dense."},
-                                                                  {"mlp.dense_4h_to_h.", "output.dense."}};
-  return n;
-}
-
-const std::vector<std::pair<std::string, std::string>>& neox_model_names() {
-  static const std::vector<std::pair<std::string, std::string>> n{
-      {"gpt_neox.embed_in.weight", "embeddings.word_embeddings.weight"},
-      {"gpt_neox.final_layer_norm.weight", "encoder.LayerNorm.weight"},
-      {"gpt_neox.final_layer_norm.bias", "encoder.LayerNorm.bias"},
-      {"embed_out.weight", "cls.predictions.decoder.weight"}};
+// GPT-NeoX's names and ours (query_key_value apart: it is split, below).
+const NameTables& neox_names() {
+  static const NameTables n{"gpt_neox.layers.",
+                            {{"gpt_neox.embed_in.weight", "embeddings.word_embeddings.weight"},
+                             {"gpt_neox.final_layer_norm.weight", "encoder.LayerNorm.weight"},
+                             {"gpt_neox.final_layer_norm.bias", "encoder.LayerNorm.bias"},
+                             {"embed_out.weight", "cls.predictions.decoder.weight"}},
+                            {{"attention.dense.", "attention.output.dense."},
+                             {"input_layernorm.", "attention.output.LayerNorm."},
+                             {"post_attention_layernorm.", "output.LayerNorm."},
+                             {"mlp.dense_h_to_4h.", "intermediate.dense."},
+                             {"mlp.dense_4h_to_h.", "output.dense."}}};
   return n;
 }
 
@@ -108,17 +95,12 @@ void parse_neox_config(const json& hf, const std::string& where, HfConfig& out) 
 std::string neox_parameter_name(const std::string& hf_name, bool tied_output) {
   if (hf_name == "embed_out.weight" && tied_output) return "";
   if (hf_name.find("rotary_emb.") != std::string::npos) return "";  // inv_freq caches
-  for (const auto& [theirs, ours] : neox_model_names())
-    if (hf_name == theirs) return ours;
   std::string index, rest;
-  if (split_neox_layer(hf_name, "gpt_neox.layers.", index, rest)) {
-    const std::string layer = "encoder.layer." + index + ".";
-    if (rest == "attention.bias" || rest == "attention.masked_bias") return "";  // old causal-mask buffers
-    if (rest.rfind(kNeoxQkv, 0) == 0) return layer + rest;  // fused: the caller splits it (neox_fused_qkv)
-    for (const auto& [theirs, ours] : neox_layer_names())
-      if (rest.rfind(theirs, 0) == 0) return layer + ours + rest.substr(theirs.size());
+  if (split_numbered(hf_name, neox_names().layers_prefix, index, rest)) {
+    if (rest == "attention.bias" || rest == "attention.masked_bias") return "";      // old causal-mask buffers
+    if (rest.rfind(kNeoxQkv, 0) == 0) return "encoder.layer." + index + "." + rest;  // fused: split by the caller
   }
-  return hf_name;  // not ours: named among the tensors the model has no place for
+  return ours_from_hf(neox_names(), hf_name);
 }
 
 std::string neox_fused_qkv_part(const std::string& fused, int part) {
@@ -130,7 +112,7 @@ std::string neox_fused_qkv_part(const std::string& fused, int part) {
 
 int neox_split_part(const std::string& ours) {
   std::string index, rest;
-  if (!split_neox_layer(ours, "encoder.layer.", index, rest) || rest.rfind(kNeoxSelf, 0) != 0) return -1;
+  if (!split_numbered(ours, "encoder.layer.", index, rest) || rest.rfind(kNeoxSelf, 0) != 0) return -1;
   const std::string part = rest.substr(std::string(kNeoxSelf).size());
   if (part.rfind("query.", 0) == 0) return 0;
   if (part.rfind("key.", 0) == 0) return 1;
@@ -139,15 +121,10 @@ int neox_split_part(const std::string& ours) {
 }
 
 std::string neox_hf_name(const std::string& ours) {
-  for (const auto& [theirs, our] : neox_model_names())
-    if (ours == our) return theirs;
   std::string index, rest;
-  if (!split_neox_layer(ours, "encoder.layer.", index, rest)) return "";
-  const std::string layer = "gpt_neox.layers." + index + ".";
-  if (neox_split_part(ours) >= 0) return layer + kNeoxQkv + rest.substr(rest.rfind('.') + 1);  // weight or bias
-  for (const auto& [theirs, our] : neox_layer_names())
-    if (rest.rfind(our, 0) == 0) return layer + theirs + rest.substr(our.size());
-  return "";
+  if (neox_split_part(ours) >= 0 && split_numbered(ours, "encoder.layer.", index, rest))  // q, k, v: the fused one
+    return neox_names().layers_prefix + index + "." + kNeoxQkv + rest.substr(rest.rfind('.') + 1);
+  return hf_from_ours(neox_names(), ours);
 }
 
 }  // namespace roformer::convert

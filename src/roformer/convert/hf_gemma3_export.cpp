@@ -117,20 +117,13 @@ ConversionSummary convert_native_to_gemma3(const config::Config& cfg, const std:
              {"eos_token_id", nullptr},
              {"dtype", "float32"}};
   add_layout(hf, m, refuse);
-  runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
-                             "nothing here: it is the source's size; convert on a machine with more memory");
-  model::EncoderModel model = model::build_model(m, 0);
-  io::load_model_weights(checkpoint_dir, *model);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& p : model->named_parameters()) {
-    const std::string name = gemma3_hf_name(p.key());
-    TORCH_CHECK(!name.empty(), "convert_native_to_gemma3: no Hugging Face name for ", p.key());
-    tensors.emplace_back(name, qk_norm_as_one_row(p.key(), p.value().detach().to(torch::kFloat32), "Gemma 3"));
+  for (const auto& [ours, t] : exported_parameters(m, checkpoint_dir)) {
+    const std::string name = gemma3_hf_name(ours);
+    TORCH_CHECK(!name.empty(), "convert_native_to_gemma3: no Hugging Face name for ", ours);
+    tensors.emplace_back(name, qk_norm_as_one_row(ours, t, "Gemma 3"));
   }
-  write_directory(out_dir, [&](const std::string& tmp) {
-    io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
-    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
-  });
+  write_hf_directory(out_dir, tensors, hf);
   return {kGemma3Architecture, static_cast<int64_t>(tensors.size()), ""};
 }
 

@@ -157,6 +157,25 @@ torch::Tensor qk_norm_as_one_row(const std::string& ours, const torch::Tensor& t
   return t.select(0, 0).contiguous();
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> exported_parameters(const config::ModelConfig& m,
+                                                                       const std::string& checkpoint_dir) {
+  runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
+                             "nothing here: it is the source's size; convert on a machine with more memory");
+  model::EncoderModel model = model::build_model(m, 0);
+  io::load_model_weights(checkpoint_dir, *model);
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : model->named_parameters()) out.emplace_back(p.key(), p.value().detach().to(torch::kFloat32));
+  return out;
+}
+
+void write_hf_directory(const std::string& out_dir, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                        const nlohmann::json& hf) {
+  write_directory(out_dir, [&](const std::string& tmp) {
+    io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
+    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
+  });
+}
+
 ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::string& checkpoint_dir,
                                           const std::string& out_dir) {
   const config::ModelConfig& m = cfg.model;
@@ -191,15 +210,11 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
                            : qwen2       ? "Qwen2ForCausalLM"
                                          : "LlamaForCausalLM";
 
-  runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
-                             "nothing here: it is the source's size; convert on a machine with more memory");
-  model::EncoderModel model = model::build_model(m, 0);
-  io::load_model_weights(checkpoint_dir, *model);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& p : model->named_parameters()) {
-    const std::string name = llama_hf_name(p.key());
-    TORCH_CHECK(!name.empty(), "convert_native_to_llama: no Hugging Face name for ", p.key());
-    tensors.emplace_back(name, qk_norm_as_one_row(p.key(), p.value().detach().to(torch::kFloat32), "Qwen3"));
+  for (const auto& [ours, t] : exported_parameters(m, checkpoint_dir)) {
+    const std::string name = llama_hf_name(ours);
+    TORCH_CHECK(!name.empty(), "convert_native_to_llama: no Hugging Face name for ", ours);
+    tensors.emplace_back(name, qk_norm_as_one_row(ours, t, "Qwen3"));
   }
   json hf = {{"architectures", {arch}},
              {"model_type", !nope.empty() ? "smollm3"
@@ -236,10 +251,7 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
     hf.update({{"no_rope_layers", nope},
                {"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},
                {"use_sliding_window", false}});
-  write_directory(out_dir, [&](const std::string& tmp) {
-    io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
-    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
-  });
+  write_hf_directory(out_dir, tensors, hf);
   return {arch, static_cast<int64_t>(tensors.size()), ""};
 }
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "roformer/config/config.h"
 #include "roformer/convert/output_directory.h"
@@ -28,6 +30,13 @@ nlohmann::json hf_rope_parameters(const config::RopeConfig& r);
 // Our QK-norm weight ([heads, head_dim]) as the one row every head shares in Qwen3's and Gemma 3's
 // (`model` names the format in the error where the heads differ); any other tensor unchanged.
 torch::Tensor qk_norm_as_one_row(const std::string& ours, const torch::Tensor& t, const std::string& model);
+// The checkpoint's parameters in float32, under our names in the model's order (refused first,
+// naming the estimate, if the model would not fit this machine).
+std::vector<std::pair<std::string, torch::Tensor>> exported_parameters(const config::ModelConfig& m,
+                                                                       const std::string& checkpoint_dir);
+// OUT_DIR with model.safetensors (`tensors`, under their names) and config.json (`hf`), whole or not at all.
+void write_hf_directory(const std::string& out_dir, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                        const nlohmann::json& hf);
 int64_t hf_max_positions(const config::Config& cfg, const std::string& checkpoint_dir);
 
 }  // namespace roformer::convert

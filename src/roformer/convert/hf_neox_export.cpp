@@ -91,17 +91,12 @@ ConversionSummary convert_native_to_neox(const config::Config& cfg, const std::s
         "rope_parameters hold rope_theta, partial_rotary_factor and one scaling over rotate-half pairs; this "
         "checkpoint sets " +
         beyond);
-  runtime::check_fits_device(runtime::estimate_memory(m, 0, 0, false, false), torch::kCPU, "converting this model",
-                             "nothing here: it is the source's size; convert on a machine with more memory");
-  model::EncoderModel model = model::build_model(m, 0);
-  io::load_model_weights(checkpoint_dir, *model);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   std::map<std::string, std::array<torch::Tensor, 3>> qkv;  // fused name -> q, k, v
-  for (const auto& p : model->named_parameters()) {
-    const std::string name = neox_hf_name(p.key());
-    TORCH_CHECK(!name.empty(), "convert_native_to_neox: no Hugging Face name for ", p.key());
-    const torch::Tensor t = p.value().detach().to(torch::kFloat32);
-    const int part = neox_split_part(p.key());
+  for (const auto& [ours, t] : exported_parameters(m, checkpoint_dir)) {
+    const std::string name = neox_hf_name(ours);
+    TORCH_CHECK(!name.empty(), "convert_native_to_neox: no Hugging Face name for ", ours);
+    const int part = neox_split_part(ours);
     if (part < 0) {
       tensors.emplace_back(name, t);
       continue;
@@ -134,10 +129,7 @@ ConversionSummary convert_native_to_neox(const config::Config& cfg, const std::s
                    {"bos_token_id", nullptr},
                    {"eos_token_id", nullptr},
                    {"dtype", "float32"}};
-  write_directory(out_dir, [&](const std::string& tmp) {
-    io::write_safetensors(tmp + "/model.safetensors", tensors, {{"format", "pt"}});
-    write_file_atomic(tmp + "/config.json", hf.dump(2) + "\n");
-  });
+  write_hf_directory(out_dir, tensors, hf);
   return {kNeoxArchitecture, static_cast<int64_t>(tensors.size()), ""};
 }
 

@@ -7,7 +7,9 @@ ranks extrapolation over learned runs only: each learned seed's exact match at 2
 of its own 1x, a method with fewer than two learned seeds shown as not learned and never ranked.
 RoPE + YaRN / NTK / Self-Extend / Dual Chunk (evaluation-time methods, factor = length / 64) are
 the rope checkpoints, learned where the rope run of that seed learned. The trivial strategies'
-floors are rows of every table. Writes report.md, report.json and accuracy_by_length.png into
+floors are rows of every table. Flip-flop's extrapolation is scored per read (token accuracy,
+Liu et al.'s metric, `PER_READ`), since its exact match is per sequence and the reads per
+sequence grow with the length; whether a run learned it is still its exact match at 1x. Writes report.md, report.json and accuracy_by_length.png into
 RESULTS, and copies the evaluations it read into RESULTS/eval so that `task_report.py RESULTS
 RESULTS` regenerates it.
 
@@ -29,6 +31,7 @@ from report_render import mean_std
 TRAIN_LEN = 64
 LEARNED = 0.95  # held-out exact match at 1x that counts a run as learned (train.learned_exact_match)
 MIN_LEARNED = 2  # learned seeds a method needs before its extrapolation is ranked
+PER_READ = {"flip_flop"}  # tasks whose extrapolation is scored per answer token (accuracy), not per sequence
 TASK_ORDER = ["niah_single", "niah_multikey", "niah_multikey_decoys", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
               "binary_addition", "addition", "addition_hints"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "rope-sqrtd",
@@ -38,9 +41,10 @@ METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_
 
 
 def read_evals(eval_root):
-    """({task: {method: {length: {seed: exact match}}}}, {task: {method: {seed: step}}}) from the
-    study's evaluation files; a step where the evaluation recorded its checkpoint's (`step`)."""
-    cells, steps = {}, {}
+    """({task: {method: {length: {seed: exact match}}}}, {task: {method: {seed: step}}}, the same
+    cells of token accuracy) from the study's evaluation files; a step where the evaluation recorded
+    its checkpoint's (`step`)."""
+    cells, steps, accuracy = {}, {}, {}
     for task in sorted(os.listdir(eval_root)):
         folder = os.path.join(eval_root, task)
         if not os.path.isdir(folder):
@@ -65,12 +69,15 @@ def read_evals(eval_root):
                     continue
                 by_length = cells.setdefault(task, {}).setdefault(method, {}).setdefault(r["length"], {})
                 by_length[seed] = r["exact_match"]
-    return cells, steps
+                if "accuracy" in r:
+                    accuracy.setdefault(task, {}).setdefault(method, {}).setdefault(r["length"], {})[seed] = r["accuracy"]
+    return cells, steps, accuracy
 
 
-def read_floors(eval_root):
-    """{task: {strategy: {length: exact match}}}: the trivial strategies' scores that `roformer eval`
-    records beside each result (`floors`), on the same examples for every method and seed."""
+def read_floors(eval_root, key="floors"):
+    """{task: {strategy: {length: score}}}: the trivial strategies' scores that `roformer eval`
+    records beside each result (`floors`: exact match; `floors_accuracy`: token accuracy), on the
+    same examples for every method and seed."""
     floors = {}
     for task in sorted(os.listdir(eval_root)):
         folder = os.path.join(eval_root, task)
@@ -80,7 +87,7 @@ def read_floors(eval_root):
             if not re.fullmatch(r"(.+)-seed(\d+)(?:-L(\d+))?\.json", name):
                 continue
             for r in read_json(os.path.join(folder, name), "a roformer eval.json").get("results", []):
-                for strategy, exact in (r.get("floors") or {}).items():
+                for strategy, exact in (r.get(key) or {}).items():
                     floors.setdefault(task, {}).setdefault(strategy, {})[r["length"]] = exact
     return floors
 
@@ -134,30 +141,33 @@ def learned_cell(k, n):
     return f"{k}/{n} ({100 * lo:.0f}-{100 * hi:.0f} %)"
 
 
-def normalised(task_cells, method, length, seeds):
-    """Each of `seeds`' exact match at `length` as % of its own 1x (the trained run's)."""
-    at_1x = task_cells[trained_method(method)][TRAIN_LEN]
-    by_seed = task_cells.get(method, {}).get(length, {})
-    return [100 * by_seed[s] / at_1x[s] for s in seeds if s in by_seed]
+def normalised(scored, method, length, seeds):
+    """Each of `seeds`' score at `length` (exact match, or accuracy per read) as % of its own 1x
+    (the trained run's)."""
+    at_1x = scored.get(trained_method(method), {}).get(TRAIN_LEN, {})
+    by_seed = scored.get(method, {}).get(length, {})
+    return [100 * by_seed[s] / at_1x[s] for s in seeds if s in by_seed and at_1x.get(s)]
 
 
-def past_1x(task_cells, method, lengths, seeds):
-    """The mean over `seeds` of each seed's mean normalised exact match past 1x; None without any."""
+def past_1x(scored, method, lengths, seeds):
+    """The mean over `seeds` of each seed's mean normalised score past 1x; None without any."""
     per_seed = []
     for s in seeds:
-        values = [v for L in lengths if L > TRAIN_LEN for v in normalised(task_cells, method, L, [s])]
+        values = [v for L in lengths if L > TRAIN_LEN for v in normalised(scored, method, L, [s])]
         if values:
             per_seed.append(sum(values) / len(values))
     return mean_std(per_seed)[0]
 
 
-def ranking(task_cells, lengths):
-    """[(method, learned seeds, mean past 1x)] of the methods with MIN_LEARNED learned seeds and a
-    length past 1x, best first."""
+def ranking(task_cells, lengths, scored=None):
+    """[(method, learned seeds, mean past 1x)] of the methods with MIN_LEARNED learned seeds (exact
+    match at 1x, `task_cells`) and a length past 1x, best first; scored by `scored` (the task's
+    cells of its extrapolation metric; `task_cells` by default)."""
+    scored = task_cells if scored is None else scored
     ranked = []
     for method in task_cells:
         learned = seeds_of(task_cells, method)[1]
-        score = past_1x(task_cells, method, lengths, learned) if len(learned) >= MIN_LEARNED else None
+        score = past_1x(scored, method, lengths, learned) if len(learned) >= MIN_LEARNED else None
         if score is not None:
             ranked.append((method, learned, score))
     return sorted(ranked, key=lambda r: -r[2])
@@ -183,16 +193,16 @@ def learning_table(task_cells, steps, floors, rates):
                          "exact match at 1x, all seeds (%)"], rows)
 
 
-def extrapolation_table(task_cells, lengths, floors):
-    """The ranked methods: each learned seed's exact match past 1x as % of its own 1x; then the
-    floors (raw exact match, %) and one line naming what was not ranked."""
+def extrapolation_table(task_cells, lengths, floors, scored):
+    """The ranked methods: each learned seed's score past 1x (`scored`: exact match, or accuracy
+    per read) as % of its own 1x; then the floors (raw, %) and one line naming what was not ranked."""
     beyond = [L for L in lengths if L > TRAIN_LEN]
     rows = []
-    ranked = ranking(task_cells, lengths)
+    ranked = ranking(task_cells, lengths, scored)
     for place, (method, learned, score) in enumerate(ranked, 1):
         rows.append([place, method, len(learned)] +
-                    [percent([v / 100 for v in normalised(task_cells, method, L, learned)])
-                     if task_cells.get(method, {}).get(L) else "-" for L in beyond] + [f"{score:.0f}"])
+                    [percent([v / 100 for v in normalised(scored, method, L, learned)])
+                     if scored.get(method, {}).get(L) else "-" for L in beyond] + [f"{score:.0f}"])
     for strategy, by_length in sorted((floors or {}).items()):
         rows.append(["-", f"floor: {strategy} (raw)", "-"] +
                     [f"{100 * by_length[L]:.0f}" if L in by_length else "-" for L in beyond] + ["-"])
@@ -204,11 +214,11 @@ def extrapolation_table(task_cells, lengths, floors):
     return lines
 
 
-def summary_table(cells, steps, lengths):
+def summary_table(cells, scored, lengths):
     """Per method and task: seeds learned of seeds run, and for a ranked method its mean past 1x
     (% of its own 1x, learned seeds)."""
     tasks = ordered(cells, TASK_ORDER)
-    scores = {t: {m: score for m, _, score in ranking(cells[t], lengths)} for t in tasks}
+    scores = {t: {m: score for m, _, score in ranking(cells[t], lengths, scored[t])} for t in tasks}
     rows = []
     for method in ordered({m for t in cells.values() for m in t}, METHOD_ORDER):
         row = [method]
@@ -223,7 +233,7 @@ def summary_table(cells, steps, lengths):
     return render.table(["method"] + tasks, rows)
 
 
-def plot(cells, lengths, path):
+def plot(cells, scored, lengths, path):
     plt = render.pyplot("task_report")
     if plt is None:
         return False
@@ -234,10 +244,10 @@ def plot(cells, lengths, path):
     methods = ordered({m for t in cells.values() for m in t}, METHOD_ORDER)
     colour = {m: plt.cm.tab20(i % 20) for i, m in enumerate(methods)}  # one colour per method, every panel
     for ax, task in zip(axes.flat, tasks):
-        ranked = ranking(cells[task], lengths)
+        ranked = ranking(cells[task], lengths, scored[task])
         for method, learned, _ in ranked:
-            xs = [L for L in lengths if cells[task].get(method, {}).get(L)]
-            render.band(ax, xs, [normalised(cells[task], method, L, learned) for L in xs], method,
+            xs = [L for L in lengths if scored[task].get(method, {}).get(L)]
+            render.band(ax, xs, [normalised(scored[task], method, L, learned) for L in xs], method,
                         ls="--" if "+" in method else "-", color=colour[method])
         if not ranked:
             ax.text(0.5, 0.5, f"no method learned\nin {MIN_LEARNED}+ seeds at 1x", ha="center", va="center",
@@ -247,9 +257,9 @@ def plot(cells, lengths, path):
         ax.set_xticklabels([str(L) for L in lengths], fontsize=7)
         ax.axvline(TRAIN_LEN, color="grey", ls="--", lw=0.8)
         ax.set_ylim(-2, 105)
-        ax.set_title(task, fontsize=10)
+        ax.set_title(task + (" (per read)" if task in PER_READ else ""), fontsize=10)
         ax.set_xlabel("evaluation length (tokens)", fontsize=8)
-        ax.set_ylabel("exact match, % of its 1x", fontsize=8)
+        ax.set_ylabel(("accuracy" if task in PER_READ else "exact match") + ", % of its 1x", fontsize=8)
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.axis("off")
@@ -268,16 +278,19 @@ def plot(cells, lengths, path):
     return True
 
 
-def report_json(cells, steps, lengths):
+def report_json(cells, scored, steps, lengths):
     out = {}
     for task, methods in cells.items():
-        ranks = {m: i for i, (m, _, _) in enumerate(ranking(methods, lengths), 1)}
+        ranks = {m: i for i, (m, _, _) in enumerate(ranking(methods, lengths, scored[task]), 1)}
         for method, by_length in methods.items():
             every, learned = seeds_of(methods, method)
             out.setdefault(task, {})[method] = {
                 "seeds": every, "learned_seeds": learned, "rank": ranks.get(method),
                 "steps": {str(s): v for s, v in steps.get(task, {}).get(trained_method(method), {}).items()},
                 "exact_match": {str(L): {str(s): v for s, v in by.items()} for L, by in by_length.items()}}
+            if task in PER_READ:
+                out[task][method]["accuracy"] = {str(L): {str(s): v for s, v in by.items()}
+                                                 for L, by in scored[task].get(method, {}).items()}
     return out
 
 
@@ -297,9 +310,10 @@ def main():
     if inside == "." or not inside.startswith(".."):
         raise BadInput(f"RESULTS {results} is inside {eval_root}, which the report copies into RESULTS/eval; "
                        "name a folder outside it")
-    cells, steps = read_evals(eval_root)
+    cells, steps, accuracy = read_evals(eval_root)
     rates = read_rates(os.path.join(out, "lr"))
-    floors = read_floors(eval_root)
+    floors, floors_accuracy = read_floors(eval_root), read_floors(eval_root, "floors_accuracy")
+    scored = {t: accuracy.get(t, {}) if t in PER_READ else cells[t] for t in cells}
     if not cells:
         print(f"task_report: no evaluations under {eval_root}", file=sys.stderr)
         sys.exit(2)
@@ -327,25 +341,30 @@ def main():
              "every key inside the training length), rope+dual_chunk with Dual Chunk Attention; drope is each "
              "rope run with its position encoding dropped and a fifth of its steps more. Rows `floor: NAME` "
              "(where the evaluations recorded them) are what a trivial strategy scores on the same examples, "
-             "as raw exact match.", ""]
+             "as raw exact match (flip-flop's extrapolation: accuracy per read, Liu et al.'s metric; its "
+             "exact match is per sequence, whose reads grow with the length).", ""]
     lines += ["## Summary: seeds learned at 1x · mean past 1x (% of 1x, ranked methods only)", ""]
-    lines += summary_table(cells, steps, lengths) + [""]
-    drawn = plot(cells, lengths, os.path.join(results, "accuracy_by_length.png"))
+    lines += summary_table(cells, scored, lengths) + [""]
+    drawn = plot(cells, scored, lengths, os.path.join(results, "accuracy_by_length.png"))
     if drawn:
-        lines += ["![exact match of learned runs by length, as % of their 1x](accuracy_by_length.png)", ""]
+        lines += ["![exact match (flip-flop: accuracy per read) of learned runs by length, as % of their 1x]"
+                  "(accuracy_by_length.png)", ""]
     for task in ordered(cells, TASK_ORDER):
         lines += [f"## {task}", "", "Learning:", ""]
         lines += learning_table(cells[task], steps.get(task, {}), floors.get(task), rates.get(task, {}))
-        if ranking(cells[task], lengths):
-            lines += ["", "Extrapolation of the learned runs (exact match, % of each seed's own 1x):", ""]
-            lines += extrapolation_table(cells[task], lengths, floors.get(task)) + [""]
+        if ranking(cells[task], lengths, scored[task]):
+            per_read = task in PER_READ
+            lines += ["", "Extrapolation of the learned runs (" + ("accuracy per read" if per_read else "exact match")
+                      + ", % of each seed's own 1x):", ""]
+            lines += extrapolation_table(cells[task], lengths, (floors_accuracy if per_read else floors).get(task),
+                                         scored[task]) + [""]
         else:
             lines += ["", f"No method learned {task} at 1x in {MIN_LEARNED} seeds or more: its lengths past 1x "
                       "say nothing about extrapolation, and nothing is ranked.", ""]
     with open(os.path.join(results, "report.md"), "w") as f:
         f.write("\n".join(lines))
     with open(os.path.join(results, "report.json"), "w") as f:
-        json.dump(report_json(cells, steps, lengths), f, indent=1, sort_keys=True)
+        json.dump(report_json(cells, scored, steps, lengths), f, indent=1, sort_keys=True)
     print(f"task_report: wrote {results}/report.md" + (" and accuracy_by_length.png" if drawn else ""))
 
 

@@ -43,8 +43,9 @@ CLI::App* declare_train(CLI::App& app, TrainArgs& a) {
                   "(or start fresh if none); or a checkpoint directory")
       ->check(non_empty());
   cmd->add_option("--init-from", a.init_from,
-                  "start a new run from this checkpoint's weights (fresh optimizer, schedule and step count; "
-                  "same as --set train.init_from=DIR); not with --resume")
+                  "start a new run from this checkpoint's weights (a checkpoint, a run directory: its newest, or a "
+                  "Hugging Face model folder; fresh optimizer, schedule and step count; the model keys the config "
+                  "leaves unset take its values; same as --set train.init_from=DIR); not with --resume")
       ->check(non_empty());
   cmd->add_flag("--verbose", a.verbose,
                 "debug logging on the console: the whole resolved config (otherwise a two-line summary; "

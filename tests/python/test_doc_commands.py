@@ -341,6 +341,9 @@ RULES = [
     Rule(H, "forward", r"^\$bin forward runs/from-hf --input-ids ids\.json --output out\.safetensors$", check=exists("out.safetensors")),
     Rule(H, "export", r"^\$bin convert native-to-hf runs/(from-hf|my-llama) my-(roformer|llama)-again$",
          check=exists("my-*-again/config.json")),
+    Rule(H, "the imported model extended by fine-tuning",
+         r"^\$bin train configs/extension/hf_yarn\.yaml --init-from my-llama --run-dir runs/my-llama-yarn --set data\.path=data/prepared/linux-docs-byte$",
+         run=lambda c: c + " " + TINY_TRAIN, check=exists("runs/my-llama-yarn/checkpoints/step_4")),
     Rule(H, "the imported model past its context", r"^\$bin eval (runs/)?my-llama --set data\.path=data/prepared/linux-docs-byte --lengths 64,256",
          run=lambda c: c + TINY_EVAL),
 

@@ -19,7 +19,10 @@ transformers' within 1e-5 of the logits' scale, in float32:
   4. the way back: every converted model exported with `convert native-to-hf` loads in
      transformers (its own class) with the same logits, and converts again bitwise;
   5. `roformer forward` given the Hugging Face folder itself: the converted model's logits bitwise,
-     and no temporary folder left behind.
+     and no temporary folder left behind;
+  6. `roformer train --init-from` the Hugging Face folder, with a config that names no model key:
+     the run takes the folder's architecture and trains bitwise as the same config started from
+     the converted checkpoint; a config key that contradicts the folder exits 2 naming it.
 Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_hf_llama.py ROFORMER_BINARY
 """
@@ -106,6 +109,47 @@ def direct(name, folder, tmp):
         failures.append(name + " direct")
 
 
+TRAIN_CONFIG = """name: hf-init
+data:
+  seq_len: 16
+  task: {name: flip_flop, min_length: 8, eval_examples: 8}
+train: {steps: 4, batch_size: 4, lr: 1.0e-3, warmup_steps: 0, seed: 1, eval_every: 4, checkpoint_every: 4,
+        log_every: 1, device: cpu}
+eval: {lengths: [16]}
+"""
+
+
+def trains_from_folder(name, folder, tmp):
+    """train --init-from FOLDER (no model key in the config) against the converted checkpoint."""
+    config = os.path.join(tmp, "hf-init.yaml")
+    with open(config, "w") as f:
+        f.write(TRAIN_CONFIG)
+    native = os.path.join(tmp, name + "-native")
+    before = set(os.listdir(tempfile.gettempdir()))
+    runs = {}
+    for label, source in (("folder", folder), ("converted", native)):
+        runs[label] = os.path.join(tmp, f"{name}-train-{label}")
+        run(ROFORMER, "train", config, "--init-from", source, "--run-dir", runs[label])
+    weights = [load_file(os.path.join(runs[k], "checkpoints", "step_4", "model.safetensors")) for k in runs]
+    same = weights[0].keys() == weights[1].keys() and all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    saved = open(os.path.join(runs["folder"], "config.yaml")).read()
+    kept = f'init_from: "{folder}"' in saved and "num_kv_heads: 2" in saved and "objective: causal_lm" in saved
+    left = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("roformer-hf-")]
+    ok = same and kept and not left
+    print(f"{'ok' if ok else 'FAIL':4} {name}: train --init-from the folder, its architecture taken, bitwise as from "
+          f"the converted checkpoint{'' if kept else ' (config.yaml lacks the folder or its architecture)'}"
+          f"{'' if not left else ', left ' + str(left)}")
+    if not ok:
+        failures.append(name + " train --init-from")
+    r = subprocess.run([ROFORMER, "train", config, "--init-from", folder, "--set", "model.num_layers=3",
+                        "--run-dir", os.path.join(tmp, "contradicts")], capture_output=True, text=True, timeout=300)
+    ok = r.returncode == 2 and "model.num_layers = 2" in r.stderr
+    print(f"{'ok' if ok else 'FAIL':4} {name}: a config that contradicts the folder exits 2 naming the key")
+    if not ok:
+        failures.append(name + " train contradiction")
+        print(r.stderr[-2000:])
+
+
 def verdict(name, difference, reference):
     diff, scale = difference.abs().max().item(), max(1.0, reference.abs().max().item())
     ok = diff <= TOL * scale
@@ -179,6 +223,7 @@ def main():
         folder = save(llama, tmp, "llama-gqa")
         compare("llama gqa untied", llama, folder, tmp, ids)
         direct("llama gqa untied", folder, tmp)
+        trains_from_folder("llama gqa untied", folder, tmp)
         compare("llama gqa untied, right padding", llama, folder, tmp, ids, padded)
         mqa = random_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1, tie_word_embeddings=True,
                            rope_theta=500000.0, attention_bias=True, mlp_bias=True)

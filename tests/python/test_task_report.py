@@ -4,7 +4,8 @@ the Wilson interval, and the median of the learned checkpoints' steps; extrapola
 learned runs only, each seed's exact match as % of its own 1x (RoPE + YaRN learned where its rope
 run did), a method with one learned seed or a high score past 1x from an unlearned run never
 ranked; a task nobody learned said so in one line; the floors as rows; the plot written and the
-evaluations copied so the report regenerates from its own folder; a folder without evaluations is
+evaluations copied so the report regenerates from its own folder; flip-flop's extrapolation
+ranked by accuracy per read against the floors' accuracy, learned still by exact match; a folder without evaluations is
 exit 2 naming the study script."""
 import json
 import os
@@ -16,11 +17,15 @@ SRC = sys.argv[1]
 SCRIPT = os.path.join(SRC, "scripts", "studies", "task_report.py")
 
 
-def write_eval(path, exact_by_length, floors=None, step=None):
+def write_eval(path, exact_by_length, floors=None, step=None, accuracy=None, floors_accuracy=None):
     rows = [{"length": L, "applicable": True, "exact_match": e} for L, e in exact_by_length.items()]
     for row in rows:
         if floors and row["length"] in floors:
             row["floors"] = floors[row["length"]]
+        if accuracy:
+            row["accuracy"] = accuracy[row["length"]]
+        if floors_accuracy and row["length"] in floors_accuracy:
+            row["floors_accuracy"] = floors_accuracy[row["length"]]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     report = {"task": "x", "results": rows}
     if step is not None:
@@ -53,6 +58,16 @@ def main():
         # The trivial strategies' scores recorded beside the results: a row each under their task.
         write_eval(os.path.join(niah, "none-seed1.json"), {64: 0.25, 128: 0.25},
                    floors={64: {"first needle": 0.25, "constant value": 0.0}, 128: {"first needle": 0.26}})
+        # Flip-flop: learned by exact match at 1x (0.97, 0.96; 0.5 is not), extrapolation per read:
+        # rope's accuracy 0.999 -> 0.9 and 1.0 -> 0.8 at 128: 90 and 80 % of 1x (its exact match of
+        # 0.1 would say 10 %); the floor's accuracy 0.55, not its exact match 0.
+        ff = os.path.join(ev, "flip_flop")
+        write_eval(os.path.join(ff, "rope-seed1.json"), {64: 0.97, 128: 0.1}, accuracy={64: 0.999, 128: 0.8991},
+                   floors={64: {"always 0": 0.0}, 128: {"always 0": 0.0}},
+                   floors_accuracy={64: {"always 0": 0.5}, 128: {"always 0": 0.55}})
+        write_eval(os.path.join(ff, "rope-seed2.json"), {64: 0.96, 128: 0.1}, accuracy={64: 1.0, 128: 0.8})
+        write_eval(os.path.join(ff, "none-seed1.json"), {64: 0.5, 128: 0.5}, accuracy={64: 0.99, 128: 0.99})
+        write_eval(os.path.join(ff, "none-seed2.json"), {64: 0.5, 128: 0.5}, accuracy={64: 0.99, 128: 0.99})
         r = subprocess.run([sys.executable, SCRIPT, out, dest], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         md = open(os.path.join(dest, "report.md")).read()
@@ -66,12 +81,17 @@ def main():
             "| - | floor: first needle (raw) | - | 26 | - | - |",
             "Not ranked (fewer than 2 seeds learned at 1x): none, alibi, fire.",
             "No method learned copy at 1x in 2 seeds or more",
-            "| rope | 2/2 · 35 | - |",
-            "| alibi | 1/1 | 0/1 |",
-            "| fire | 1/2 | - |",
+            "| rope | 2/2 · 35 | 2/2 · 85 | - |",
+            "| alibi | 1/1 | - | 0/1 |",
+            "| fire | 1/2 | - | - |",
+            "Extrapolation of the learned runs (accuracy per read, % of each seed's own 1x):",
+            "| 1 | rope | 2 | 85 ± 7 | - | 85 |",
+            "| - | floor: always 0 (raw) | - | 55 | - | - |",
+            "| none | 0/1 | 0/2 | - |",
         ]
         for line in expect:
             assert line in md, "missing %r in\n%s" % (line, md)
+        assert json.load(open(os.path.join(dest, "report.json")))["flip_flop"]["rope"]["rank"] == 1
         ranked = json.load(open(os.path.join(dest, "report.json")))["niah_single"]
         assert ranked["rope+yarn"]["rank"] == 1 and ranked["rope"]["rank"] == 2 and ranked["fire"]["rank"] is None
         assert ranked["rope"]["steps"] == {"1": 300, "2": 500} and ranked["fire"]["learned_seeds"] == [2]

@@ -60,7 +60,7 @@ TEST(TaskDecoys, TheHaystackIsDecoyNeedlesAroundTheRealOnes) {
   EXPECT_EQ(needles_sum / draws, 65.0);
   // Copying the first or the last needle answers about one example in 65.
   const TaskEvalSet set(g, length, 400, 100, 0, 1, 9);
-  for (double floor : set.floors_exact_match(g->floors())) EXPECT_LT(floor, 0.05);
+  for (const TaskEvalSet::FloorScore& floor : set.floor_scores(g->floors())) EXPECT_LT(floor.exact_match, 0.05);
 }
 
 TEST(TaskDecoys, VariableTrackingAndAllKeysRealAreRefused) {

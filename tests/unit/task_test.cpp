@@ -438,9 +438,9 @@ TEST(Tasks, FloorsScoreTheirStrategiesOnTheEvaluationsExamples) {
     std::shared_ptr<const TaskGenerator> g = make_task_generator(t, true);
     const TaskEvalSet set(g, length, 4000, 64, 0, 1, 7);
     const std::vector<TaskFloor> floors = g->floors();
-    const std::vector<double> exact = set.floors_exact_match(floors);
+    const std::vector<TaskEvalSet::FloorScore> scores = set.floor_scores(floors);
     for (size_t f = 0; f < floors.size(); ++f)
-      if (floors[f].name == name) return exact[f];
+      if (floors[f].name == name) return scores[f].exact_match;
     ADD_FAILURE() << "no floor named " << name;
     return -1.0;
   };
@@ -462,6 +462,25 @@ TEST(Tasks, FloorsScoreTheirStrategiesOnTheEvaluationsExamples) {
   config::TaskConfig mq = task_of(TaskKind::mqar);
   EXPECT_LT(floor_of(mq, 64, "token before the query"), 0.01);
   EXPECT_LT(floor_of(mq, 64, "first pair's value"), 0.01);
+}
+
+// Flip-flop's floors per read (token accuracy, the paper's metric), against their closed form: a
+// read after a mid-sequence instruction that is i with probability p and w or r alike otherwise
+// follows a w, not an i, with probability (1-p)/2 / ((1-p)/2 + p) = (1-p)/(1+p); then the last
+// bit shown is right, after an i it is right half the time (its bit is uniform). Reading 0 is
+// right half the time whatever p is.
+TEST(Tasks, FlipFlopFloorsPerReadMatchTheirClosedForm) {
+  for (double p : {0.0, 0.8}) {
+    config::TaskConfig t = task_of(TaskKind::flip_flop);
+    t.p_ignore = p;
+    std::shared_ptr<const TaskGenerator> g = make_task_generator(t, true);
+    const TaskEvalSet set(g, 512, 4000, 64, 0, 1, 11);
+    const std::vector<TaskEvalSet::FloorScore> s = set.floor_scores(g->floors());  // last bit shown, always 0
+    const double after_w = (1 - p) / (1 + p);
+    EXPECT_NEAR(s[0].accuracy, after_w + (1 - after_w) / 2, 0.01) << "p_ignore " << p;
+    EXPECT_NEAR(s[1].accuracy, 0.5, 0.01) << "p_ignore " << p;
+    EXPECT_LT(s[1].exact_match, 1e-3);  // about 26 reads per sequence, all 0 in one of 2^26
+  }
 }
 
 // Flip-flop instructions after the first are i with probability p_ignore; Zipf filler tokens

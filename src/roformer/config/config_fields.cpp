@@ -319,10 +319,12 @@ void TrainConfig::visit(FieldVisitor& v) {
           "train.steps is the cap");
   v.field("learned_exact_match", learned_exact_match, Range<double>{0.0, 1.0, true},
           "until_learned's threshold: the held-out exact match at the training length, in (0, 1]");
-  v.field("init_from", init_from,
-          "start from this checkpoint's weights (RUN/checkpoints/step_N, or a run: its newest) with a fresh "
-          "optimizer, schedule and step count; the architecture must match, the length, RoPE scaling, lr and data "
-          "may change (--init-from); a resumed run continues from its own checkpoints");
+  v.field(
+      "init_from", init_from,
+      "start from this checkpoint's weights (RUN/checkpoints/step_N, a run: its newest, or a Hugging Face "
+      "model folder) with a fresh optimizer, schedule and step count; model keys the config leaves unset take "
+      "the source's values (roformer train), architecture keys it sets must match them; the length, RoPE scaling, lr "
+      "and data may change (--init-from); a resumed run continues from its own checkpoints");
   static const EnumNames<InitProtocol> protocols{{{InitProtocol::weights, "weights"}, {InitProtocol::drope, "drope"}}};
   enum_field(v, "init_protocol", init_protocol, protocols,
              "weights (init_from's architecture must match) or drope (DroPE: the source's parameter-free position "

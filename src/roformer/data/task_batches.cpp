@@ -124,16 +124,25 @@ int64_t TaskEvalSet::count_seen(const std::unordered_set<uint64_t>& seen) const 
   return n;
 }
 
-std::vector<double> TaskEvalSet::floors_exact_match(const std::vector<TaskFloor>& floors) const {
+std::vector<TaskEvalSet::FloorScore> TaskEvalSet::floor_scores(const std::vector<TaskFloor>& floors) const {
   const int64_t first = rank_ * examples_ / world_, end = (rank_ + 1) * examples_ / world_;
-  std::vector<double> right(floors.size(), 0.0);
+  std::vector<FloorScore> scores(floors.size());
+  int64_t answer_tokens = 0;
   for (int64_t i = first; i < end; ++i) {  // each example drawn once for all the floors
     const TaskExample ex = example(i);
     const std::vector<int64_t> answer = answer_of(ex);
-    for (size_t f = 0; f < floors.size(); ++f) right[f] += floors[f].answer(ex) == answer;
+    answer_tokens += static_cast<int64_t>(answer.size());
+    for (size_t f = 0; f < floors.size(); ++f) {
+      const std::vector<int64_t> guess = floors[f].answer(ex);
+      scores[f].exact_match += guess == answer;
+      for (size_t t = 0; t < answer.size() && t < guess.size(); ++t) scores[f].accuracy += guess[t] == answer[t];
+    }
   }
-  for (double& r : right) r = end > first ? r / static_cast<double>(end - first) : 0.0;
-  return right;
+  for (FloorScore& s : scores) {
+    s.exact_match = end > first ? s.exact_match / static_cast<double>(end - first) : 0.0;
+    s.accuracy = answer_tokens > 0 ? s.accuracy / static_cast<double>(answer_tokens) : 0.0;
+  }
+  return scores;
 }
 
 }  // namespace roformer::data

@@ -43,8 +43,13 @@ class TaskEvalSet {
   int64_t num_batches() const;  // this rank's
   Batch batch(int64_t index) const;
   int64_t length() const { return length_; }
-  // The exact match of each trivial strategy (TaskGenerator::floors) on this rank's examples.
-  std::vector<double> floors_exact_match(const std::vector<TaskFloor>& floors) const;
+  // Each trivial strategy's (TaskGenerator::floors) score on this rank's examples: the share of
+  // examples it answers whole, and of answer tokens it gets right (pooled over the examples, as
+  // the model's accuracy is; flip-flop's per-read score).
+  struct FloorScore {
+    double exact_match = 0, accuracy = 0;
+  };
+  std::vector<FloorScore> floor_scores(const std::vector<TaskFloor>& floors) const;
   // How many of this rank's examples are among `seen` (identities of the training stream).
   int64_t count_seen(const std::unordered_set<uint64_t>& seen) const;
 

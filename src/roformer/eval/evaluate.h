@@ -24,8 +24,13 @@ struct EvalResult {
   std::vector<int64_t> bucket_tokens;
   int64_t sequences = 0;  // rows with something scored
   int64_t exact = 0;      // of them, rows whose every scored token was the top prediction
-  // A task's floors on the same examples: each trivial strategy's name and exact match.
-  std::vector<std::pair<std::string, double>> floors;
+  // A task's floors on the same examples: each trivial strategy's name, exact match and token
+  // accuracy.
+  struct Floor {
+    std::string name;
+    double exact_match = 0, accuracy = 0;
+  };
+  std::vector<Floor> floors;
   int64_t seen_in_training = -1;  // a task's examples also in the run's training stream; -1: not counted
   double loss() const { return tokens ? loss_sum / static_cast<double>(tokens) : 0.0; }
   double perplexity() const;

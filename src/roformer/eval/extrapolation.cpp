@@ -100,8 +100,9 @@ Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const 
                                      static_cast<uint64_t>(cfg.eval.mask_seed), cfg.data.task.holdout);
     EvalResult r = evaluate(model, examples, device, cfg.eval.per_token ? L : 8, bf16);
     const std::vector<data::TaskFloor> floors = generator->floors();
-    const std::vector<double> exact = examples.floors_exact_match(floors);
-    for (size_t f = 0; f < floors.size(); ++f) r.floors.emplace_back(floors[f].name, exact[f]);
+    const std::vector<data::TaskEvalSet::FloorScore> scores = examples.floor_scores(floors);
+    for (size_t f = 0; f < floors.size(); ++f)
+      r.floors.push_back({floors[f].name, scores[f].exact_match, scores[f].accuracy});
     if (seen) r.seen_in_training = examples.count_seen(*seen);
     return r;
   };
@@ -291,9 +292,13 @@ std::string report_json(const ExtrapolationReport& r) {
       if (r.per_token) e["cumulative_loss"] = cumulative;
       if (!r.task.empty()) e.update({{"exact_match", l.result.exact_match()}, {"examples", l.result.sequences}});
       if (!l.result.floors.empty()) {
-        nlohmann::json floors = nlohmann::json::object();
-        for (const auto& [name, exact] : l.result.floors) floors[name] = exact;
-        e["floors"] = floors;  // the trivial strategies' exact match on the same examples
+        nlohmann::json floors = nlohmann::json::object(), floors_accuracy = nlohmann::json::object();
+        for (const auto& f : l.result.floors) {
+          floors[f.name] = f.exact_match;
+          floors_accuracy[f.name] = f.accuracy;
+        }
+        e["floors"] = floors;                    // the trivial strategies' exact match on the same examples
+        e["floors_accuracy"] = floors_accuracy;  // and their token accuracy (flip-flop's per read)
       }
       if (l.result.seen_in_training >= 0) e["seen_in_training"] = l.result.seen_in_training;
     }
@@ -330,10 +335,10 @@ void print_floors(std::ostream& os, const ExtrapolationReport& r) {
   if (first == r.lengths.end()) return;
   os << "  floors (exact match of a trivial strategy on the same examples, by length):\n";
   for (size_t f = 0; f < first->result.floors.size(); ++f) {
-    os << "    " << std::left << std::setw(24) << first->result.floors[f].first << std::right;
+    os << "    " << std::left << std::setw(24) << first->result.floors[f].name << std::right;
     for (const auto& l : r.lengths)
       if (l.applicable && f < l.result.floors.size())
-        os << std::fixed << std::setprecision(4) << std::setw(8) << l.result.floors[f].second;
+        os << std::fixed << std::setprecision(4) << std::setw(8) << l.result.floors[f].exact_match;
     os << "\n";
   }
 }

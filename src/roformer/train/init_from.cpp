@@ -22,9 +22,14 @@ InitSource resolve_init_source(const std::string& path) {
     return {path, step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0};
   }
   if (const auto latest = io::latest_checkpoint(path)) return {latest->dir, latest->step};
+  // A converted model (roformer convert hf-to-native): its weights and config, no training state.
+  if (path_exists(path + "/model.safetensors") && path_exists(path + "/config.yaml") &&
+      !is_directory(path + "/checkpoints"))
+    return {path, 0};
   throw UserError("train.init_from: '" + path +
-                  "' is neither a complete checkpoint (RUN/checkpoints/step_N, with model.safetensors and "
-                  "meta.json) nor a run directory that has one");
+                  "' is neither a checkpoint (RUN/checkpoints/step_N, with model.safetensors and meta.json, or a "
+                  "converted model with model.safetensors and config.yaml), a run directory that has one, nor a "
+                  "Hugging Face model folder");
 }
 
 namespace {
@@ -47,6 +52,34 @@ config::Config as_dropped(config::Config saved, const config::Config& current, c
 }
 
 }  // namespace
+
+namespace {
+
+// "model.a.b" and its value as the nested YAML mapping a config file would hold.
+std::string nested_yaml(const std::string& key, const std::string& value) {
+  std::string text, indent;
+  size_t start = 0;
+  for (size_t dot = key.find('.'); dot != std::string::npos; start = dot + 1, dot = key.find('.', start)) {
+    text += indent + key.substr(start, dot - start) + ":\n";
+    indent += "  ";
+  }
+  return text + indent + key.substr(start) + ": " + value + "\n";
+}
+
+}  // namespace
+
+void inherit_model(config::LoadedConfig& loaded, const config::Config& source, const std::string& from) {
+  std::vector<std::string> inherited;
+  for (const auto& [key, value] : config::flatten(source)) {
+    if (key.rfind("model.", 0) != 0 || loaded.origins.count(key) ||
+        config::belongs_to_unused_family(key, source.model.position.kind))
+      continue;
+    config::apply_yaml_text(loaded, nested_yaml(key, value), from);
+    inherited.push_back(key);
+  }
+  for (const std::string& key : inherited) loaded.origins[key] = from;
+  config::apply_overrides(loaded, {});  // validated and resolved again
+}
 
 void check_init_compatible(const config::Config& saved_config, const config::Config& current,
                            const InitSource& source) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "roformer/config/config.h"
+#include "roformer/config/config_loader.h"
 
 namespace roformer::train {
 
@@ -18,9 +19,17 @@ struct InitSource {
   int64_t step = 0;  // its step in the run that wrote it
 };
 
-// `path` as a complete checkpoint (RUN/checkpoints/step_N), or a run directory's newest one;
-// UserError naming train.init_from otherwise.
+// `path` as a complete checkpoint (RUN/checkpoints/step_N), a run directory's newest one, or a
+// converted model (model.safetensors and config.yaml: step 0); UserError naming train.init_from
+// otherwise.
 InitSource resolve_init_source(const std::string& path);
+
+// The source's model where this run's config is silent (Hugging Face's from_pretrained): every
+// model.* key the config file and --set leave unset takes the source's value (its architecture,
+// and its RoPE scaling and context), its origin recorded as `from` (e.g. "--init-from DIR"), and
+// the config is validated again. Keys the config sets stay as set (check_init_compatible then
+// judges the architecture's).
+void inherit_model(config::LoadedConfig& loaded, const config::Config& source, const std::string& from);
 
 // UserError naming the first architecture key that differs between the checkpoint's config and
 // this run's, with the fix; a learned position table that would have to grow gets its reason.

@@ -138,7 +138,10 @@ class Trainer {
   TrainResult result_;
   int64_t local_batch_ = 0;
   data::DatasetMeta meta_;
-  InitSource init_;                    // train.init_from on a fresh start: the checkpoint whose weights begin the run
+  InitSource init_;  // train.init_from on a fresh start: the checkpoint whose weights begin the run
+  // The checkpoint the weights came from, or the Hugging Face folder converted into it (the same
+  // on every rank, unlike each rank's converted copy).
+  std::string init_label() const { return opts_.init_weights.empty() ? init_.dir : t_.init_from; }
   torch::Device device_{torch::kCPU};  // life_'s, once set up
   bool autocast_ = false;
   dist::ProcessGroup* group_ = nullptr;  // life_'s, with several ranks
@@ -195,7 +198,7 @@ void Trainer::check_inputs() {
       throw UserError("train.init_protocol drope starts from a RoPE checkpoint: name it with --init-from");
     return;
   }
-  init_ = resolve_init_source(t_.init_from);
+  init_ = resolve_init_source(opts_.init_weights.empty() ? t_.init_from : opts_.init_weights);
   check_init_compatible(io::checkpoint_config(init_.dir), cfg_, init_);
 }
 
@@ -309,7 +312,7 @@ void Trainer::restore() {
     log::info("resumed from ", resume, " at step ", state_.step);
   } else if (!init_.dir.empty()) {
     io::load_model_weights(init_.dir, *model_, weights_new_in_this_run(io::checkpoint_config(init_.dir), cfg_));
-    log::info("initialised from ", init_.dir, " (step ", init_.step,
+    log::info("initialised from ", init_label(), " (step ", init_.step,
               " of its run): its weights, a fresh optimizer, schedule and step count",
               t_.init_protocol == config::InitProtocol::drope ? "; DroPE: its position encoding dropped" : "");
   }
@@ -318,7 +321,7 @@ void Trainer::restore() {
   group_->check_same_fingerprint(
       "model and config",
       dist::model_fingerprint(*model_, {"world_size " + std::to_string(env_.world_size), "resume " + resume,
-                                        "init " + init_.dir, config::dump_yaml(cfg_)}));
+                                        "init " + init_label(), config::dump_yaml(cfg_)}));
   dist::broadcast_module(*comm_, *model_);
   reducer_ = run::make_reducer(*model_, *comm_, cfg_.dist);
   dp_ = {reducer_.get(), comm_};
@@ -413,7 +416,7 @@ TrainResult Trainer::run() {
   restore();
   life_.open_run_directory("", state_.step);  // every input has been read and checked: only now is it touched
   if (life_.rank0() && !init_.dir.empty())
-    life_.metrics().write({{"type", "init"}, {"step", 0}, {"init_from", init_.dir}, {"source_step", init_.step}});
+    life_.metrics().write({{"type", "init"}, {"step", 0}, {"init_from", init_label()}, {"source_step", init_.step}});
   if (state_.step >= t_.steps) {
     log::info("the run is already complete at step ", state_.step, " (train.steps = ", t_.steps, ")");
     return finish(0);

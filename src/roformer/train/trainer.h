@@ -32,6 +32,9 @@ struct TrainOptions {
   std::string resume;   // "", "auto" (newest complete checkpoint, if any) or a checkpoint directory
   dist::DistEnv env;    // world_size > 1: data parallel; train.batch_size is the global batch
   FaultInjection faults;
+  // Where train.init_from's weights are read when it names a Hugging Face folder: the folder
+  // converted for this run (the config keeps the folder's path); empty: train.init_from itself.
+  std::string init_weights;
 };
 
 struct TrainResult : run::RunEnd {

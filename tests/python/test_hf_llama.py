@@ -5,7 +5,8 @@ with `roformer convert hf-to-native` and run with `roformer forward`; our logits
 transformers' within 1e-5 of the logits' scale, in float32:
   1. LlamaForCausalLM with grouped-query attention and an untied head; multi-query attention
      with a tied head, rope_theta 5e5 and every bias on (attention_bias, mlp_bias); a right
-     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases); Qwen3ForCausalLM (QK-norm,
+     padding; MistralForCausalLM; Qwen2ForCausalLM (its q, k, v biases; sliding windows from
+     max_window_layers on); Qwen3ForCausalLM (QK-norm; a window in the layers layer_types names;
      one weight over head_dim shared by the heads; head_dim wider than hidden_size / heads, and
      equal to it with a tied head); SmolLM3ForCausalLM, whose NoPE layers become our per-layer
      layout (two patterns); GPTNeoXForCausalLM (Pythia: attention and feed-forward side by side,
@@ -236,6 +237,16 @@ def main():
         compare("mistral sliding window 5", windowed, save(windowed, tmp, "mistral-window"), tmp, ids, padded)
         qwen = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=3)
         compare("qwen2 (q, k, v biases)", qwen, save(qwen, tmp, "qwen2"), tmp, ids)
+        # Qwen2's windows: the layers from max_window_layers on attend to their last 5 keys (our
+        # layout: G then L), padded; Qwen3's from an explicit layer_types, a window in the first.
+        qwen_windows = random_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_hidden_layers=3, use_sliding_window=True,
+                                    sliding_window=5, max_window_layers=1)
+        compare("qwen2 sliding window 5 from layer 1", qwen_windows, save(qwen_windows, tmp, "qwen2-windows"), tmp,
+                ids, padded)
+        qwen3_windows = random_model(T.Qwen3Config, T.Qwen3ForCausalLM, head_dim=8, use_sliding_window=True,
+                                     sliding_window=7, layer_types=["sliding_attention", "full_attention"])
+        compare("qwen3 sliding window 7 in layer 0 only", qwen3_windows, save(qwen3_windows, tmp, "qwen3-windows"),
+                tmp, ids)
         # Qwen3: QK-norm before RoPE, and a head width of its own (6 heads of 16 on a width of 48).
         qwen3 = random_model(T.Qwen3Config, T.Qwen3ForCausalLM, head_dim=16)
         compare("qwen3 head_dim 16 x 6 heads on width 48", qwen3, save(qwen3, tmp, "qwen3-wide"), tmp, ids, padded)

@@ -137,6 +137,42 @@ void map_nope_layers(const json& hf, const std::string& where, config::ModelConf
   m.layout.global.position = config::LayerPosition::none;
 }
 
+// Which layers attend through a sliding window: L for a sliding_attention layer, G for a
+// full_attention one; all G without windows. Mistral (v0.1) windows every layer; Qwen2 and Qwen3
+// window the layers config.json's layer_types names (transformers derives them from
+// use_sliding_window and max_window_layers: the layers from max_window_layers on).
+std::string window_pattern(const json& hf, const Family& family, int64_t layers, const std::string& where) {
+  const bool window = !absent(hf, "sliding_window");
+  if (family.model_type == "mistral") return std::string(static_cast<size_t>(layers), window ? 'L' : 'G');
+  std::string pattern;
+  if (!absent(hf, "layer_types")) {
+    const json& types = hf["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+      throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) +
+                      " layers");
+    for (const json& t : types) {
+      const std::string s = t.is_string() ? t.get<std::string>() : "";
+      if (s != "sliding_attention" && s != "full_attention")
+        throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
+      pattern += s == "sliding_attention" ? 'L' : 'G';
+    }
+  } else {
+    const bool used = window && get_bool(hf, "use_sliding_window", where, false);
+    const int64_t first = used ? get_size(hf, "max_window_layers", where, 28) : layers;
+    for (int64_t i = 0; i < layers; ++i) pattern += i >= first ? 'L' : 'G';
+  }
+  if (pattern.find('L') == std::string::npos) return pattern;
+  if (family.model_type != "qwen2" && family.model_type != "qwen3")
+    throw UserError(where + ": config.json 'layer_types' has sliding_attention layers, which " + family.model_type +
+                    " does not have (Mistral windows every layer; Qwen2 and Qwen3 the layers layer_types names)");
+  if (!window || !get_bool(hf, "use_sliding_window", where, false))
+    throw UserError(where +
+                    ": config.json 'layer_types' has sliding_attention layers but use_sliding_window is off "
+                    "or sliding_window unset, so transformers gives them no window; set both, or make those "
+                    "layers full_attention");
+  return pattern;
+}
+
 // Llama's names and ours (every family of this file shares them).
 const NameTables& llama_names() {
   static const NameTables n{"model.layers.",
@@ -207,33 +243,21 @@ void parse_llama_config(const json& hf, const std::string& where, HfConfig& out)
   m.qkv_bias = family.qkv_bias || attention_bias;
   m.output_bias = attention_bias;
   m.ffn_bias = get_bool(hf, "mlp_bias", where, false);
-  const bool windowed = family.model_type == "mistral" || get_bool(hf, "use_sliding_window", where, false);
-  if (!absent(hf, "layer_types")) {
-    const json& types = hf["layer_types"];
-    if (!types.is_array() || std::any_of(types.begin(), types.end(), [](const json& t) {
-          return !t.is_string() || t.get<std::string>() != "full_attention";
-        }))
-      throw UserError(where +
-                      ": config.json 'layer_types' holds layers other than full_attention (sliding-window "
-                      "layers); they are not supported for this import yet");
-  }
-  if (windowed && !absent(hf, "sliding_window") && family.model_type != "mistral")
-    throw UserError(where + ": sliding_window " + std::to_string(get_size(hf, "sliding_window", where)) +
-                    " is set with use_sliding_window; Qwen2's windows (from max_window_layers on) are not supported "
-                    "for this import yet");
+  const std::string windows = window_pattern(hf, family, m.num_layers, where);
   out.max_positions = get_size(hf, "max_position_embeddings", where, 2048);
   m.position.kind = config::PositionKind::rope;
   map_hf_rope(hf, where, out.max_positions, m.position.rope);
   map_nope_layers(hf, where, m);
-  if (windowed && !absent(hf, "sliding_window")) {  // Mistral v0.1: every layer attends to its last W keys
+  if (windows.find('L') != std::string::npos) {  // L: a sliding window of W at the model's RoPE; G: every key
     if (config::has_layout(m)) throw UserError(where + ": sliding_window with no_rope_layers is not supported");
     m.layout.preset = config::LayoutPreset::custom;
-    m.layout.pattern = "L";  // every layer local: a sliding window of W at the model's RoPE
+    m.layout.pattern = windows.find('G') == std::string::npos ? "L" : windows;
     m.layout.local = {config::LayerPosition::model,          config::WindowKind::sliding,
                       get_size(hf, "sliding_window", where), 0.0,
                       config::LayerTemperature::none,        config::LayerToggle::off};
     m.layout.global = {config::LayerPosition::model,   config::WindowKind::none, 0, 0.0,
                        config::LayerTemperature::none, config::LayerToggle::off};
+    if (m.qk_norm) m.layout.local.qk_norm = m.layout.global.qk_norm = config::LayerToggle::on;  // Qwen3's, everywhere
   }
   out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
 }

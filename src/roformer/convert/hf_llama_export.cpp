@@ -46,17 +46,33 @@ std::vector<int> no_rope_layers(const config::ModelConfig& m) {
   return layers;
 }
 
-// Mistral v0.1's sliding window, if that is all the model's layout is (every layer local with a
-// sliding window at the model's RoPE, nothing else per layer): the window; 0 otherwise.
-int64_t every_layer_window(const config::ModelConfig& m) {
-  if (!config::has_layout(m)) return 0;
+// Sliding windows, if that is all the model's layout is (local layers: a sliding window at the
+// model's RoPE; global layers: the model's attention; nothing else per layer): the window and
+// layer_types (Mistral v0.1 windows every layer, Qwen2 and Qwen3 the layers it names); {0, {}}
+// otherwise.
+struct WindowLayers {
+  int64_t window = 0;
+  std::vector<std::string> types;  // sliding_attention or full_attention, per layer
+  bool every_layer() const {
+    return window > 0 &&
+           std::all_of(types.begin(), types.end(), [](const auto& t) { return t == "sliding_attention"; });
+  }
+};
+
+WindowLayers window_layers(const config::ModelConfig& m) {
+  if (!config::has_layout(m)) return {};
+  for (const bool global : {false, true}) {
+    const config::ModelConfig k = config::layer_model(m, global);
+    const config::WindowKind expected = global ? config::WindowKind::none : config::WindowKind::sliding;
+    if (k.position.kind != m.position.kind || k.qk_norm != m.qk_norm || k.attention_scale != m.attention_scale ||
+        k.position.rope.base != m.position.rope.base || config::layer_window(m, global).kind != expected)
+      return {};
+  }
+  WindowLayers w{config::layer_window(m, false).size, {}};
   for (int64_t i = 0; i < m.num_layers; ++i)
-    if (config::is_global_layer(m, i)) return 0;
-  const config::ModelConfig k = config::layer_model(m, false);
-  const config::AttentionWindowSpec w = config::layer_window(m, false);
-  const bool plain = k.position.kind == m.position.kind && k.qk_norm == m.qk_norm &&
-                     k.attention_scale == m.attention_scale && k.position.rope.base == m.position.rope.base;
-  return plain && w.kind == config::WindowKind::sliding ? w.size : 0;
+    w.types.push_back(config::is_global_layer(m, i) ? "full_attention" : "sliding_attention");
+  if (std::find(w.types.begin(), w.types.end(), "sliding_attention") == w.types.end()) return {};
+  return w;
 }
 
 // The block, part by part: what LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
@@ -74,10 +90,10 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
            "' (the Llama family has RoPE only)");
   if (m.attention != config::AttentionKind::softmax || m.attention_normalizer != config::AttentionNormalizer::softmax)
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
-  if (config::has_layout(m) && no_rope_layers(m).empty() && every_layer_window(m) == 0)
+  if (config::has_layout(m) && no_rope_layers(m).empty() && window_layers(m).window == 0)
     refuse(
-        "a per-layer layout beyond NoPE layers or a sliding window in every layer (SmolLM3's no_rope_layers and "
-        "Mistral's sliding_window are the ones the Llama family has)");
+        "a per-layer layout beyond NoPE layers or sliding-window layers (SmolLM3's no_rope_layers, Mistral's "
+        "and Qwen's sliding_window are the ones the Llama family has)");
   if (m.output_gate || m.output_norm || m.kv_shift)
     refuse("an output gate or norm, or a key/value shift (the Llama family's attention has none)");
   if (m.qk_norm && (m.qkv_bias || m.output_bias || m.ffn_bias))
@@ -201,11 +217,16 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
   if (qwen3 && !nope.empty()) refuse("QK-norm with NoPE layers (no Hugging Face class has both)");
   if (qwen3 && m.qk_norm_eps != m.layer_norm_eps)
     refuse("a QK-norm epsilon apart from the layers' (Qwen3's q_norm and k_norm use rms_norm_eps)");
-  const int64_t window = every_layer_window(m);
-  if (window > 0 && (m.qkv_bias || m.output_bias || m.ffn_bias || qwen3))
-    refuse("a sliding window with biases or QK-norm (Mistral, the family's model with a window, has neither)");
+  const WindowLayers windows = window_layers(m);
+  const bool qwen = qwen2 || qwen3, mistral = windows.window > 0 && !qwen;
+  if (mistral && !windows.every_layer())
+    refuse(
+        "sliding windows on some layers only without Qwen2's biases or Qwen3's QK-norm (Mistral, the "
+        "family's other model with a window, windows every layer)");
+  if (mistral && (m.qkv_bias || m.output_bias || m.ffn_bias))
+    refuse("a sliding window with biases other than Qwen2's (q, k and v only)");
   const std::string arch = !nope.empty() ? "SmolLM3ForCausalLM"
-                           : window > 0  ? "MistralForCausalLM"
+                           : mistral     ? "MistralForCausalLM"
                            : qwen3       ? "Qwen3ForCausalLM"
                            : qwen2       ? "Qwen2ForCausalLM"
                                          : "LlamaForCausalLM";
@@ -218,7 +239,7 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
   }
   json hf = {{"architectures", {arch}},
              {"model_type", !nope.empty() ? "smollm3"
-                            : window > 0  ? "mistral"
+                            : mistral     ? "mistral"
                             : qwen3       ? "qwen3"
                             : qwen2       ? "qwen2"
                                           : "llama"},
@@ -242,11 +263,17 @@ ConversionSummary convert_native_to_llama(const config::Config& cfg, const std::
              {"bos_token_id", nullptr},
              {"eos_token_id", nullptr},
              {"dtype", "float32"}};
-  if (!qwen2 && window == 0) hf.update({{"attention_bias", m.qkv_bias}, {"mlp_bias", m.ffn_bias}});
-  if (window > 0) hf["sliding_window"] = window;
-  if (qwen3)
-    hf.update({{"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},
-               {"use_sliding_window", false}});
+  if (!qwen2 && !mistral) hf.update({{"attention_bias", m.qkv_bias}, {"mlp_bias", m.ffn_bias}});
+  if (mistral) hf["sliding_window"] = windows.window;
+  if (qwen) {
+    const auto first = std::find(windows.types.begin(), windows.types.end(), "sliding_attention");
+    hf.update({{"layer_types", windows.window > 0
+                                   ? windows.types
+                                   : std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},
+               {"use_sliding_window", windows.window > 0},
+               {"sliding_window", windows.window > 0 ? json(windows.window) : json(nullptr)},
+               {"max_window_layers", windows.window > 0 ? first - windows.types.begin() : m.num_layers}});
+  }
   if (!nope.empty())
     hf.update({{"no_rope_layers", nope},
                {"layer_types", std::vector<std::string>(static_cast<size_t>(m.num_layers), "full_attention")},

@@ -13,7 +13,8 @@ transformers' within 1e-5 of the logits' scale, in float32:
      RoPE on a quarter of each head, the fused query_key_value; and sequential, whole-head, tied,
      without attention biases, under a linear scaling); Gemma3ForCausalLM (sandwich norms scaled by
      1 + weight, QK-norm, query_pre_attn_scalar, scaled embeddings, sliding-window and global layers
-     at their two RoPE bases as our layout; and global layers only, tied);
+     at their two RoPE bases as our layout; a linear x8 on the global layers alone, Gemma 3 4B's,
+     in transformers 5's and 4.x's spelling; and global layers only, tied);
   2. Llama under every rope type transformers applies to it (linear, dynamic past
      max_position_embeddings, yarn, llama3, longrope past its original length);
   3. the same weights saved in bfloat16, and saved in shards (model.safetensors.index.json);
@@ -269,6 +270,23 @@ def main():
                              layer_types=["sliding_attention", "full_attention", "sliding_attention"])
         compare("gemma3 sliding 5 + global, head_dim 16, scalar 20", gemma, save(gemma, tmp, "gemma3"), tmp, ids,
                 padded)
+        # Gemma 3 4B and larger: a linear x8 on the global layers alone (the sliding ones unscaled), in
+        # transformers 5's rope_parameters per layer type and in 4.x's rope_scaling (rewritten by hand,
+        # loaded back by transformers as the same model).
+        scaled_gemma = random_model(T.Gemma3TextConfig, T.Gemma3ForCausalLM, num_hidden_layers=3, head_dim=16,
+                                    query_pre_attn_scalar=20, sliding_window=5,
+                                    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                    rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                                        "rope_theta": 1e6},
+                                                     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+        compare("gemma3 linear x8 on the global layers", scaled_gemma, save(scaled_gemma, tmp, "gemma3-scaled"), tmp,
+                ids)
+        old = save(scaled_gemma, tmp, "gemma3-scaled-4x")
+        old_config = json.load(open(os.path.join(old, "config.json")))
+        del old_config["rope_parameters"]
+        old_config.update(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0})
+        json.dump(old_config, open(os.path.join(old, "config.json"), "w"))
+        compare("gemma3 linear x8 in 4.x's rope_scaling", T.Gemma3ForCausalLM.from_pretrained(old).eval(), old, tmp, ids)
         gemma_global = random_model(T.Gemma3TextConfig, T.Gemma3ForCausalLM, head_dim=8, query_pre_attn_scalar=8,
                                     tie_word_embeddings=True, layer_types=["full_attention", "full_attention"])
         compare("gemma3 global layers only, tied", gemma_global, save(gemma_global, tmp, "gemma3-global"), tmp, ids)

@@ -216,4 +216,42 @@ TEST(Layout, KindsRunAsTheirPlainModels) {
   EXPECT_GT((got - y).abs().max().item<double>(), 1e-6);
 }
 
+// model.layout.<kind>.rope_scaling off: those layers rotate without the model's scaling (Gemma 3
+// 4B+'s sliding layers) at the model's context, the other kind keeps it; the two kinds get RoPE
+// modules of their own, so the model's output changes with the switch.
+TEST(Layout, RopeScalingOffLeavesThatKindUnscaled) {
+  config::Config full;
+  full.model = one_layer(PositionKind::rope, true);
+  full.model.num_layers = 2;
+  full.model.position.rope.scaling.kind = config::RopeScalingKind::linear;
+  full.model.position.rope.scaling.factor = 4;
+  full.model.position.rope.scaling.original_max_positions = 6;
+  full.model.layout.preset = config::LayoutPreset::custom;
+  full.model.layout.pattern = "LG";
+  full.model.layout.local.window_kind = config::WindowKind::none;
+  config::Config off = full;
+  off.model.layout.local.rope_scaling = config::LayerToggle::off;
+  config::resolve_layout(full);
+  config::resolve_layout(off);
+  const config::ModelConfig local = config::layer_model(off.model, false),
+                            global = config::layer_model(off.model, true);
+  EXPECT_EQ(local.position.rope.scaling.kind, config::RopeScalingKind::none);
+  EXPECT_EQ(local.position.rope.scaling.original_max_positions, 6);
+  EXPECT_EQ(global.position.rope.scaling.kind, config::RopeScalingKind::linear);
+  EXPECT_EQ(config::layer_model(full.model, false).position.rope.scaling.kind, config::RopeScalingKind::linear);
+  EXPECT_NE(config::describe_layout(off.model).find("unscaled"), std::string::npos)
+      << config::describe_layout(off.model);
+  EncoderModel scaled = build_double(full.model), unscaled = build_double(off.model);
+  {
+    torch::NoGradGuard no_grad;
+    auto theirs = unscaled->named_parameters();
+    for (const auto& p : scaled->named_parameters()) theirs[p.key()].copy_(p.value());
+  }
+  torch::manual_seed(5);
+  const torch::Tensor ids = torch::randint(0, 13, {1, 12}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  EXPECT_GT((scaled->forward({ids}) - unscaled->forward({ids})).abs().max().item<double>(),
+            1e-8);  // double: 0 if alike
+}
+
 }  // namespace layout_test

@@ -76,6 +76,7 @@ struct LayerKindConfig {
   double rope_base = 0.0;                         // 0 = the preset's, else model.position.rope.base
   LayerTemperature temperature = LayerTemperature::auto_;  // llama4: Llama 4's temperature on these layers
   LayerToggle qk_norm = LayerToggle::auto_;                // auto: the preset's, else model.qk_norm
+  LayerToggle rope_scaling = LayerToggle::auto_;           // off: these layers rotate without the model's scaling
   void visit(FieldVisitor& v);
 };
 

@@ -60,6 +60,7 @@ LayerKindConfig resolve_kind(LayerKindConfig kind, const LayerKindConfig& preset
   if (kind.temperature == LayerTemperature::auto_) kind.temperature = preset_kind.temperature;
   if (kind.qk_norm == LayerToggle::auto_) kind.qk_norm = preset_kind.qk_norm;
   if (kind.qk_norm == LayerToggle::auto_) kind.qk_norm = m.qk_norm ? LayerToggle::on : LayerToggle::off;
+  if (kind.rope_scaling == LayerToggle::auto_) kind.rope_scaling = LayerToggle::on;
   if (kind.window == 0 && kind.window_kind != WindowKind::none) kind.window = std::max<int64_t>(1, c.data.seq_len / 4);
   const bool rotary = kind.position == LayerPosition::model && position_family(m.position.kind).traits.rotary;
   if (kind.rope_base == 0.0)
@@ -79,7 +80,8 @@ LayoutConfig resolved(const Config& c) {
 
 bool kind_is_auto(const LayerKindConfig& k) {
   return k.position == LayerPosition::auto_ && k.window_kind == WindowKind::auto_ && k.window == 0 &&
-         k.rope_base == 0.0 && k.temperature == LayerTemperature::auto_ && k.qk_norm == LayerToggle::auto_;
+         k.rope_base == 0.0 && k.temperature == LayerTemperature::auto_ && k.qk_norm == LayerToggle::auto_ &&
+         k.rope_scaling == LayerToggle::auto_;
 }
 
 void validate_pattern(const Config& c, const Origins& o, const LayoutConfig& l) {
@@ -111,6 +113,9 @@ void validate_kind(const Config& c, const Origins& o, const std::string& name, c
   if (own_base && (k.position == LayerPosition::none || !family.traits.rotary))
     conflict(o, prefix + "rope_base", "model.position.kind",
              "a RoPE base applies to layers that rotate (rope or xpos as the model's family, position model)");
+  if (raw.rope_scaling == LayerToggle::off && (k.position == LayerPosition::none || !family.traits.rotary))
+    conflict(o, prefix + "rope_scaling", "model.position.kind",
+             "a RoPE scaling applies to layers that rotate (rope or xpos as the model's family, position model)");
   if (k.position == LayerPosition::none && family.traits.per_layer)
     conflict(o, prefix + "position", "model.position.kind",
              family.name +
@@ -155,6 +160,9 @@ void LayerKindConfig::visit(FieldVisitor& v) {
              "auto (the preset's), none, or llama4 (Llama 4's temperature on these layers' queries, with "
              "model.attention_scale_floor and attention_scale_factor)");
   enum_field(v, "qk_norm", qk_norm, toggle_names(), "auto (the preset's, else model.qk_norm), on or off");
+  enum_field(v, "rope_scaling", rope_scaling, toggle_names(),
+             "auto or on (these layers rotate with model.position.rope.scaling) or off (without it: Gemma 3 4B+ "
+             "scales its global layers only)");
 }
 
 void LayoutConfig::visit(FieldVisitor& v) {
@@ -219,6 +227,10 @@ ModelConfig layer_model(const ModelConfig& m, bool global) {
   if (k.rope_base > 0) out.position.rope.base = k.rope_base;
   if (k.qk_norm != LayerToggle::auto_) out.qk_norm = k.qk_norm == LayerToggle::on;
   if (k.temperature == LayerTemperature::llama4) out.attention_scale = AttentionScale::llama4;
+  if (k.rope_scaling == LayerToggle::off) {  // the model's context stays these layers' training length
+    out.position.rope.scaling = RopeScalingConfig{};
+    out.position.rope.scaling.original_max_positions = m.position.rope.scaling.original_max_positions;
+  }
   return out;
 }
 
@@ -237,6 +249,8 @@ std::string describe_layout(const ModelConfig& m) {
     std::ostringstream s;
     s << (global ? "global " : "local ") << position_kind_names().name(km.position.kind);
     if (position_family(km.position.kind).traits.rotary) s << " base " << km.position.rope.base;
+    if (m.position.rope.scaling.kind != RopeScalingKind::none && km.position.rope.scaling.kind == RopeScalingKind::none)
+      s << " unscaled";
     if (w.kind != WindowKind::none) s << ", " << window_kind_names().name(w.kind) << " " << w.size;
     if (km.attention_scale == AttentionScale::llama4 && m.attention_scale != AttentionScale::llama4) s << ", llama4";
     if (km.qk_norm) s << ", QK-norm";

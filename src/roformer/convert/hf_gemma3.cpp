@@ -1,12 +1,13 @@
 // Gemma 3 text config.json and tensor names (see hf_gemma3.h). The RoPE keys follow transformers
 // 5's rope_parameters per layer type ({"full_attention": ..., "sliding_attention": ...}) or 4.x's
-// rope_theta and rope_local_base_freq.
+// rope_theta, rope_scaling and rope_local_base_freq; a scaling applies to the global layers alone.
 #include "roformer/convert/hf_gemma3.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "roformer/common/errors.h"
+#include "roformer/convert/hf_llama.h"
 #include "roformer/convert/hf_names.h"
 
 namespace roformer::convert {
@@ -37,9 +38,9 @@ const NameTables& gemma3_names() {
   return n;
 }
 
-// One layer type's RoPE: its base, and refused if it scales (our layouts scale every layer alike).
-double layer_type_theta(const json& hf, const char* type, const char* old_key, double fallback,
-                        const std::string& where) {
+// The sliding layers' RoPE base; refused if they scale (Gemma 3 scales its global layers only).
+double sliding_theta(const json& hf, const std::string& where) {
+  const char* type = "sliding_attention";
   if (!absent(hf, "rope_parameters")) {
     const json& p = hf["rope_parameters"];
     if (!p.is_object()) throw UserError(where + ": config.json 'rope_parameters' must be an object");
@@ -48,18 +49,27 @@ double layer_type_theta(const json& hf, const char* type, const char* old_key, d
       if (!t.is_object()) throw UserError(where + ": config.json rope_parameters '" + type + "' must be an object");
       const std::string kind = get_string(t, "rope_type", where, "default");
       if (kind != "default")
-        throw UserError(where + ": rope_parameters '" + type + "' has rope_type '" + kind +
-                        "'; a scaling of Gemma 3's " + type +
-                        " layers alone is not supported yet (our layouts scale every layer alike): convert "
-                        "the 1B or 270M, or evaluate with our own scaling (--set model.position.rope.scaling.*)");
-      return get_double(t, "rope_theta", where, fallback);
+        throw UserError(where + ": rope_parameters 'sliding_attention' has rope_type '" + kind +
+                        "'; Gemma 3 scales its global layers only, and a scaling of the sliding layers is not "
+                        "supported");
+      return get_double(t, "rope_theta", where, 1e4);
     }
   }
-  if (!absent(hf, "rope_scaling"))
-    throw UserError(where +
-                    ": config.json has rope_scaling; a scaling of Gemma 3's global layers alone is not "
-                    "supported yet (our layouts scale every layer alike)");
-  return get_double(hf, old_key, where, fallback);
+  return get_double(hf, "rope_local_base_freq", where, 1e4);
+}
+
+// The global layers' RoPE, any rope type the Llama family reads: rope_parameters' full_attention
+// (transformers 5), or 4.x's rope_theta with rope_scaling (which Gemma 3 applies to them alone).
+void global_rope(const json& hf, const std::string& where, int64_t max_positions, config::RopeConfig& rope) {
+  json source = {{"rope_theta", get_double(hf, "rope_theta", where, 1e6)}};
+  if (!absent(hf, "rope_parameters")) {
+    const json& p = hf["rope_parameters"];
+    if (!p.is_object()) throw UserError(where + ": config.json 'rope_parameters' must be an object");
+    if (!absent(p, "full_attention")) source["rope_parameters"] = p["full_attention"];
+  } else if (!absent(hf, "rope_scaling")) {
+    source["rope_scaling"] = hf["rope_scaling"];
+  }
+  map_hf_rope(source, where, max_positions, rope);
 }
 
 // layer_types as our layout: L for sliding_attention, G for full_attention.
@@ -131,10 +141,8 @@ void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out
   m.ffn_bias = false;
   out.max_positions = get_size(hf, "max_position_embeddings", where, 131072);
   m.position.kind = config::PositionKind::rope;
-  m.position.rope.pairing = config::RopePairing::half;
-  m.position.rope.base = layer_type_theta(hf, "full_attention", "rope_theta", 1e6, where);
-  m.position.rope.scaling.original_max_positions = out.max_positions;
-  const double local_base = layer_type_theta(hf, "sliding_attention", "rope_local_base_freq", 1e4, where);
+  global_rope(hf, where, out.max_positions, m.position.rope);
+  const double local_base = sliding_theta(hf, where);
   const std::string pattern = layer_pattern(hf, m.num_layers, get_size(hf, "sliding_window_pattern", where, 6), where);
   if (pattern.find('L') != std::string::npos) {
     m.layout.preset = config::LayoutPreset::custom;
@@ -144,9 +152,11 @@ void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out
                       get_size(hf, "sliding_window", where, 4096),
                       local_base,
                       config::LayerTemperature::none,
-                      config::LayerToggle::on};
+                      config::LayerToggle::on,
+                      config::LayerToggle::off};  // the sliding layers never take the global layers' scaling
     m.layout.global = {config::LayerPosition::model, config::WindowKind::none,       0,
-                       m.position.rope.base,         config::LayerTemperature::none, config::LayerToggle::on};
+                       m.position.rope.base,         config::LayerTemperature::none, config::LayerToggle::on,
+                       config::LayerToggle::on};
   }
   out.config.data.seq_len = std::min<int64_t>(out.max_positions, 2048);
 }

@@ -65,6 +65,12 @@ void add_layout(json& hf, const config::ModelConfig& m, const Refuse& refuse) {
                       (global ? w.kind == config::WindowKind::none : w.kind == config::WindowKind::sliding);
       if (!ok) refuse("a layout other than sliding-window RoPE layers and global RoPE layers, QK-norm in both");
       if (global && k.position.rope.base != m.position.rope.base) refuse("a global RoPE base apart from the model's");
+      if (global && k.position.rope.scaling.kind != m.position.rope.scaling.kind)
+        refuse("global layers without the model's RoPE scaling (Gemma 3 scales its global layers)");
+      if (!global && k.position.rope.scaling.kind != config::RopeScalingKind::none)
+        refuse(
+            "a RoPE scaling on the sliding layers (Gemma 3 scales its global layers only: "
+            "model.layout.local.rope_scaling off)");
       if (!global) local_base = k.position.rope.base, window = w.size;
     }
   }
@@ -72,7 +78,7 @@ void add_layout(json& hf, const config::ModelConfig& m, const Refuse& refuse) {
     types.push_back(config::has_layout(m) && !config::is_global_layer(m, i) ? "sliding_attention" : "full_attention");
   hf["layer_types"] = types;
   hf["sliding_window"] = window > 0 ? window : 4096;  // unused where every layer is global
-  hf["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", m.position.rope.base}}},
+  hf["rope_parameters"] = {{"full_attention", hf_rope_parameters(m.position.rope)},
                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", local_base}}}};
 }
 
@@ -87,11 +93,14 @@ ConversionSummary convert_native_to_gemma3(const config::Config& cfg, const std:
   if (cfg.finetune.task != config::FinetuneTask::none)
     refuse("it is a fine-tuned task model; the causal LM it was fine-tuned from exports");
   check_gemma3_block(m, refuse);
-  config::RopeConfig gemma_rope;  // rotate-half pairs of the whole head, no scaling (per-layer-type scalings: not yet)
+  config::RopeConfig
+      gemma_rope;  // rotate-half pairs of the whole head, the global layers with any scaling transformers names
   gemma_rope.pairing = config::RopePairing::half;
   gemma_rope.base = m.position.rope.base;
+  if (m.position.rope.scaling.kind != config::RopeScalingKind::ntk) gemma_rope.scaling = m.position.rope.scaling;
   if (const std::string beyond = rope_settings_beyond(cfg, gemma_rope, "Gemma 3"); !beyond.empty())
-    refuse("its rope_parameters hold one unscaled rotation per layer type; this checkpoint sets " + beyond);
+    refuse("its rope_parameters hold one rotation per layer type, a scaling on the global one; this checkpoint sets " +
+           beyond);
   json hf = {{"architectures", {kGemma3Architecture}},
              {"model_type", "gemma3_text"},
              {"vocab_size", m.vocab_size},

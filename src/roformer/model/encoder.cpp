@@ -100,7 +100,8 @@ EncoderModelImpl::EncoderModelImpl(const config::ModelConfig& c, int64_t checkpo
   position = register_module("position", make_position_encoding(c));
   for (const bool global : {false, true}) {  // a layout's kind whose family or RoPE base differs gets its own
     const config::ModelConfig kind = config::layer_model(c, global);
-    const bool same = kind.position.kind == c.position.kind && kind.position.rope.base == c.position.rope.base;
+    const bool same = kind.position.kind == c.position.kind && kind.position.rope.base == c.position.rope.base &&
+                      kind.position.rope.scaling.kind == c.position.rope.scaling.kind;
     layer_positions[global] = same ? position
                                    : register_module(global ? "layout_global_position" : "layout_local_position",
                                                      make_position_encoding(kind));

@@ -290,6 +290,20 @@ def main():
         gemma_global = random_model(T.Gemma3TextConfig, T.Gemma3ForCausalLM, head_dim=8, query_pre_attn_scalar=8,
                                     tie_word_embeddings=True, layer_types=["full_attention", "full_attention"])
         compare("gemma3 global layers only, tied", gemma_global, save(gemma_global, tmp, "gemma3-global"), tmp, ids)
+        # Cohere 2 (Command R7B, Command A): one LayerNorm without bias before attention and SwiGLU side
+        # by side, interleaved RoPE in sliding-window layers, NoPE global layers, logits x logit_scale.
+        cohere_base = {k: v for k, v in BASE.items() if k != "rms_norm_eps"}
+        cohere = random_model(T.Cohere2Config, T.Cohere2ForCausalLM, base=cohere_base, num_hidden_layers=4,
+                              sliding_window=5, logit_scale=0.25, tie_word_embeddings=True, pad_token_id=None,
+                              bos_token_id=None, eos_token_id=None)
+        compare("cohere2 sliding 5 (LLLG), NoPE global, logit_scale 0.25, tied", cohere, save(cohere, tmp, "cohere2"),
+                tmp, ids, padded)
+        cohere_b = random_model(T.Cohere2Config, T.Cohere2ForCausalLM, base=cohere_base, sliding_window=7,
+                                attention_bias=True, layer_types=["full_attention", "sliding_attention"], logit_scale=1.0,
+                                rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 5000.0},
+                                pad_token_id=None, bos_token_id=None, eos_token_id=None)
+        compare("cohere2 global then sliding 7, biases, untied, linear x2, logit_scale 1", cohere_b, save(cohere_b, tmp, "cohere2-b"),
+                tmp, ids)
         # GPT-NeoX (Pythia): its own block, 6 heads of 8 on a width of 48.
         neox_base = {k: v for k, v in BASE.items() if k not in ("num_key_value_heads", "rms_norm_eps")}
         pythia = random_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, base=neox_base, layer_norm_eps=1e-5,

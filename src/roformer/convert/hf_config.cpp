@@ -11,6 +11,7 @@
 #include "roformer/common/errors.h"
 #include "roformer/common/strings.h"
 #include "roformer/config/config_loader.h"
+#include "roformer/convert/hf_cohere2.h"
 #include "roformer/convert/hf_gemma3.h"
 #include "roformer/convert/hf_json.h"
 #include "roformer/convert/hf_llama.h"
@@ -33,7 +34,7 @@ std::string check_source(const json& hf, const std::string& where) {
   if (model_type != "roformer")
     throw UserError(where + ": model_type is '" + model_type +
                     "', not 'roformer'; RoFormer, the Llama family (llama, mistral, qwen2, qwen3, smollm3), "
-                    "gemma3_text and gpt_neox convert");
+                    "gemma3_text, gpt_neox and cohere2 convert");
   std::string arch = "RoFormerModel";
   if (!absent(hf, "architectures")) {
     const json& a = hf["architectures"];
@@ -80,6 +81,10 @@ HfConfig parse_hf_config(const std::string& json_text, const std::string& where,
   }
   if (is_gemma3_family(get_string(hf, "model_type", where, ""))) {
     parse_gemma3_config(hf, where, out);
+    return checked(std::move(out), where, name);
+  }
+  if (is_cohere2_family(get_string(hf, "model_type", where, ""))) {
+    parse_cohere2_config(hf, where, out);
     return checked(std::move(out), where, name);
   }
   if (is_neox_family(get_string(hf, "model_type", where, ""))) {

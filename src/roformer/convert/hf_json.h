@@ -19,6 +19,7 @@ struct HfConfig {
   config::Config config;     // model keys mapped; data.seq_len = min(max_position_embeddings, 512 or 2048)
   std::string architecture;  // RoFormerFor{MaskedLM,CausalLM}, RoFormerModel, or a Llama family's (hf_llama.h)
   int64_t max_positions = 0;
+  double logit_scale = 1.0;  // Cohere 2: a factor on the logits, folded into the final norm's weight
 };
 
 namespace hf_json {

@@ -19,6 +19,8 @@
 #include "roformer/common/files.h"
 #include "roformer/config/config_loader.h"
 #include "roformer/config/layer_layout.h"
+#include "roformer/convert/hf_cohere2.h"
+#include "roformer/convert/hf_cohere2_export.h"
 #include "roformer/convert/hf_config.h"
 #include "roformer/convert/hf_gemma3.h"
 #include "roformer/convert/hf_gemma3_export.h"
@@ -130,6 +132,19 @@ torch::Tensor neox_qkv_part(const torch::Tensor& fused, const config::ModelConfi
   return fused.reshape(shape).select(1, part).reshape(out).contiguous();
 }
 
+// A Cohere 2 tensor under our names: its one norm per layer as both parallel sublayers' (zero
+// biases beside each LayerNorm weight), the final norm's weight times logit_scale (the logits'
+// factor, which only the head reads).
+void add_cohere2_tensor(const std::string& name, const torch::Tensor& t, bool tied, double logit_scale,
+                        std::map<std::string, torch::Tensor>& by_name) {
+  const torch::Tensor f = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+  for (const std::string& ours : cohere2_parameter_names(name, tied)) {
+    const bool norm = ours.find("LayerNorm.weight") != std::string::npos;
+    by_name[ours] = ours == "encoder.LayerNorm.weight" ? (f * logit_scale).contiguous() : f;
+    if (norm) by_name[ours.substr(0, ours.size() - 6) + "bias"] = torch::zeros_like(f);
+  }
+}
+
 // A Llama-family tensor in our layout: Qwen3's q_norm / k_norm weight, one [head_dim] row that
 // every head shares, becomes our per-head [heads, head_dim]; every other tensor as it is.
 torch::Tensor as_ours(const std::string& ours, const torch::Tensor& t, const config::ModelConfig& m) {
@@ -152,6 +167,7 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   config::ModelConfig& m = cfg.model;
   const std::string& arch = parsed.architecture;
   const bool neox = arch == kNeoxArchitecture, gemma = arch == kGemma3Architecture;
+  const bool cohere2 = arch == kCohere2Architecture;
   const bool llama = is_llama_architecture(arch) || gemma;  // Gemma 3: the same path, its own names
 
   // Tensors: strip the encoder prefix, check the rotary table, drop the tied decoder copies
@@ -161,9 +177,13 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
       arch == "RoFormerModel" && !file.find("roformer.embeddings.word_embeddings.weight") ? "" : "roformer.";
   std::map<std::string, torch::Tensor> by_name;  // our parameter name -> tensor
   std::vector<std::string> ignored;
-  bool has_head = llama || neox;
+  bool has_head = llama || neox || cohere2;
   for (const auto& [name, t] : file.tensors) {
     std::string ours;
+    if (cohere2) {
+      add_cohere2_tensor(name, t, m.tie_output, parsed.logit_scale, by_name);
+      continue;
+    }
     if (neox) {
       ours = neox_parameter_name(name, m.tie_output);
       const torch::Tensor f = t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
@@ -256,7 +276,8 @@ ConversionSummary convert_hf_to_native(const std::string& hf_dir, const std::str
   if (!by_name.empty()) {
     std::string extra;
     for (const auto& [n, t] : by_name) extra += (extra.empty() ? "" : ", ") + n;
-    throw UserError(weights + ": tensors our " + (llama ? arch : std::string("RoFormer")) +
+    throw UserError(weights + ": tensors our " +
+                    (has_head && arch.rfind("RoFormer", 0) != 0 ? arch : std::string("RoFormer")) +
                     " has no place for: " + extra);
   }
   if (!ignored.empty()) {
@@ -330,6 +351,8 @@ ConversionSummary convert_native_to_hf(const std::string& checkpoint_dir, const 
   check_output_directory(out_dir);
   if (m.lm_head == config::LmHeadKind::linear) {  // a decoder: GPT-NeoX's block, Gemma 3's, or Llama's
     if (m.norm == config::NormPlacement::sandwich) return convert_native_to_gemma3(cfg, checkpoint_dir, out_dir);
+    if (m.norm_kind == config::NormKind::layer_norm && m.feed_forward == config::FeedForwardKind::glu)
+      return convert_native_to_cohere2(cfg, checkpoint_dir, out_dir);
     return m.norm_kind == config::NormKind::layer_norm && m.feed_forward == config::FeedForwardKind::mlp
                ? convert_native_to_neox(cfg, checkpoint_dir, out_dir)
                : convert_native_to_llama(cfg, checkpoint_dir, out_dir);

@@ -173,10 +173,11 @@ def ranking(task_cells, lengths, scored=None):
     return sorted(ranked, key=lambda r: -r[2])
 
 
-def learning_table(task_cells, steps, floors, rates):
+def learning_table(task_cells, steps, floors, rates, per_read=None, floors_per_read=None):
     """Per trained method: its learning rate (swept, where the study swept it), seeds learned of
     seeds run (with the interval), the median steps the learned ones took, and the exact match at
-    1x over every seed; then the floors at 1x."""
+    1x over every seed (and, for a task scored per read, the accuracy per read at 1x); then the
+    floors at 1x."""
     rows = []
     for method in ordered([m for m in task_cells if "+" not in m], METHOD_ORDER):
         every, learned = seeds_of(task_cells, method)
@@ -184,13 +185,20 @@ def learning_table(task_cells, steps, floors, rates):
             continue
         taken = [steps.get(method, {}).get(s) for s in learned]
         median = statistics.median(taken) if taken and None not in taken else None
-        rows.append([method, rates.get(method, "-"), learned_cell(len(learned), len(every)),
-                     "-" if median is None else f"{median:.0f}", percent([task_cells[method][TRAIN_LEN][s] for s in every])])
+        row = [method, rates.get(method, "-"), learned_cell(len(learned), len(every)),
+               "-" if median is None else f"{median:.0f}", percent([task_cells[method][TRAIN_LEN][s] for s in every])]
+        if per_read is not None:
+            at_1x = per_read.get(method, {}).get(TRAIN_LEN, {})
+            row.append(percent([at_1x[s] for s in every if s in at_1x]) if at_1x else "-")
+        rows.append(row)
     for strategy, by_length in sorted((floors or {}).items()):
-        rows.append([f"floor: {strategy}", "-", "-", "-",
-                     f"{100 * by_length[TRAIN_LEN]:.0f}" if TRAIN_LEN in by_length else "-"])
-    return render.table(["method", "rate", "learned (seeds, 95 % interval)", "median steps to learn",
-                         "exact match at 1x, all seeds (%)"], rows)
+        row = [f"floor: {strategy}", "-", "-", "-", f"{100 * by_length[TRAIN_LEN]:.0f}" if TRAIN_LEN in by_length else "-"]
+        if per_read is not None:
+            read = (floors_per_read or {}).get(strategy, {})
+            row.append(f"{100 * read[TRAIN_LEN]:.0f}" if TRAIN_LEN in read else "-")
+        rows.append(row)
+    header = ["method", "rate", "learned (seeds, 95 % interval)", "median steps to learn", "exact match at 1x, all seeds (%)"]
+    return render.table(header + (["accuracy per read at 1x (%)"] if per_read is not None else []), rows)
 
 
 def extrapolation_table(task_cells, lengths, floors, scored):
@@ -351,7 +359,8 @@ def main():
                   "(accuracy_by_length.png)", ""]
     for task in ordered(cells, TASK_ORDER):
         lines += [f"## {task}", "", "Learning:", ""]
-        lines += learning_table(cells[task], steps.get(task, {}), floors.get(task), rates.get(task, {}))
+        lines += learning_table(cells[task], steps.get(task, {}), floors.get(task), rates.get(task, {}),
+                                scored[task] if task in PER_READ else None, floors_accuracy.get(task))
         if ranking(cells[task], lengths, scored[task]):
             per_read = task in PER_READ
             lines += ["", "Extrapolation of the learned runs (" + ("accuracy per read" if per_read else "exact match")

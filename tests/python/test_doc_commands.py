@@ -385,6 +385,8 @@ RULES = [
     Rule(TASKS, "the MQAR rerun, first seed then the others",
          r"^TASKS=mqar JOBS=2 METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks-mqar$",
          run=tiny_task_study, check=exists("sweeps/tasks-mqar/report/report.md")),
+    Rule(TASKS, "the flip-flop rerun", r"^TASKS=flip_flop JOBS=2 METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks-flipflop$",
+         run=tiny_task_study, check=exists("sweeps/tasks-flipflop/report/report.md")),
     Rule(TASKS, "the first record's protocol", r"^UNTIL_LEARNED=0 LRS=none METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks$",
          run=tiny_task_study, check=exists("sweeps/tasks/runs/niah_single/rope-seed1234/checkpoints/step_4")),
     Rule(TASKS, "its report", r"^\.venv/bin/python scripts/studies/task_report\.py sweeps/tasks$", check=exists("sweeps/tasks/report/report.md")),

@@ -51,7 +51,7 @@ sources=(src/roformer/common/strings.cpp src/roformer/common/log.cpp src/roforme
          src/roformer/config/families/rope.cpp src/roformer/config/families/absolute.cpp src/roformer/config/families/relative_bias.cpp src/roformer/config/families/relative_terms.cpp src/roformer/config/families/xpos.cpp
          src/roformer/config/families/fire.cpp src/roformer/config/families/kerple_sandwich.cpp src/roformer/config/families/cope.cpp src/roformer/config/families/fox.cpp src/roformer/config/families/path.cpp
          src/roformer/data/dataset_meta.cpp src/roformer/data/document_index.cpp src/roformer/data/token_store.cpp
-         src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/roformer/convert/hf_llama.cpp src/roformer/convert/hf_neox.cpp src/roformer/convert/hf_gemma3.cpp src/cli/cli_options.cpp
+         src/roformer/io/safetensors_header.cpp src/roformer/convert/hf_config.cpp src/roformer/convert/hf_llama.cpp src/roformer/convert/hf_neox.cpp src/roformer/convert/hf_gemma3.cpp src/roformer/convert/hf_cohere2.cpp src/cli/cli_options.cpp
          src/roformer/finetune/glue_tsv.cpp src/roformer/finetune/triplets.cpp src/roformer/eval/id_matrix.cpp
          src/roformer/sweep/sweep_file.cpp)
 

@@ -31,26 +31,6 @@ const NameTables& cohere2_names() {
   return n;
 }
 
-// L for a sliding_attention layer (RoPE, a window), G for a full_attention one (no position).
-std::string cohere2_pattern(const json& hf, int64_t layers, const std::string& where) {
-  std::string pattern;
-  if (absent(hf, "layer_types")) {
-    const int64_t every = get_size(hf, "sliding_window_pattern", where, 4);
-    for (int64_t i = 0; i < layers; ++i) pattern += (i + 1) % every != 0 ? 'L' : 'G';
-    return pattern;
-  }
-  const json& types = hf["layer_types"];
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
-    throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) + " layers");
-  for (const json& t : types) {
-    const std::string s = t.is_string() ? t.get<std::string>() : "";
-    if (s != "sliding_attention" && s != "full_attention")
-      throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
-    pattern += s == "sliding_attention" ? 'L' : 'G';
-  }
-  return pattern;
-}
-
 }  // namespace
 
 bool is_cohere2_family(const std::string& model_type) {
@@ -59,11 +39,7 @@ bool is_cohere2_family(const std::string& model_type) {
 
 void parse_cohere2_config(const json& hf, const std::string& where, HfConfig& out) {
   out.architecture = kCohere2Architecture;
-  if (!absent(hf, "architectures")) {
-    const json& a = hf["architectures"];
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != kCohere2Architecture)
-      throw UserError(where + ": 'architectures' must be [\"Cohere2ForCausalLM\"] for model_type 'cohere2'");
-  }
+  check_architectures(hf, kCohere2Architecture, "cohere2", where);
   if (get_bool(hf, "use_qk_norm", where, false)) throw UserError(where + ": use_qk_norm is not supported for Cohere 2");
   config::ModelConfig& m = out.config.model;
   m.objective = config::Objective::causal_lm;
@@ -99,7 +75,8 @@ void parse_cohere2_config(const json& hf, const std::string& where, HfConfig& ou
   m.position.kind = config::PositionKind::rope;
   map_hf_rope(hf, where, out.max_positions, m.position.rope);
   m.position.rope.pairing = config::RopePairing::interleaved;  // Cohere's rotate_half pairs neighbours
-  const std::string pattern = cohere2_pattern(hf, m.num_layers, where);
+  const std::string pattern =
+      layer_types_pattern(hf, m.num_layers, get_size(hf, "sliding_window_pattern", where, 4), where);
   if (pattern.find('L') == std::string::npos) {
     m.position.kind = config::PositionKind::none;  // every layer global: no position encoding anywhere
   } else {

@@ -72,25 +72,6 @@ void global_rope(const json& hf, const std::string& where, int64_t max_positions
   map_hf_rope(source, where, max_positions, rope);
 }
 
-// layer_types as our layout: L for sliding_attention, G for full_attention.
-std::string layer_pattern(const json& hf, int64_t layers, int64_t every, const std::string& where) {
-  std::string pattern;
-  if (absent(hf, "layer_types")) {  // transformers' default: every `every`-th layer global
-    for (int64_t i = 0; i < layers; ++i) pattern += (i + 1) % every != 0 ? 'L' : 'G';
-    return pattern;
-  }
-  const json& types = hf["layer_types"];
-  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
-    throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) + " layers");
-  for (const json& t : types) {
-    const std::string s = t.is_string() ? t.get<std::string>() : "";
-    if (s != "sliding_attention" && s != "full_attention")
-      throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
-    pattern += s == "sliding_attention" ? 'L' : 'G';
-  }
-  return pattern;
-}
-
 }  // namespace
 
 bool is_gemma3_family(const std::string& model_type) {
@@ -99,11 +80,7 @@ bool is_gemma3_family(const std::string& model_type) {
 
 void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out) {
   out.architecture = kGemma3Architecture;
-  if (!absent(hf, "architectures")) {
-    const json& a = hf["architectures"];
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != kGemma3Architecture)
-      throw UserError(where + ": 'architectures' must be [\"Gemma3ForCausalLM\"] for model_type 'gemma3_text'");
-  }
+  check_architectures(hf, kGemma3Architecture, "gemma3_text", where);
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
     if (!absent(hf, key))
       throw UserError(where + ": config.json sets " + key + "; logit soft-capping is not supported");
@@ -143,7 +120,8 @@ void parse_gemma3_config(const json& hf, const std::string& where, HfConfig& out
   m.position.kind = config::PositionKind::rope;
   global_rope(hf, where, out.max_positions, m.position.rope);
   const double local_base = sliding_theta(hf, where);
-  const std::string pattern = layer_pattern(hf, m.num_layers, get_size(hf, "sliding_window_pattern", where, 6), where);
+  const std::string pattern =
+      layer_types_pattern(hf, m.num_layers, get_size(hf, "sliding_window_pattern", where, 6), where);
   if (pattern.find('L') != std::string::npos) {
     m.layout.preset = config::LayoutPreset::custom;
     m.layout.pattern = pattern;

@@ -93,5 +93,36 @@ inline std::string activation_to_hf(config::Activation a) {
   return "gelu";
 }
 
+// `layer_types` as our layout's pattern: L for sliding_attention, G for full_attention; without
+// the key, transformers' default of every `every`-th layer global (Gemma 3: 6, Cohere 2: 4), or
+// all G when `every` is 0.
+inline std::string layer_types_pattern(const json& hf, int64_t layers, int64_t every, const std::string& where) {
+  std::string pattern;
+  if (absent(hf, "layer_types")) {
+    for (int64_t i = 0; i < layers; ++i) pattern += every > 0 && (i + 1) % every != 0 ? 'L' : 'G';
+    return pattern;
+  }
+  const json& types = hf["layer_types"];
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+    throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) + " layers");
+  for (const json& t : types) {
+    const std::string s = t.is_string() ? t.get<std::string>() : "";
+    if (s != "sliding_attention" && s != "full_attention")
+      throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
+    pattern += s == "sliding_attention" ? 'L' : 'G';
+  }
+  return pattern;
+}
+
+// config.json's `architectures`, where present, must be exactly [arch] for `model_type`.
+inline void check_architectures(const json& hf, const std::string& arch, const std::string& model_type,
+                                const std::string& where) {
+  if (absent(hf, "architectures")) return;
+  const json& a = hf["architectures"];
+  if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != arch)
+    throw UserError(where + ": 'architectures' must be [\"" + arch + "\"] for model_type '" + model_type +
+                    "' (a base model without its LM head is not supported)");
+}
+
 }  // namespace hf_json
 }  // namespace roformer::convert

@@ -144,22 +144,10 @@ void map_nope_layers(const json& hf, const std::string& where, config::ModelConf
 std::string window_pattern(const json& hf, const Family& family, int64_t layers, const std::string& where) {
   const bool window = !absent(hf, "sliding_window");
   if (family.model_type == "mistral") return std::string(static_cast<size_t>(layers), window ? 'L' : 'G');
-  std::string pattern;
-  if (!absent(hf, "layer_types")) {
-    const json& types = hf["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
-      throw UserError(where + ": config.json 'layer_types' must name each of the " + std::to_string(layers) +
-                      " layers");
-    for (const json& t : types) {
-      const std::string s = t.is_string() ? t.get<std::string>() : "";
-      if (s != "sliding_attention" && s != "full_attention")
-        throw UserError(where + ": config.json 'layer_types' entries must be sliding_attention or full_attention");
-      pattern += s == "sliding_attention" ? 'L' : 'G';
-    }
-  } else {
-    const bool used = window && get_bool(hf, "use_sliding_window", where, false);
-    const int64_t first = used ? get_size(hf, "max_window_layers", where, 28) : layers;
-    for (int64_t i = 0; i < layers; ++i) pattern += i >= first ? 'L' : 'G';
+  std::string pattern = layer_types_pattern(hf, layers, 0, where);
+  if (absent(hf, "layer_types") && window && get_bool(hf, "use_sliding_window", where, false)) {
+    const int64_t first = get_size(hf, "max_window_layers", where, 28);
+    for (int64_t i = first; i < layers; ++i) pattern[static_cast<size_t>(i)] = 'L';
   }
   if (pattern.find('L') == std::string::npos) return pattern;
   if (family.model_type != "qwen2" && family.model_type != "qwen3")
@@ -207,12 +195,7 @@ bool is_llama_architecture(const std::string& architecture) {
 void parse_llama_config(const json& hf, const std::string& where, HfConfig& out) {
   const Family& family = family_of(get_string(hf, "model_type", where, ""));
   out.architecture = family.architecture;
-  if (!absent(hf, "architectures")) {
-    const json& a = hf["architectures"];
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != family.architecture)
-      throw UserError(where + ": 'architectures' must be [\"" + family.architecture + "\"] for model_type '" +
-                      family.model_type + "' (a base model without its LM head is not supported)");
-  }
+  check_architectures(hf, family.architecture, family.model_type, where);
   config::ModelConfig& m = out.config.model;
   m.objective = config::Objective::causal_lm;
   m.vocab_size = get_size(hf, "vocab_size", where);

@@ -43,13 +43,7 @@ bool is_neox_family(const std::string& model_type) {
 
 void parse_neox_config(const json& hf, const std::string& where, HfConfig& out) {
   out.architecture = kNeoxArchitecture;
-  if (!absent(hf, "architectures")) {
-    const json& a = hf["architectures"];
-    if (!a.is_array() || a.size() != 1 || !a[0].is_string() || a[0].get<std::string>() != kNeoxArchitecture)
-      throw UserError(where +
-                      ": 'architectures' must be [\"GPTNeoXForCausalLM\"] for model_type 'gpt_neox' (a base model "
-                      "without its LM head is not supported)");
-  }
+  check_architectures(hf, kNeoxArchitecture, "gpt_neox", where);
   config::ModelConfig& m = out.config.model;
   m.objective = config::Objective::causal_lm;
   m.vocab_size = get_size(hf, "vocab_size", where);

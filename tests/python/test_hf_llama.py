@@ -29,6 +29,7 @@ Exits 77 (ctest: skipped) when transformers is not importable.
 usage: test_hf_llama.py ROFORMER_BINARY
 """
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -194,6 +195,24 @@ def refuses_per_head_qk_norm(native, tmp):
         failures.append("per-head QK-norm export: " + r.stderr[-300:])
 
 
+def refuses_unscaled_sliding_layers(native, tmp):
+    """Qwen2's windows under a scaling that its sliding layers skip (our per-kind switch): transformers
+    scales every layer, so the export exits 2 and writes nothing."""
+    changed = os.path.join(tmp, "qwen2-unscaled-windows")
+    shutil.copytree(native, changed)
+    config = open(os.path.join(changed, "config.yaml")).read()
+    config = config.replace("        kind: none\n", "        kind: linear\n", 1)  # model.position.rope.scaling.kind
+    local = config.index("    local:\n")
+    config = config[:local] + re.sub(r"rope_scaling: (on|auto)", "rope_scaling: off", config[local:], count=1)
+    open(os.path.join(changed, "config.yaml"), "w").write(config)
+    r = subprocess.run([ROFORMER, "convert", "native-to-hf", changed, changed + "-hf"], capture_output=True, text=True)
+    ok = r.returncode == 2 and "RoPE base and scaling" in r.stderr and not os.path.exists(changed + "-hf")
+    print(f"{'ok' if ok else 'FAIL':4} qwen2 windows whose sliding layers skip the scaling: export refused "
+          f"(exit {r.returncode})")
+    if not ok:
+        failures.append("unscaled sliding layers export: " + r.stderr[-300:])
+
+
 def save(model, tmp, name, **kw):
     folder = os.path.join(tmp, name)
     model.save_pretrained(folder, safe_serialization=True, **kw)
@@ -244,6 +263,7 @@ def main():
                                     sliding_window=5, max_window_layers=1)
         compare("qwen2 sliding window 5 from layer 1", qwen_windows, save(qwen_windows, tmp, "qwen2-windows"), tmp,
                 ids, padded)
+        refuses_unscaled_sliding_layers(os.path.join(tmp, "qwen2 sliding window 5 from layer 1-native"), tmp)
         qwen3_windows = random_model(T.Qwen3Config, T.Qwen3ForCausalLM, head_dim=8, use_sliding_window=True,
                                      sliding_window=7, layer_types=["sliding_attention", "full_attention"])
         compare("qwen3 sliding window 7 in layer 0 only", qwen3_windows, save(qwen3_windows, tmp, "qwen3-windows"),

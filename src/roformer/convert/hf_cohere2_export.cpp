@@ -55,8 +55,10 @@ std::pair<std::vector<std::string>, int64_t> cohere2_layers(const config::ModelC
   const config::ModelConfig local = config::layer_model(m, false), global = config::layer_model(m, true);
   const config::AttentionWindowSpec lw = config::layer_window(m, false), gw = config::layer_window(m, true);
   if (local.position.kind != config::PositionKind::rope || lw.kind != config::WindowKind::sliding ||
-      local.position.rope.base != m.position.rope.base || local.qk_norm || local.attention_scale != m.attention_scale)
-    refuse("local layers other than a sliding window at the model's RoPE");
+      local.position.rope.base != m.position.rope.base ||
+      local.position.rope.scaling.kind != m.position.rope.scaling.kind || local.qk_norm ||
+      local.attention_scale != m.attention_scale)
+    refuse("local layers other than a sliding window at the model's RoPE and its scaling");
   if (global.position.kind != config::PositionKind::none || gw.kind != config::WindowKind::none || global.qk_norm ||
       global.attention_scale != m.attention_scale)
     refuse("global layers other than full attention without a position encoding");

@@ -38,7 +38,8 @@ std::vector<int> no_rope_layers(const config::ModelConfig& m) {
     const config::ModelConfig k = config::layer_model(m, global);
     const bool position = global ? k.position.kind == config::PositionKind::none : k.position.kind == m.position.kind;
     if (!position || config::layer_window(m, global).kind != config::WindowKind::none || k.qk_norm != m.qk_norm ||
-        k.attention_scale != m.attention_scale || k.position.rope.base != m.position.rope.base)
+        k.attention_scale != m.attention_scale || k.position.rope.base != m.position.rope.base ||
+        k.position.rope.scaling.kind != m.position.rope.scaling.kind)
       return {};
   }
   std::vector<int> layers;
@@ -65,7 +66,8 @@ WindowLayers window_layers(const config::ModelConfig& m) {
     const config::ModelConfig k = config::layer_model(m, global);
     const config::WindowKind expected = global ? config::WindowKind::none : config::WindowKind::sliding;
     if (k.position.kind != m.position.kind || k.qk_norm != m.qk_norm || k.attention_scale != m.attention_scale ||
-        k.position.rope.base != m.position.rope.base || config::layer_window(m, global).kind != expected)
+        k.position.rope.base != m.position.rope.base || k.position.rope.scaling.kind != m.position.rope.scaling.kind ||
+        config::layer_window(m, global).kind != expected)
       return {};
   }
   WindowLayers w{config::layer_window(m, false).size, {}};
@@ -92,8 +94,9 @@ void check_block(const config::ModelConfig& m, const Refuse& refuse) {
     refuse("linear or stick-breaking attention (the Llama family attends with softmax)");
   if (config::has_layout(m) && no_rope_layers(m).empty() && window_layers(m).window == 0)
     refuse(
-        "a per-layer layout beyond NoPE layers or sliding-window layers (SmolLM3's no_rope_layers, Mistral's "
-        "and Qwen's sliding_window are the ones the Llama family has)");
+        "a per-layer layout beyond NoPE layers or sliding-window layers, every layer at the model's RoPE base "
+        "and scaling (SmolLM3's no_rope_layers, Mistral's and Qwen's sliding_window are the ones the Llama family "
+        "has)");
   if (m.output_gate || m.output_norm || m.kv_shift)
     refuse("an output gate or norm, or a key/value shift (the Llama family's attention has none)");
   if (m.qk_norm && (m.qkv_bias || m.output_bias || m.ffn_bias))

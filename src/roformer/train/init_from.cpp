@@ -51,10 +51,6 @@ config::Config as_dropped(config::Config saved, const config::Config& current, c
   return saved;
 }
 
-}  // namespace
-
-namespace {
-
 // "model.a.b" and its value as the nested YAML mapping a config file would hold.
 std::string nested_yaml(const std::string& key, const std::string& value) {
   std::string text, indent;

@@ -111,9 +111,9 @@ TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   // Training says the same for its first step.
   EXPECT_NE(read_file(t.run + "/train.log").find("attention kernel: short-attention"), std::string::npos);
   const std::string csv = read_file(t.dir.file("eval_out") + "/eval.csv");
-  EXPECT_EQ(
-      csv.substr(0, csv.find('\n')),
-      "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_match");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_"
+            "match,size");
   // bf16 autocast is a CUDA path; the checkpoint is pinned to the CPU, which evaluates in fp32.
   EXPECT_EQ(t.eval("--lengths 32 --set eval.precision=bf16")["precision"], "fp32");
 }

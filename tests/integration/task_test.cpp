@@ -152,4 +152,40 @@ TEST(TaskTrain, UntilLearnedStopsAtTheFirstValidationThatReachesItsThreshold) {
   EXPECT_EQ(metric_records(learned, "learned").size(), 1u);
 }
 
+// Ruoss et al.'s protocol from configs/tasks/ruoss: a run trains on instance sizes 1-40 (its
+// validation is the longest, size 40 at 81 tokens), and `roformer eval` with eval.task_sizes
+// scores each size at its own length (size k of reverse_string is 2k + 1 tokens), averages the
+// token accuracy over the sizes (each once), and scores the floors on the same examples.
+TEST(TaskTrain, RuossProtocolTrainsOnSizesAndAveragesAccuracyOverTestSizes) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  int code = -1;
+  const std::string out = train(source_dir() + "/configs/tasks/ruoss/reverse_string.yaml", run,
+                                "--set train.steps=4 --set train.batch_size=8 --set train.eval_every=4 "
+                                "--set train.checkpoint_every=4 --set data.task.eval_examples=16",
+                                &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("task reverse_string: lengths 3..81 (instance sizes 1..40)"), std::string::npos) << out;
+  EXPECT_EQ(metric_records(run, "eval").back()["tokens"].get<int64_t>(), 16 * 40);  // size 40: 40 answer tokens each
+  const CommandResult r = run_command("'" + roformer_binary() + "' eval '" + run +
+                                      "' --set 'eval.task_sizes=[41,50,3]'"
+                                      " --out '" +
+                                      dir.file("eval") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json report = json::parse(read_file(dir.file("eval") + "/eval.json"));
+  ASSERT_EQ(report["results"].size(), 4u);
+  double sum = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const json& at = report["results"][i];
+    const int64_t size = 41 + 3 * static_cast<int64_t>(i);
+    EXPECT_EQ(at["size"].get<int64_t>(), size);
+    EXPECT_EQ(at["length"].get<int64_t>(), 2 * size + 1);
+    EXPECT_EQ(at["tokens"].get<int64_t>(), 16 * size);
+    EXPECT_TRUE(at["floors_accuracy"].contains("the input in order")) << at;
+    sum += at["accuracy"].get<double>();
+  }
+  EXPECT_NEAR(report["mean_accuracy"].get<double>(), sum / 4, 1e-12);
+  EXPECT_NE(r.output.find("mean token accuracy over instance sizes 41..50 (4 sizes"), std::string::npos) << r.output;
+}
+
 }  // namespace task_integration_test

@@ -355,6 +355,14 @@ RULES = [
     Rule(T, "with YaRN", r"^\$bin eval runs/needle --lengths 512 --set model\.position\.rope\.scaling\.kind=yarn",
          run=lambda c: c + " --set data.task.eval_examples=8"),
     Rule(T, "the study", r"^scripts/studies/task_study\.sh$", run=tiny_task_study, check=exists("sweeps/tasks/report/report.md")),
+    Rule(T, "Ruoss et al.'s protocol, randomized relative positions",
+         r"^\$bin train configs/tasks/ruoss/reverse_string\.yaml --run-dir runs/ruoss-reverse --set model\.position\.kind=transformer_xl --set train\.positions=random ",
+         run=lambda c: c + " " + TINY_TRAIN, check=exists("runs/ruoss-reverse/checkpoints/step_4")),
+    Rule(T, "scored over sizes 41-500 (two of them here)", r"^\$bin eval runs/ruoss-reverse --out runs/ruoss-reverse/eval$",
+         run=lambda c: c + " --set 'eval.task_sizes=[41,60,19]' --set data.task.eval_examples=4",
+         check=exists("runs/ruoss-reverse/eval/eval.json")),
+    Rule(T, "every twentieth size", r"^\$bin eval runs/ruoss-reverse --set 'eval\.task_sizes=\[41,500,20\]' --set data\.task\.eval_examples=64$",
+         run=lambda c: c.replace("eval_examples=64", "eval_examples=2")),
 
     # docs/distributed.md
     Rule(D, "2 CPU ranks", r"^scripts/launch\.sh --nproc 2 -- build/release/bin/roformer train configs/quickstart/rope\.yaml --run-dir runs/rope-ddp$",

@@ -205,14 +205,15 @@ enum class TaskFiller { noise, zipf, needles };
 
 struct TaskConfig {
   TaskKind name = TaskKind::none;
-  int64_t min_length = 0;    // training lengths drawn uniformly from [min_length, data.seq_len]; 0 = seq_len
-  int64_t symbols = 16;      // alphabet of the algorithmic tasks; keys (and values) of the retrieval tasks
-  int64_t keys = 4;          // needles with distinct keys (MK/MQ-NIAH), key-value pairs (MQAR)
-  int64_t queries = 2;       // keys asked for (MQ-NIAH)
-  int64_t values = 2;        // values of the one key (MV-NIAH)
-  int64_t value_tokens = 2;  // tokens per needle value (NIAH)
-  int64_t chains = 2;        // variable tracking (one chain is solved by copying its names in order)
-  int64_t hops = 2;          // variable tracking
+  int64_t min_length = 0;      // training lengths drawn uniformly from [min_length, data.seq_len]; 0 = seq_len
+  std::vector<int64_t> sizes;  // or [first, last]: instance sizes drawn uniformly, each at its own length
+  int64_t symbols = 16;        // alphabet of the algorithmic tasks; keys (and values) of the retrieval tasks
+  int64_t keys = 4;            // needles with distinct keys (MK/MQ-NIAH), key-value pairs (MQAR)
+  int64_t queries = 2;         // keys asked for (MQ-NIAH)
+  int64_t values = 2;          // values of the one key (MV-NIAH)
+  int64_t value_tokens = 2;    // tokens per needle value (NIAH)
+  int64_t chains = 2;          // variable tracking (one chain is solved by copying its names in order)
+  int64_t hops = 2;            // variable tracking
   TaskFiller filler = TaskFiller::noise;
   double gap_power = 0.01;      // MQAR: query gap g drawn with p(g) ~ a g^(a-1) (Zoology)
   double p_ignore = 0.8;        // flip-flop: probability of an ignore instruction
@@ -223,6 +224,8 @@ struct TaskConfig {
   void visit(FieldVisitor& v);
   // Why a CUDA graph cannot capture a training step at training length seq_len (null: it can).
   const char* cuda_graph_refusal(int64_t seq_len) const {
+    if (name != TaskKind::none && !sizes.empty() && sizes.size() == 2 && sizes[0] < sizes[1])
+      return "data.task.sizes: the sequence length changes from step to step";
     return name != TaskKind::none && min_length > 0 && min_length < seq_len
                ? "data.task.min_length: the sequence length changes from step to step"
                : nullptr;
@@ -342,6 +345,15 @@ enum class EvalProtocol { chunks, sliding };
 
 struct EvalConfig {
   std::vector<int64_t> lengths{128, 256, 512, 1024};
+  std::vector<int64_t> task_sizes;  // or [first, last(, step)]: a task's instance sizes replace lengths
+  // task_sizes written out: first, first + step, ..., up to last (empty when unset).
+  std::vector<int64_t> task_size_list() const {
+    std::vector<int64_t> out;
+    if (task_sizes.size() < 2) return out;
+    const int64_t step = task_sizes.size() > 2 && task_sizes[2] > 0 ? task_sizes[2] : 1;
+    for (int64_t k = task_sizes[0]; k <= task_sizes[1]; k += step) out.push_back(k);
+    return out;
+  }
   EvalProtocol protocol = EvalProtocol::chunks;
   int64_t stride = 0;  // sliding-window stride; 0 means half the length
   std::string split = "valid";

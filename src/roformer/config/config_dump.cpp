@@ -165,7 +165,11 @@ std::string config_summary(const Config& c) {
   if (has_layout(m)) os << "\n  layout " << describe_layout(m);
   os << "\n  data ";
   if (c.data.task.name != TaskKind::none) {
-    os << "task " << task_kind_names().name(c.data.task.name) << " at lengths ";
+    os << "task " << task_kind_names().name(c.data.task.name);
+    if (c.data.task.sizes.size() == 2)
+      os << " at instance sizes " << c.data.task.sizes[0] << ".." << c.data.task.sizes[1] << ", lengths up to ";
+    else
+      os << " at lengths ";
     if (c.data.task.min_length > 0) os << c.data.task.min_length << "..";
   } else {
     os << c.data.path << " at length ";

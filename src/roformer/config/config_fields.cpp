@@ -213,6 +213,10 @@ void TaskConfig::visit(FieldVisitor& v) {
              "cycle_navigation (Ruoss et al.), addition (decimal: Kazemnejad et al., Zhou et al.)");
   v.field("min_length", min_length, at_least(int64_t{0}),
           "training lengths drawn per step uniformly from [min_length, data.seq_len] (a curriculum); 0 = seq_len");
+  v.field("sizes", sizes, at_least(int64_t{1}),
+          "[] or [first, last]: instance sizes (a string's symbols, an operand's digits) drawn per step uniformly, "
+          "each at its own length without padding, in place of min_length (Ruoss et al.: [1, 40]); the last must "
+          "fit data.seq_len");
   v.field("symbols", symbols, between(int64_t{2}, int64_t{1} << 20),
           "alphabet size of the algorithmic tasks; distinct keys (and values) of the retrieval tasks");
   v.field("keys", keys, between(int64_t{1}, int64_t{1} << 20),
@@ -364,6 +368,9 @@ void DistConfig::visit(FieldVisitor& v) {
 void EvalConfig::visit(FieldVisitor& v) {
   const EnumNames<EvalProtocol>& protocols = eval_protocol_names();
   v.field("lengths", lengths, at_least(int64_t{2}), "evaluation sequence lengths");
+  v.field("task_sizes", task_sizes, at_least(int64_t{1}),
+          "[] or [first, last] or [first, last, step]: a task checkpoint is scored at these instance sizes, each at "
+          "its own length, in place of lengths, with the mean accuracy over them (Ruoss et al.: [41, 500])");
   enum_field(v, "protocol", protocol, protocols, "chunks (non-overlapping) or sliding window");
   v.field("stride", stride, at_least(int64_t{0}), "sliding-window stride; 0 = half the length");
   v.choice("split", split, {"valid", "test"}, "dataset split to evaluate");

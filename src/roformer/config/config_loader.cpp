@@ -162,8 +162,7 @@ class YamlApplier : public FieldVisitor {
     } else {
       fail(n, key, "expected a list of integers, got " + scalar_text(n));
     }
-    if (out.empty()) fail(n, key, "must list at least one value");
-    value = out;
+    value = out;  // [] is a value: the lists that cannot be empty say so in validation
     record(key, n);
   }
 

@@ -43,7 +43,19 @@ void validate_task(const Config& c, const Origins& o) {
     conflict(o, "train.until_learned", "data.task.name",
              "a run stops when learned by its task's exact match, and this run trains on a corpus; set data.task or "
              "train.until_learned=false");
+  if (!c.eval.task_sizes.empty() && t.name == TaskKind::none)
+    conflict(o, "eval.task_sizes", "data.task.name",
+             "instance sizes belong to a synthetic task, and this run reads a corpus; use eval.lengths");
+  const std::vector<int64_t>& e = c.eval.task_sizes;
+  if (!e.empty() && (e.size() < 2 || e.size() > 3 || e[0] > e[1]))
+    invalid(o, "eval.task_sizes", "give [first, last] or [first, last, step] with first <= last (e.g. [41, 500])");
   if (t.name == TaskKind::none) return;
+  if (!t.sizes.empty() && (t.sizes.size() != 2 || t.sizes[0] > t.sizes[1]))
+    invalid(o, "data.task.sizes", "give [first, last] with first <= last (e.g. [1, 40]), or [] to draw lengths");
+  if (!t.sizes.empty() && t.min_length > 0)
+    conflict(o, "data.task.sizes", "data.task.min_length",
+             "both say which training lengths to draw; keep one (sizes count a task's instance sizes, min_length "
+             "tokens)");
   if (t.holdout == 1)
     conflict(o, "data.task.holdout", "data.task.name",
              "1 would keep every example for evaluation and leave none to train on; use 0 (no split) or N >= 2");
@@ -155,6 +167,7 @@ void validate(const Config& c, const Origins& o) {
                  std::to_string(c.train.grad_accum) + " micro-batches");
   if (c.dist.first_bucket_mb > c.dist.bucket_mb)
     conflict(o, "dist.first_bucket_mb", "dist.bucket_mb", "the first bucket should not be larger than the others");
+  if (c.eval.lengths.empty()) invalid(o, "eval.lengths", "list at least one evaluation length, e.g. [128, 256]");
   validate_random_positions(c, o);
   validate_task(c, o);
   validate_packing(c, o);

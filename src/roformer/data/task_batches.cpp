@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "roformer/data/counter_rng.h"
 #include "roformer/data/random_positions.h"
@@ -34,19 +35,32 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
   return out;
 }
 
+namespace {
+std::vector<int64_t> every_length(int64_t min_length, int64_t max_length) {
+  std::vector<int64_t> out;
+  for (int64_t L = min_length > 0 ? min_length : max_length; L <= max_length; ++L) out.push_back(L);
+  return out;
+}
+}  // namespace
+
 TaskBatcher::TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
                          int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every)
+    : TaskBatcher(std::move(generator), every_length(min_length, max_length), local_batch, rank, seed, holdout_every) {}
+
+TaskBatcher::TaskBatcher(std::shared_ptr<const TaskGenerator> generator, std::vector<int64_t> lengths,
+                         int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every)
     : generator_(std::move(generator)),
-      min_length_(min_length > 0 ? min_length : max_length),
-      max_length_(max_length),
+      lengths_(std::move(lengths)),
       local_batch_(local_batch),
       rank_(rank),
       seed_(seed),
-      holdout_{holdout_every, false} {}
+      holdout_{holdout_every, false} {
+  if (lengths_.empty()) throw std::logic_error("TaskBatcher: no training length to draw from");
+}
 
 int64_t TaskBatcher::length(int64_t step) const {
   const uint64_t h = hash_counters(seed_, {kTaskLengthStream, static_cast<uint64_t>(step)});
-  return min_length_ + static_cast<int64_t>(h % static_cast<uint64_t>(max_length_ - min_length_ + 1));
+  return lengths_[static_cast<size_t>(h % static_cast<uint64_t>(lengths_.size()))];
 }
 
 std::vector<uint64_t> TaskBatcher::row_keys(int64_t step) const {

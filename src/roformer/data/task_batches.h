@@ -1,7 +1,8 @@
 // Batches of a synthetic task (data/tasks/), pure functions of their index like the corpus's:
-//   TaskBatcher: step -> this rank's [b, S] batch, S drawn per step from [min, max] (the same S
-//                on every rank), row r of the global batch keyed by (seed, step, r), so W ranks
-//                of b rows see the examples of one process with W*b rows and a resume is exact;
+//   TaskBatcher: step -> this rank's [b, S] batch, S drawn per step uniformly from a list of
+//                lengths (every length of [min, max], or one per instance size; the same S on every rank), row r of the
+//                global batch keyed by (seed, step, r), so W ranks of b rows see the examples of one process with W*b
+//                rows and a resume is exact;
 //   TaskEvalSet: the fixed examples scored at one length, example i keyed by (seed, length, i).
 // Targets are the examples' labels (-100 where nothing is scored). Under data.task.holdout the
 // batcher draws only training-side examples and the evaluation set only held-out ones.
@@ -19,6 +20,8 @@ class TaskBatcher {
  public:
   TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
               int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every = 0);
+  TaskBatcher(std::shared_ptr<const TaskGenerator> generator, std::vector<int64_t> lengths, int64_t local_batch,
+              int rank, uint64_t seed, int64_t holdout_every = 0);
   int64_t length(int64_t step) const;  // this step's sequence length
   Batch batch(int64_t step) const;
   // The identities (example_identity) of this rank's rows at `step`, without building the batch.
@@ -28,7 +31,8 @@ class TaskBatcher {
 
  private:
   std::shared_ptr<const TaskGenerator> generator_;
-  int64_t min_length_, max_length_, local_batch_;
+  std::vector<int64_t> lengths_;
+  int64_t local_batch_;
   int rank_;
   uint64_t seed_;
   Holdout holdout_;

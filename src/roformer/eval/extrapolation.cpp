@@ -80,20 +80,19 @@ std::shared_ptr<const std::unordered_set<uint64_t>> training_examples(const conf
                                                                       std::shared_ptr<const data::TaskGenerator> g,
                                                                       int64_t steps) {
   if (steps < 0 || steps * cfg.train.batch_size > kMaxCountedTrainingExamples) return nullptr;
-  const data::TaskBatcher stream(std::move(g), cfg.data.task.min_length, cfg.data.seq_len, cfg.train.batch_size, 0,
-                                 static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
+  const data::TaskBatcher stream(g, data::training_lengths(*g, cfg.data.task, cfg.data.seq_len), cfg.train.batch_size,
+                                 0, static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
   return std::make_shared<const std::unordered_set<uint64_t>>(data::training_identities(stream, steps));
 }
 
 // data.task.eval_examples examples of the checkpoint's task at each length, with the floors and
 // how many of them the run trained on.
 Scorer task_scorer(const config::Config& cfg, model::EncoderModel& model, const torch::Device& device, bool bf16,
-                   int64_t trained_steps) {
+                   int64_t trained_steps, const std::vector<int64_t>& lengths) {
   const config::TaskConfig& task = cfg.data.task;
   std::shared_ptr<const data::TaskGenerator> generator =
       data::make_task_generator(task, cfg.model.objective == config::Objective::causal_lm);
-  for (int64_t L : cfg.eval.lengths)
-    data::check_task_fits(*generator, task, L, cfg.model.vocab_size, "evaluation length");
+  for (int64_t L : lengths) data::check_task_fits(*generator, task, L, cfg.model.vocab_size, "evaluation length");
   const auto seen = training_examples(cfg, generator, trained_steps);
   return [&cfg, &model, device, bf16, generator, seen](int64_t L) {
     const data::TaskEvalSet examples(generator, L, cfg.data.task.eval_examples, cfg.eval.batch_size, 0, 1,
@@ -195,8 +194,13 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.protocol = config::eval_protocol_names().name(cfg.eval.protocol);
   const bool bf16 = eval_uses_bf16(cfg.eval.precision, device);
   report.step = io::checkpoint_step(dir).value_or(-1);
+  const std::vector<int64_t> sizes = task ? cfg.eval.task_size_list() : std::vector<int64_t>{};
+  if (!sizes.empty()) report.task_sizes = cfg.eval.task_sizes;
+  const std::vector<int64_t> lengths =
+      sizes.empty() ? cfg.eval.lengths
+                    : data::size_lengths(*data::make_task_generator(cfg.data.task, true), cfg.data.task, sizes);
   const Scorer score =
-      task ? task_scorer(cfg, model, device, bf16, report.step) : corpus_scorer(cfg, model, device, bf16);
+      task ? task_scorer(cfg, model, device, bf16, report.step, lengths) : corpus_scorer(cfg, model, device, bf16);
   if (task) report.task = config::task_kind_names().name(cfg.data.task.name);
   report.holdout = cfg.data.task.holdout;
   report.precision = bf16 ? "bf16" : "fp32";
@@ -209,9 +213,11 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
   report.train_length = cfg.data.seq_len;
   report.position = config::position_kind_names().name(cfg.model.position.kind);
   const int64_t limit = config::position_length_limit(cfg.model);
-  for (int64_t L : cfg.eval.lengths) {
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t L = lengths[i];
     LengthResult lr;
     lr.length = L;
+    if (!sizes.empty()) lr.size = sizes[i];
     if (limit > 0 && L > limit) {
       lr.applicable = false;
       lr.reason = "learned positions stop at " + std::to_string(limit);
@@ -235,7 +241,8 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
                       report.scaling + "): check model.position.* and the --set overrides " +
                       "(e.g. xpos.scale_base, rope.scaling.*), shorter --lengths, or the checkpoint's weights");
     lr.peak_mem_gib = runtime::peak_memory_gib(device);
-    log::info("length ", L, ": loss ", lr.result.loss(),
+    log::info("length ", L, lr.size > 0 ? " (size " + std::to_string(lr.size) + ")" : std::string(), ": loss ",
+              lr.result.loss(),
               task ? ", exact match " + std::to_string(lr.result.exact_match()) + " of " +
                          std::to_string(lr.result.sequences) + " examples"
                    : ", ppl " + std::to_string(lr.result.perplexity()),
@@ -245,6 +252,18 @@ ExtrapolationReport evaluate_checkpoint(const std::string& dir, const std::vecto
     report.lengths.push_back(lr);
   }
   return report;
+}
+
+double mean_size_accuracy(const ExtrapolationReport& r) {
+  if (r.task_sizes.empty()) return -1;
+  double sum = 0;
+  int64_t count = 0;
+  for (const auto& l : r.lengths)
+    if (l.applicable) {
+      sum += l.result.accuracy();
+      ++count;
+    }
+  return count > 0 ? sum / static_cast<double>(count) : -1;
 }
 
 std::string report_json(const ExtrapolationReport& r) {
@@ -269,6 +288,7 @@ std::string report_json(const ExtrapolationReport& r) {
                             {"trials", r.temperature->trials}};
   for (const auto& l : r.lengths) {
     nlohmann::json e = {{"length", l.length}, {"applicable", l.applicable}};
+    if (l.size > 0) e["size"] = l.size;
     if (!l.applicable) {
       e["reason"] = l.reason;
     } else {
@@ -304,12 +324,17 @@ std::string report_json(const ExtrapolationReport& r) {
     }
     j["results"].push_back(e);
   }
+  if (!r.task_sizes.empty()) {
+    j["task_sizes"] = r.task_sizes;
+    j["mean_accuracy"] = mean_size_accuracy(r);  // Ruoss et al.'s score
+  }
   return j.dump(2) + "\n";
 }
 
 std::string report_csv(const ExtrapolationReport& r) {
   std::ostringstream os;
-  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_match\n";
+  os << "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_match,"
+        "size\n";
   for (const auto& l : r.lengths) {
     os << r.position << "," << r.scaling << "," << r.protocol << "," << l.length << "," << (l.applicable ? 1 : 0)
        << ",";
@@ -320,6 +345,8 @@ std::string report_csv(const ExtrapolationReport& r) {
     } else {
       os << ",,,,,," << r.task << ",";
     }
+    os << ",";
+    if (l.size > 0) os << l.size;
     os << "\n";
   }
   return os.str();
@@ -372,11 +399,13 @@ std::string report_table(const ExtrapolationReport& r) {
     os << r.protocol << " protocol, split " << r.split;
   os << ", trained at length " << r.train_length << ", " << r.precision << "\n";
   if (task)
-    os << "  length      loss  token acc  exact match  examples   seconds  peak GiB  attention\n";
+    os << "  length" << (r.task_sizes.empty() ? "" : "  size")
+       << "      loss  token acc  exact match  examples   seconds  peak GiB  attention\n";
   else
     os << "  length      loss       ppl   accuracy    tokens   seconds  peak GiB  attention\n";
   for (const auto& l : r.lengths) {
     os << std::setw(8) << l.length;
+    if (!r.task_sizes.empty()) os << std::setw(6) << l.size;
     if (!l.applicable) {
       os << "       n/a  (" << l.reason << ")\n";
       continue;
@@ -397,6 +426,10 @@ std::string report_table(const ExtrapolationReport& r) {
   }
   print_floors(os, r);
   print_seen(os, r);
+  if (!r.task_sizes.empty() && !r.lengths.empty())
+    os << "  mean token accuracy over instance sizes " << r.lengths.front().size << ".." << r.lengths.back().size
+       << " (" << r.lengths.size() << " sizes, Ruoss et al.'s score): " << std::setprecision(4) << mean_size_accuracy(r)
+       << "\n";
   return os.str();
 }
 

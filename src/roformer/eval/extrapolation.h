@@ -19,6 +19,7 @@ namespace roformer::eval {
 
 struct LengthResult {
   int64_t length = 0;
+  int64_t size = 0;  // the task's instance size at this length (eval.task_sizes); 0: lengths were asked
   bool applicable = true;
   std::string reason;  // when not applicable
   EvalResult result;
@@ -37,6 +38,7 @@ struct ExtrapolationReport {
   bool per_token = false;  // loss_by_position has one entry per position (eval.per_token)
   std::string task;        // the synthetic task (data.task) a task checkpoint is scored on; empty: the corpus
   int64_t holdout = 0;     // data.task.holdout
+  std::vector<int64_t> task_sizes;  // eval.task_sizes: [first, last(, step)] scored in place of lengths
   std::vector<LengthResult> lengths;
   std::optional<TemperatureFit> temperature;  // eval.fit_temperature: DroPE's fitted c
 };
@@ -57,6 +59,10 @@ double mean_corpus_loss(const std::string& checkpoint_dir, const std::vector<std
 // Evaluates eval.lengths on eval.split under eval.protocol (first fitting DroPE's temperature
 // under eval.fit_temperature).
 ExtrapolationReport evaluate_checkpoint(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
+
+// Ruoss et al.'s score under eval.task_sizes: the token accuracy averaged over the sizes scored
+// (each size counts once, whatever its length); -1 without task sizes.
+double mean_size_accuracy(const ExtrapolationReport& report);
 
 std::string report_json(const ExtrapolationReport& report);
 std::string report_csv(const ExtrapolationReport& report);

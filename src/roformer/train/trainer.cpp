@@ -151,6 +151,7 @@ class Trainer {
   std::unique_ptr<data::EvalWindows> valid_;
   std::unique_ptr<data::TaskEvalSet> task_valid_;
   std::shared_ptr<const data::TaskGenerator> task_;
+  std::vector<int64_t> train_lengths_;  // the task's training lengths, drawn uniformly (the longest validates)
   model::EncoderModel model_{nullptr};
   std::unique_ptr<FusedAdamW> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
@@ -207,12 +208,19 @@ void Trainer::check_inputs() {
 void Trainer::check_task() {
   const config::TaskConfig& task = cfg_.data.task;
   task_ = data::make_task_generator(task, cfg_.model.objective == config::Objective::causal_lm);
-  const int64_t shortest = task.min_length > 0 ? task.min_length : cfg_.data.seq_len;
-  data::check_task_fits(*task_, task, shortest, cfg_.model.vocab_size,
-                        task.min_length > 0 ? "data.task.min_length" : "data.seq_len");
-  data::check_task_fits(*task_, task, cfg_.data.seq_len, cfg_.model.vocab_size, "data.seq_len");
-  for (const int64_t length : cfg_.eval.lengths)  // `roformer eval` of this run scores these: refused now, not then
-    data::check_task_fits(*task_, task, length, cfg_.model.vocab_size, "eval.lengths entry");
+  train_lengths_ = data::training_lengths(*task_, task, cfg_.data.seq_len);
+  const char* shortest = !task.sizes.empty()   ? "data.task.sizes"
+                         : task.min_length > 0 ? "data.task.min_length"
+                                               : "data.seq_len";
+  data::check_task_fits(*task_, task, train_lengths_.front(), cfg_.model.vocab_size, shortest);
+  data::check_task_fits(*task_, task, train_lengths_.back(), cfg_.model.vocab_size,
+                        task.sizes.empty() ? "data.seq_len" : "data.task.sizes");
+  // `roformer eval` of this run scores these: refused now, not then.
+  const std::vector<int64_t> sizes = cfg_.eval.task_size_list();
+  const bool by_size = !sizes.empty();
+  for (const int64_t length : by_size ? data::size_lengths(*task_, task, sizes) : cfg_.eval.lengths)
+    data::check_task_fits(*task_, task, length, cfg_.model.vocab_size,
+                          by_size ? "eval.task_sizes length" : "eval.lengths entry");
 }
 
 // Threads, device, CUDA switches; data parallel rendezvous before anything is written.
@@ -237,14 +245,17 @@ void Trainer::build_data() {
   const bool random_positions = t_.positions == config::PositionSampling::random;
   if (task_) {
     const config::TaskConfig& task = cfg_.data.task;
-    task_batcher_ = std::make_unique<data::TaskBatcher>(task_, task.min_length, cfg_.data.seq_len, local_batch_,
-                                                        env_.rank, seed, task.holdout);
+    task_batcher_ =
+        std::make_unique<data::TaskBatcher>(task_, train_lengths_, local_batch_, env_.rank, seed, task.holdout);
     if (random_positions) task_batcher_->randomize_positions(t_.random_positions_max);
     task_valid_ =
-        std::make_unique<data::TaskEvalSet>(task_, cfg_.data.seq_len, task.eval_examples, local_batch_, env_.rank,
+        std::make_unique<data::TaskEvalSet>(task_, train_lengths_.back(), task.eval_examples, local_batch_, env_.rank,
                                             world, static_cast<uint64_t>(cfg_.eval.mask_seed), task.holdout);
-    log::info("task ", config::task_kind_names().name(task.name), ": lengths ",
-              task.min_length > 0 ? std::to_string(task.min_length) + ".." : std::string(), cfg_.data.seq_len,
+    const std::string sizes = task.sizes.empty() ? std::string()
+                                                 : " (instance sizes " + std::to_string(task.sizes[0]) + ".." +
+                                                       std::to_string(task.sizes[1]) + ")";
+    log::info("task ", config::task_kind_names().name(task.name), ": lengths ", train_lengths_.front(),
+              train_lengths_.size() > 1 ? ".." + std::to_string(train_lengths_.back()) : std::string(), sizes,
               ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples",
               task.holdout > 0 ? " held out from training (1 in " + std::to_string(task.holdout) + ")" : "");
   } else {

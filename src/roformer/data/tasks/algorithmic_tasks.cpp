@@ -79,6 +79,15 @@ class FlipFlopTask : public TaskGenerator {
 class PaddedTask : public TaskGenerator {
  protected:
   using TaskGenerator::TaskGenerator;
+  // The tokens between the padding and the answer marker: all a floor may read.
+  static std::vector<int64_t> question(const TaskExample& ex) {
+    const auto begin = std::find_if(ex.inputs.begin(), ex.inputs.end(), [](int64_t t) { return t != kTaskPad; });
+    return {begin, std::find(begin, ex.inputs.end(), kTaskAnswer)};
+  }
+  // The strategy that writes `symbol` at every answer token (its count is the format's).
+  static TaskFloor constant(const std::string& name, int64_t symbol) {
+    return {name, [symbol](const TaskExample& ex) { return std::vector<int64_t>(answer_of(ex).size(), symbol); }};
+  }
   TaskExample padded(int64_t n, const std::vector<int64_t>& tokens, const std::vector<int64_t>& answer) const {
     TaskExample ex(n);
     const int64_t pad = n - static_cast<int64_t>(tokens.size() + 1 + answer.size());
@@ -113,6 +122,27 @@ class AlgorithmicTask : public PaddedTask {
     return kind_ == TaskKind::cycle_navigation ? kTaskFirstSymbol + 8 : kTaskFirstSymbol + alphabet_;
   }
   int64_t min_length() const override { return total(1); }
+  int64_t size_length(int64_t k) const override { return total(k); }
+
+  // The first answer symbol throughout (chance for the binary tasks: one token in two), the input
+  // in its own order where the answer rearranges it, the bits added without carries.
+  std::vector<TaskFloor> floors() const override {
+    const int64_t first = kTaskFirstSymbol + (kind_ == TaskKind::cycle_navigation ? 3 : 0);
+    std::vector<TaskFloor> out{
+        constant(kind_ == TaskKind::cycle_navigation ? "position 0" : "the first symbol", first)};
+    if (kind_ == TaskKind::reverse_string || kind_ == TaskKind::odds_first || kind_ == TaskKind::bucket_sort)
+      out.push_back({"the input in order", [](const TaskExample& ex) { return question(ex); }});
+    if (kind_ == TaskKind::binary_addition)
+      out.push_back({"sum without carries", [](const TaskExample& ex) {
+                       const std::vector<int64_t> q = question(ex);  // a, QUERY, b: k bits each
+                       const size_t k = q.size() / 2;
+                       std::vector<int64_t> sum;
+                       for (size_t i = 0; i < k; ++i) sum.push_back(kTaskFirstSymbol + ((q[i] ^ q[k + 1 + i]) & 1));
+                       sum.push_back(kTaskFirstSymbol);
+                       return sum;
+                     }});
+    return out;
+  }
 
   TaskExample make(int64_t n, TaskRng& rng) const override {
     int64_t k = 1;
@@ -218,6 +248,14 @@ class AdditionTask : public PaddedTask {
   int64_t min_length() const override { return total(1); }
   // k + 1 places need k + 1 hints: the longest example has k = H - 1 digits per operand.
   int64_t max_length() const override { return hints_ > 0 ? total(hints_) - 1 : TaskGenerator::max_length(); }
+  int64_t size_length(int64_t k) const override { return total(k); }  // k digits per operand
+
+  // Digit 0 throughout (hints kept right), and each place's digits added mod 10 without carries.
+  std::vector<TaskFloor> floors() const override {
+    // Each strategy holds its own copy of the format, so it outlives this generator.
+    return {{"zeros", [self = *this](const TaskExample& ex) { return self.sum_of(ex, false); }},
+            {"sum without carries", [self = *this](const TaskExample& ex) { return self.sum_of(ex, true); }}};
+  }
 
   TaskExample make(int64_t n, TaskRng& rng) const override {
     int64_t k = 1;
@@ -235,6 +273,22 @@ class AdditionTask : public PaddedTask {
   }
 
  private:
+  // The answer of a floor from the question: each place's digits added mod 10 without carries
+  // (or zeros), the top place 0, written with the hints the operands' places carry.
+  std::vector<int64_t> sum_of(const TaskExample& ex, bool add) const {
+    const std::vector<int64_t> q = question(ex);  // a, QUERY, b
+    const size_t half = q.size() / 2, step = hints_ > 0 ? 2 : 1;
+    const auto k = static_cast<int64_t>(half / step);
+    std::vector<int64_t> digits(static_cast<size_t>(k + 1), 0);
+    int64_t start = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t j = reversed_ ? i : k - 1 - i;  // the place written i-th
+      const size_t at = static_cast<size_t>(i) * step + (step - 1);
+      if (add) digits[static_cast<size_t>(j)] = (q[at] + q[half + 1 + at] - 2 * kTaskFirstSymbol) % 10;
+      if (hints_ > 0 && j == 0) start = q[at - 1] - kFirstHint;
+    }
+    return written(digits, start);
+  }
   // Tokens of an example with k digits per operand: 3k + 1 digits, each with its hint, + 2 marks.
   int64_t total(int64_t k) const { return (hints_ > 0 ? 2 : 1) * (3 * k + 1) + 2; }
   // A number's tokens (digits units first in `digits`) in the task's order, hints before digits.

@@ -77,6 +77,35 @@ void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<
   }
 }
 
+std::vector<int64_t> size_lengths(const TaskGenerator& generator, const config::TaskConfig& task,
+                                  const std::vector<int64_t>& sizes) {
+  const std::string name = config::task_kind_names().name(task.name);
+  if (generator.size_length(1) <= 0)
+    throw UserError("eval.task_sizes and data.task.sizes count instance sizes, and " + name +
+                    " has none (only the algorithmic tasks and addition: a string's symbols, an operand's digits); "
+                    "use eval.lengths and data.task.min_length, which count tokens");
+  std::vector<int64_t> out;
+  for (const int64_t k : sizes) out.push_back(generator.size_length(k));
+  return out;
+}
+
+std::vector<int64_t> training_lengths(const TaskGenerator& generator, const config::TaskConfig& task, int64_t seq_len) {
+  std::vector<int64_t> out;
+  if (task.sizes.empty()) {
+    for (int64_t L = task.min_length > 0 ? task.min_length : seq_len; L <= seq_len; ++L) out.push_back(L);
+    return out;
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t k = task.sizes[0]; k <= task.sizes[1]; ++k) sizes.push_back(k);
+  out = size_lengths(generator, task, sizes);
+  if (out.back() > seq_len)
+    throw UserError("data.task.sizes: size " + std::to_string(task.sizes[1]) + " of " +
+                    config::task_kind_names().name(task.name) + " takes " + std::to_string(out.back()) +
+                    " tokens, more than data.seq_len " + std::to_string(seq_len) + "; set data.seq_len to at least " +
+                    std::to_string(out.back()) + " or lower the last size");
+  return out;
+}
+
 void check_task_fits(const TaskGenerator& g, const config::TaskConfig& task, int64_t length, int64_t model_vocab,
                      const std::string& where) {
   const std::string name = config::task_kind_names().name(task.name);

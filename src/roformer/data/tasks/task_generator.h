@@ -69,6 +69,9 @@ class TaskGenerator {
   // The longest length the settings can write an example of (addition's index hints bound it).
   virtual int64_t max_length() const { return std::numeric_limits<int64_t>::max(); }
   virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
+  // The tokens of an example of instance size k (Ruoss et al.'s length: the input string's
+  // symbols, an addition's digits per operand), with no padding; 0 for a task without one.
+  virtual int64_t size_length(int64_t /*k*/) const { return 0; }
   // The task's trivial strategies (none where no shortcut or chance level is worth stating).
   virtual std::vector<TaskFloor> floors() const { return {}; }
   bool causal() const { return causal_; }
@@ -97,6 +100,17 @@ uint64_t example_identity(const TaskExample& ex);
 // the overlap the evaluation counts says so).
 constexpr int kHoldoutDraws = 256;
 TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout);
+
+// The training lengths a batcher draws from uniformly: each instance size of data.task.sizes
+// at its own length (Ruoss et al.'s curriculum), else every length of [min_length, seq_len].
+// Throws UserError naming data.task.sizes when the task has no instance size or the last size
+// does not fit data.seq_len.
+std::vector<int64_t> training_lengths(const TaskGenerator& generator, const config::TaskConfig& task, int64_t seq_len);
+
+// The token length of each instance size in `sizes`, or a UserError naming eval.task_sizes and
+// data.task.sizes when the task has no instance size.
+std::vector<int64_t> size_lengths(const TaskGenerator& generator, const config::TaskConfig& task,
+                                  const std::vector<int64_t>& sizes);
 
 // The generator of data.task (name != none) for a causal or a bidirectional model.
 std::unique_ptr<TaskGenerator> make_task_generator(const config::TaskConfig& task, bool causal);

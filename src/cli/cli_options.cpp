@@ -98,6 +98,10 @@ CLI::App* declare_eval(CLI::App& app, EvalArgs& a) {
                 "DroPE: fit c of the temperature 1 + c ln(S/L) past the training length on the valid split, then "
                 "evaluate with it (same as --set eval.fit_temperature=true)");
   cmd->add_flag("--passkey", a.passkey, "passkey retrieval instead of perplexity (causal LM, byte datasets)");
+  cmd->add_option("--prompts", a.prompts,
+                  "score prompts in the model's own tokens (RULER's needles and variable tracking, from "
+                  "scripts/data/make_ruler_prompts.py) instead of perplexity: exact match by length and depth")
+      ->check(non_empty());
   cmd->add_option("--depths", a.depths, "passkey depths in [0, 1], comma-separated")
       ->capture_default_str()
       ->check(non_empty());

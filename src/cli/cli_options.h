@@ -27,6 +27,7 @@ struct EvalArgs {
   int64_t stride = -1;
   std::vector<std::string> overrides;
   bool passkey = false;
+  std::string prompts;  // --prompts FILE: prompts in the model's tokens (make_ruler_prompts.py)
   bool per_token = false;
   bool fit_temperature = false;
   std::string depths = "0,0.25,0.5,0.75,1";

@@ -1,6 +1,7 @@
 // `roformer eval CHECKPOINT --lengths 128,256 [--protocol chunks|sliding] [--stride S]
-//  [--split valid|test] [--set k=v ...] [--out DIR] [--passkey]`: length-extrapolation
-// evaluation (perplexity, or passkey retrieval accuracy).
+//  [--split valid|test] [--set k=v ...] [--out DIR] [--passkey | --prompts FILE]`: length-extrapolation
+// evaluation (perplexity, passkey retrieval accuracy, or prompts in the model's own tokens).
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "roformer/data/dataset_meta.h"
 #include "roformer/eval/extrapolation.h"
 #include "roformer/eval/passkey.h"
+#include "roformer/eval/prompt_eval.h"
 #include "roformer/io/checkpoint.h"
 
 namespace roformer::cli {
@@ -66,6 +68,35 @@ void run_passkey(const EvalArgs& o, const std::vector<std::string>& overrides) {
   }
 }
 
+// Prompts in the model's own tokens: exact match by length and depth, prompts_eval.json with --out.
+void run_prompts(const EvalArgs& o, std::vector<std::string> overrides, const std::string& named) {
+  if (o.passkey || !o.lengths.empty())
+    throw UserError("--prompts scores the prompts of its file at their own lengths; drop --passkey and --lengths");
+  const std::string source = "--prompts file '" + o.prompts + "'";
+  const eval::PromptSet set = eval::parse_prompt_set(read_text_file(o.prompts, size_t{2} << 30), source,
+                                                     io::checkpoint_config(o.checkpoint).model.vocab_size);
+  int64_t longest = 0;
+  for (const eval::Prompt& p : set.prompts) longest = std::max(longest, static_cast<int64_t>(p.ids.size()));
+  overrides.push_back("eval.lengths=" + std::to_string(longest));  // the memory check sizes one prompt
+  overrides.push_back("eval.batch_size=1");
+  eval::LoadedCheckpoint c = eval::load_for_eval(o.checkpoint, overrides);
+  if (c.config.model.objective != config::Objective::causal_lm)
+    throw UserError(source + " asks a causal language model to continue each prompt; '" + named +
+                    "' is a masked language model");
+  const int64_t limit = config::position_length_limit(c.config.model);
+  if (limit > 0 && longest > limit)
+    throw UserError(source + " has a prompt of " + std::to_string(longest) +
+                    " tokens; this model's learned positions stop at " + std::to_string(limit) +
+                    ": build the prompts with shorter --lengths");
+  const eval::PromptReport report = eval::score_prompts(c, set, named);
+  std::cout << eval::prompt_report_table(report);
+  if (!o.out.empty()) {
+    make_directories(o.out);
+    write_file_atomic(o.out + "/prompts_eval.json", eval::prompt_report_json(report));
+    std::cout << "wrote " << o.out << "/prompts_eval.json\n";
+  }
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app, int& exit_code) {
@@ -78,6 +109,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
     const std::vector<std::string> overrides = eval_overrides(*o);
     if (!o->out.empty() && path_exists(o->out) && !is_directory(o->out))  // before minutes of evaluation
       throw UserError("--out '" + o->out + "' exists and is not a directory; name a directory for the results");
+    if (!o->prompts.empty()) {
+      run_prompts(*o, overrides, named);
+      exit_code = 0;
+      return;
+    }
     if (o->passkey) {
       run_passkey(*o, overrides);
       exit_code = 0;

@@ -347,6 +347,13 @@ RULES = [
     Rule(H, "the imported model past its context", r"^\$bin eval (runs/)?my-llama --set data\.path=data/prepared/linux-docs-byte --lengths 64,256",
          run=lambda c: c + TINY_EVAL),
 
+    not_here(H, "RULER's prompts in a model's tokens", r"^\.venv/bin/python scripts/data/make_ruler_prompts\.py --tokenizer my-model ",
+             "needs a model folder with its tokenizer; python.ruler_prompts runs these three commands on a random Llama with a trained tokenizer"),
+    not_here(H, "scored", r"^\$bin eval my-model --prompts prompts/niah\.json --out runs/my-model-niah$",
+             "as above: python.ruler_prompts"),
+    not_here(H, "scored with YaRN", r"^\$bin eval my-model --prompts prompts/niah\.json --set model\.position\.rope\.scaling\.kind=yarn ",
+             "as above: python.ruler_prompts"),
+
     # docs/tasks.md
     Rule(T, "the binary", r"^bin=build/release/bin/roformer$"),
     Rule(T, "a task", r"^\$bin train configs/tasks/niah_single\.yaml --run-dir runs/needle$", run=lambda c: c + " " + TINY_TRAIN),

@@ -60,6 +60,10 @@ double mean_corpus_loss(const std::string& checkpoint_dir, const std::vector<std
 // under eval.fit_temperature).
 ExtrapolationReport evaluate_checkpoint(const std::string& checkpoint_dir, const std::vector<std::string>& overrides);
 
+// Every method evaluation applies on top of the trained family ("yarn x8, log-n past 128"), or
+// "none"; warns when a RoPE method cannot change the family.
+std::string applied_methods(const config::ModelConfig& model);
+
 // Ruoss et al.'s score under eval.task_sizes: the token accuracy averaged over the sizes scored
 // (each size counts once, whatever its length); -1 without task sizes.
 double mean_size_accuracy(const ExtrapolationReport& report);

@@ -2,7 +2,8 @@
 // size_length(k) tokens with no padding (hand-counted at size 40 for each layout), a length between
 // two sizes' lengths holds the smaller size padded, data.task.sizes draws every size alike at its
 // own length (and the token curriculum draws exactly what it drew before), tasks without a size
-// and sizes past data.seq_len are refused; each floor is scored on hand-built examples.
+// and sizes past data.seq_len are refused; each floor is scored on hand-built examples and
+// outlives its generator.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -148,6 +149,25 @@ TEST(TaskSizes, AlgorithmicFloorsAnswerHandBuiltExamples) {
   r = floor_answers(add,
                     example({h(3), d(5), h(2), d(7), q, h(3), d(4), h(2), d(5)}, {h(4), d(1), h(3), d(0), h(2), d(2)}));
   EXPECT_EQ(r["sum without carries"], (std::vector<int64_t>{h(4), d(0), h(3), d(9), h(2), d(2)}));
+}
+
+// A floor is a value of its own: it answers after the generator that made it is gone (ASan in
+// scripts/test.sh reads freed memory otherwise), as a caller that keeps only floors() expects.
+TEST(TaskSizes, FloorsOutliveTheirGenerator) {
+  config::TaskConfig add = task_of(TaskKind::addition);
+  add.reverse_digits = true;
+  for (const config::TaskConfig& t : {task_of(TaskKind::niah_multikey, 16), task_of(TaskKind::variable_tracking, 16),
+                                      add, task_of(TaskKind::reverse_string)}) {
+    std::vector<TaskFloor> floors;
+    TaskExample ex(0);
+    {
+      const auto g = make_task_generator(t, true);
+      floors = g->floors();
+      TaskRng rng(9);
+      ex = g->make(g->min_length() + 40, rng);
+    }
+    for (const TaskFloor& f : floors) EXPECT_EQ(f.answer(ex).size(), answer_of(ex).size()) << f.name;
+  }
 }
 
 // On the evaluation's own examples: a binary answer's first symbol is right on half its tokens.

@@ -94,16 +94,17 @@ class NeedleTask : public TaskGenerator {
   // haystack, or of the last ones before the query, whatever keys were asked (RULER's distractors:
   // 1 / keys exact match with one key asked).
   std::vector<TaskFloor> floors() const override {
-    std::vector<TaskFloor> out{{"constant value", [this](const TaskExample&) {
-                                  return std::vector<int64_t>(static_cast<size_t>(answer_), v_.value(0));
+    // Each strategy holds its own copy of the task, so it outlives this generator.
+    std::vector<TaskFloor> out{{"constant value", [self = *this](const TaskExample&) {
+                                  return std::vector<int64_t>(static_cast<size_t>(self.answer_), self.v_.value(0));
                                 }}};
     if (kind_ != TaskKind::niah_multikey && kind_ != TaskKind::niah_multiquery) return out;
     for (const bool first : {true, false})
-      out.push_back({first ? "first needle" : "last needle", [this, first](const TaskExample& ex) {
-                       std::vector<std::vector<int64_t>> values = haystack_values(ex);
+      out.push_back({first ? "first needle" : "last needle", [self = *this, first](const TaskExample& ex) {
+                       std::vector<std::vector<int64_t>> values = self.haystack_values(ex);
                        if (!first) std::reverse(values.begin(), values.end());
                        std::vector<int64_t> answer;
-                       for (int64_t i = 0; i < queried_ && i < static_cast<int64_t>(values.size()); ++i)
+                       for (int64_t i = 0; i < self.queried_ && i < static_cast<int64_t>(values.size()); ++i)
                          answer.insert(answer.end(), values[static_cast<size_t>(i)].begin(),
                                        values[static_cast<size_t>(i)].end());
                        return answer;
@@ -205,11 +206,11 @@ class VariableTrackingTask : public TaskGenerator {
   // The first hops + 1 assigned names in the order they appear, whatever value was asked: it
   // answers one chain always, two chains 1 / C(2 (hops + 1), hops + 1) of the time.
   std::vector<TaskFloor> floors() const override {
-    return {{"names in order", [this](const TaskExample& ex) {
+    return {{"names in order", [hops = hops_, equals = v_.equals()](const TaskExample& ex) {
                std::vector<int64_t> names;
-               const int64_t body = ex.length() - 3 - (hops_ + 1);
-               for (int64_t p = 0; p + 1 < body && static_cast<int64_t>(names.size()) <= hops_; ++p)
-                 if (ex.inputs[static_cast<size_t>(p + 1)] == v_.equals())
+               const int64_t body = ex.length() - 3 - (hops + 1);
+               for (int64_t p = 0; p + 1 < body && static_cast<int64_t>(names.size()) <= hops; ++p)
+                 if (ex.inputs[static_cast<size_t>(p + 1)] == equals)
                    names.push_back(ex.inputs[static_cast<size_t>(p)]);
                return names;
              }}};

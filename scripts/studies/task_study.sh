@@ -31,7 +31,9 @@
 #          the size's rate for all) is each method's learning-rate sweep: the first seed trains at
 #          every rate, the one with the best held-out exact match at 1x (then fewer steps to learn)
 #          is the method's rate on that task (OUT/lr/TASK/METHOD.rate), and the other seeds train
-#          at it; DroPE keeps the rope run's schedule.
+#          at it; DroPE keeps the rope run's schedule. DRY_RUN=1 prints the schedule (each cell
+#          with its pass and the slot of JOBS it would take) and trains, evaluates and writes nothing
+#          (a RECORD's evaluations are not consulted).
 set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) (a rate sweep's training) stops the cell
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
@@ -44,6 +46,8 @@ seeds="${SEEDS:-1234 1235 1236}"
 lengths="${LENGTHS:-64 128 256 512 1024 2048}"
 budget_min="${BUDGET_MIN:-100}"
 jobs="${JOBS:-1}"
+dry_run="${DRY_RUN:-0}"
+[[ "$dry_run" =~ ^[01]$ ]] || bad "DRY_RUN: '$dry_run' is not 0 or 1"
 [[ "$jobs" =~ ^[1-9][0-9]{0,2}$ ]] || bad "JOBS: '$jobs' is not a count of cells to run at once (1-999)"
 threads="${THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}"
 learned="${LEARNED:-0.95}"
@@ -124,7 +128,7 @@ method_args() {
 }
 
 record="${RECORD:+$(abs_path "$RECORD")}"  # none by default: every run is trained
-if [ -n "$record" ] && [ -d "$record/eval" ]; then
+if [ -n "$record" ] && [ -d "$record/eval" ] && [ "$dry_run" = 0 ]; then
   mkdir -p "$out/eval"
   cp -rn "$record/eval/." "$out/eval/"
 fi
@@ -255,7 +259,13 @@ finish_cells() {
   done
   [ "$failed" = 0 ] || { echo "task_study: a cell failed (its log is named above)" >&2; exit 1; }
 }
+slot=0
 launch_cell() {
+  if [ "$dry_run" = 1 ]; then
+    echo "[tasks] plan: pass $pass, slot $((slot % jobs + 1)) of $jobs: $1 $2-seed$3"
+    slot=$((slot + 1))
+    return
+  fi
   if [ "$jobs" = 1 ]; then run_cell "$@"; return; fi
   run_cell "$@" &
   running=$((running + 1))
@@ -279,14 +289,16 @@ for pass in first rest drope; do
         esac
         out_of_time && { echo "task_study: the ${budget_min}-minute budget is spent; rerun to continue"; break 4; }
         if evaluations_done "$task" "$method" "$seed"; then recorded=$((recorded + 1)); continue; fi
-        echo "[tasks] cell $task $method-seed$seed"
+        [ "$dry_run" = 1 ] || echo "[tasks] cell $task $method-seed$seed"
         launch_cell "$task" "$method" "$seed"
         done_runs=$((done_runs + 1))
       done
     done
   done
   finish_cells
+  slot=0  # a pass starts when the one before it has finished
 done
 finish_cells  # the cells still running when the budget ran out
+[ "$dry_run" = 0 ] || { echo "task_study: dry run, $done_runs cell(s) planned; nothing trained or written"; exit 0; }
 echo "task_study: $recorded run(s) already evaluated; $done_runs trained or evaluated in $(( ($(date +%s) - started) / 60 )) min"
 "$py" "$root/scripts/studies/task_report.py" "$out"

@@ -402,6 +402,8 @@ RULES = [
          run=tiny_task_study, check=exists("sweeps/tasks-mqar/report/report.md")),
     Rule(TASKS, "the flip-flop rerun", r"^TASKS=flip_flop JOBS=2 METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks-flipflop$",
          run=tiny_task_study, check=exists("sweeps/tasks-flipflop/report/report.md")),
+    Rule(TASKS, "MQAR with a longer step cap", r"^TASKS=mqar JOBS=2 METHODS=\"t5_bias .*scripts/studies/task_study\.sh sweeps/tasks-mqar-cap$",
+         run=tiny_task_study, check=exists("sweeps/tasks-mqar-cap/report/report.md")),
     Rule(TASKS, "four keys at 0.8M", r"^TASKS=niah_multikey SIZE=small JOBS=2 .*scripts/studies/task_study\.sh sweeps/tasks-multikey-small$",
          run=tiny_task_study, check=exists("sweeps/tasks-multikey-small/report/report.md")),
     Rule(TASKS, "the first record's protocol", r"^UNTIL_LEARNED=0 LRS=none METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks$",

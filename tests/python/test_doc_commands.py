@@ -351,6 +351,8 @@ RULES = [
              "needs a model folder with its tokenizer; python.ruler_prompts runs these three commands on a random Llama with a trained tokenizer"),
     not_here(H, "scored", r"^\$bin eval my-model --prompts prompts/niah\.json --out runs/my-model-niah$",
              "as above: python.ruler_prompts"),
+    not_here(H, "every method on the prompts", r"^scripts/studies/method_sweep\.sh my-model sweeps/my-model-niah --prompts prompts/niah\.json$",
+             "as above: python.ruler_prompts runs method_sweep.sh --prompts"),
     not_here(H, "scored with YaRN", r"^\$bin eval my-model --prompts prompts/niah\.json --set model\.position\.rope\.scaling\.kind=yarn ",
              "as above: python.ruler_prompts"),
 

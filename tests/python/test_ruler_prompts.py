@@ -10,7 +10,8 @@ haystack of needles has one needle with the asked key. The scores: every prompt'
 tokens are transformers' argmax on the same ids (teacher-forced, float32; a differing token only
 where transformers' two logits tie within 1e-4) and its answer loss transformers' within 1e-5, its right count and exact flag follow from them,
 the first one is what transformers' greedy generate writes, and a RoPE method from the command
-line changes the answers' loss. Usage: test_ruler_prompts.py ROFORMER_BINARY REPO. Exit 77
+line changes the answers' loss; scripts/studies/method_sweep.sh --prompts scores each method at
+each of the file's lengths into one report. Usage: test_ruler_prompts.py ROFORMER_BINARY REPO. Exit 77
 (skipped) without transformers or tokenizers.
 """
 import glob
@@ -139,6 +140,24 @@ def check_scores(model, s, report):
     check(gen == report["prompts"][0]["predicted"][0], "the first prediction is greedy generate's first token")
 
 
+def check_method_sweep(folder, prompts, out):
+    """method_sweep.sh --prompts: each method scores each of the file's lengths, and the report's
+    table holds each evaluation's exact match."""
+    sweep = os.path.join(REPO, "scripts", "studies", "method_sweep.sh")
+    r = subprocess.run([sweep, folder, out, "--prompts", prompts, "--methods", "none self_extend"],
+                       capture_output=True, text=True, env=dict(os.environ, ROFORMER_BIN=BINARY))
+    check(r.returncode == 0, f"method_sweep --prompts: exit {r.returncode}: {r.stdout[-1500:]} {r.stderr[-1500:]}")
+    md = open(os.path.join(out, "report.md")).read()
+    for method, label in (("none", "no extension"), ("self_extend", "Self-Extend")):
+        row = [label]
+        for L in (384, 768):
+            ev = json.load(open(os.path.join(out, "eval", f"{method}-L{L}", "prompts_eval.json")))
+            row.append(f"{100 * ev['lengths'][0]['exact_match']:.0f} %")
+            check(all(p["length"] == L for p in ev["prompts"]) and len(ev["prompts"]) == 6, f"{method} at {L}: its 6 prompts")
+        check("| " + " | ".join(row) + " |" in md, f"report row {row} in\n{md}")
+    check("exact match" in md and os.path.isfile(os.path.join(out, "exact_by_method.png")), "exact match report and plot")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "model")
@@ -159,6 +178,7 @@ def main():
         check(scaled["methods"].startswith("yarn x4"), f"methods: {scaled['methods']}")
         change = max(abs(a["loss"] - b["loss"]) for a, b in zip(scaled["prompts"], report["prompts"]))
         check(change > 1e-4, f"YaRN from the command line changes the answers' loss (by {change:.2e} at most)")
+        check_method_sweep(folder, os.path.join(tmp, "niah_single.json"), os.path.join(tmp, "sweep"))
         r = subprocess.run([sys.executable, SCRIPT, "--tokenizer", folder, "--out", os.path.join(tmp, "x.json"),
                             "--haystack", "essay"], capture_output=True, text=True)
         check(r.returncode == 2 and "--essay" in r.stderr, f"essay without --essay: exit 2 naming it ({r.stderr})")

@@ -382,6 +382,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.dropout = is_training() ? dropout_ : 0.0;
   f.causal = ctx.causal;
   f.mask_beyond_causality = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
+  f.relative_bias_alone = ctx.mask.defined() && ctx.mask.only_relative_bias();
   f.causal_right_padding = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
   f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
   f.shared_positions = ctx.positions.dim() == 1;
@@ -411,7 +412,9 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     const PositionEncodingImpl::FusedRotation rotation =
         position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
     record_kernel(attention_kernel::kShort);
-    return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved);
+    const bool relative = ctx.mask.defined() && ctx.mask.only_relative_bias();  // ALiBi, T5, KERPLE, Sandwich
+    return ops::short_attention_qkv(at::linear(x, w), b, heads_, ctx.causal, rotation.tables, rotation.interleaved,
+                                    relative ? ctx.mask.relative_bias() : torch::Tensor());
   }
   const int64_t kv_width = kv_heads_ * head_dim_;
   const std::vector<torch::Tensor> qkv = at::linear(x, w, b).split_with_sizes({width, kv_width, kv_width}, -1);
@@ -443,6 +446,9 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     case AttentionPath::short_kernel:
       record_kernel(attention_kernel::kShort);
       return ops::short_attention(q, k, v, ctx.causal);
+    case AttentionPath::short_with_bias:
+      record_kernel(attention_kernel::kShort);
+      return ops::short_attention_bias(q, k, v, ctx.mask.relative_bias(), ctx.causal);
     case AttentionPath::sdpa:
       return attend_sdpa(q, k, v, ctx);
     default:

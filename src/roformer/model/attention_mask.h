@@ -76,6 +76,12 @@ class AttentionMask {
   bool nothing_beyond_causality() const {
     return !bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
   }
+  // Whether it holds the family's relative bias and nothing beyond it and causality.
+  bool only_relative_bias() const {
+    return bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
+  }
+  // The relative bias [H, 2S - 1] in the scores' dtype (column S - 1 + d for key - query = d), or undefined.
+  const torch::Tensor& relative_bias() const { return bias_; }
   // Whether it hides keys by causality and a right padding at most (key_lengths() then
   // describes the padding; the tile kernel takes such masks).
   bool causality_and_right_padding() const {

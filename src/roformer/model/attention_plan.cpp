@@ -58,6 +58,8 @@ const char* attention_path_name(AttentionPath path) {
       return "short";
     case AttentionPath::short_with_term:
       return "short-with-term";
+    case AttentionPath::short_with_bias:
+      return "short-with-bias";
     case AttentionPath::tiles:
       return "tiles";
     case AttentionPath::bias_to_sdpa:
@@ -72,10 +74,17 @@ const char* attention_path_name(AttentionPath path) {
 
 AttentionPlan plan_attention(const AttentionPassFacts& f) {
   if (f.linear) return {AttentionPath::linear, "model.attention linear"};
-  const bool short_kernel = short_kernel_allowed(f) && f.short_shape;
-  if (!f.forms_scores && short_kernel && !f.projection_not_fusable)
-    return {AttentionPath::short_projection, "short sequence, rotation fusable"};
   if (f.forms_scores) return scores_plan(f);
+  // A mask that is the family's relative bias (and causality) alone: the short kernels add the
+  // bias rows themselves (the projection form passes them too).
+  AttentionPassFacts kernel_facts = f;
+  if (f.relative_bias_alone) kernel_facts.mask_beyond_causality = false;
+  const bool short_kernel = short_kernel_allowed(kernel_facts) && f.short_shape;
+  if (short_kernel && !f.projection_not_fusable)
+    return {AttentionPath::short_projection,
+            f.relative_bias_alone ? "short sequence, the relative bias inside" : "short sequence, rotation fusable"};
+  if (short_kernel && f.relative_bias_alone)
+    return {AttentionPath::short_with_bias, "short sequence, the relative bias inside the kernel"};
   if (short_kernel) return {AttentionPath::short_kernel, "short sequence"};
   return {AttentionPath::sdpa, "no fused path applies"};
 }

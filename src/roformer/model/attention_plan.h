@@ -19,6 +19,7 @@ enum class AttentionPath {
   short_projection,  // ops::short_attention_qkv: projection, bias, rotation and attention in one op
   short_kernel,      // ops::short_attention on q, k and v
   short_with_term,   // ops::short_attention with the family's term in its rows (tile_term's tables)
+  short_with_bias,   // ops::short_attention_bias: the family's relative bias in its rows, no mask
   tiles,             // ops::tile_attention: scores, term and weights per tile (no S x S tensor)
   bias_to_sdpa,      // SDPA with the family's positions-only term added to the mask
   explicit_scores,   // the scores formed in attention, whole or per block of query rows
@@ -49,6 +50,7 @@ struct AttentionPassFacts {
   double dropout = 0;                  // attention dropout of this pass (0 in evaluation)
   bool causal = false;                 // causal attention (the mask's, or the flag without a mask)
   bool mask_beyond_causality = false;  // the mask hides keys other than by causality
+  bool relative_bias_alone = false;    // ... only by the family's relative bias (ALiBi, T5, KERPLE, Sandwich)
   bool causal_right_padding = false;   // it hides keys by causality and a right padding at most
   bool right_padding = false;          // ... and has a right padding (key lengths)
   bool shared_positions = true;        // positions [S] shared by the batch (not explicit [B, S])

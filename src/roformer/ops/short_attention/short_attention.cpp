@@ -111,6 +111,46 @@ class ShortAttentionCopeFunction : public torch::autograd::Function<ShortAttenti
   }
 };
 
+// short_attention_bias's launch: q, k, v and the relative bias [H, 2S - 1] (contiguous, q's dtype).
+ShortAttentionLaunch describe_bias(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& bias, bool causal) {
+  ShortAttentionLaunch p = describe(q, causal);
+  p.q = operand(q);
+  p.k = operand(k);
+  p.v = operand(v);
+  p.rel_bias = bias.data_ptr();
+  return p;
+}
+
+class ShortAttentionBiasFunction : public torch::autograd::Function<ShortAttentionBiasFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& bias, bool causal) {
+    auto [out, lse] = run_forward(describe_bias(q, k, v, bias, causal), q, /*keep=*/true);
+    ctx->save_for_backward({q, k, v, bias, lse});
+    ctx->saved_data["causal"] = causal;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &bias = saved[3], &lse = saved[4];
+    const at::Tensor grad_out = unit_last_stride(grads[0].to(q.scalar_type()));
+    ShortAttentionLaunch p = describe_bias(q, k, v, bias, ctx->saved_data["causal"].toBool());
+    at::Tensor dq = empty_bshd(q), dk = empty_bshd(q), dv = empty_bshd(q);
+    at::Tensor by_pair = at::zeros({p.batch * p.heads, 2 * p.seq - 1}, q.options());  // summed over B below
+    p.lse = lse.data_ptr();
+    p.grad_out = operand(grad_out);
+    p.grad_q = operand(dq);
+    p.grad_k = operand(dk);
+    p.grad_v = operand(dv);
+    p.grad_rel_bias = by_pair.data_ptr();
+    if (dq.numel() > 0) short_attention_backward_cpu(p);
+    return {dq, dk, dv, by_pair.view({p.batch, p.heads, 2 * p.seq - 1}).sum(0), at::Tensor()};
+  }
+};
+
 class ShortAttentionFunction : public torch::autograd::Function<ShortAttentionFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -150,7 +190,7 @@ at::Tensor part_of(const at::Tensor& qkv, int64_t heads, int64_t i) {
 // Fills the launch's operands, bias and rotation for a projection (an empty bias or rotation:
 // none; autograd Functions take no undefined tensors).
 ShortAttentionLaunch describe_qkv(const at::Tensor& qkv, const at::Tensor& bias, int64_t heads, bool causal,
-                                  const at::Tensor& rotation, bool interleaved) {
+                                  const at::Tensor& rotation, bool interleaved, const at::Tensor& relative) {
   ShortAttentionLaunch p = describe(part_of(qkv, heads, 0), causal);
   p.q = operand(part_of(qkv, heads, 0));
   p.k = operand(part_of(qkv, heads, 1));
@@ -158,16 +198,18 @@ ShortAttentionLaunch describe_qkv(const at::Tensor& qkv, const at::Tensor& bias,
   p.bias = bias.numel() > 0 ? bias.data_ptr() : nullptr;
   p.rotation = rotation.numel() > 0 ? rotation.data_ptr() : nullptr;
   p.interleaved = interleaved;
+  p.rel_bias = relative.numel() > 0 ? relative.data_ptr() : nullptr;
   return p;
 }
 
 class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentionQkvFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& bias,
-                            int64_t heads, bool causal, const at::Tensor& rotation, bool interleaved) {
-    auto [out, lse] =
-        run_forward(describe_qkv(qkv, bias, heads, causal, rotation, interleaved), part_of(qkv, heads, 0), true);
-    ctx->save_for_backward({qkv, bias, rotation, lse});
+                            int64_t heads, bool causal, const at::Tensor& rotation, bool interleaved,
+                            const at::Tensor& relative) {
+    auto [out, lse] = run_forward(describe_qkv(qkv, bias, heads, causal, rotation, interleaved, relative),
+                                  part_of(qkv, heads, 0), true);
+    ctx->save_for_backward({qkv, bias, rotation, lse, relative});
     ctx->saved_data["heads"] = heads;
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["interleaved"] = interleaved;
@@ -177,10 +219,10 @@ class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentio
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &qkv = saved[0], &bias = saved[1], &rotation = saved[2], &lse = saved[3];
+    const at::Tensor &qkv = saved[0], &bias = saved[1], &rotation = saved[2], &lse = saved[3], &relative = saved[4];
     const int64_t heads = ctx->saved_data["heads"].toInt();
     ShortAttentionLaunch p = describe_qkv(qkv, bias, heads, ctx->saved_data["causal"].toBool(), rotation,
-                                          ctx->saved_data["interleaved"].toBool());
+                                          ctx->saved_data["interleaved"].toBool(), relative);
     const at::Tensor grad_out = unit_last_stride(grads[0].to(qkv.scalar_type()));
     at::Tensor grad_qkv = at::empty_like(qkv, at::MemoryFormat::Contiguous);
     const bool has_bias = bias.numel() > 0;
@@ -192,9 +234,14 @@ class ShortAttentionQkvFunction : public torch::autograd::Function<ShortAttentio
     p.grad_k = operand(part_of(grad_qkv, heads, 1));
     p.grad_v = operand(part_of(grad_qkv, heads, 2));
     p.grad_bias = has_bias ? grad_bias.data_ptr() : nullptr;
+    at::Tensor by_pair;  // the relative bias's gradient per (batch, head), summed over the batch below
+    if (relative.numel() > 0) by_pair = at::zeros({p.batch * heads, 2 * p.seq - 1}, qkv.options());
+    p.grad_rel_bias = by_pair.defined() ? by_pair.data_ptr() : nullptr;
     if (grad_qkv.numel() > 0) short_attention_backward_cpu(p);
     if (has_bias) grad_bias = grad_bias.sum(0).view({-1});
-    return {grad_qkv, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor grad_relative =
+        by_pair.defined() ? by_pair.view({p.batch, heads, 2 * p.seq - 1}).sum(0) : at::Tensor();
+    return {grad_qkv, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), grad_relative};
   }
 };
 
@@ -274,6 +321,25 @@ torch::Tensor short_attention_cope(const torch::Tensor& q_in, const torch::Tenso
   return ShortAttentionCopeFunction::apply(q, k, v, at_integers, scale, causal);
 }
 
+torch::Tensor short_attention_bias(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                                   const torch::Tensor& bias_in, bool causal) {
+  TORCH_CHECK(short_attention_supports(q_in, k_in, v_in),
+              "roformer::short_attention_bias: needs [B, H, S, D] CPU tensors of one dtype (float32 or float64), "
+              "equal shapes, S <= ",
+              kShortAttentionMaxSeq, ", D a multiple of 8; got q ", q_in.sizes(), " ", q_in.scalar_type(), " on ",
+              q_in.device(), ", k ", k_in.sizes(), ", v ", v_in.sizes());
+  const int64_t H = q_in.size(1), S = q_in.size(2);
+  TORCH_CHECK(bias_in.dim() == 2 && bias_in.size(0) == H && bias_in.size(1) == 2 * S - 1 && bias_in.is_cpu(),
+              "roformer::short_attention_bias: bias must be [", H, ", ", 2 * S - 1, "] on the CPU; got ",
+              bias_in.sizes(), " on ", bias_in.device());
+  const at::Tensor q = unit_last_stride(q_in), k = unit_last_stride(k_in), v = unit_last_stride(v_in);
+  const at::Tensor bias = bias_in.to(q.scalar_type()).contiguous();
+  const bool grad = at::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad() || bias.requires_grad());
+  if (!grad) return run_forward(describe_bias(q, k, v, bias, causal), q, /*keep=*/false).first;
+  return ShortAttentionBiasFunction::apply(q, k, v, bias, causal);
+}
+
 bool short_attention_qkv_supports(const torch::Tensor& qkv, int64_t heads) {
   if (qkv.dim() != 3 || heads <= 0 || qkv.size(2) % (3 * heads) != 0) return false;
   const at::Tensor q = part_of(qkv, heads, 0);
@@ -281,7 +347,8 @@ bool short_attention_qkv_supports(const torch::Tensor& qkv, int64_t heads) {
 }
 
 torch::Tensor short_attention_qkv(const torch::Tensor& qkv_in, const torch::Tensor& bias_in, int64_t heads, bool causal,
-                                  const torch::Tensor& rotation_in, bool interleaved) {
+                                  const torch::Tensor& rotation_in, bool interleaved,
+                                  const torch::Tensor& relative_in) {
   TORCH_CHECK(short_attention_qkv_supports(qkv_in, heads),
               "roformer::short_attention_qkv: needs a [B, S, 3 H D] CPU projection (float32 or float64) with S <= ",
               kShortAttentionMaxSeq, " and D a multiple of 8; got ", qkv_in.sizes(), " ", qkv_in.scalar_type(), " on ",
@@ -297,11 +364,15 @@ torch::Tensor short_attention_qkv(const torch::Tensor& qkv_in, const torch::Tens
               "roformer::short_attention_qkv: rotation must be [2, ", S, ", ", D,
               "] of the projection's dtype on the CPU (short_attention_rotation)");
   TORCH_CHECK(interleaved || D % 2 == 0, "roformer::short_attention_qkv: half pairing needs an even head_dim");
+  TORCH_CHECK(!relative_in.defined() || (relative_in.dim() == 2 && relative_in.size(0) == heads &&
+                                         relative_in.size(1) == 2 * S - 1 && relative_in.is_cpu()),
+              "roformer::short_attention_qkv: relative bias must be [", heads, ", ", 2 * S - 1, "] on the CPU");
   const at::Tensor none = at::empty({0}, qkv_in.options());
   const at::Tensor qkv = qkv_in.contiguous();
   const at::Tensor bias = bias_in.defined() ? bias_in.contiguous() : none;
   const at::Tensor rotation = rotation_in.defined() ? rotation_in.contiguous() : none;
-  return ShortAttentionQkvFunction::apply(qkv, bias, heads, causal, rotation, interleaved);
+  const at::Tensor relative = relative_in.defined() ? relative_in.to(qkv.scalar_type()).contiguous() : none;
+  return ShortAttentionQkvFunction::apply(qkv, bias, heads, causal, rotation, interleaved, relative);
 }
 
 torch::Tensor short_attention_rotation(const torch::Tensor& inv_freq, double position_scale, double magnitude,

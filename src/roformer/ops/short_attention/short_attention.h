@@ -35,14 +35,24 @@ torch::Tensor short_attention(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor short_attention_cope(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& at_integers, double scale, bool causal);
 
+// softmax(q k^T / sqrt(D) + bias[h, S - 1 + j - i] (+ the causal mask)) v: a relative bias by key -
+// query offset (ALiBi, T5's buckets, KERPLE, Sandwich: the [H, 2S - 1] rows the attention mask
+// keeps) added to each score row inside the kernel, so no [B, H, S, S] mask is read or formed;
+// differentiable in q, k, v and bias (its gradient summed by offset). Checks as short_attention
+// does, and the bias's shape.
+torch::Tensor short_attention_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& bias, bool causal);
+
 // The same attention straight from one q/k/v projection, so that neither a bias add, a rotary
 // op nor the gradient's concatenation of three parts makes a pass over memory of its own:
 // qkv [B, S, 3 H D] (q, k, v features, each head's D together) without its bias; bias [3 H D]
 // (or undefined) added as rows are read; rotation (or undefined) [2, S, D] of qkv's dtype, from
-// short_attention_rotation, applied to q and k after the bias. Returns [B, H, S, D] as
-// short_attention does; the gradients are qkv's (one tensor) and the bias's.
+// short_attention_rotation, applied to q and k after the bias; relative (or undefined) [H, 2S - 1],
+// a relative bias added to the scores as short_attention_bias adds it. Returns [B, H, S, D] as
+// short_attention does; the gradients are qkv's (one tensor), the bias's and the relative bias's.
 torch::Tensor short_attention_qkv(const torch::Tensor& qkv, const torch::Tensor& bias, int64_t heads, bool causal,
-                                  const torch::Tensor& rotation, bool interleaved);
+                                  const torch::Tensor& rotation, bool interleaved,
+                                  const torch::Tensor& relative = torch::Tensor());
 
 // Whether short_attention_qkv takes a projection of this shape and dtype (short_attention_supports
 // of its [B, H, S, D] parts).

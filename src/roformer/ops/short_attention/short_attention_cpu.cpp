@@ -173,6 +173,15 @@ ROFORMER_ALWAYS_INLINE void add_cope_term(const ShortAttentionLaunch& p, int64_t
                                     p.cope_positions, gates != nullptr ? gates : w.cope->gates.data(), row, positions);
 }
 
+// row[j] += the relative bias of offset j - i for j < row_end (query i), when the launch has one.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void add_relative_bias(const ShortAttentionLaunch& p, int64_t pair, int64_t i, T* row) {
+  if (p.rel_bias == nullptr) return;
+  const T* at_offset = static_cast<const T*>(p.rel_bias) + (pair % p.heads) * (2 * p.seq - 1) + (p.seq - 1 - i);
+  const int64_t end = row_end(p, i);
+  for (int64_t j = 0; j < end; ++j) row[j] += at_offset[j];
+}
+
 // Which third of a fused projection an operand is (its bias rows, and whether it rotates), or
 // none (the output's gradient).
 enum class Part { q = 0, k = 1, v = 2, none = 3 };
@@ -338,6 +347,7 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
     if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
     prefetch_row<T, true>(p, pair, i, {&p.out});
     add_cope_term(p, pair, i, probs + i * L, w);
+    add_relative_bias(p, pair, i, probs + i * L);
     const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
     if (lse != nullptr) lse[i] = row_lse;
   }
@@ -380,6 +390,7 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
     prefetch_row<T, true>(p, pair, i, {&p.grad_v});
     if (p.cope_at_integers != nullptr)  // gates and positions kept for the term's gradient
       add_cope_term(p, pair, i, probs + i * L, w, w.square[2] + i * L, w.square[3] + i * L);
+    add_relative_bias(p, pair, i, probs + i * L);
     probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
   }
   // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
@@ -398,7 +409,14 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
     // column of them, and probs is zero past `end`
     const int64_t W = small_gemm::Vec<T>::width;
     const T delta = dot(pr, row, (end + W - 1) / W * W);
-    if (p.cope_at_integers == nullptr) {
+    if (p.grad_rel_bias != nullptr) {  // d logits sum into the bias of their offset j - i
+      T* by_offset = static_cast<T*>(p.grad_rel_bias) + pair * (2 * S - 1) + (S - 1 - i);
+      for (int64_t j = 0; j < end; ++j) {
+        const T d_logit = pr[j] * (row[j] - delta);
+        by_offset[j] += d_logit;
+        row[j] = d_logit * scale;
+      }
+    } else if (p.cope_at_integers == nullptr) {
       for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
     } else {  // d logits, then through CoPE's term: d scores = d logits + d term / d scores
       for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta);

@@ -45,6 +45,11 @@ struct ShortAttentionLaunch {
   const void* cope_at_integers = nullptr;
   int64_t cope_positions = 0;
   void* grad_cope_at_integers = nullptr;
+  // A relative bias (short_attention_bias), when not null: [heads, 2 seq - 1] of the operands'
+  // dtype, contiguous; column seq - 1 + j - i is added to score (i, j) after the scale. Backward:
+  // its gradient per pair, [B * H, 2 seq - 1] (zeroed by the caller), when not null.
+  const void* rel_bias = nullptr;
+  void* grad_rel_bias = nullptr;
 };
 
 // Forward: out (and lse). Backward: grad_q, grad_k, grad_v from grad_out, lse, q, k, v.

@@ -1,0 +1,104 @@
+// The short-sequence kernel with a relative bias inside (ops::short_attention_bias) against the
+// formula softmax(q k^T / sqrt(d) + bias[h, S - 1 + j - i] (+ causal mask)) v written with
+// LibTorch in double and differentiated by its autograd: the output and the gradients of q, k, v
+// and the bias (summed by offset over the batch and the rows), float32 and float64, causal and
+// not, at lengths on and off the kernel's 16-key padding up to its 512; then the model: ALiBi,
+// T5's buckets (learned: its table's gradient), KERPLE and Sandwich, causal and masked, take the
+// kernel under auto and give the loss and every gradient of the model with SDPA and the mask.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "model_compare.h"
+#include "roformer/model/attention_kernel.h"
+#include "roformer/ops/short_attention/short_attention.h"
+
+namespace short_attention_bias_test {
+
+using namespace roformer;
+
+torch::Tensor formula(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& bias,
+                      bool causal) {
+  const int64_t S = q.size(2);
+  const torch::Tensor offset = torch::arange(S).unsqueeze(0) - torch::arange(S).unsqueeze(1) + (S - 1);  // j - i
+  torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1))) +
+                         bias.index({torch::indexing::Slice(), offset});  // [H, S, S]
+  if (causal) scores = scores.masked_fill(torch::ones({S, S}, torch::kBool).triu(1), -INFINITY);
+  return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+struct Result {
+  torch::Tensor out, dq, dk, dv, dbias;
+};
+
+Result run(const std::vector<torch::Tensor>& inputs, const torch::Tensor& up, bool causal, bool reference,
+           torch::ScalarType dtype) {
+  std::vector<torch::Tensor> x;
+  for (const torch::Tensor& t : inputs) x.push_back(t.to(reference ? torch::kFloat64 : dtype).requires_grad_(true));
+  torch::Tensor out =
+      reference ? formula(x[0], x[1], x[2], x[3], causal) : ops::short_attention_bias(x[0], x[1], x[2], x[3], causal);
+  out.backward(up.to(out.scalar_type()));
+  return {out.detach(), x[0].grad(), x[1].grad(), x[2].grad(), x[3].grad()};
+}
+
+void expect_close(const torch::Tensor& got, const torch::Tensor& want, double tol, const std::string& what) {
+  const torch::Tensor g = got.to(torch::kFloat64), e = want.to(torch::kFloat64);
+  const double scale = std::max(1.0, e.abs().max().item<double>());
+  EXPECT_LE((g - e).abs().max().item<double>(), tol * scale) << what;
+}
+
+TEST(ShortAttentionBias, MatchesTheFormulaInDoubleWithGradients) {
+  torch::manual_seed(5);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes{
+      {2, 3, 1, 8}, {2, 2, 37, 16}, {3, 2, 64, 32}, {1, 2, 131, 24}, {1, 1, 512, 8}};
+  for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
+    for (const auto& [B, H, S, D] : shapes) {
+      for (const bool causal : {true, false}) {
+        const std::vector<torch::Tensor> inputs{
+            torch::randn({B, H, S, D}, torch::kFloat64), torch::randn({B, H, S, D}, torch::kFloat64),
+            torch::randn({B, H, S, D}, torch::kFloat64), torch::randn({H, 2 * S - 1}, torch::kFloat64)};
+        const torch::Tensor up = torch::randn({B, H, S, D}, torch::kFloat64);
+        const Result got = run(inputs, up, causal, false, dtype), want = run(inputs, up, causal, true, dtype);
+        const std::string what = std::string(c10::toString(dtype)) + " S" + std::to_string(S) + " D" +
+                                 std::to_string(D) + (causal ? " causal" : "");
+        const double tol = dtype == torch::kFloat64 ? 1e-12 : 3e-5;
+        expect_close(got.out, want.out, tol, what + " out");
+        expect_close(got.dq, want.dq, tol, what + " grad q");
+        expect_close(got.dk, want.dk, tol, what + " grad k");
+        expect_close(got.dv, want.dv, tol, what + " grad v");
+        expect_close(got.dbias, want.dbias, tol, what + " grad bias");
+      }
+    }
+  }
+}
+
+// The bias families through the model: auto takes the kernel (the probe; its projection form, or
+// the plain one under QK-norm), reference SDPA with the mask; the same loss and gradients, T5's
+// bucket table included.
+TEST(ShortAttentionBias, BiasFamiliesInTheModelMatchSdpaWithTheMask) {
+  for (const auto kind : {config::PositionKind::alibi, config::PositionKind::t5_bias, config::PositionKind::kerple,
+                          config::PositionKind::sandwich}) {
+    for (const int variant : {0, 1, 2}) {  // causal, masked LM; causal with QK-norm (q, k not from the projection)
+      config::ModelConfig c;
+      c.hidden_dropout = c.attention_dropout = 0;
+      c.objective = variant == 1 ? config::Objective::mlm : config::Objective::causal_lm;
+      c.qk_norm = variant == 2;
+      c.position.kind = kind;
+      c.attention_kernel = config::AttentionKernel::auto_;
+      model::AttentionKernelProbe fused_probe;
+      const roformer::testing::LossAndGrads fused = roformer::testing::model_loss_and_grads(c, torch::kFloat64);
+      EXPECT_EQ(fused_probe.summary(), "short-attention") << config::position_kind_names().name(kind);
+      c.attention_kernel = config::AttentionKernel::reference;
+      model::AttentionKernelProbe reference_probe;
+      const roformer::testing::LossAndGrads reference = roformer::testing::model_loss_and_grads(c, torch::kFloat64);
+      EXPECT_NE(reference_probe.summary(), "short-attention");
+      SCOPED_TRACE(config::position_kind_names().name(kind));
+      roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-12);
+    }
+  }
+}
+
+}  // namespace short_attention_bias_test

@@ -187,6 +187,7 @@ R = "README.md"
 U, E, F, G = "docs/usage.md", "docs/evaluation.md", "docs/finetuning.md", "docs/gpu.md"
 H, T, D = "docs/hf-interop.md", "docs/tasks.md", "docs/distributed.md"
 SCALE, TASKS, SMALL = "data/results/scale/README.md", "data/results/tasks/README.md", "data/results/tasks/small/README.md"
+RUOSS = "data/results/tasks/ruoss/README.md"
 GPU_ONLY = "needs a GPU (this machine has none); its path runs on the CPU in script.%s_dry_run"
 
 
@@ -395,6 +396,14 @@ RULES = [
              "141 MB from 16 packages (minutes); its builder runs in python.scale_ladder"),
     not_here(SCALE, "a slot of the scale study", r"^scripts/studies/gpu_study\.sh --rung b --budget 480$", GPU_ONLY % "gpu_study"),
     Rule(SCALE, "the scale report", r"^\.venv/bin/python scripts/studies/scale_report\.py$", check=exists("data/results/scale/report.md")),
+
+    # data/results/tasks/ruoss/README.md: four methods on Ruoss et al.'s reverse string, then the evaluation
+    Rule(RUOSS, "the binary", r"^bin=build/release/bin/roformer$"),
+    Rule(RUOSS, "a run", r"^\$bin train configs/tasks/ruoss/reverse_string\.yaml --run-dir runs/ruoss/[a-z_-]+ --set train\.steps=3000 ",
+         run=lambda c: c + " " + TINY_TRAIN + " --set data.task.eval_examples=4"),
+    Rule(RUOSS, "its evaluation at sizes 41-481", r"^\$bin eval runs/ruoss/rope --set 'eval\.task_sizes=\[41,500,20\]' ",
+         run=lambda c: c.replace("[41,500,20]", "[41,61,20]").replace("eval_examples=64", "eval_examples=2"),
+         check=exists("runs/ruoss/rope/eval/eval.json")),
 
     # data/results/tasks/README.md and small/README.md: the studies, one cell each
     Rule(TASKS, "the rerun", r"^TASKS=niah_single JOBS=2 METHODS=\"rope .*scripts/studies/task_study\.sh sweeps/tasks2$",

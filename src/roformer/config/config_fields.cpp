@@ -91,7 +91,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "reference (add, then LibTorch's layer_norm), auto = fused (on CUDA 1.04-1.05x end to end for BERT-base, "
              "H200, data/results/gpu/)");
   enum_field(v, "attention_kernel", attention_kernel, kernels,
-             "softmax self-attention without a mask or attention dropout, on the CPU: fused (ops/short_attention: "
+             "softmax self-attention without a mask (or with the family's relative bias alone: ALiBi, T5, KERPLE, "
+             "Sandwich, added inside the kernel) or attention dropout, on the CPU: fused (ops/short_attention: "
              "one head's whole score block in cache, register-tiled products; float32/64, length <= 512, "
              "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
              "faster than SDPA (causal, or length <= 128; docs/kernels.md); CUDA always runs SDPA. Families that form "

@@ -224,7 +224,7 @@ struct TaskConfig {
   void visit(FieldVisitor& v);
   // Why a CUDA graph cannot capture a training step at training length seq_len (null: it can).
   const char* cuda_graph_refusal(int64_t seq_len) const {
-    if (name != TaskKind::none && !sizes.empty() && sizes.size() == 2 && sizes[0] < sizes[1])
+    if (name != TaskKind::none && sizes.size() == 2 && sizes[0] < sizes[1])
       return "data.task.sizes: the sequence length changes from step to step";
     return name != TaskKind::none && min_length > 0 && min_length < seq_len
                ? "data.task.min_length: the sequence length changes from step to step"

@@ -35,17 +35,9 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
   return out;
 }
 
-namespace {
-std::vector<int64_t> every_length(int64_t min_length, int64_t max_length) {
-  std::vector<int64_t> out;
-  for (int64_t L = min_length > 0 ? min_length : max_length; L <= max_length; ++L) out.push_back(L);
-  return out;
-}
-}  // namespace
-
 TaskBatcher::TaskBatcher(std::shared_ptr<const TaskGenerator> generator, int64_t min_length, int64_t max_length,
                          int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every)
-    : TaskBatcher(std::move(generator), every_length(min_length, max_length), local_batch, rank, seed, holdout_every) {}
+    : TaskBatcher(std::move(generator), length_range(min_length, max_length), local_batch, rank, seed, holdout_every) {}
 
 TaskBatcher::TaskBatcher(std::shared_ptr<const TaskGenerator> generator, std::vector<int64_t> lengths,
                          int64_t local_batch, int rank, uint64_t seed, int64_t holdout_every)

@@ -89,15 +89,15 @@ std::vector<int64_t> size_lengths(const TaskGenerator& generator, const config::
   return out;
 }
 
-std::vector<int64_t> training_lengths(const TaskGenerator& generator, const config::TaskConfig& task, int64_t seq_len) {
+std::vector<int64_t> length_range(int64_t min_length, int64_t max_length) {
   std::vector<int64_t> out;
-  if (task.sizes.empty()) {
-    for (int64_t L = task.min_length > 0 ? task.min_length : seq_len; L <= seq_len; ++L) out.push_back(L);
-    return out;
-  }
-  std::vector<int64_t> sizes;
-  for (int64_t k = task.sizes[0]; k <= task.sizes[1]; ++k) sizes.push_back(k);
-  out = size_lengths(generator, task, sizes);
+  for (int64_t L = min_length > 0 ? min_length : max_length; L <= max_length; ++L) out.push_back(L);
+  return out;
+}
+
+std::vector<int64_t> training_lengths(const TaskGenerator& generator, const config::TaskConfig& task, int64_t seq_len) {
+  if (task.sizes.empty()) return length_range(task.min_length, seq_len);
+  const std::vector<int64_t> out = size_lengths(generator, task, length_range(task.sizes[0], task.sizes[1]));
   if (out.back() > seq_len)
     throw UserError("data.task.sizes: size " + std::to_string(task.sizes[1]) + " of " +
                     config::task_kind_names().name(task.name) + " takes " + std::to_string(out.back()) +

@@ -101,6 +101,9 @@ uint64_t example_identity(const TaskExample& ex);
 constexpr int kHoldoutDraws = 256;
 TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout);
 
+// Every length of [min_length, max_length] (min_length 0: max_length alone), the token curriculum.
+std::vector<int64_t> length_range(int64_t min_length, int64_t max_length);
+
 // The training lengths a batcher draws from uniformly: each instance size of data.task.sizes
 // at its own length (Ruoss et al.'s curriculum), else every length of [min_length, seq_len].
 // Throws UserError naming data.task.sizes when the task has no instance size or the last size

@@ -3,8 +3,8 @@
 // backward (gradients of q, k and v), CPU float32, q, k, v as the model passes them ([B, H, S, D]
 // views of one fused QKV projection). Shapes: the quickstart layer (16 x 128 tokens, 4 heads of 32),
 // the medium one of scripts/bench/bench_vs_pytorch.sh (8 x 256, 8 heads of 64), and causal and longer
-// variants (the frontier study's training; 512, the op's limit). GFLOP/s counts the products (4 S^2 D
-// per head forward, 8 S^2 D more backward; causal counted in full), so the ratios are time
+// variants (the frontier study's training; 512, the last whole square; 1024 and 2048 in blocks of query rows). GFLOP/s
+// counts the products (4 S^2 D per head forward, 8 S^2 D more backward; causal counted in full), so the ratios are time
 // ratios. The rope+ pairs add RoPE (interleaved, as RoFormer's) to both: LibTorch's way applies
 // the rope op to q and k and calls SDPA, ours passes the projection and the rotation tables to
 // short_attention_qkv (the model's path), whose gradient is the projection's in one tensor. The
@@ -99,7 +99,8 @@ void run(benchmark::State& state, Side side, Shape s, bool backward) {
 
 void register_all() {
   const std::vector<Shape> shapes{{16, 4, 128, 32, false}, {16, 4, 128, 32, true}, {8, 8, 256, 64, false},
-                                  {8, 8, 256, 64, true},   {4, 8, 512, 64, false}, {4, 8, 512, 64, true}};
+                                  {8, 8, 256, 64, true},   {4, 8, 512, 64, false}, {4, 8, 512, 64, true},
+                                  {2, 4, 1024, 32, false}, {2, 4, 1024, 32, true}, {1, 4, 2048, 32, true}};
   for (const Shape& s : shapes)
     for (bool backward : {false, true})
       for (const auto& [side, label] :

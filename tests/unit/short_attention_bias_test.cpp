@@ -2,11 +2,16 @@
 // formula softmax(q k^T / sqrt(d) + bias[h, S - 1 + j - i] (+ causal mask)) v written with
 // LibTorch in double and differentiated by its autograd: the output and the gradients of q, k, v
 // and the bias (summed by offset over the batch and the rows), float32 and float64, causal and
-// not, at lengths on and off the kernel's 16-key padding up to its 512; then the model: ALiBi,
+// not, at lengths on and off the kernel's 16-key padding and in blocks of query rows past 512, and
+// ALiBi's slopes at 1024 (probabilities below float's normals); then the model: ALiBi,
 // T5's buckets (learned: its table's gradient), KERPLE and Sandwich, causal and masked, take the
 // kernel under auto and give the loss and every gradient of the model with SDPA and the mask.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <limits>
 #include <tuple>
@@ -14,6 +19,7 @@
 
 #include "model_compare.h"
 #include "roformer/model/attention_kernel.h"
+#include "roformer/model/attention_plan.h"
 #include "roformer/ops/short_attention/short_attention.h"
 
 namespace short_attention_bias_test {
@@ -53,7 +59,7 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, double to
 TEST(ShortAttentionBias, MatchesTheFormulaInDoubleWithGradients) {
   torch::manual_seed(5);
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes{
-      {2, 3, 1, 8}, {2, 2, 37, 16}, {3, 2, 64, 32}, {1, 2, 131, 24}, {1, 1, 512, 8}};
+      {2, 3, 1, 8}, {2, 2, 37, 16}, {3, 2, 64, 32}, {1, 2, 131, 24}, {1, 1, 512, 8}, {1, 2, 700, 8}};
   for (const torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32}) {
     for (const auto& [B, H, S, D] : shapes) {
       for (const bool causal : {true, false}) {
@@ -73,6 +79,36 @@ TEST(ShortAttentionBias, MatchesTheFormulaInDoubleWithGradients) {
       }
     }
   }
+}
+
+// ALiBi's bias at a thousand tokens spans hundreds, so most probabilities are below float's
+// smallest normal: the kernel flushes them to zero (ops::FlushSubnormals) and still matches the
+// formula, and the caller's floating-point mode is what it was after the call.
+TEST(ShortAttentionBias, ASteepBiasMatchesTheFormulaAndLeavesTheFloatingPointModeAlone) {
+  torch::manual_seed(9);
+  const int64_t B = 1, H = 2, S = 1024, D = 8;
+  const torch::Tensor offsets = torch::arange(-(S - 1), S, torch::kFloat64);
+  const torch::Tensor slopes = torch::tensor({0.5, 0.25}, torch::kFloat64).unsqueeze(1);
+  const std::vector<torch::Tensor> inputs{torch::randn({B, H, S, D}, torch::kFloat64),
+                                          torch::randn({B, H, S, D}, torch::kFloat64),
+                                          torch::randn({B, H, S, D}, torch::kFloat64), -slopes * offsets.abs()};
+  const torch::Tensor up = torch::randn({B, H, S, D}, torch::kFloat64);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);  // the kernel runs on this thread
+#if defined(__x86_64__)
+  const unsigned before = _mm_getcsr();
+#endif
+  const Result got = run(inputs, up, /*causal=*/true, false, torch::kFloat32);
+#if defined(__x86_64__)
+  EXPECT_EQ(_mm_getcsr(), before);
+#endif
+  at::set_num_threads(threads);
+  const Result want = run(inputs, up, true, true, torch::kFloat32);
+  expect_close(got.out, want.out, 3e-5, "out");
+  expect_close(got.dq, want.dq, 3e-5, "grad q");
+  expect_close(got.dk, want.dk, 3e-5, "grad k");
+  expect_close(got.dv, want.dv, 3e-5, "grad v");
+  expect_close(got.dbias, want.dbias, 3e-5, "grad bias");
 }
 
 // The bias families through the model: auto takes the kernel (the probe; its projection form, or
@@ -99,6 +135,39 @@ TEST(ShortAttentionBias, BiasFamiliesInTheModelMatchSdpaWithTheMask) {
       roformer::testing::expect_same_loss_and_grads(fused, reference, 1e-12);
     }
   }
+}
+
+}  // namespace short_attention_bias_test
+
+namespace short_attention_bias_test {
+
+// Which path auto picks past 512 tokens (model/attention_plan.h): the bias families keep the
+// kernel, causal, up to its limit (SDPA would take their bias as a mask: 1.5-2.3x slower in
+// training at 1024); plain causal attention goes back to SDPA's flash kernel past 512 (as fast
+// there), bidirectional past 128; fused takes the kernel wherever it fits.
+TEST(ShortAttentionBias, AutoKeepsTheBiasFamiliesInTheKernelUpToItsLimit) {
+  using model::AttentionPath;
+  auto facts = [](int64_t S, bool causal, bool bias) {
+    model::AttentionPassFacts f;
+    f.batch = 2, f.heads = 4, f.seq = S, f.head_dim = 32, f.causal = causal;
+    f.short_shape = ops::short_attention_shape_supported(S, 32, torch::kFloat, torch::kCPU);
+    f.mask_beyond_causality = f.relative_bias_alone = bias;
+    f.training = f.autograd = true;
+    return f;
+  };
+  EXPECT_EQ(model::plan_attention(facts(1024, true, true)).path, AttentionPath::short_projection);
+  EXPECT_EQ(model::plan_attention(facts(ops::kShortAttentionMaxSeq, true, true)).path, AttentionPath::short_projection);
+  model::AttentionPassFacts qk_norm = facts(1024, true, true);
+  qk_norm.projection_not_fusable = true;
+  EXPECT_EQ(model::plan_attention(qk_norm).path, AttentionPath::short_with_bias);
+  EXPECT_EQ(model::plan_attention(facts(ops::kShortAttentionMaxSeq + 1, true, true)).path, AttentionPath::sdpa);
+  EXPECT_EQ(model::plan_attention(facts(1024, false, true)).path, AttentionPath::sdpa);
+  EXPECT_EQ(model::plan_attention(facts(model::kShortCausalAutoSeq, true, false)).path,
+            AttentionPath::short_projection);
+  EXPECT_EQ(model::plan_attention(facts(model::kShortCausalAutoSeq + 1, true, false)).path, AttentionPath::sdpa);
+  model::AttentionPassFacts fused = facts(1024, false, false);
+  fused.kernel = config::AttentionKernel::fused;
+  EXPECT_EQ(model::plan_attention(fused).path, AttentionPath::short_projection);
 }
 
 }  // namespace short_attention_bias_test

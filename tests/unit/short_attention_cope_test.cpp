@@ -86,15 +86,18 @@ TEST(ShortAttentionCope, EqualsCopeAttentionInDoubleWithGradients) {
   // (B, H, S, D, P): S = 1 and lengths off the 16-key padding; P = 1 (no gradient through the
   // positions), 4 (most positions clamped) and more positions than keys (none clamped).
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> shapes{
-      {2, 3, 1, 8, 4}, {2, 2, 5, 16, 1}, {1, 3, 37, 24, 4}, {2, 2, 64, 32, 80}, {1, 2, 131, 16, 24}};
+      {2, 3, 1, 8, 4},    {2, 2, 5, 16, 1},    {1, 3, 37, 24, 4},
+      {2, 2, 64, 32, 80}, {1, 2, 131, 16, 24}, {1, 1, 600, 8, 24}};  // past 512: blocks of query rows
   for (const auto& [B, H, S, D, P] : shapes)
     for (const bool causal : {true, false}) {
       const torch::Tensor packed = torch::randn({B, S, 3 * H * D}, torch::kFloat64) * 1.5;
       const torch::Tensor a = torch::randn({B, H, S, P}, torch::kFloat64) * 2;
       const torch::Tensor up = torch::randn({B, H, S, D}, torch::kFloat64);
       const Result got = run(packed, a, H, causal, up, false), want = run(packed, a, H, causal, up, true);
+      // rounding grows with the keys a row counts: at 600 keys up to 1.3e-12 of the scale, as at 512
+      // in one square (measured), so the blocks add none of it
       expect_all_close(
-          got, want, 1e-12,
+          got, want, S > 512 ? 2e-12 : 1e-12,
           "S" + std::to_string(S) + " D" + std::to_string(D) + " P" + std::to_string(P) + (causal ? " causal" : ""));
       if (P > 1 && S > 1) {  // the term moves the result (one key takes all the weight): the comparison sees it
         const Result plain = run(packed, torch::zeros_like(a), H, causal, up, true);
@@ -188,9 +191,9 @@ TEST(ShortAttentionCope, CopeModelsTrainThroughItAsOnTheExplicitScores) {
         expect_close(fused.grads[i], reference.grads[i], 1e-12, "grad " + std::to_string(i));
     }
   }
-  EXPECT_EQ(
+  EXPECT_NE(
       train_step(config::Objective::causal_lm, config::AttentionKernel::auto_, ops::kShortAttentionMaxSeq + 8).kernels,
-      model::attention_kernel::kExplicitScores);
+      model::attention_kernel::kShort);
 }
 
 }  // namespace short_attention_cope_test

@@ -116,7 +116,8 @@ TEST(ShortAttentionQkv, MatchesBiasRopeAndAttentionWrittenOutInDouble) {
       {2, 3, 1, 8, false, true, true, true},          {2, 2, 5, 16, true, true, true, false},
       {1, 3, 37, 24, false, false, true, true},       {3, 2, 64, 32, true, true, false, true},
       {2, 2, 131, 64, false, true, true, false, 1.3}, {2, 4, 128, 32, true, true, true, true},
-      {1, 2, 200, 40, true, true, true, false, 0.8},
+      {1, 2, 200, 40, true, true, true, false, 0.8},  {1, 2, 777, 16, true, true, true, true},
+      {1, 1, 600, 24, false, true, true, false},  // past 512: blocks of query rows
   };
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kFloat64}) {
     const double tol = dtype == torch::kFloat64 ? 1e-11 : 3e-5;
@@ -200,7 +201,7 @@ TEST(ShortAttentionQkv, SaysWhatItTakesAndRefusesTheRest) {
   EXPECT_FALSE(ops::short_attention_qkv_supports(qkv, 5));                                // 96 not 3 x 5 heads
   EXPECT_FALSE(ops::short_attention_qkv_supports(torch::randn({2, 16, 3 * 4 * 12}), 4));  // D = 12
   EXPECT_FALSE(ops::short_attention_qkv_supports(qkv.to(torch::kBFloat16), 4));
-  EXPECT_FALSE(ops::short_attention_qkv_supports(torch::randn({2, 513, 96}), 4));  // past 512
+  EXPECT_FALSE(ops::short_attention_qkv_supports(torch::randn({1, ops::kShortAttentionMaxSeq + 1, 96}), 4));
   auto message = [&](const torch::Tensor& bias, const torch::Tensor& rotation) {
     try {
       ops::short_attention_qkv(qkv, bias, 4, false, rotation, true);

@@ -71,9 +71,11 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, double to
 TEST(ShortAttention, MatchesTheFormulaInDoubleWithGradients) {
   torch::manual_seed(7);
   // (B, H, S, D): S = 1 and lengths off the 16-key padding; D = 8, 16, 24, 32, 64 use the 1-, 2-
-  // and 4-vector tiles and their sums; 512 is the longest the op takes.
+  // and 4-vector tiles and their sums; 512 is the last whole square, 600 and 1030 go in blocks of
+  // query rows (the last one shorter).
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes{
-      {2, 3, 1, 8}, {2, 2, 5, 16}, {1, 3, 37, 24}, {3, 2, 64, 32}, {2, 2, 131, 64}, {1, 1, 512, 32}};
+      {2, 3, 1, 8},    {2, 2, 5, 16},   {1, 3, 37, 24},  {3, 2, 64, 32},
+      {2, 2, 131, 64}, {1, 1, 512, 32}, {1, 2, 600, 16}, {1, 1, 1030, 8}};
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kFloat64}) {
     const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-5;
     for (const auto& [B, H, S, D] : shapes) {
@@ -129,14 +131,15 @@ TEST(ShortAttention, SaysWhatItTakesAndRefusesTheRest) {
   const torch::Tensor x = torch::randn({1, 2, 16, 8});
   EXPECT_TRUE(ops::short_attention_supports(x, x, x));
   EXPECT_TRUE(ops::short_attention_supports(x.to(torch::kFloat64), x.to(torch::kFloat64), x.to(torch::kFloat64)));
-  const torch::Tensor odd = torch::randn({1, 2, 16, 12}), long_seq = torch::randn({1, 1, 513, 8});
+  const torch::Tensor odd = torch::randn({1, 2, 16, 12}),
+                      long_seq = torch::randn({1, 1, ops::kShortAttentionMaxSeq + 1, 8});
   const torch::Tensor half = x.to(torch::kBFloat16), other = torch::randn({1, 2, 15, 8});
-  EXPECT_FALSE(ops::short_attention_supports(odd, odd, odd));                 // D not a multiple of 8
-  EXPECT_FALSE(ops::short_attention_supports(long_seq, long_seq, long_seq));  // past 512
-  EXPECT_FALSE(ops::short_attention_supports(half, half, half));              // bf16: SDPA's
-  EXPECT_FALSE(ops::short_attention_supports(x, other, other));               // keys of another length
-  EXPECT_FALSE(ops::short_attention_supports(x, x.to(torch::kFloat64), x));   // mixed dtypes
-  EXPECT_FALSE(ops::short_attention_supports(x[0], x[0], x[0]));              // not [B, H, S, D]
+  EXPECT_FALSE(ops::short_attention_supports(odd, odd, odd));  // D not a multiple of 8
+  EXPECT_FALSE(ops::short_attention_supports(long_seq, long_seq, long_seq));
+  EXPECT_FALSE(ops::short_attention_supports(half, half, half));             // bf16: SDPA's
+  EXPECT_FALSE(ops::short_attention_supports(x, other, other));              // keys of another length
+  EXPECT_FALSE(ops::short_attention_supports(x, x.to(torch::kFloat64), x));  // mixed dtypes
+  EXPECT_FALSE(ops::short_attention_supports(x[0], x[0], x[0]));             // not [B, H, S, D]
   try {
     ops::short_attention(odd, odd, odd, false);
     ADD_FAILURE() << "a head width of 12 must be refused";

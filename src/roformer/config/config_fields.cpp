@@ -93,9 +93,11 @@ void ModelConfig::visit(FieldVisitor& v) {
   enum_field(v, "attention_kernel", attention_kernel, kernels,
              "softmax self-attention without a mask (or with the family's relative bias alone: ALiBi, T5, KERPLE, "
              "Sandwich, added inside the kernel) or attention dropout, on the CPU: fused (ops/short_attention: "
-             "one head's whole score block in cache, register-tiled products; float32/64, length <= 512, "
+             "one head's scores in cache, whole up to 512 tokens and in blocks of query rows past it, register-tiled "
+             "products; float32/64, length <= 2048, "
              "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
-             "faster than SDPA (causal, or length <= 128; docs/kernels.md); CUDA always runs SDPA. Families that form "
+             "faster than SDPA (causal up to 512 tokens, with a relative bias up to 2048, or length <= 128; "
+             "docs/kernels.md); CUDA always runs SDPA. Families that form "
              "their scores, causal on the CPU: tile attention in evaluation, and in training without attention dropout "
              "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
              "recomputes them per block of query rows); reference keeps the explicit scores");

@@ -71,7 +71,10 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   // work instead of O(S^2) at long lengths (short ones stay one block).
   const int64_t band_rows = std::max<int64_t>(kMinBandRows, (window_.size + 15) / 16 * 16);
   if (window_.size > 0 && S >= 4 * band_rows) block_rows_ = std::min(block_rows_, band_rows);
-  if (block_rows_ == S) {
+  if (block_rows_ == S && only_relative_bias() && device.is_cpu()) {
+    whole_deferred_ = true;  // the short kernel adds the bias rows itself: build it only if asked
+    deferred_grad_mode_ = torch::GradMode::is_enabled();
+  } else if (block_rows_ == S) {
     whole_ = rows(0, S);
   } else if (bias_.defined() && !pad_.defined() && window_.size == 0 && !packed && device.is_cpu() &&
              !torch::GradMode::is_enabled()) {
@@ -96,6 +99,11 @@ torch::Tensor AttentionMask::rows(int64_t begin, int64_t end, int64_t keys) cons
   if (keys < 0) keys = S_;
   TORCH_CHECK(keys >= 1 && keys <= S_, "AttentionMask::rows: ", keys, " keys outside [1, ", S_, "]");
   const int64_t C = end - begin;
+  if (whole_deferred_) {
+    whole_deferred_ = false;
+    const torch::AutoGradMode mode(deferred_grad_mode_);  // as if built by the constructor
+    whole_ = rows(0, S_);
+  }
   if (whole_.defined()) return (square_ ? whole_.narrow(2, begin, C) : whole_).narrow(-1, 0, keys);
   torch::Tensor mask;
   if (bias_.defined()) {

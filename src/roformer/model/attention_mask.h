@@ -103,7 +103,10 @@ class AttentionMask {
   // undefined otherwise (use rows()). Attention then reverses its query rows to match.
   torch::Tensor reversed_rows(int64_t begin, int64_t end, int64_t keys) const;
   // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
-  torch::Tensor whole() const { return whole_.defined() ? whole_ : rows(0, S_); }
+  torch::Tensor whole() const {
+    if (whole_deferred_) rows(0, 1);  // builds it
+    return whole_.defined() ? whole_ : rows(0, S_);
+  }
   // The keys [first, last) that query rows [begin, end) may see through the window and
   // causality: [0, end) for causal rows, all S without either. Attention may drop the keys
   // outside (their weights are exactly zero; a row with every visible key masked then spreads
@@ -111,7 +114,12 @@ class AttentionMask {
   std::pair<int64_t, int64_t> key_span(int64_t begin, int64_t end) const;
   // The tensors a layer reads that may carry a gradient: {relative bias, whole mask}, either
   // undefined (activation checkpointing recomputes a layer with leaves in their place).
-  std::vector<torch::Tensor> differentiable() const { return {bias_, whole_}; }
+  // A deferred whole mask is built here, so that every recomputed layer reads the one mask as the
+  // unchecked layers do (its gradient summed in the same order: bitwise the unchecked gradients).
+  std::vector<torch::Tensor> differentiable() const {
+    if (whole_deferred_) whole();
+    return {bias_, whole_};
+  }
   // This mask with differentiable()'s tensors replaced by `tensors` (same order and shapes).
   AttentionMask with_differentiable(const std::vector<torch::Tensor>& tensors) const;
 
@@ -134,7 +142,12 @@ class AttentionMask {
   int64_t block_rows_ = 0;
   torch::ScalarType dtype_ = torch::kFloat;
   torch::Device device_{torch::kCPU};
-  torch::Tensor whole_;
+  // A whole relative-bias mask on the CPU is built on its first use (rows(), whole()), under the
+  // grad mode of construction: layers that take the bias rows into the short kernel never need it
+  // (16 MiB per forward at 1024 tokens and 4 heads). Single-threaded, like the forward that reads it.
+  mutable torch::Tensor whole_;
+  mutable bool whole_deferred_ = false;
+  bool deferred_grad_mode_ = false;
 };
 
 }  // namespace roformer::model

@@ -9,10 +9,12 @@ using config::AttentionKernel;
 
 // Whether ops/short_attention may run the pass: not model.attention_kernel reference, no mask
 // beyond causality, no dropout, and under auto where it measured faster than SDPA
-// (docs/kernels.md: up to 128 tokens, or causal).
+// (docs/kernels.md): up to 128 tokens, causal up to 512, and causal with a relative bias inside
+// up to the op's limit (against SDPA with the bias as a mask).
 bool short_kernel_allowed(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference || f.mask_beyond_causality || f.dropout > 0.0) return false;
-  return f.kernel == AttentionKernel::fused || f.seq <= 128 || f.causal;
+  if (f.kernel == AttentionKernel::fused || f.seq <= 128) return true;
+  return f.causal && (f.seq <= kShortCausalAutoSeq || f.relative_bias_alone);
 }
 
 // Why the pass may not run in tiles (null: it may). Training takes them only without dropout
@@ -35,7 +37,9 @@ const char* no_tiles(const AttentionPassFacts& f) {
 }
 
 AttentionPlan scores_plan(const AttentionPassFacts& f) {
-  if (f.term && f.term->short_kernel && f.softmax && short_kernel_allowed(f) && f.short_shape)
+  // A term in the short kernel up to 512 tokens: past it CoPE measured no faster there than in tiles.
+  if (f.term && f.term->short_kernel && f.softmax && short_kernel_allowed(f) && f.short_shape &&
+      f.seq <= kShortCausalAutoSeq)
     return {AttentionPath::short_with_term, "the short kernel computes the term"};
   const char* why_not_tiles = no_tiles(f);
   if (why_not_tiles == nullptr) return {AttentionPath::tiles, "scores, term and weights per tile"};

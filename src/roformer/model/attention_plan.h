@@ -62,6 +62,11 @@ struct AttentionPlan {
   const char* detail = "";  // and why tiles do not apply, where that decided it
 };
 
+// Up to this length auto runs causal attention in ops/short_attention (past it SDPA's flash kernel
+// was as fast); the relative-bias families keep it up to the op's limit; a family's term (CoPE)
+// takes it up to here under fused too.
+inline constexpr int64_t kShortCausalAutoSeq = 512;
+
 // Past this many bytes of one layer's [B, H, S, S] scores, auto trains in tiles (linear memory).
 inline constexpr double kTileTrainingScoreBytes = 16.0 * (1 << 20);
 

@@ -1,17 +1,17 @@
 // Public API of the short-sequence attention op: softmax(q k^T scale) v for one self-attention
 // call, CPU only, differentiable. Where LibTorch's CPU flash kernel streams key blocks with an
 // online softmax, this op keeps one head's whole S x S score block in cache (an exact softmax
-// per row) and multiplies with register-tiled small products (ops/common/small_gemm.h), which for the
-// blocks of short sequences run about twice as fast as the BLAS calls ATen's kernel makes. It
-// saves each row's log-sum-exp (B * H * S floats) and recomputes the scores in backward. Knows
-// nothing of configs; model code picks it (model.attention_kernel).
+// per row; past 512 tokens, blocks of whole query rows) and multiplies with register-tiled small products
+// (ops/common/small_gemm.h), which for the blocks of short sequences run about twice as fast as the BLAS calls ATen's
+// kernel makes. It saves each row's log-sum-exp (B * H * S floats) and recomputes the scores in backward. Knows nothing
+// of configs; model code picks it (model.attention_kernel).
 #pragma once
 
 #include <torch/types.h>
 
 namespace roformer::ops {
 
-constexpr int64_t kShortAttentionMaxSeq = 512;
+constexpr int64_t kShortAttentionMaxSeq = 2048;
 constexpr int64_t kShortAttentionMaxHeadDim = 512;
 
 // Whether the op takes sequences of `seq` tokens in heads of `head_dim` features of this dtype on

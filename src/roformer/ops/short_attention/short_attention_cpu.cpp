@@ -1,16 +1,14 @@
 // CPU kernel of the short-sequence attention op: one (batch, head) pair at a time, all of its
-// S x S scores in cache. Forward: scores = q (scale k)^T, a row softmax (exact, not online), out =
-// probs v, each row's log-sum-exp kept for the backward when asked. Backward: probs recomputed as
-// exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product
-// on this hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs .
-// dprobs)) scale, dq = dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal
-// pairs skip the blocks above the diagonal. With CoPE's term (short_attention_cope) each score row
-// gains its term before the softmax, and the backward sends d logits through the term's row
-// gradient (ops/common/cope_rows.h) before the products. Pairs run in parallel, the threads claiming them from a
-// shared counter; each pair's result is computed by one thread in a fixed order, so it does not
-// depend on the thread count or on which thread took it.
-// Vectors pass by value between always-inlined helpers (see small_gemm.h), exp_reduced included;
-// before the includes, so the helpers' own lines are covered too.
+// S x S scores in cache (past 512 tokens a block of whole query rows at a time). Forward: scores = q (scale k)^T, a row
+// softmax (exact, not online), out = probs v, each row's log-sum-exp kept for the backward when asked. Backward: probs
+// recomputed as exp(scores - lse) (writing and rereading B H S^2 probabilities cost more than one more product on this
+// hardware), dv = probs^T dout, dprobs = dout v^T, dscores = probs (dprobs - rowsum(probs . dprobs)) scale, dq =
+// dscores k, dk = dscores^T q. Every product goes through small_gemm.h; causal pairs skip the blocks above the
+// diagonal. With CoPE's term (short_attention_cope) each score row gains its term before the softmax, and the backward
+// sends d logits through the term's row gradient (ops/common/cope_rows.h) before the products. Pairs run in parallel,
+// the threads claiming them from a shared counter; each pair's result is computed by one thread in a fixed order, so it
+// does not depend on the thread count or on which thread took it. Vectors pass by value between always-inlined helpers
+// (see small_gemm.h), exp_reduced included; before the includes, so the helpers' own lines are covered too.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <ATen/Parallel.h>
@@ -144,15 +142,18 @@ ROFORMER_ALWAYS_INLINE T dot(const T* a, const T* b, int64_t D) {
   return sum;
 }
 
-// One thread's buffers: a transposed operand [D x L], four operands' rows packed [S x D] (a
-// strided one, e.g. a head of a fused QKV projection 3 H D floats apart, would map its rows onto
-// few cache sets), two S x L blocks (probabilities; the backward's dscores) and, with CoPE's
-// term, two more (the backward's gates and positions of every row, then the term's gradient) and
-// the term's row buffers.
+// One thread's buffers: two transposed operands [D x L] (k, and v in the backward), four
+// operands' rows packed [S x D] (a strided one, e.g. a head of a fused QKV projection 3 H D floats
+// apart, would map its rows onto few cache sets), the backward's dk and dv summed over the blocks
+// [S x D] and a block's dq [rows x D], two blocks of scores [rows x L] (probabilities; the
+// backward's dscores) and, with CoPE's term, two more (the backward's gates and positions of every
+// row, then the term's gradient) and the term's row buffers.
 template <typename T>
 struct Workspace {
-  T* transposed;
+  T* transposed[2];
   T* packed[4];
+  T* accumulated[2];
+  T* block_grad;
   T* square[4];
   cope_rows::Scratch<T>* cope;
 };
@@ -264,20 +265,20 @@ ROFORMER_ALWAYS_INLINE Rows<const T> pack_rows(const ShortAttentionLaunch& p, co
   return {dst, D};
 }
 
-// The gradient of rows before their rotation: dst row j = dy[e] cos[j][e] + dy[partner(e)]
-// sin[j][partner(e)] (the transpose of the rotation), dy = src row j (packed); or src itself
-// when `part` does not rotate. Adds each column's sum to `sums` when not null.
+// The gradient of rows [j0, j0 + count) before their rotation: dst row j = dy[e] cos[j][e] +
+// dy[partner(e)] sin[j][partner(e)] (the transpose of the rotation), dy = src row j - j0 (packed);
+// or src itself when `part` does not rotate. Adds each column's sum to `sums` when not null.
 template <typename T>
 ROFORMER_ALWAYS_INLINE void write_grad_rows(const ShortAttentionLaunch& p, const T* src, Part part, Rows<T> dst,
-                                            T* sums) {
+                                            T* sums, int64_t j0, int64_t count) {
   constexpr int W = small_gemm::Vec<T>::width;
   const int64_t S = p.seq, D = p.head_dim;
   const bool rotated = rotates(p, part);
   const T* cos = static_cast<const T*>(p.rotation);
   const T* sin = rotated ? cos + S * D : nullptr;
   T scaled[kShortAttentionKernelMaxHeadDim];  // dy sin, one row
-  for (int64_t j = 0; j < S; ++j) {
-    const T* dy = src + j * D;
+  for (int64_t j = j0; j < j0 + count; ++j) {
+    const T* dy = src + (j - j0) * D;
     T* row = dst.data + j * dst.stride;
     if (rotated && partner_vectors(p, W)) {
       for (int64_t d = 0; d < D; d += W)
@@ -323,13 +324,35 @@ ROFORMER_ALWAYS_INLINE void prefetch_row(const ShortAttentionLaunch& p, int64_t 
   }
 }
 
-// scores = q (scale k)^T into `scores` (L per row): the forward's first product, and the backward's again.
+// A pair's query rows go in blocks, each block's scores [rows, L] in the thread's buffers: the
+// whole square up to kWholeSquareScores (it stays in this CPU's 2 MiB L2 cache), then blocks of
+// kBlockScores (a 1024-token square is 4 MiB: read back from L3, RoPE had trained at 0.75-0.87x
+// SDPA's speed). Each row's softmax is still exact: a block holds whole rows.
+constexpr int64_t kWholeSquareScores = 512 * 512;
+constexpr int64_t kBlockScores = 128 * 1024;
+
+ROFORMER_ALWAYS_INLINE int64_t block_rows(const ShortAttentionLaunch& p) {
+  if (p.seq * p.padded_seq <= kWholeSquareScores) return p.seq;
+  return std::max<int64_t>(16, kBlockScores / p.padded_seq);
+}
+
+// The columns the block of rows ending at i1 reads: every key, or for causal pairs the keys up to
+// its last row, rounded up to the kernel's 16. The products that sum over them stop at the last
+// key (block_keys): the packed rows past it hold another call's data.
+ROFORMER_ALWAYS_INLINE int64_t block_columns(const ShortAttentionLaunch& p, int64_t i1) {
+  return p.causal ? std::min(p.padded_seq, (i1 + 15) / 16 * 16) : p.padded_seq;
+}
+ROFORMER_ALWAYS_INLINE int64_t block_keys(const ShortAttentionLaunch& p, int64_t i1) {
+  return p.causal ? i1 : p.seq;
+}
+
+// scores = q (scale k)^T of rows [i0, i1) into `scores` (L per row, `cols` of them written),
+// kt = (scale k)^T [D, L]: the forward's first product, and the backward's again.
 template <typename T>
-ROFORMER_ALWAYS_INLINE void scores_of(const ShortAttentionLaunch& p, Rows<const T> q, Rows<const T> k, T* kt,
-                                      T* scores) {
-  transpose_padded(k, p.seq, p.head_dim, p.padded_seq, static_cast<T>(p.scale), kt);
-  small_gemm::gemm<T>(p.seq, p.padded_seq, p.head_dim, Strided<T>{q.data, q.stride, 1}, kt, p.padded_seq, scores,
-                      p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none);
+ROFORMER_ALWAYS_INLINE void block_scores(const ShortAttentionLaunch& p, Rows<const T> q, const T* kt, int64_t i0,
+                                         int64_t i1, int64_t cols, T* scores) {
+  small_gemm::gemm<T>(i1 - i0, cols, p.head_dim, Strided<T>{q.data + i0 * q.stride, q.stride, 1}, kt, p.padded_seq,
+                      scores, p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none, i0);
 }
 
 template <typename T>
@@ -341,68 +364,55 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
   const Rows<T> out = rows_of<T>(p.out, pair, p.heads);
   T* probs = w.square[0];
   T* lse = p.lse != nullptr ? static_cast<T*>(p.lse) + pair * S : nullptr;
-  scores_of(p, q, k, w.transposed, probs);
+  transpose_padded(k, S, D, L, static_cast<T>(p.scale), w.transposed[0]);
   const bool next = pair + 1 < p.batch * p.heads;
-  for (int64_t i = 0; i < S; ++i) {
-    if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
-    prefetch_row<T, true>(p, pair, i, {&p.out});
-    add_cope_term(p, pair, i, probs + i * L, w);
-    add_relative_bias(p, pair, i, probs + i * L);
-    const T row_lse = softmax_row(probs + i * L, row_end(p, i), L);
-    if (lse != nullptr) lse[i] = row_lse;
+  for (int64_t i0 = 0, step = block_rows(p); i0 < S; i0 += step) {
+    const int64_t i1 = std::min(S, i0 + step), cols = block_columns(p, i1);
+    block_scores(p, q, w.transposed[0], i0, i1, cols, probs);
+    for (int64_t i = i0; i < i1; ++i) {
+      if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
+      prefetch_row<T, true>(p, pair, i, {&p.out});
+      T* row = probs + (i - i0) * L;
+      add_cope_term(p, pair, i, row, w);
+      add_relative_bias(p, pair, i, row);
+      const T row_lse = softmax_row(row, row_end(p, i), cols);
+      if (lse != nullptr) lse[i] = row_lse;
+    }
+    small_gemm::gemm<T>(i1 - i0, D, block_keys(p, i1), Strided<T>{probs, L, 1}, v.data, v.stride,
+                        out.data + i0 * out.stride, out.stride, p.causal ? Limit::sum_to_row_end : Limit::none, i0);
   }
-  small_gemm::gemm<T>(S, D, S, Strided<T>{probs, L, 1}, v.data, v.stride, out.data, out.stride,
-                      p.causal ? Limit::sum_to_row_end : Limit::none);
 }
 
-// C = A B (small_gemm::gemm, S x D) into the gradient rows of `part`: straight into them, or
-// through `scratch` when they rotate back or sum into the bias's gradient.
+// The probabilities of rows [i0, i1) again, from their scores and log-sum-exp (CoPE's gates and
+// positions kept for its gradient).
 template <typename T>
-ROFORMER_ALWAYS_INLINE void grad_product(const ShortAttentionLaunch& p, int64_t pair, Part part,
-                                         const AttentionOperand& grad, Strided<T> a, Rows<const T> b, Limit limit,
-                                         T* scratch) {
-  const int64_t S = p.seq, D = p.head_dim;
-  const Rows<T> dst = rows_of<T>(grad, pair, p.heads);
-  T* sums = grad_bias_of<T>(p, pair, part);
-  if (sums == nullptr && !rotates(p, part)) {
-    small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, dst.data, dst.stride, limit);
-    return;
-  }
-  small_gemm::gemm<T>(S, D, S, a, b.data, b.stride, scratch, D, limit);
-  write_grad_rows(p, scratch, part, dst, sums);
-}
-
-template <typename T>
-ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
-  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
-  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
-  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
-  const Rows<const T> dout = pack_rows(p, p.grad_out, pair, Part::none, w.packed[2]);
-  const T* lse = static_cast<const T*>(p.lse) + pair * S;
-  T* probs = w.square[0];
-  T* ds = w.square[1];
-  const Limit upto = p.causal ? Limit::sum_to_row_end : Limit::none;
-  const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
-  scores_of(p, q, k, w.transposed, probs);
+ROFORMER_ALWAYS_INLINE void block_probs(const ShortAttentionLaunch& p, int64_t pair, int64_t i0, int64_t i1,
+                                        int64_t cols, const Workspace<T>& w) {
+  const int64_t L = p.padded_seq;
+  const T* lse = static_cast<const T*>(p.lse) + pair * p.seq;
   const bool next = pair + 1 < p.batch * p.heads;
-  for (int64_t i = 0; i < S; ++i) {
+  for (int64_t i = i0; i < i1; ++i) {
     if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v, &p.grad_out});
     prefetch_row<T, true>(p, pair, i, {&p.grad_v});
-    if (p.cope_at_integers != nullptr)  // gates and positions kept for the term's gradient
-      add_cope_term(p, pair, i, probs + i * L, w, w.square[2] + i * L, w.square[3] + i * L);
-    add_relative_bias(p, pair, i, probs + i * L);
-    probs_from_lse(probs + i * L, row_end(p, i), L, lse[i]);
+    T* row = w.square[0] + (i - i0) * L;
+    if (p.cope_at_integers != nullptr)
+      add_cope_term(p, pair, i, row, w, w.square[2] + (i - i0) * L, w.square[3] + (i - i0) * L);
+    add_relative_bias(p, pair, i, row);
+    probs_from_lse(row, row_end(p, i), cols, lse[i]);
   }
-  // dv = probs^T dout (probs read transposed: row stride 1, column stride L)
-  grad_product(p, pair, Part::v, p.grad_v, Strided<T>{probs, 1, L}, dout, from, w.packed[3]);
-  // dprobs = dout v^T, into ds
-  transpose_padded(pack_rows(p, p.v, pair, Part::v, w.packed[3]), S, D, L, T(1), w.transposed);
-  small_gemm::gemm<T>(S, L, D, Strided<T>{dout.data, dout.stride, 1}, w.transposed, L, ds, L,
-                      p.causal ? Limit::columns_to_row_end : Limit::none);
+}
+
+// d scores of rows [i0, i1) in place of their d probs: probs (dprobs - rowsum(probs . dprobs)),
+// through the term's gradient where there is one, times the scale; the relative bias's gradient
+// summed by offset on the way.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void block_dscores(const ShortAttentionLaunch& p, int64_t pair, int64_t i0, int64_t i1,
+                                          int64_t cols, const Workspace<T>& w) {
+  const int64_t S = p.seq, L = p.padded_seq;
   const T scale = static_cast<T>(p.scale);
-  for (int64_t i = 0; i < S; ++i) {
-    const T* pr = probs + i * L;
-    T* row = ds + i * L;
+  for (int64_t i = i0; i < i1; ++i) {
+    const T* pr = w.square[0] + (i - i0) * L;
+    T* row = w.square[1] + (i - i0) * L;
     const int64_t end = row_end(p, i);
     prefetch_row<T, true>(p, pair, i, {&p.grad_q, &p.grad_k});
     // sum_j probs_ij dprobs_ij (= dout_i . out_i) over whole vectors: the products computed every
@@ -420,16 +430,78 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
       for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta) * scale;
     } else {  // d logits, then through CoPE's term: d scores = d logits + d term / d scores
       for (int64_t j = 0; j < end; ++j) row[j] = pr[j] * (row[j] - delta);
-      T* through = w.square[3] + i * L;  // the positions, overwritten by d scores through the term
-      cope_rows::backward_from(w.square[2] + i * L, through, end, cope_row<const T>(p, p.cope_at_integers, pair, i),
-                               p.cope_positions, row, *w.cope, through,
-                               cope_row<T>(p, p.grad_cope_at_integers, pair, i));
+      T* through = w.square[3] + (i - i0) * L;  // the positions, overwritten by d scores through the term
+      cope_rows::backward_from(w.square[2] + (i - i0) * L, through, end,
+                               cope_row<const T>(p, p.cope_at_integers, pair, i), p.cope_positions, row, *w.cope,
+                               through, cope_row<T>(p, p.grad_cope_at_integers, pair, i));
       for (int64_t j = 0; j < end; ++j) row[j] = (row[j] + through[j]) * scale;
     }
-    for (int64_t j = end; j < L; ++j) row[j] = T(0);
+    for (int64_t j = end; j < cols; ++j) row[j] = T(0);
   }
-  grad_product(p, pair, Part::q, p.grad_q, Strided<T>{ds, L, 1}, k, upto, w.packed[3]);
-  grad_product(p, pair, Part::k, p.grad_k, Strided<T>{ds, 1, L}, q, from, w.packed[3]);
+}
+
+// Where the products may write the gradient rows of `part` themselves (no rotation to undo, no
+// bias sums): those rows; else `scratch`, D per row, for finish_grad.
+template <typename T>
+ROFORMER_ALWAYS_INLINE Rows<T> grad_target(const ShortAttentionLaunch& p, int64_t pair, Part part,
+                                           const AttentionOperand& grad, T* scratch) {
+  if (rotates(p, part) || grad_bias_of<T>(p, pair, part) != nullptr) return {scratch, p.head_dim};
+  return rows_of<T>(grad, pair, p.heads);
+}
+
+// Writes rows [j0, j0 + count) of `part`'s gradient from `scratch` unless the products wrote them.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void finish_grad(const ShortAttentionLaunch& p, int64_t pair, Part part,
+                                        const AttentionOperand& grad, Rows<T> target, const T* scratch, int64_t j0,
+                                        int64_t count) {
+  if (target.data != scratch) return;
+  write_grad_rows(p, scratch, part, rows_of<T>(grad, pair, p.heads), grad_bias_of<T>(p, pair, part), j0, count);
+}
+
+// C (+)= A B for the key rows of dk or dv from the block of query rows at i0: the first block
+// writes every key row (zeros where causality leaves it none), the later ones add to theirs.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void key_grad_product(const ShortAttentionLaunch& p, int64_t i0, int64_t i1, Strided<T> a,
+                                             const T* b, int64_t ldb, Rows<T> c) {
+  const int64_t D = p.head_dim;
+  const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
+  if (i0 == 0)
+    small_gemm::gemm<T>(p.seq, D, i1, a, b, ldb, c.data, c.stride, from, 0);
+  else
+    small_gemm::gemm<T, true>(p.causal ? i1 : p.seq, D, i1 - i0, a, b + i0 * ldb, ldb, c.data, c.stride, from, -i0);
+}
+
+// Per block of query rows: its probabilities again, dv += probs^T dout, dprobs = dout v^T, its d
+// scores, dq = ds k (its rows written), dk += ds^T q; dk and dv are written after the last block.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
+  const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
+  const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
+  const Rows<const T> k = pack_rows(p, p.k, pair, Part::k, w.packed[1]);
+  const Rows<const T> dout = pack_rows(p, p.grad_out, pair, Part::none, w.packed[2]);
+  transpose_padded(k, S, D, L, static_cast<T>(p.scale), w.transposed[0]);
+  transpose_padded(pack_rows(p, p.v, pair, Part::v, w.packed[3]), S, D, L, T(1), w.transposed[1]);
+  T* probs = w.square[0];
+  T* ds = w.square[1];
+  const Rows<T> dq = grad_target(p, pair, Part::q, p.grad_q, w.block_grad);
+  const Rows<T> dk = grad_target(p, pair, Part::k, p.grad_k, w.accumulated[0]);
+  const Rows<T> dv = grad_target(p, pair, Part::v, p.grad_v, w.accumulated[1]);
+  for (int64_t i0 = 0, step = block_rows(p); i0 < S; i0 += step) {
+    const int64_t i1 = std::min(S, i0 + step), rows = i1 - i0, cols = block_columns(p, i1);
+    block_scores(p, q, w.transposed[0], i0, i1, cols, probs);
+    block_probs(p, pair, i0, i1, cols, w);
+    key_grad_product(p, i0, i1, Strided<T>{probs, 1, L}, dout.data, D, dv);
+    small_gemm::gemm<T>(rows, cols, D, Strided<T>{dout.data + i0 * D, D, 1}, w.transposed[1], L, ds, L,
+                        p.causal ? Limit::columns_to_row_end : Limit::none, i0);
+    block_dscores(p, pair, i0, i1, cols, w);
+    T* dq_rows = dq.data == w.block_grad ? dq.data : dq.data + i0 * dq.stride;
+    small_gemm::gemm<T>(rows, D, block_keys(p, i1), Strided<T>{ds, L, 1}, k.data, k.stride, dq_rows, dq.stride,
+                        p.causal ? Limit::sum_to_row_end : Limit::none, i0);
+    finish_grad(p, pair, Part::q, p.grad_q, dq, w.block_grad, i0, rows);
+    key_grad_product(p, i0, i1, Strided<T>{ds, 1, L}, q.data, q.stride, dk);
+  }
+  finish_grad(p, pair, Part::v, p.grad_v, dv, w.accumulated[1], 0, S);
+  finish_grad(p, pair, Part::k, p.grad_k, dk, w.accumulated[0], 0, S);
 }
 
 // Pairs [begin, end) with this thread's buffers.
@@ -472,19 +544,22 @@ template <typename T, typename Fn>
 void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
   const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
   for_each_claim(p.batch * p.heads, kPairsPerClaim, [&](int64_t first, int64_t last) {
-    // Kept per thread between calls (at most 2 MiB at S = 512): a fresh one per call would cost
-    // page faults, which the threads take one at a time.
+    // Kept per thread between calls (2-4 MiB at S = 512, and at 2048 with D = 64): a fresh one
+    // per call would cost page faults, which the threads take one at a time.
     thread_local std::vector<T> buffer;
     thread_local cope_rows::Scratch<T> cope;
-    const int64_t squares = p.cope_at_integers != nullptr ? 4 : 2;
-    buffer.resize(std::max(buffer.size(), static_cast<size_t>(D * L + 4 * S * D + squares * S * L)));
+    const int64_t R = block_rows(p), squares = p.cope_at_integers != nullptr ? 4 : 2;
+    buffer.resize(std::max(buffer.size(), static_cast<size_t>(2 * D * L + 6 * S * D + R * D + squares * R * L)));
     if (p.cope_at_integers != nullptr) cope.reserve(S, p.cope_positions);
     T* b = buffer.data();
-    T* square = b + D * L + 4 * S * D;
-    const Workspace<T> w{b,
-                         {b + D * L, b + D * L + S * D, b + D * L + 2 * S * D, b + D * L + 3 * S * D},
-                         {square, square + S * L, squares == 4 ? square + 2 * S * L : nullptr,
-                          squares == 4 ? square + 3 * S * L : nullptr},
+    T* rows = b + 2 * D * L;  // the six [S, D] buffers, then a block's dq
+    T* square = rows + 6 * S * D + R * D;
+    const Workspace<T> w{{b, b + D * L},
+                         {rows, rows + S * D, rows + 2 * S * D, rows + 3 * S * D},
+                         {rows + 4 * S * D, rows + 5 * S * D},
+                         rows + 6 * S * D,
+                         {square, square + R * L, squares == 4 ? square + 2 * R * L : nullptr,
+                          squares == 4 ? square + 3 * R * L : nullptr},
                          &cope};
     fn(first, last, w);
   });

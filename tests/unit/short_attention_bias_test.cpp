@@ -142,9 +142,10 @@ TEST(ShortAttentionBias, BiasFamiliesInTheModelMatchSdpaWithTheMask) {
 namespace short_attention_bias_test {
 
 // Which path auto picks past 512 tokens (model/attention_plan.h): the bias families keep the
-// kernel, causal, up to its limit (SDPA would take their bias as a mask: 1.5-2.3x slower in
-// training at 1024); plain causal attention goes back to SDPA's flash kernel past 512 (as fast
-// there), bidirectional past 128; fused takes the kernel wherever it fits.
+// kernel, causal, up to its limit (SDPA would take their bias as a mask: 1.7-2.0x slower in
+// training at 1024), and a learned bias bidirectional too (SDPA's math kernel: 1.4-1.5x slower);
+// plain causal attention goes back to SDPA's flash kernel past 512 (as fast there),
+// bidirectional past 128; fused takes the kernel wherever it fits.
 TEST(ShortAttentionBias, AutoKeepsTheBiasFamiliesInTheKernelUpToItsLimit) {
   using model::AttentionPath;
   auto facts = [](int64_t S, bool causal, bool bias) {
@@ -161,7 +162,10 @@ TEST(ShortAttentionBias, AutoKeepsTheBiasFamiliesInTheKernelUpToItsLimit) {
   qk_norm.projection_not_fusable = true;
   EXPECT_EQ(model::plan_attention(qk_norm).path, AttentionPath::short_with_bias);
   EXPECT_EQ(model::plan_attention(facts(ops::kShortAttentionMaxSeq + 1, true, true)).path, AttentionPath::sdpa);
-  EXPECT_EQ(model::plan_attention(facts(1024, false, true)).path, AttentionPath::sdpa);
+  EXPECT_EQ(model::plan_attention(facts(1024, false, true)).path, AttentionPath::sdpa);  // ALiBi, Sandwich
+  model::AttentionPassFacts learned = facts(1024, false, true);                          // T5, KERPLE in training
+  learned.relative_bias_learned = true;
+  EXPECT_EQ(model::plan_attention(learned).path, AttentionPath::short_projection);
   EXPECT_EQ(model::plan_attention(facts(model::kShortCausalAutoSeq, true, false)).path,
             AttentionPath::short_projection);
   EXPECT_EQ(model::plan_attention(facts(model::kShortCausalAutoSeq + 1, true, false)).path, AttentionPath::sdpa);

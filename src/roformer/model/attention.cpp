@@ -383,6 +383,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.causal = ctx.causal;
   f.mask_beyond_causality = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
   f.relative_bias_alone = ctx.mask.defined() && ctx.mask.only_relative_bias();
+  f.relative_bias_learned = f.relative_bias_alone && f.autograd && ctx.mask.relative_bias().requires_grad();
   f.causal_right_padding = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
   f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
   f.shared_positions = ctx.positions.dim() == 1;

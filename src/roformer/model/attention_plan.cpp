@@ -9,12 +9,14 @@ using config::AttentionKernel;
 
 // Whether ops/short_attention may run the pass: not model.attention_kernel reference, no mask
 // beyond causality, no dropout, and under auto where it measured faster than SDPA
-// (docs/kernels.md): up to 128 tokens, causal up to 512, and causal with a relative bias inside
-// up to the op's limit (against SDPA with the bias as a mask).
+// (docs/kernels.md): up to 128 tokens, causal up to 512, and up to the op's limit with a relative
+// bias inside where SDPA would take the bias as a mask: causal, or a learned bias in training
+// (whose mask gradient only SDPA's math kernel gives).
 bool short_kernel_allowed(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference || f.mask_beyond_causality || f.dropout > 0.0) return false;
   if (f.kernel == AttentionKernel::fused || f.seq <= 128) return true;
-  return f.causal && (f.seq <= kShortCausalAutoSeq || f.relative_bias_alone);
+  if (f.causal && f.seq <= kShortCausalAutoSeq) return true;
+  return (f.causal && f.relative_bias_alone) || f.relative_bias_learned;
 }
 
 // Why the pass may not run in tiles (null: it may). Training takes them only without dropout

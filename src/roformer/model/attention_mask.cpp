@@ -83,6 +83,13 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   }
 }
 
+void AttentionMask::build_deferred_whole() const {
+  if (!whole_deferred_) return;
+  whole_deferred_ = false;
+  const torch::AutoGradMode mode(deferred_grad_mode_);  // as if built by the constructor
+  whole_ = rows(0, S_);
+}
+
 torch::Tensor AttentionMask::reversed_rows(int64_t begin, int64_t end, int64_t keys) const {
   if (!offset_mask_.defined()) return {};
   TORCH_CHECK(0 <= begin && begin < end && end <= S_ && 1 <= keys && keys <= S_, "AttentionMask::reversed_rows: rows [",
@@ -99,11 +106,7 @@ torch::Tensor AttentionMask::rows(int64_t begin, int64_t end, int64_t keys) cons
   if (keys < 0) keys = S_;
   TORCH_CHECK(keys >= 1 && keys <= S_, "AttentionMask::rows: ", keys, " keys outside [1, ", S_, "]");
   const int64_t C = end - begin;
-  if (whole_deferred_) {
-    whole_deferred_ = false;
-    const torch::AutoGradMode mode(deferred_grad_mode_);  // as if built by the constructor
-    whole_ = rows(0, S_);
-  }
+  build_deferred_whole();
   if (whole_.defined()) return (square_ ? whole_.narrow(2, begin, C) : whole_).narrow(-1, 0, keys);
   torch::Tensor mask;
   if (bias_.defined()) {

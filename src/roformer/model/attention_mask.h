@@ -104,7 +104,7 @@ class AttentionMask {
   torch::Tensor reversed_rows(int64_t begin, int64_t end, int64_t keys) const;
   // The whole mask, [1|B, 1|H, S (or 1), S]: the cached one, or built now when blocks are in use.
   torch::Tensor whole() const {
-    if (whole_deferred_) rows(0, 1);  // builds it
+    build_deferred_whole();
     return whole_.defined() ? whole_ : rows(0, S_);
   }
   // The keys [first, last) that query rows [begin, end) may see through the window and
@@ -117,13 +117,15 @@ class AttentionMask {
   // A deferred whole mask is built here, so that every recomputed layer reads the one mask as the
   // unchecked layers do (its gradient summed in the same order: bitwise the unchecked gradients).
   std::vector<torch::Tensor> differentiable() const {
-    if (whole_deferred_) whole();
+    build_deferred_whole();
     return {bias_, whole_};
   }
   // This mask with differentiable()'s tensors replaced by `tensors` (same order and shapes).
   AttentionMask with_differentiable(const std::vector<torch::Tensor>& tensors) const;
 
  private:
+  // Builds a deferred whole mask (see whole_), once.
+  void build_deferred_whole() const;
   // True where a key [1, K] lies outside the window of query positions [C, 1]: [C, K], or
   // [B, 1, C, K] for a chunked window over packed documents (chunks start with each document).
   torch::Tensor outside_window(const torch::Tensor& query, const torch::Tensor& key, int64_t begin) const;

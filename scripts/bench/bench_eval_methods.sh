@@ -7,13 +7,14 @@
 # Evaluation-time methods (string, self_extend, rerope, dual_chunk) run on the RoPE checkpoint;
 # drope is a NoPE checkpoint evaluated with DroPE's temperature (c = 0.4, not fitted).
 #   Usage: scripts/bench/bench_eval_methods.sh [--length N] [--windows W] [--rounds R] [--steps S]
-#          [--data DIR] [--work DIR] [--methods "rope fox ..."]
-#   Defaults: length 4096, four windows (batch 1), 5 rounds, 20 training steps, the quickstart's
+#          [--objective causal_lm|mlm] [--data DIR] [--work DIR] [--methods "rope fox ..."]
+#   Defaults: length 4096, four windows (batch 1), 5 rounds, 20 training steps, causal_lm (mlm:
+#   bidirectional checkpoints; causal-only methods refuse it), the quickstart's
 #   data/prepared/linux-docs-byte, work dir sweeps/bench-eval-methods, every method below.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 all_methods="rope fox fox-rope stick_breaking ssmax alibi t5_bias kerple sandwich shaw transformer_xl deberta fire cope string self_extend rerope dual_chunk irope rnope_swa drope path path_fox"
-length=4096 windows=4 rounds=5 steps=20 data="$root/data/prepared/linux-docs-byte" work="$root/sweeps/bench-eval-methods"
+length=4096 windows=4 rounds=5 steps=20 objective=causal_lm data="$root/data/prepared/linux-docs-byte" work="$root/sweeps/bench-eval-methods"
 methods="$all_methods"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -21,10 +22,11 @@ while [ $# -gt 0 ]; do
     --windows) windows="${2:-}"; shift 2 ;;
     --rounds) rounds="${2:-}"; shift 2 ;;
     --steps) steps="${2:-}"; shift 2 ;;
+    --objective) objective="${2:-}"; shift 2 ;;
     --data) data="${2:-}"; shift 2 ;;
     --work) work="${2:-}"; shift 2 ;;
     --methods) methods="${2:-}"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) bad "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -34,6 +36,7 @@ check_out --work "$work"
 [[ "$windows" =~ ^[1-9][0-9]{0,3}$ ]] || bad "--windows '$windows' is not a positive count"
 [[ "$rounds" =~ ^[1-9][0-9]{0,3}$ ]] || bad "--rounds '$rounds' is not a positive count"
 [[ "$steps" =~ ^[1-9][0-9]{0,6}$ ]] || bad "--steps '$steps' is not a positive count"
+[[ "$objective" =~ ^(causal_lm|mlm)$ ]] || bad "--objective '$objective' is not causal_lm or mlm"
 [ -f "$data/meta.json" ] || bad "--data '$data' is not a prepared dataset (run scripts/quickstart.sh, or roformer-prepare-data)"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
 for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $all_methods"; done
@@ -66,21 +69,22 @@ eval_args() {
 }
 
 mkdir -p "$work"
+runs="$work/runs"; [ "$objective" = mlm ] && runs="$work/runs-mlm"  # checkpoints kept per objective
 for m in $methods; do
   r="$(run_of "$m")"
-  [ -d "$work/runs/$r/checkpoints" ] && continue
+  [ -d "$runs/$r/checkpoints" ] && continue
   echo "[bench] train $r ($steps steps)"
   # shellcheck disable=SC2046
-  "$bin" train "$root/configs/quickstart/base.yaml" --run-dir "$work/runs/$r" --set data.path="$data" \
+  "$bin" train "$root/configs/quickstart/base.yaml" --run-dir "$runs/$r" --set data.path="$data" \
     --set train.steps="$steps" --set train.eval_every="$steps" --set train.checkpoint_every="$steps" \
-    $(train_args "$r") > "$work/train-$r.log" 2>&1 || { tail -5 "$work/train-$r.log"; exit 1; }
+    --set model.objective="$objective" $(train_args "$r") > "$work/train-$r.log" 2>&1 || { tail -5 "$work/train-$r.log"; exit 1; }
 done
 
 : > "$work/times.tsv"
 for ((i = 1; i <= rounds; i++)); do
   for m in $methods; do
     # shellcheck disable=SC2046
-    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$bin" eval "$work/runs/$(run_of "$m")" --lengths "$length" \
+    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$bin" eval "$runs/$(run_of "$m")" --lengths "$length" \
       --set eval.max_tokens=$((windows * length)) --set eval.batch_size=1 $(eval_args "$m") > "$work/eval-$m.log" 2>&1 ||
       { tail -5 "$work/eval-$m.log"; exit 1; }
     read -r seconds kib < "$work/time.txt"

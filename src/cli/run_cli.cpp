@@ -12,6 +12,7 @@
 #include "roformer/common/host_memory.h"
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
+#include "roformer/ops/common/cpu_vectors.h"
 
 int roformer::cli::run_cli(int argc, char** argv) {
   using namespace roformer;
@@ -31,7 +32,8 @@ int roformer::cli::run_cli(int argc, char** argv) {
       ->capture_default_str();
   app.parse_complete_callback([&log_level] {
     log::init(log::parse_level(log_level));
-    tune_host_allocator();  // before a command's first tensor: activations reuse warm heap pages
+    tune_host_allocator();              // before a command's first tensor: activations reuse warm heap pages
+    roformer::ops::cpu_vector_bytes();  // ROFORMER_CPU_VECTOR_BYTES checked before any command starts
   });
 
   int exit_code = 0;

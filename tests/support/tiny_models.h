@@ -118,4 +118,18 @@ inline std::vector<std::pair<std::string, roformer::config::ModelConfig>> tile_f
   return models;
 }
 
+// The models whose tile term also serves bidirectional attention, as MLM models with
+// tiny_causal's settings: FIRE (its second MLP after the query), FoX, Transformer-XL, Shaw, DeBERTa.
+inline std::vector<std::pair<std::string, roformer::config::ModelConfig>> bidirectional_tile_family_models() {
+  using roformer::config::PositionKind;
+  std::vector<std::pair<std::string, roformer::config::ModelConfig>> models;
+  for (const auto kind : {PositionKind::fire, PositionKind::fox, PositionKind::transformer_xl, PositionKind::shaw,
+                          PositionKind::deberta}) {
+    roformer::config::ModelConfig c = tiny_causal(kind);
+    c.objective = roformer::config::Objective::mlm;
+    models.emplace_back(roformer::config::position_kind_names().name(kind), c);
+  }
+  return models;
+}
+
 }  // namespace tiny_models

@@ -2,7 +2,8 @@
 // (model/recomputed_attention.h), in double: the op's gradients against autograd through the
 // whole explicit attention for any block size; and every family with a tile term (FIRE, CoPE,
 // FoX, Transformer-XL, Shaw, DeBERTa, PaTH, PaTH-FoX, the RoPE remaps, stick-breaking) trained
-// with model.attention_kernel fused, causal, with and without a right padding, against the same
+// with model.attention_kernel fused, causal and (FIRE, FoX, Transformer-XL, Shaw, DeBERTa)
+// bidirectional, with and without a right padding, against the same
 // model on the explicit scores (reference): the loss and every parameter's gradient (padded PaTH,
 // which keeps the explicit scores in training, included as the fallback it takes).
 #include <gtest/gtest.h>
@@ -154,6 +155,14 @@ void expect_trains_in_tiles_as_on_the_explicit_scores(const config::ModelConfig&
 // Every model tile attention takes (tiny_models::tile_family_models).
 TEST(RecomputedAttention, EveryTileFamilyTrainsThroughTilesAsOnTheExplicitScores) {
   for (const auto& [name, c] : tiny_models::tile_family_models()) {
+    SCOPED_TRACE(name);
+    expect_trains_in_tiles_as_on_the_explicit_scores(c);
+  }
+}
+
+// The same for bidirectional attention (MLM) with every family whose term takes it.
+TEST(RecomputedAttention, EveryBidirectionalTileFamilyTrainsThroughTilesAsOnTheExplicitScores) {
+  for (const auto& [name, c] : tiny_models::bidirectional_tile_family_models()) {
     SCOPED_TRACE(name);
     expect_trains_in_tiles_as_on_the_explicit_scores(c);
   }

@@ -16,6 +16,7 @@
 #include "model_compare.h"
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
+#include "roformer/ops/common/cpu_vectors.h"
 #include "roformer/ops/short_attention/short_attention.h"
 
 namespace short_attention_test {
@@ -68,14 +69,11 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, double to
 
 }  // namespace
 
-TEST(ShortAttention, MatchesTheFormulaInDoubleWithGradients) {
-  torch::manual_seed(7);
-  // (B, H, S, D): S = 1 and lengths off the 16-key padding; D = 8, 16, 24, 32, 64 use the 1-, 2-
-  // and 4-vector tiles and their sums; 512 is the last whole square, 600 and 1030 go in blocks of
-  // query rows (the last one shorter).
-  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes{
-      {2, 3, 1, 8},    {2, 2, 5, 16},   {1, 3, 37, 24},  {3, 2, 64, 32},
-      {2, 2, 131, 64}, {1, 1, 512, 32}, {1, 2, 600, 16}, {1, 1, 1030, 8}};
+using Shapes = std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>;
+
+// The op's output and gradients against the formula's, float32 and float64, causal or not, at
+// (B, H, S, D) shapes.
+void expect_the_formula(const Shapes& shapes) {
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kFloat64}) {
     const double tol = dtype == torch::kFloat64 ? 1e-12 : 2e-5;
     for (const auto& [B, H, S, D] : shapes) {
@@ -94,6 +92,29 @@ TEST(ShortAttention, MatchesTheFormulaInDoubleWithGradients) {
       }
     }
   }
+}
+
+TEST(ShortAttention, MatchesTheFormulaInDoubleWithGradients) {
+  torch::manual_seed(7);
+  // (B, H, S, D): S = 1 and lengths off the 16-key padding; D = 8, 16, 24, 32, 64 use the 1-, 2-
+  // and 4-vector tiles and their sums; 512 is the last whole square, 600 and 1030 go in blocks of
+  // query rows (the last one shorter). The CPU's widest vectors (64 bytes on AVX-512).
+  expect_the_formula({{2, 3, 1, 8},
+                      {2, 2, 5, 16},
+                      {1, 3, 37, 24},
+                      {3, 2, 64, 32},
+                      {2, 2, 131, 64},
+                      {1, 1, 512, 32},
+                      {1, 2, 600, 16},
+                      {1, 1, 1030, 8}});
+}
+
+// The 32-byte forms too (what a CPU without AVX-512 runs), at the shapes that use each tile.
+TEST(ShortAttention, MatchesTheFormulaWithThirtyTwoByteVectors) {
+  torch::manual_seed(8);
+  ops::set_cpu_vector_bytes_for_testing(32);
+  expect_the_formula({{2, 3, 1, 8}, {1, 3, 37, 24}, {2, 2, 131, 64}, {1, 2, 600, 16}});
+  ops::set_cpu_vector_bytes_for_testing(0);
 }
 
 TEST(ShortAttention, OutputMemoryIsInTokenOrderAndNoGradModeKeepsNothing) {

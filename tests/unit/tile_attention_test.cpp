@@ -14,12 +14,14 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/fire.h"
 #include "roformer/model/stick_breaking.h"
+#include "roformer/ops/common/cpu_vectors.h"
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -438,6 +440,61 @@ TEST(TileAttention, FloatFollowsDoubleAtAnyThreadCount) {
   const torch::Tensor got =
       ops::tile_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), 0.2, true, {}, sticks);
   EXPECT_LE((got.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5) << "stick-breaking";
+}
+
+// The term's tensors in dtype dt.
+TileTerm to_dtype(TileTerm t, torch::Dtype dt) {
+  std::visit(
+      [&](auto& form) {
+        using F = std::decay_t<decltype(form)>;
+        if constexpr (std::is_same_v<F, ops::RelativeTerm>) {
+          form.q = form.q.to(dt), form.table = form.table.to(dt), form.value_table = form.value_table.to(dt);
+        } else if constexpr (std::is_same_v<F, ops::CopeTerm>) {
+          form.at_integers = form.at_integers.to(dt);
+        } else if constexpr (std::is_same_v<F, ops::PathTerm>) {
+          form.state = form.state.to(dt);
+        }
+      },
+      t.added);
+  return t;
+}
+
+// The kernels' 32-byte and (AVX-512) 64-byte vector forms give the same attention in double, for
+// every term form and both directions. Skipped where this build or CPU has no 64-byte forms (the
+// tests above then run the 32-byte ones; here, on AVX-512, they run the 64-byte ones).
+TEST(TileAttention, ThirtyTwoAndSixtyFourByteVectorsAgree) {
+  EXPECT_THROW(ops::set_cpu_vector_bytes_for_testing(48), std::exception);
+  if (!ops::wide_cpu_vectors_available()) GTEST_SKIP() << "no 64-byte CPU kernels in this build or on this CPU";
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(13);
+  const int64_t S = 300, D = 24;  // D: 64-byte panels, then a 32-byte one
+  const torch::Tensor q = heads_view(2, 3, S, D, torch::kFloat64), k = heads_view(2, 3, S, D, torch::kFloat64),
+                      v = heads_view(2, 3, S, D, torch::kFloat64);
+  ops::RelativeTerm relative{heads_view(2, 3, S, D, torch::kFloat64), torch::randn({3, 2 * S - 1, D}, torch::kFloat64),
+                             torch::randn({3, 2 * S - 1, D}, torch::kFloat64), S - 1};
+  const std::vector<std::tuple<const char*, TileTerm, bool>> cases{
+      {"none, causal", TileTerm{}, true},
+      {"none, bidirectional", TileTerm{}, false},
+      {"relative with values, bidirectional", TileTerm{relative}, false},
+      {"fire, causal", fire_term(3, 0.1, 8.0, torch::kFloat64), true},
+      {"cope", cope_term_of(torch::randn({2, 3, S, 16}, torch::kFloat64)), true},
+      {"path", TileTerm{ops::PathTerm{path_state(2, 3, S, D), true}}, true},
+  };
+  const torch::Tensor lengths = torch::tensor({S, int64_t{170}}, torch::kLong);
+  for (const auto& [name, term, causal] : cases) {
+    const torch::Tensor keys = std::holds_alternative<ops::PathTerm>(term.added) ? torch::Tensor() : lengths;
+    auto run = [&](int bytes, torch::Dtype dt) {
+      ops::set_cpu_vector_bytes_for_testing(bytes);
+      torch::Tensor out = ops::tile_attention(q.to(dt), k.to(dt), v.to(dt), scale_of(q), causal, to_dtype(term, dt),
+                                              ops::TileNormalizer::softmax, keys);
+      ops::set_cpu_vector_bytes_for_testing(0);
+      return out.to(torch::kFloat64);
+    };
+    const torch::Tensor want = run(32, torch::kFloat64);
+    EXPECT_LE((run(64, torch::kFloat64) - want).abs().max().item<double>(), 1e-12) << name;
+    // In float a 64-byte vector holds 16 lanes: D = 24 ends each product with a 32-byte panel.
+    EXPECT_LE((run(64, torch::kFloat32) - want).abs().max().item<double>(), 1e-4) << name << ", float";
+  }
 }
 
 TEST(TileAttention, RefusesWhatItCannotTake) {

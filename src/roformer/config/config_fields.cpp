@@ -99,7 +99,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "faster than SDPA (causal up to 512 tokens, or length <= 128; with a relative bias up to 2048: causal, "
              "or learned in training; "
              "docs/kernels.md); CUDA always runs SDPA. Families that form "
-             "their scores, causal on the CPU: tile attention in evaluation, and in training without attention dropout "
+             "their scores on the CPU (causal; bidirectional too for FIRE, FoX, Shaw, Transformer-XL, DeBERTa): tile "
+             "attention in evaluation, and in training without attention dropout "
              "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
              "recomputes them per block of query rows); reference keeps the explicit scores");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");

@@ -270,7 +270,7 @@ std::optional<ops::TileTerm> AttentionImpl::tile_term(const torch::Tensor& q, co
                                                       const AttentionContext& ctx, const torch::Tensor& state) {
   // A layer whose scores only stick-breaking forms (over RoPE or none) scores q.k alone.
   if (!position_->traits().forms_scores) return ops::TileTerm{};
-  return position_->tile_term(q, k, ctx.positions, layer_, state);
+  return position_->tile_term(q, k, ctx.positions, layer_, state, ctx.causal);
 }
 
 torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -288,10 +288,10 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
                                         ? TileNormalizer::stick_breaking
                                         : TileNormalizer::stick_breaking_remainder_to_query;
   record_kernel(attention_kernel::kTile);
-  AttentionForward forward = [term = *term, scale = position_->score_scale(head_dim_), normalizer, key_lengths](
-                                 const torch::Tensor& tq, const torch::Tensor& tk, const torch::Tensor& tv,
-                                 const torch::Tensor& /*state: in the term*/) {
-    return ops::tile_attention(tq, tk, tv, scale, /*causal=*/true, term, normalizer, key_lengths);
+  AttentionForward forward = [term = *term, scale = position_->score_scale(head_dim_), causal = ctx.causal, normalizer,
+                              key_lengths](const torch::Tensor& tq, const torch::Tensor& tk, const torch::Tensor& tv,
+                                           const torch::Tensor& /*state: in the term*/) {
+    return ops::tile_attention(tq, tk, tv, scale, causal, term, normalizer, key_lengths);
   };
   if (!torch::GradMode::is_enabled()) return forward(q, k, v, state);
   return tiles_with_recomputed_gradient(q, k, v, ctx, state, std::move(forward));
@@ -384,7 +384,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.mask_beyond_causality = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
   f.relative_bias_alone = ctx.mask.defined() && ctx.mask.only_relative_bias();
   f.relative_bias_learned = f.relative_bias_alone && f.autograd && ctx.mask.relative_bias().requires_grad();
-  f.causal_right_padding = ctx.mask.defined() ? ctx.mask.causality_and_right_padding() : ctx.causal;
+  f.right_padding_at_most = !ctx.mask.defined() || ctx.mask.right_padding_at_most();
   f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
   f.shared_positions = ctx.positions.dim() == 1;
   return f;

@@ -82,10 +82,10 @@ class AttentionMask {
   }
   // The relative bias [H, 2S - 1] in the scores' dtype (column S - 1 + d for key - query = d), or undefined.
   const torch::Tensor& relative_bias() const { return bias_; }
-  // Whether it hides keys by causality and a right padding at most (key_lengths() then
-  // describes the padding; the tile kernel takes such masks).
-  bool causality_and_right_padding() const {
-    return causal_ && !bias_.defined() && window_.size == 0 && !documents_.segments.defined() &&
+  // Whether it hides keys by causality (if causal) and a right padding at most (key_lengths()
+  // then describes the padding; the tile kernel takes such masks).
+  bool right_padding_at_most() const {
+    return !bias_.defined() && window_.size == 0 && !documents_.segments.defined() &&
            (!pad_.defined() || key_lengths_.defined());
   }
   // The keys each batch row keeps, int64 [B], when its padding is a right padding (each row's

@@ -52,7 +52,7 @@ struct AttentionPassFacts {
   bool mask_beyond_causality = false;  // the mask hides keys other than by causality
   bool relative_bias_alone = false;    // ... only by the family's relative bias (ALiBi, T5, KERPLE, Sandwich)
   bool relative_bias_learned = false;  // ... which takes a gradient in this pass (T5, KERPLE in training)
-  bool causal_right_padding = false;   // it hides keys by causality and a right padding at most
+  bool right_padding_at_most = false;  // it hides keys by causality and a right padding at most
   bool right_padding = false;          // ... and has a right padding (key lengths)
   bool shared_positions = true;        // positions [S] shared by the batch (not explicit [B, S])
 };

@@ -56,7 +56,7 @@ torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 
 std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& /*positions*/, int64_t layer_index,
-                                                 const torch::Tensor& /*state*/) {
+                                                 const torch::Tensor& /*state*/, bool /*causal: CoPE is*/) {
   const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   return ops::TileTerm{ops::CopeTerm{torch::matmul(q.to(acc), layers_[layer_index]->pos_emb.to(acc))}};  // [B, H, S, P]
 }

@@ -38,7 +38,7 @@ class CopeImpl : public PositionEncodingImpl {
                            const torch::Tensor& /*state*/) override;
   // The queries' products with the layer's position table, [B, H, S, P].
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
   // ops::short_attention_cope with tile_term's products.
   torch::Tensor short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                           const ops::TileTerm& term, double scale, bool causal) override;

@@ -174,8 +174,8 @@ torch::Tensor FireImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 
 std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& positions, int64_t layer_index,
-                                                 const torch::Tensor& state) {
-  if (bidirectional_ || positions.dim() != 1 || state.defined()) return std::nullopt;
+                                                 const torch::Tensor& state, bool causal) {
+  if (bidirectional_ == causal || positions.dim() != 1 || state.defined()) return std::nullopt;
   FireFunction& f = functions_[config_.shared_layers ? 0 : layer_index];
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);
@@ -186,6 +186,12 @@ std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const t
   fire.kinks = mlp.kinks;
   fire.slope = mlp.slope;
   fire.intercept = mlp.intercept;
+  if (bidirectional_) {  // keys after the query: the second MLP, normalised by the last position
+    const FireMlpImpl::Piecewise after = f->future->piecewise(dt);
+    fire.future_kinks = after.kinks;
+    fire.future_slope = after.slope;
+    fire.future_intercept = after.intercept;
+  }
   return ops::TileTerm{fire};
 }
 

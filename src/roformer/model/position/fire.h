@@ -79,7 +79,7 @@ class FireImpl : public PositionEncodingImpl {
                             int64_t layer, const torch::Tensor& segments) override;
   // Causal FIRE: its MLP's piecewise-linear form and psi's constants.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   void reset_parameters() override;
 

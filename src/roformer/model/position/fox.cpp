@@ -70,8 +70,7 @@ torch::Tensor FoxImpl::score_term(const torch::Tensor& /*q*/, const torch::Tenso
 
 std::optional<ops::TileTerm> FoxImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
                                                 const torch::Tensor& /*positions*/, int64_t /*layer*/,
-                                                const torch::Tensor& state) {
-  if (bidirectional_) return std::nullopt;
+                                                const torch::Tensor& state, bool /*causal: the kernel's launch*/) {
   return ops::TileTerm{ops::FoxTerm{state}};  // the running sums [B, heads, S]
 }
 

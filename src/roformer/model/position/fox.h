@@ -46,7 +46,7 @@ class FoxImpl : public PositionEncodingImpl {
                            const torch::Tensor& state) override;
   // Causal FoX: the gates' running sums (layer_state).
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
   // fox.decay_time_min/max: the bias-only gates' biases from their decay times (fgate_bias_init).
   void reset_parameters() override;

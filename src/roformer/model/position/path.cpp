@@ -181,7 +181,7 @@ torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& /*positions*/, int64_t /*layer*/,
-                                                 const torch::Tensor& state) {
+                                                 const torch::Tensor& state, bool /*causal: PaTH is*/) {
   return ops::TileTerm{ops::PathTerm{state, config_.forget_gate}};  // state [B, H, S, D + 2]: w, beta, c
 }
 

@@ -71,7 +71,7 @@ class PathImpl : public PositionEncodingImpl {
   // The Householder walk of tile attention (ops::PathTerm) over layer_state's w,
   // beta and c.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
 
   torch::nn::ModuleList layer{nullptr};  // PathLayer per encoder layer
 

@@ -102,15 +102,15 @@ class PositionEncodingImpl : public torch::nn::Module {
     return {};
   }
   // The score term as tile attention computes it inside each tile (ops/tile_attention): for
-  // causal attention over positions 0..S-1 ([S]), its tables formed without autograd (training
-  // recomputes the explicit rows in backward); q and k [B, H, S, D] after rotate, `state`
-  // layer_state's; of the kind traits().term says. nullopt where the family has no tile form
-  // for this pass (attention then forms the scores in blocks of query rows). A term the short
-  // kernel computes (its properties' short_kernel) also serves training from it, so its tables
-  // must carry autograd.
+  // causal or (where its properties say bidirectional) bidirectional attention over positions
+  // 0..S-1 ([S]), its tables formed without autograd (training recomputes the explicit rows in
+  // backward); q and k [B, H, S, D] after rotate, `state` layer_state's; of the kind
+  // traits().term says. nullopt where the family has no tile form for this pass (attention then
+  // forms the scores in blocks of query rows). A term the short kernel computes (its properties'
+  // short_kernel) also serves training from it, so its tables must carry autograd.
   virtual std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& positions, int64_t layer,
-                                                 const torch::Tensor& state) {
+                                                 const torch::Tensor& state, bool causal) {
     return std::nullopt;
   }
   // softmax(q k^T scale + the term) v from ops::short_attention for a term whose properties say

@@ -121,16 +121,18 @@ torch::Tensor ShawImpl::output_term(const torch::Tensor& probs, const torch::Ten
 
 std::optional<ops::TileTerm> ShawImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& positions, int64_t layer_index,
-                                                 const torch::Tensor& /*state*/) {
+                                                 const torch::Tensor& /*state*/, bool causal) {
   if (positions.dim() != 1) return std::nullopt;
-  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), k = config_.max_distance;
-  // Key j = i - d sits at clip(j - i, -k, k) + k = k - min(d, k).
-  const torch::Tensor row = k - torch::arange(S, torch::dtype(torch::kLong).device(q.device())).clamp_max(k);
-  auto by_distance = [&](const torch::nn::Embedding& table) {
-    return table->weight.to(q.scalar_type()).index_select(0, row).unsqueeze(0).expand({H, S, D});  // heads share it
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), k = config_.max_distance, origin = causal ? 0 : S - 1;
+  // Key j = i - d sits at clip(j - i, -k, k) + k = k - clip(d, -k, k); distances from -origin.
+  const torch::Tensor d = torch::arange(-origin, S, torch::dtype(torch::kLong).device(q.device()));
+  const torch::Tensor row = k - d.clamp(-k, k);
+  auto by_distance = [&](const torch::nn::Embedding& table) {  // heads share it
+    return table->weight.to(q.scalar_type()).index_select(0, row).unsqueeze(0).expand({H, origin + S, D});
   };
   ops::RelativeTerm relative{q, by_distance(tables(layer_index)->relative_key)};
   if (config_.values) relative.value_table = by_distance(tables(layer_index)->relative_value);
+  relative.origin = origin;
   return ops::TileTerm{relative};
 }
 
@@ -159,17 +161,19 @@ TransformerXlImpl::TransformerXlImpl(int64_t num_layers, int64_t hidden, int64_t
 // so no [S, S, hidden] tensor of R_{i-j} is formed and any position values work.
 std::optional<ops::TileTerm> TransformerXlImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                           const torch::Tensor& positions, int64_t layer_index,
-                                                          const torch::Tensor& /*state*/) {
+                                                          const torch::Tensor& /*state*/, bool causal) {
   if (positions.dim() != 1) return std::nullopt;
   const XlLayer& l = layers_[static_cast<size_t>(layer_index)];
-  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), half = hidden_ / 2;
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), half = hidden_ / 2, origin = causal ? 0 : S - 1;
   const auto opts = torch::dtype(torch::kFloat64).device(q.device());
   const torch::Tensor w = torch::pow(10000.0, -2.0 * torch::arange(half, opts) / static_cast<double>(hidden_));
-  const torch::Tensor a = torch::arange(S, opts).unsqueeze(-1) * w;                            // [S, half]
-  const torch::Tensor R = torch::cat({torch::sin(a), torch::cos(a)}, -1).to(q.scalar_type());  // R_d: [S, hidden]
+  const torch::Tensor a = torch::arange(-origin, S, opts).unsqueeze(-1) * w;                   // [origin + S, half]
+  const torch::Tensor R = torch::cat({torch::sin(a), torch::cos(a)}, -1).to(q.scalar_type());  // R_d from d = -origin
   const torch::Tensor w_kr = l->r_net->weight.to(q.scalar_type()).view({H, D, hidden_});
-  ops::TileTerm term{ops::RelativeTerm{q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}),
-                                       torch::matmul(R.unsqueeze(0), w_kr.transpose(1, 2))}};  // table [H, S, D]
+  ops::RelativeTerm relative{q + l->r_r_bias.to(q.scalar_type()).view({1, H, 1, D}),
+                             torch::matmul(R.unsqueeze(0), w_kr.transpose(1, 2))};  // table [H, origin + S, D]
+  relative.origin = origin;
+  ops::TileTerm term{relative};
   term.q = q + l->r_w_bias.to(q.scalar_type()).view({1, H, 1, D});
   return term;
 }
@@ -284,7 +288,7 @@ torch::Tensor DebertaImpl::key_positions(const torch::Tensor& k, const torch::Te
 // Q_r K^T (layer_state's, for the keys [0, K)) at row delta(j, i): [B, H, C, K] as the scores are.
 std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& positions, int64_t layer_index,
-                                                    const torch::Tensor& state) {
+                                                    const torch::Tensor& state, bool causal) {
   if (positions.dim() != 1) return std::nullopt;
   const DebertaLayer& l = layers_[static_cast<size_t>(layer_index)];
   const int64_t H = q.size(1), S = q.size(2), D = q.size(3), span = config_.position_buckets;
@@ -292,13 +296,15 @@ std::optional<ops::TileTerm> DebertaImpl::tile_term(const torch::Tensor& q, cons
   auto delta_of = [&](const torch::Tensor& i_minus_j) {
     return (deberta_bucket(i_minus_j, span, config_.max_relative_positions) + span).clamp(0, 2 * span - 1);
   };
-  const torch::Tensor d = torch::arange(S, torch::dtype(torch::kLong).device(q.device()));
+  const int64_t origin = causal ? 0 : S - 1;  // distances i - j from -origin
+  const torch::Tensor d = torch::arange(-origin, S, torch::dtype(torch::kLong).device(q.device()));
   ops::BucketTerm buckets;
   buckets.by_query = per_head_matmul(q, position_heads(P, l->pos_key_proj, H, D));  // [B, H, S, 2k]
   // [B, H, 2k, S]: layer_state's, or (training, where it is left undefined) formed here.
   buckets.by_key = state.defined() ? state : key_positions(k, position_heads(P, l->pos_query_proj, H, D));
   buckets.query_bucket = delta_of(d);  // delta(i, j) for i - j = d
   buckets.key_bucket = delta_of(-d);   // delta(j, i)
+  buckets.origin = origin;
   return ops::TileTerm{buckets};
 }
 

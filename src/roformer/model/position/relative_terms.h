@@ -41,7 +41,7 @@ class ShawImpl : public PositionEncodingImpl {
                             int64_t begin) override;
   // Causal: the key and value tables laid out by distance d = i - j >= 0 (row k - min(d, k)).
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
 
   torch::nn::ModuleList layer{nullptr};  // ShawTables: one per layer, or one shared
 
@@ -80,7 +80,7 @@ class TransformerXlImpl : public PositionEncodingImpl {
   // Causal: the content queries q + u, the position queries q + v and the table W_kr R_d of the
   // distances d in [0, S).
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
 
   torch::nn::ModuleList layer{nullptr};  // XlLayer per encoder layer
 
@@ -119,7 +119,7 @@ class DebertaImpl : public PositionEncodingImpl {
   // Causal: c2p's q . K^r per query and bucket, p2c's layer state (Q^r . k per bucket and key) and
   // the two buckets of each distance.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
 
   torch::nn::Embedding rel_embeddings{nullptr};  // P: weight [2k, hidden], shared by the layers
   torch::nn::ModuleList layer{nullptr};          // DebertaLayer per encoder layer

@@ -20,6 +20,7 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
   traits_.forms_scores = true;               // content_scores rotates per (query, key) distance;
   traits_.rotation = Rotation::none;         // attention rotates nothing
   traits_.term = ops::NoTerm::properties();  // scores from its own rotations, no term on top
+  traits_.term->bidirectional = false;       // the kernel's rotations are causal
 }
 
 torch::Tensor RopeRemapImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {
@@ -99,8 +100,8 @@ torch::Tensor RopeRemapImpl::content_scores(const torch::Tensor& q, const torch:
 
 std::optional<ops::TileTerm> RopeRemapImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                       const torch::Tensor& positions, int64_t /*layer*/,
-                                                      const torch::Tensor& state) {
-  if (bidirectional_ || positions.dim() != 1 || !state.defined()) return std::nullopt;
+                                                      const torch::Tensor& state, bool causal) {
+  if (!causal || positions.dim() != 1 || !state.defined()) return std::nullopt;
   const int64_t S = q.size(2);
   const torch::Tensor pos = positions.to(torch::kFloat64);
   ops::TileTerm term;

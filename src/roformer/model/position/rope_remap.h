@@ -39,7 +39,7 @@ class RopeRemapImpl : public PositionEncodingImpl {
   // Causal ReRoPE, STRING and Self-Extend: q rotated near and far, the layer state's keys and the
   // threshold; DCA: q rotated for the chunk gaps 0, 1 and beyond, and the chunk.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
-                                         int64_t layer, const torch::Tensor& state) override;
+                                         int64_t layer, const torch::Tensor& state, bool causal) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
 
  private:

@@ -24,11 +24,7 @@
 #error "the CPU kernel files need OpenMP (-fopenmp) so at::parallel_for uses LibTorch's thread pool"
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ROFORMER_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ROFORMER_CLONES
-#endif
+#include "roformer/ops/common/cpu_targets.h"  // ROFORMER_CLONES, ROFORMER_WIDE_TARGET
 
 #define ROFORMER_ALWAYS_INLINE inline __attribute__((always_inline))
 

@@ -1,5 +1,5 @@
-// e^a on a whole vector of float a <= 0 (small_gemm.h's 32-byte vectors): exp_nonpositive's steps
-// (common/exp_math.h) on 8 lanes at once, for the row softmaxes of the CPU attention kernels
+// e^a on a whole vector of float a <= 0 (small_gemm.h's 32- or 64-byte vectors): exp_nonpositive's
+// steps (common/exp_math.h) on 8 or 16 lanes at once, for the row softmaxes of the CPU attention kernels
 // (short_attention_cpu.cpp, tile_attention_cpu.cpp). Header-only and always inlined, so each
 // ROFORMER_CLONES caller gets it compiled for its instruction set.
 #pragma once
@@ -15,9 +15,10 @@
 
 namespace roformer::ops::small_gemm {
 
-ROFORMER_ALWAYS_INLINE Vec<float>::type exp_nonpositive(Vec<float>::type a) {
-  using vf = Vec<float>::type;
-  typedef int32_t vi __attribute__((vector_size(32)));
+template <int kBytes = 32>
+ROFORMER_ALWAYS_INLINE typename Vec<float, kBytes>::type exp_nonpositive(typename Vec<float, kBytes>::type a) {
+  using vf = typename Vec<float, kBytes>::type;
+  typedef int32_t vi __attribute__((vector_size(kBytes)));
   const vf lo = vf{} - 87.0f;
   vf n, q;
   exp_reduced(a < lo ? lo : a, &n, &q);  // NaN passes and makes the result NaN

@@ -22,6 +22,7 @@
 
 #include "roformer/ops/common/cope_rows.h"
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/common/cpu_vectors.h"
 #include "roformer/ops/common/exp_math.h"  // exp_reduced, the float exp shared with GELU
 #include "roformer/ops/common/small_gemm.h"
 #include "roformer/ops/common/vector_exp.h"
@@ -348,14 +349,15 @@ ROFORMER_ALWAYS_INLINE int64_t block_keys(const ShortAttentionLaunch& p, int64_t
 
 // scores = q (scale k)^T of rows [i0, i1) into `scores` (L per row, `cols` of them written),
 // kt = (scale k)^T [D, L]: the forward's first product, and the backward's again.
-template <typename T>
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE void block_scores(const ShortAttentionLaunch& p, Rows<const T> q, const T* kt, int64_t i0,
                                          int64_t i1, int64_t cols, T* scores) {
-  small_gemm::gemm<T>(i1 - i0, cols, p.head_dim, Strided<T>{q.data + i0 * q.stride, q.stride, 1}, kt, p.padded_seq,
-                      scores, p.padded_seq, p.causal ? Limit::columns_to_row_end : Limit::none, i0);
+  small_gemm::gemm<T, false, kBytes>(i1 - i0, cols, p.head_dim, Strided<T>{q.data + i0 * q.stride, q.stride, 1}, kt,
+                                     p.padded_seq, scores, p.padded_seq,
+                                     p.causal ? Limit::columns_to_row_end : Limit::none, i0);
 }
 
-template <typename T>
+template <typename T, int kBytes>
 ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
   const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
   const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
@@ -368,7 +370,7 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
   const bool next = pair + 1 < p.batch * p.heads;
   for (int64_t i0 = 0, step = block_rows(p); i0 < S; i0 += step) {
     const int64_t i1 = std::min(S, i0 + step), cols = block_columns(p, i1);
-    block_scores(p, q, w.transposed[0], i0, i1, cols, probs);
+    block_scores<kBytes>(p, q, w.transposed[0], i0, i1, cols, probs);
     for (int64_t i = i0; i < i1; ++i) {
       if (next) prefetch_row<T, false>(p, pair + 1, i, {&p.q, &p.k, &p.v});
       prefetch_row<T, true>(p, pair, i, {&p.out});
@@ -378,8 +380,9 @@ ROFORMER_ALWAYS_INLINE void forward_pair(const ShortAttentionLaunch& p, int64_t 
       const T row_lse = softmax_row(row, row_end(p, i), cols);
       if (lse != nullptr) lse[i] = row_lse;
     }
-    small_gemm::gemm<T>(i1 - i0, D, block_keys(p, i1), Strided<T>{probs, L, 1}, v.data, v.stride,
-                        out.data + i0 * out.stride, out.stride, p.causal ? Limit::sum_to_row_end : Limit::none, i0);
+    small_gemm::gemm<T, false, kBytes>(i1 - i0, D, block_keys(p, i1), Strided<T>{probs, L, 1}, v.data, v.stride,
+                                       out.data + i0 * out.stride, out.stride,
+                                       p.causal ? Limit::sum_to_row_end : Limit::none, i0);
   }
 }
 
@@ -460,20 +463,21 @@ ROFORMER_ALWAYS_INLINE void finish_grad(const ShortAttentionLaunch& p, int64_t p
 
 // C (+)= A B for the key rows of dk or dv from the block of query rows at i0: the first block
 // writes every key row (zeros where causality leaves it none), the later ones add to theirs.
-template <typename T>
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE void key_grad_product(const ShortAttentionLaunch& p, int64_t i0, int64_t i1, Strided<T> a,
                                              const T* b, int64_t ldb, Rows<T> c) {
   const int64_t D = p.head_dim;
   const Limit from = p.causal ? Limit::sum_from_row : Limit::none;
   if (i0 == 0)
-    small_gemm::gemm<T>(p.seq, D, i1, a, b, ldb, c.data, c.stride, from, 0);
+    small_gemm::gemm<T, false, kBytes>(p.seq, D, i1, a, b, ldb, c.data, c.stride, from, 0);
   else
-    small_gemm::gemm<T, true>(p.causal ? i1 : p.seq, D, i1 - i0, a, b + i0 * ldb, ldb, c.data, c.stride, from, -i0);
+    small_gemm::gemm<T, true, kBytes>(p.causal ? i1 : p.seq, D, i1 - i0, a, b + i0 * ldb, ldb, c.data, c.stride, from,
+                                      -i0);
 }
 
 // Per block of query rows: its probabilities again, dv += probs^T dout, dprobs = dout v^T, its d
 // scores, dq = ds k (its rows written), dk += ds^T q; dk and dv are written after the last block.
-template <typename T>
+template <typename T, int kBytes>
 ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t pair, const Workspace<T>& w) {
   const int64_t S = p.seq, D = p.head_dim, L = p.padded_seq;
   const Rows<const T> q = pack_rows(p, p.q, pair, Part::q, w.packed[0]);
@@ -488,50 +492,37 @@ ROFORMER_ALWAYS_INLINE void backward_pair(const ShortAttentionLaunch& p, int64_t
   const Rows<T> dv = grad_target(p, pair, Part::v, p.grad_v, w.accumulated[1]);
   for (int64_t i0 = 0, step = block_rows(p); i0 < S; i0 += step) {
     const int64_t i1 = std::min(S, i0 + step), rows = i1 - i0, cols = block_columns(p, i1);
-    block_scores(p, q, w.transposed[0], i0, i1, cols, probs);
+    block_scores<kBytes>(p, q, w.transposed[0], i0, i1, cols, probs);
     block_probs(p, pair, i0, i1, cols, w);
-    key_grad_product(p, i0, i1, Strided<T>{probs, 1, L}, dout.data, D, dv);
-    small_gemm::gemm<T>(rows, cols, D, Strided<T>{dout.data + i0 * D, D, 1}, w.transposed[1], L, ds, L,
-                        p.causal ? Limit::columns_to_row_end : Limit::none, i0);
+    key_grad_product<kBytes>(p, i0, i1, Strided<T>{probs, 1, L}, dout.data, D, dv);
+    small_gemm::gemm<T, false, kBytes>(rows, cols, D, Strided<T>{dout.data + i0 * D, D, 1}, w.transposed[1], L, ds, L,
+                                       p.causal ? Limit::columns_to_row_end : Limit::none, i0);
     block_dscores(p, pair, i0, i1, cols, w);
     T* dq_rows = dq.data == w.block_grad ? dq.data : dq.data + i0 * dq.stride;
-    small_gemm::gemm<T>(rows, D, block_keys(p, i1), Strided<T>{ds, L, 1}, k.data, k.stride, dq_rows, dq.stride,
-                        p.causal ? Limit::sum_to_row_end : Limit::none, i0);
+    small_gemm::gemm<T, false, kBytes>(rows, D, block_keys(p, i1), Strided<T>{ds, L, 1}, k.data, k.stride, dq_rows,
+                                       dq.stride, p.causal ? Limit::sum_to_row_end : Limit::none, i0);
     finish_grad(p, pair, Part::q, p.grad_q, dq, w.block_grad, i0, rows);
-    key_grad_product(p, i0, i1, Strided<T>{ds, 1, L}, q.data, q.stride, dk);
+    key_grad_product<kBytes>(p, i0, i1, Strided<T>{ds, 1, L}, q.data, q.stride, dk);
   }
   finish_grad(p, pair, Part::v, p.grad_v, dv, w.accumulated[1], 0, S);
   finish_grad(p, pair, Part::k, p.grad_k, dk, w.accumulated[0], 0, S);
 }
 
-// Pairs [begin, end) with this thread's buffers.
-template <typename T>
-ROFORMER_ALWAYS_INLINE void forward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
-                                          const Workspace<T>& w) {
-  for (int64_t pair = begin; pair < end; ++pair) forward_pair<T>(p, pair, w);
-}
-template <typename T>
-ROFORMER_ALWAYS_INLINE void backward_pairs(const ShortAttentionLaunch& p, int64_t begin, int64_t end,
-                                           const Workspace<T>& w) {
-  for (int64_t pair = begin; pair < end; ++pair) backward_pair<T>(p, pair, w);
-}
-
-// One function per dtype and direction, each compiled per x86-64 level (ROFORMER_CLONES).
-ROFORMER_CLONES void forward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e, const Workspace<float>& w) {
-  forward_pairs<float>(p, b, e, w);
-}
-ROFORMER_CLONES void forward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
-                                       const Workspace<double>& w) {
-  forward_pairs<double>(p, b, e, w);
-}
-ROFORMER_CLONES void backward_pairs_f32(const ShortAttentionLaunch& p, int64_t b, int64_t e,
-                                        const Workspace<float>& w) {
-  backward_pairs<float>(p, b, e, w);
-}
-ROFORMER_CLONES void backward_pairs_f64(const ShortAttentionLaunch& p, int64_t b, int64_t e,
-                                        const Workspace<double>& w) {
-  backward_pairs<double>(p, b, e, w);
-}
+// Pairs [begin, end) with this thread's buffers, one function per dtype and direction: with
+// 32-byte vectors compiled per x86-64 level (ROFORMER_CLONES), and (`_wide`) with 64-byte vectors
+// for x86-64-v4 alone, which short_attention_*_cpu take where ops::cpu_vector_bytes() says 64.
+#define ROFORMER_SHORT_PAIRS(name, T, pair_fn)                                                                  \
+  ROFORMER_CLONES void name(const ShortAttentionLaunch& p, int64_t begin, int64_t end, const Workspace<T>& w) { \
+    for (int64_t pair = begin; pair < end; ++pair) pair_fn<T, 32>(p, pair, w);                                  \
+  }                                                                                                             \
+  ROFORMER_WIDE_TARGET void name##_wide(const ShortAttentionLaunch& p, int64_t begin, int64_t end,              \
+                                        const Workspace<T>& w) {                                                \
+    for (int64_t pair = begin; pair < end; ++pair) pair_fn<T, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, pair, w);     \
+  }
+ROFORMER_SHORT_PAIRS(forward_pairs_f32, float, forward_pair)
+ROFORMER_SHORT_PAIRS(forward_pairs_f64, double, forward_pair)
+ROFORMER_SHORT_PAIRS(backward_pairs_f32, float, backward_pair)
+ROFORMER_SHORT_PAIRS(backward_pairs_f64, double, backward_pair)
 
 // Runs fn(begin, end, workspace) over the pairs in parallel, one workspace per thread. The threads
 // claim kPairsPerClaim pairs at a time from a shared counter rather than a fixed half each: a
@@ -568,18 +559,28 @@ void over_pairs(const ShortAttentionLaunch& p, Fn fn) {
 }  // namespace
 
 void short_attention_forward_cpu(const ShortAttentionLaunch& p) {
+  const bool wide = cpu_vector_bytes() == 64;
   if (p.dtype == KernelDType::f64) {
-    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f64(p, b, e, w); });
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) {
+      (wide ? forward_pairs_f64_wide : forward_pairs_f64)(p, b, e, w);
+    });
   } else {
-    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { forward_pairs_f32(p, b, e, w); });
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) {
+      (wide ? forward_pairs_f32_wide : forward_pairs_f32)(p, b, e, w);
+    });
   }
 }
 
 void short_attention_backward_cpu(const ShortAttentionLaunch& p) {
+  const bool wide = cpu_vector_bytes() == 64;
   if (p.dtype == KernelDType::f64) {
-    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f64(p, b, e, w); });
+    over_pairs<double>(p, [&](int64_t b, int64_t e, const auto& w) {
+      (wide ? backward_pairs_f64_wide : backward_pairs_f64)(p, b, e, w);
+    });
   } else {
-    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) { backward_pairs_f32(p, b, e, w); });
+    over_pairs<float>(p, [&](int64_t b, int64_t e, const auto& w) {
+      (wide ? backward_pairs_f32_wide : backward_pairs_f32)(p, b, e, w);
+    });
   }
 }
 

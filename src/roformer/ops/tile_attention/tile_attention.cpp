@@ -30,8 +30,8 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               kMaxHeadDim, "; got ", q.sizes(), " ", q.scalar_type(), ", ", k.sizes(), ", ", v.sizes());
   TORCH_CHECK(!(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())),
               "roformer::tile_attention: no gradient (evaluation only); run it under NoGradGuard");
-  TORCH_CHECK(std::holds_alternative<NoTerm>(term.added) || causal,
-              "roformer::tile_attention: every term but NoTerm is causal");
+  TORCH_CHECK(causal || tile_term_properties(term.added).bidirectional,
+              "roformer::tile_attention: this term is defined for causal attention only");
   if (term.far_q.defined() || term.far_k.defined())
     TORCH_CHECK(causal && tile_attention_supports(term.far_q, term.far_k, v) && !std::isnan(term.far_threshold),
                 "roformer::tile_attention: two rotations need causal attention, far_q and far_k like q, and a "
@@ -123,7 +123,7 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
   p.normalizer = static_cast<int>(normalizer);
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
   p.scale = scale * term.score_factor;
-  p.kt_ld = (S + 7) / 8 * 8;
+  p.kt_ld = (S + 15) / 16 * 16;  // a tile's keys padded to 64 bytes
   std::vector<at::Tensor> keep{
       tile_attention_setup::transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
   p.q = q.data_ptr();

@@ -1,7 +1,7 @@
 // Public API of tile attention (evaluation, and the forward of training whose gradient the model
 // recomputes): softmax(q k^T scale + term) v with queries and keys in tiles, an online softmax and
-// the position family's term computed per tile in cache, so no S x S score, bias or term tensor is
-// ever formed and the work per pair is one pass over a tile that stays in L1/L2 (the
+// the position family's term computed per tile in cache, causal or bidirectional, so no S x S
+// score, bias or term tensor is ever formed and the work per pair is one pass over a tile that stays in L1/L2 (the
 // FlexAttention score_mod idea on the CPU). The terms are tile_term.h's list, each whole in
 // terms/; scores may also come from a second rotation of q and k past a distance or by chunks,
 // each tile forming the product it needs; right padding as per-row key lengths. CPU, float32 /
@@ -29,7 +29,8 @@ bool tile_attention_shape_supported(int64_t head_dim, torch::ScalarType dtype, c
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // softmax(q k^T scale + term (+ the causal mask)) v: [B, H, S, D], its memory in [B, S, H, D]
-// order. Every term but NoTerm, and stick-breaking, need `causal`. key_lengths: int64 [B], each in
+// order. Without `causal` every key is visible (bidirectional): a term whose properties say
+// bidirectional (its tables then cover keys after the query), softmax, no rotations. key_lengths: int64 [B], each in
 // [1, S], the keys [0, length) each batch row has (right padding: the later keys are hidden from
 // every query, as a padding mask hides them); undefined: all S (a term without the key_lengths
 // property takes none). Refuses inputs that require a gradient while autograd is on (a training

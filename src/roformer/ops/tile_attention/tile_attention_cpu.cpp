@@ -14,7 +14,7 @@
 namespace roformer::ops {
 namespace tile_no_term {
 
-template <typename T>
+template <typename T, int kBytes = 32>
 struct None {
   None(const TileAttentionLaunch&, const void*) {}
   ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t, int64_t, int64_t) {}

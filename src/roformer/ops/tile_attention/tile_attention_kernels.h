@@ -23,7 +23,7 @@ struct TileAttentionLaunch {
   const void* q = nullptr;  // [B, H, S, D], strides below (D: 1)
   int64_t q_stride[3] = {0, 0, 0};
   const void* kt = nullptr;  // k transposed, [B, H, D, kt_ld] contiguous, zero past S
-  int64_t kt_ld = 0;         // S rounded up to 8
+  int64_t kt_ld = 0;         // S rounded up to 16
   const void* v = nullptr;   // [B, H, S, D], strides below (D: 1)
   int64_t v_stride[3] = {0, 0, 0};
   void* out = nullptr;  // [B, H, S, D], strides below (D: 1)

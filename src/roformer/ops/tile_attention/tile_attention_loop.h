@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/common/cpu_vectors.h"
 #include "roformer/ops/common/exp_math.h"  // exp_nonpositive, sigmoid
 #include "roformer/ops/common/small_gemm.h"
 #include "roformer/ops/common/vector_exp.h"
@@ -40,13 +41,16 @@ struct forms_scores : std::false_type {};
 template <typename Term>
 struct forms_scores<Term, std::void_t<decltype(&Term::scores)>> : std::true_type {};
 
-// e^(x - top) for every lane of a vector (float: vector_exp.h; double: the C library's per lane).
-ROFORMER_ALWAYS_INLINE small_gemm::Vec<float>::type exp_below(small_gemm::Vec<float>::type x, float top) {
-  return small_gemm::exp_nonpositive(x - top);
-}
-ROFORMER_ALWAYS_INLINE small_gemm::Vec<double>::type exp_below(small_gemm::Vec<double>::type x, double top) {
-  for (int i = 0; i < small_gemm::Vec<double>::width; ++i) x[i] = std::exp(x[i] - top);
-  return x;
+// e^(x - top) for every lane of a vector of kBytes (float: vector_exp.h; double: the C library's per lane).
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE typename small_gemm::Vec<T, kBytes>::type exp_below_vec(
+    typename small_gemm::Vec<T, kBytes>::type x, T top) {
+  if constexpr (std::is_same_v<T, float>) {
+    return small_gemm::exp_nonpositive<kBytes>(x - top);
+  } else {
+    for (int i = 0; i < small_gemm::Vec<T, kBytes>::width; ++i) x[i] = std::exp(x[i] - top);
+    return x;
+  }
 }
 ROFORMER_ALWAYS_INLINE float exp_below(float x, float top) {
   return exp_nonpositive(x - top);
@@ -55,17 +59,17 @@ ROFORMER_ALWAYS_INLINE double exp_below(double x, double top) {
   return std::exp(x - top);
 }
 
-// max(start, row[0, n)), in vectors where the row has them.
-template <typename T>
+// max(start, row[0, n)), in vectors of kBytes where the row has them.
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE T row_max(const T* row, int64_t n, T start) {
-  using vec = typename small_gemm::Vec<T>::type;
-  constexpr int W = small_gemm::Vec<T>::width;
+  using vec = typename small_gemm::Vec<T, kBytes>::type;
+  constexpr int W = small_gemm::Vec<T, kBytes>::width;
   T top = start;
   int64_t c = 0;
   if (n >= W) {
-    vec m = small_gemm::load(row);
+    vec m = small_gemm::load<kBytes>(row);
     for (c = W; c + W <= n; c += W) {
-      const vec x = small_gemm::load(row + c);
+      const vec x = small_gemm::load<kBytes>(row + c);
       m = x > m ? x : m;
     }
     for (int i = 0; i < W; ++i) top = m[i] > top ? m[i] : top;
@@ -74,17 +78,31 @@ ROFORMER_ALWAYS_INLINE T row_max(const T* row, int64_t n, T start) {
   return top;
 }
 
+// The sum of row[0, n), in vectors of kBytes where the row has them.
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE T row_sum(const T* row, int64_t n) {
+  using vec = typename small_gemm::Vec<T, kBytes>::type;
+  constexpr int W = small_gemm::Vec<T, kBytes>::width;
+  vec acc = vec{};
+  int64_t c = 0;
+  for (; c + W <= n; c += W) acc += small_gemm::load<kBytes>(row + c);
+  T sum = 0;
+  for (; c < n; ++c) sum += row[c];
+  for (int i = 0; i < W; ++i) sum += acc[i];
+  return sum;
+}
+
 // row[c] = e^(row[c] - top) for c < n; returns their sum.
-template <typename T>
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE T exp_row(T* row, int64_t n, T top) {
-  using vec = typename small_gemm::Vec<T>::type;
-  constexpr int W = small_gemm::Vec<T>::width;
+  using vec = typename small_gemm::Vec<T, kBytes>::type;
+  constexpr int W = small_gemm::Vec<T, kBytes>::width;
   vec acc = vec{};
   int64_t c = 0;
   for (; c + W <= n; c += W) {
-    const vec x = exp_below(small_gemm::load(row + c), top);
+    const vec x = exp_below_vec<kBytes, T>(small_gemm::load<kBytes>(row + c), top);
     acc += x;
-    small_gemm::store(row + c, x);
+    small_gemm::store<kBytes>(row + c, x);
   }
   T sum = 0;
   for (; c < n; ++c) {
@@ -114,15 +132,18 @@ struct Scratch {
 
 // Row r's scores [0, n) of a tile of `width` keys become weights e^(s - m) under its new running
 // maximum m (keys [n, width) get 0); returns the factor on the row's earlier sum and output.
-template <typename T>
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE T softmax_step(T* row, int64_t n, int64_t width, T& maximum, T& sum) {
   if (n == 0) {
     std::fill(row, row + width, T(0));
     return T(1);
   }
-  const T top = row_max(row, n, maximum);
-  const T factor = maximum == -std::numeric_limits<T>::infinity() ? T(0) : exp_below(maximum, top);
-  const T added = exp_row(row, n, top);
+  const T top = row_max<kBytes>(row, n, maximum);
+  // Once a long row's maximum is found it rarely grows: e^0 = 1 without the call.
+  const T factor = maximum == top                                   ? T(1)
+                   : maximum == -std::numeric_limits<T>::infinity() ? T(0)
+                                                                    : exp_below(maximum, top);
+  const T added = exp_row<kBytes>(row, n, top);
   std::fill(row + n, row + width, T(0));
   maximum = top;
   sum = sum * factor + added;
@@ -154,17 +175,17 @@ ROFORMER_ALWAYS_INLINE void stick_step(T* row, int64_t n, int64_t width, double&
 // The scores q k^T of query rows [i0, i0 + rows) against keys [j0, j0 + width) into w.scores
 // (row stride kTileKeys); with two rotations, the far product where i - j >= far_from, each
 // product formed only where the tile has pairs on its side.
-template <typename T>
+template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pair, int64_t i0, int64_t rows,
                                         int64_t j0, int64_t width, Scratch<T>& w) {
-  constexpr int64_t W = small_gemm::Vec<T>::width;
+  constexpr int64_t W = small_gemm::Vec<T, kBytes>::width;
   const int64_t D = p.head_dim, b = pair / p.heads, h = pair % p.heads, padded = (width + W - 1) / W * W;
   // Always inlined (a lambda is its own function otherwise, compiled without the caller's clones).
   auto product = [&](const void* q_base, const int64_t* stride, const void* kt_base, T* out)
       __attribute__((always_inline)) {
     const T* q = static_cast<const T*>(q_base) + b * stride[0] + h * stride[1] + i0 * stride[2];
     const T* kt = static_cast<const T*>(kt_base) + pair * D * p.kt_ld + j0;
-    small_gemm::gemm<T>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kTileKeys);
+    small_gemm::gemm<T, false, kBytes>(rows, padded, D, {q, stride[2], 1}, kt, p.kt_ld, out, kTileKeys);
   };
   if (p.chunk > 0) {  // chunks: the pair's chunk gap picks the queries
     const int64_t c = p.chunk, gap_min = i0 / c - (j0 + width - 1) / c, gap_max = (i0 + rows - 1) / c - j0 / c;
@@ -199,7 +220,7 @@ ROFORMER_ALWAYS_INLINE void tile_scores(const TileAttentionLaunch& p, int64_t pa
   }
 }
 
-template <typename T, typename Term>
+template <int kBytes, typename T, typename Term>
 ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item, Term& term, Scratch<T>& w) {
   const int64_t D = p.head_dim, S = p.seq, tiles = (S + kTileQueryRows - 1) / kTileQueryRows;
   const int64_t pair = item / tiles, b = pair / p.heads, h = pair % p.heads;
@@ -220,7 +241,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
     if constexpr (forms_scores<Term>::value) {
       term.scores(j0, width, w.scores.data());
     } else {
-      tile_scores(p, pair, i0, rows, j0, width, w);
+      tile_scores<kBytes>(p, pair, i0, rows, j0, width, w);
     }
     term.tile(j0, width);
     for (int64_t r = 0; r < rows; ++r) {
@@ -233,11 +254,11 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
       if (sticks) {
         stick_step(row, n, width, w.left[r], w.sum[r], w.kept.data());
       } else {
-        w.rescale[r] = softmax_step(row, n, width, w.maximum[r], w.sum[r]);
+        w.rescale[r] = softmax_step<kBytes>(row, n, width, w.maximum[r], w.sum[r]);
       }
     }
-    small_gemm::gemm<T>(rows, D, width, {w.scores.data(), kTileKeys, 1}, v + j0 * p.v_stride[2], p.v_stride[2],
-                        w.product.data(), D);
+    small_gemm::gemm<T, false, kBytes>(rows, D, width, {w.scores.data(), kTileKeys, 1}, v + j0 * p.v_stride[2],
+                                       p.v_stride[2], w.product.data(), D);
     term.output(width, w.scores.data(), w.product.data());
     for (int64_t r = 0; r < rows; ++r) {
       T* o = w.out.data() + r * D;
@@ -262,28 +283,41 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
   }
 }
 
-// Items [first, last) with the term Term<T>, constructed from the launch and the term's tables.
-template <typename T, template <typename> class Term>
+// Items [first, last) with the term Term<T, kBytes>, constructed from the launch and the term's
+// tables, its products in vectors of kBytes (64: x86-64-v4 callers only).
+template <typename T, template <typename, int> class Term, int kBytes>
 ROFORMER_ALWAYS_INLINE void run_items(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {
   Scratch<T> scratch(p.head_dim, p.far_q != nullptr || p.chunk > 0);
-  Term<T> term(p, tables);
-  for (int64_t item = first; item < last; ++item) run_item<T>(p, item, term, scratch);
+  Term<T, kBytes> term(p, tables);
+  for (int64_t item = first; item < last; ++item) run_item<kBytes>(p, item, term, scratch);
 }
 
 }  // namespace roformer::ops::tile_loop
 
 // Defines `TileItems items_name(KernelDType)`: the loop's items with the term Term (a class
-// template, fully qualified), in float compiled per x86-64 level (ROFORMER_CLONES takes no
-// templates) and in double (the tests' precision) once. Used at namespace roformer::ops.
-#define ROFORMER_TILE_TERM_ITEMS(items_name, Term)                                                            \
-  namespace items_name##_compiled {                                                                           \
-    ROFORMER_CLONES void f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) { \
-      tile_loop::run_items<float, Term>(p, tables, first, last);                                              \
-    }                                                                                                         \
-    void f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {                 \
-      tile_loop::run_items<double, Term>(p, tables, first, last);                                             \
-    }                                                                                                         \
-  }                                                                                                           \
-  TileItems items_name(KernelDType dtype) {                                                                   \
-    return dtype == KernelDType::f64 ? items_name##_compiled::f64 : items_name##_compiled::f32;               \
+// template <typename T, int kBytes>, fully qualified), in float compiled per x86-64 level
+// (ROFORMER_CLONES takes no templates) and in double (the tests' precision) once, each with
+// 32-byte vectors and, where ops::cpu_vector_bytes() says 64, with AVX-512's 64-byte vectors
+// instead. Used at namespace roformer::ops.
+#define ROFORMER_TILE_TERM_ITEMS(items_name, Term)                                                             \
+  namespace items_name##_compiled {                                                                            \
+    ROFORMER_CLONES void f32(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {  \
+      tile_loop::run_items<float, Term, 32>(p, tables, first, last);                                           \
+    }                                                                                                          \
+    void f64(const TileAttentionLaunch& p, const void* tables, int64_t first, int64_t last) {                  \
+      tile_loop::run_items<double, Term, 32>(p, tables, first, last);                                          \
+    }                                                                                                          \
+    ROFORMER_WIDE_TARGET void f32_wide(const TileAttentionLaunch& p, const void* tables, int64_t first,        \
+                                       int64_t last) {                                                         \
+      tile_loop::run_items<float, Term, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, tables, first, last);              \
+    }                                                                                                          \
+    ROFORMER_WIDE_TARGET void f64_wide(const TileAttentionLaunch& p, const void* tables, int64_t first,        \
+                                       int64_t last) {                                                         \
+      tile_loop::run_items<double, Term, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, tables, first, last);             \
+    }                                                                                                          \
+  }                                                                                                            \
+  TileItems items_name(KernelDType dtype) {                                                                    \
+    const bool wide = cpu_vector_bytes() == 64;                                                                \
+    if (dtype == KernelDType::f64) return wide ? items_name##_compiled::f64_wide : items_name##_compiled::f64; \
+    return wide ? items_name##_compiled::f32_wide : items_name##_compiled::f32;                                \
   }

@@ -10,6 +10,7 @@ struct TileTermProperties {
   bool positions_only = false;         // reads neither the scores nor q and k: SDPA may take it as an additive mask
   bool trains_faster_in_tiles = true;  // its tiles, recomputed in backward, beat its explicit scores in training
   bool forms_scores = false;           // forms the tile's scores itself (no replaced queries or second rotations)
+  bool bidirectional = true;           // takes keys after the query too (attention without the causal mask)
 };
 
 }  // namespace roformer::ops

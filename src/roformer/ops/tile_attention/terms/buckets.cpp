@@ -5,19 +5,26 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "roformer/ops/tile_attention/terms/buckets_kernel.h"
 
 namespace roformer::ops {
 namespace bucket_tile_tables {
 
-// The first distance from which neither bucket index changes (S - 1 at most).
-int64_t constant_from(const at::Tensor& query_bucket, const at::Tensor& key_bucket) {
-  const int64_t* qb = query_bucket.data_ptr<int64_t>();
-  const int64_t* kb = key_bucket.data_ptr<int64_t>();
-  int64_t from = query_bucket.numel() - 1;
-  while (from > 0 && qb[from - 1] == qb[from] && kb[from - 1] == kb[from]) --from;
-  return std::max<int64_t>(from, 0);
+// The first distance from which neither bucket index changes (S - 1 at most), and the last up to
+// which neither has changed (-origin at least; -origin - 1 without keys after the query); qb and
+// kb index distance d at [d].
+std::pair<int64_t, int64_t> constant_ends(const int64_t* qb, const int64_t* kb, int64_t origin, int64_t S) {
+  int64_t from = S - 1;
+  while (from > -origin && qb[from - 1] == qb[from] && kb[from - 1] == kb[from]) --from;
+  int64_t to = -origin - 1;
+  if (origin > 0) {
+    to = -origin;
+    while (to < S - 1 && qb[to + 1] == qb[to] && kb[to + 1] == kb[to]) ++to;
+  }
+  return {std::max<int64_t>(from, 0), to};
 }
 
 void check(const BucketTerm& term, const torch::Tensor& q) {
@@ -26,10 +33,11 @@ void check(const BucketTerm& term, const torch::Tensor& q) {
                       term.by_query.sizes().slice(0, 3) == q.sizes().slice(0, 3) && term.by_key.dim() == 4 &&
                       term.by_key.size(0) == q.size(0) && term.by_key.size(1) == q.size(1) &&
                       term.by_key.size(2) == term.by_query.size(3) && term.by_key.size(3) == q.size(2);
-  TORCH_CHECK(shaped && term.query_bucket.numel() == q.size(2) && term.key_bucket.numel() == q.size(2),
+  const int64_t S = q.size(2), span = term.origin + S;
+  TORCH_CHECK(shaped && term.origin >= 0 && term.query_bucket.numel() == span && term.key_bucket.numel() == span,
               "roformer::tile_attention: buckets need by_query [B, H, S, R], by_key [B, H, R, S] and two bucket "
-              "indices [S] for q ",
-              q.sizes());
+              "indices [origin + S] for q ",
+              q.sizes(), " and origin ", term.origin);
   const int64_t R = term.by_query.size(3);
   for (const at::Tensor& b : {term.query_bucket, term.key_bucket})
     TORCH_CHECK(b.numel() == 0 || (b.min().item<int64_t>() >= 0 && b.max().item<int64_t>() < R),
@@ -40,6 +48,10 @@ void check(const BucketTerm& term, const torch::Tensor& q) {
 
 void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
   bucket_tile_tables::check(term, q);
+  TORCH_CHECK(launch.causal || term.origin == launch.seq - 1,
+              "roformer::tile_attention: buckets for bidirectional attention need the keys after the query, origin "
+              "S - 1 = ",
+              launch.seq - 1, "; got origin ", term.origin);
   const at::Tensor by_query = term.by_query.to(q.scalar_type()).contiguous();
   const at::Tensor by_key = term.by_key.to(q.scalar_type()).contiguous();
   const at::Tensor query_bucket = term.query_bucket.to(at::kLong).contiguous();
@@ -47,10 +59,11 @@ void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttenti
   BucketTables tables;
   tables.by_query = by_query.data_ptr();
   tables.by_key = by_key.data_ptr();
-  tables.query_bucket = query_bucket.data_ptr<int64_t>();
-  tables.key_bucket = key_bucket.data_ptr<int64_t>();
+  tables.query_bucket = query_bucket.data_ptr<int64_t>() + term.origin;  // [d]: distance d
+  tables.key_bucket = key_bucket.data_ptr<int64_t>() + term.origin;
   tables.buckets = term.by_query.size(3);
-  tables.constant_from = bucket_tile_tables::constant_from(query_bucket, key_bucket);
+  std::tie(tables.constant_from, tables.constant_to) =
+      bucket_tile_tables::constant_ends(tables.query_bucket, tables.key_bucket, term.origin, launch.seq);
   tile_attention_cpu(launch, bucket_items(launch.dtype), &tables);
 }
 

@@ -10,11 +10,13 @@
 
 namespace roformer::ops {
 
-// Bucketed tables, causal: scale x (by_query[b, h, i, query_bucket[i - j]] + by_key[b, h,
-// key_bucket[i - j], j]); by_query [B, H, S, R], by_key [B, H, R, S], the buckets int64 [S]
-// (indices in [0, R), by distance).
+// Bucketed tables: scale x (by_query[b, h, i, query_bucket[origin + i - j]] + by_key[b, h,
+// key_bucket[origin + i - j], j]); by_query [B, H, S, R], by_key [B, H, R, S], the buckets int64
+// [origin + S] (indices in [0, R), distance d = i - j at origin + d). Causal attention reads them
+// from `origin` on; bidirectional attention needs origin = S - 1 (the keys after the query).
 struct BucketTerm {
   torch::Tensor by_query, by_key, query_bucket, key_bucket;
+  int64_t origin = 0;
   static constexpr TileTermProperties properties() { return {}; }
 };
 

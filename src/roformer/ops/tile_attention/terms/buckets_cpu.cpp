@@ -9,9 +9,10 @@
 namespace roformer::ops {
 namespace bucket_tiles {
 
-// Two gathers per pair near the query; from the distance where both bucket indices stop
-// changing, the query's entry is one value per row and the key's a row of by_key read in order.
-template <typename T>
+// Two gathers per pair near the query; past the distances where both bucket indices stop
+// changing (before the query, and after it in bidirectional attention), the query's entry is one
+// value per row and the key's a row of by_key read in order.
+template <typename T, int kBytes = 32>
 struct Buckets {
   Buckets(const TileAttentionLaunch& p, const void* tables)
       : launch(p), bt(*static_cast<const BucketTables*>(tables)), scale(static_cast<T>(p.scale)) {}
@@ -32,9 +33,16 @@ struct Buckets {
       const T* k_part = key_rows + bt.key_bucket[from] * S + j0;
       for (int64_t c = 0; c < far; ++c) row[c] += scale * (q_part + k_part[c]);
     }
-    for (int64_t c = far; c < n; ++c) {
+    // Keys j0 + c with c >= after: d <= constant_to (after the query, bidirectional).
+    const int64_t after = std::clamp<int64_t>(i - j0 - bt.constant_to, far, n);
+    for (int64_t c = far; c < after; ++c) {
       const int64_t d = i - j0 - c;
       row[c] += scale * (by_q[bt.query_bucket[d]] + key_rows[bt.key_bucket[d] * S + j0 + c]);
+    }
+    if (after < n) {
+      const T q_part = by_q[bt.query_bucket[bt.constant_to]];
+      const T* k_part = key_rows + bt.key_bucket[bt.constant_to] * S + j0;
+      for (int64_t c = after; c < n; ++c) row[c] += scale * (q_part + k_part[c]);
     }
   }
   const TileAttentionLaunch& launch;

@@ -8,13 +8,14 @@
 namespace roformer::ops {
 
 // by_query [B, H, S, R] and by_key [B, H, R, S] contiguous in the launch's dtype, the two bucket
-// indices by distance [S], and the distance from which neither changes any more.
+// indices of distance d at [d] (d from -origin to S - 1), the distance from which neither
+// changes any more, and the one up to which neither has changed yet (below -origin: none).
 struct BucketTables {
   const void* by_query = nullptr;
   const void* by_key = nullptr;
   const int64_t* query_bucket = nullptr;
   const int64_t* key_bucket = nullptr;
-  int64_t buckets = 0, constant_from = 0;
+  int64_t buckets = 0, constant_from = 0, constant_to = -1;
 };
 
 TileItems bucket_items(KernelDType dtype);

@@ -18,6 +18,7 @@ struct CopeTerm {
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.short_kernel = true;
+    p.bidirectional = false;
     return p;
   }
 };

@@ -12,7 +12,7 @@
 namespace roformer::ops {
 namespace cope_tiles {
 
-template <typename T>
+template <typename T, int kBytes = 32>
 struct Cope {
   Cope(const TileAttentionLaunch& p, const void* tables_in)
       : table(static_cast<const T*>(static_cast<const CopeTables*>(tables_in)->at_integers)),

@@ -10,13 +10,16 @@
 
 namespace roformer::ops {
 
-// FIRE over positions 0..S-1, causal: term(i, j) = slope[h, s] x + intercept[h, s] with
-// x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1), s the number of
-// kinks below x (ops::fire_bias's map).
+// FIRE over positions 0..S-1: for a key at or before the query, term(i, j) = slope[h, s] x +
+// intercept[h, s] with x = psi(i - j) / (psi(max(i, threshold)) + eps), psi(d) = log(|c d| + 1),
+// s the number of kinks below x (ops::fire_bias's map). Bidirectional attention needs the
+// second MLP of the keys after the query (FireImpl's future side): x = psi(j - i) /
+// (psi(max(S - 1 - i, threshold)) + eps) through the future kinks, slopes and intercepts.
 struct FireTerm {
   double c = 0, threshold = 0, eps = 0;
-  torch::Tensor kinks;             // [W] ascending
-  torch::Tensor slope, intercept;  // [H, W + 1]
+  torch::Tensor kinks;                                         // [W] ascending
+  torch::Tensor slope, intercept;                              // [H, W + 1]
+  torch::Tensor future_kinks, future_slope, future_intercept;  // [V], [H, V + 1]; undefined: causal only
   // A function of the distance and the query's position alone.
   static constexpr TileTermProperties properties() {
     TileTermProperties p;

@@ -9,8 +9,8 @@
 
 namespace roformer::ops {
 
-// FoX, causal: the running sums c of the log forget gates per (batch, head), [B, H, S]; the term
-// of key j for query i is c_i - c_j.
+// FoX: the running sums c of the log forget gates per (batch, head), [B, H, S]; the term of key j
+// for query i is c_i - c_j (causal), or -|c_i - c_j| (bidirectional: the decay both ways).
 struct FoxTerm {
   torch::Tensor cumulative;
   static constexpr TileTermProperties properties() { return {}; }

@@ -22,6 +22,7 @@ struct PathTerm {
     p.key_lengths = false;
     p.trains_faster_in_tiles = false;
     p.forms_scores = true;
+    p.bidirectional = false;
     return p;
   }
 };

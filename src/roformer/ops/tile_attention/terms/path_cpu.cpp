@@ -19,7 +19,7 @@ namespace path_tiles {
 // H_{j+1}, and key j scores R . k_j. One pass over R per key does the step, the key's scores and
 // the products w_j . R that the next step needs. With the forget gate, add() adds (c_i - c_j)
 // times the scale.
-template <typename T>
+template <typename T, int kBytes = 32>
 struct Path {
   using vec = typename small_gemm::Vec<T>::type;
   static constexpr int W = small_gemm::Vec<T>::width;

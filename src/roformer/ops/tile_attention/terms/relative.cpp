@@ -1,39 +1,83 @@
 // The relative table's tile term: its checks, its table transposed and padded for the loop's
-// products, and the value table in the launch's dtype.
+// products, the value table in the launch's dtype, and where the tables stop changing.
 #include "roformer/ops/tile_attention/terms/relative.h"
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+#include <vector>
+
 #include "roformer/ops/tile_attention/terms/relative_kernel.h"
 
 namespace roformer::ops {
+namespace relative_tile_tables {
+
+// Whether rows a and b of every head of t [H, N, D] (contiguous) are equal bit for bit.
+bool rows_equal(const at::Tensor& t, int64_t a, int64_t b) {
+  const int64_t N = t.size(1), row_bytes = t.size(2) * static_cast<int64_t>(t.element_size());
+  const auto* base = static_cast<const char*>(t.data_ptr());
+  for (int64_t h = 0; h < t.size(0); ++h)
+    if (std::memcmp(base + (h * N + a) * row_bytes, base + (h * N + b) * row_bytes, row_bytes) != 0) return false;
+  return true;
+}
+
+// The distances from which (before the query) and up to which (after it) the tables stop
+// changing, as RelativeTables describes them; tables [H, origin + S, D] contiguous (row origin + d).
+void constant_ends(const std::vector<at::Tensor>& tables, int64_t origin, int64_t S, RelativeTables& out) {
+  auto equal = [&](int64_t d, int64_t e) {
+    for (const at::Tensor& t : tables)
+      if (!rows_equal(t, origin + d, origin + e)) return false;
+    return true;
+  };
+  int64_t from = S - 1;
+  while (from > 0 && equal(from - 1, from)) --from;
+  out.constant_from = from;
+  int64_t to = -origin - 1;
+  if (origin > 0) {
+    to = -origin;
+    while (to < 0 && equal(to, to + 1)) ++to;
+  }
+  out.constant_to = to;
+}
+
+}  // namespace relative_tile_tables
 
 void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+  const int64_t H = launch.heads, S = launch.seq, D = launch.head_dim, rows = term.origin + S;
   TORCH_CHECK(term.q.defined() && term.q.sizes() == q.sizes() && term.q.scalar_type() == q.scalar_type() &&
-                  term.q.stride(3) == 1 && term.table.dim() == 3 && term.table.size(0) == q.size(1) &&
-                  term.table.size(1) >= q.size(2) && term.table.size(2) == q.size(3),
-              "roformer::tile_attention: a relative table needs queries like q and a table [H, >= S, D] for q ",
-              q.sizes(), ", got ", term.q.defined() ? term.q.sizes() : at::IntArrayRef{}, " and ",
-              term.table.defined() ? term.table.sizes() : at::IntArrayRef{});
-  const int64_t H = launch.heads, S = launch.seq, D = launch.head_dim;
+                  term.q.stride(3) == 1 && term.table.dim() == 3 && term.table.size(0) == H &&
+                  term.table.size(1) >= rows && term.table.size(2) == D && term.origin >= 0,
+              "roformer::tile_attention: a relative table needs queries like q and a table [H, >= origin + S, D] "
+              "for q ",
+              q.sizes(), " and origin ", term.origin, ", got ", term.q.defined() ? term.q.sizes() : at::IntArrayRef{},
+              " and ", term.table.defined() ? term.table.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(launch.causal || term.origin >= S - 1,
+              "roformer::tile_attention: a relative table for bidirectional attention needs the keys after the query, "
+              "origin >= S - 1 = ",
+              S - 1, "; got origin ", term.origin);
   RelativeTables tables;
   tables.q = term.q.data_ptr();
   for (int a = 0; a < 3; ++a) tables.q_stride[a] = term.q.stride(a);
-  tables.table_ld = (S + 15) / 8 * 8;  // >= S + 8
+  tables.origin = term.origin;
+  tables.table_ld = (rows + 23) / 8 * 8;  // >= origin + S + 16: a tile's span padded to 64 bytes
+  const at::Tensor table = term.table.narrow(1, 0, rows).to(q.scalar_type()).contiguous();
   at::Tensor table_t = at::zeros({H, D, tables.table_ld}, q.options());
-  table_t.narrow(2, 0, S).copy_(term.table.narrow(1, 0, S).transpose(1, 2));
+  table_t.narrow(2, 0, rows).copy_(table.transpose(1, 2));
   tables.table_t = table_t.data_ptr();
   at::Tensor values;
   if (term.value_table.defined()) {
-    TORCH_CHECK(term.value_table.dim() == 3 && term.value_table.size(0) == H && term.value_table.size(1) >= S &&
+    TORCH_CHECK(term.value_table.dim() == 3 && term.value_table.size(0) == H && term.value_table.size(1) >= rows &&
                     term.value_table.size(2) == D,
-                "roformer::tile_attention: a relative value table must be [H, >= S, D] for q ", q.sizes(), ", got ",
-                term.value_table.sizes());
+                "roformer::tile_attention: a relative value table must be [H, >= origin + S, D] like the table for q ",
+                q.sizes(), ", got ", term.value_table.sizes());
     values = term.value_table.to(q.scalar_type());
     if (values.stride(2) != 1 || values.stride(1) != D) values = values.contiguous();  // heads may share rows
     tables.value = values.data_ptr();
     tables.value_head_stride = values.stride(0);
   }
+  std::vector<at::Tensor> compared{table};
+  if (values.defined()) compared.push_back(term.value_table.narrow(1, 0, rows).to(q.scalar_type()).contiguous());
+  relative_tile_tables::constant_ends(compared, term.origin, S, tables);
   tile_attention_cpu(launch, relative_items(launch.dtype), &tables);
 }
 

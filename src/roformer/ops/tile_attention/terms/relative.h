@@ -10,11 +10,14 @@
 
 namespace roformer::ops {
 
-// A relative table, causal: scale x q_i . table[h, i - j], q [B, H, S, D] and table [H, >= S, D]
-// (row d for distance d). With value_table [H, >= S, D], each output also gains
-// sum_j w_ij value_table[h, i - j]; undefined: none.
+// A relative table: scale x q_i . table[h, origin + i - j], q [B, H, S, D] and table
+// [H, >= origin + S, D] (row origin + d for distance d = i - j). Causal attention reads the rows
+// from `origin` on; bidirectional attention also the keys after the query, so it needs
+// origin >= S - 1. With value_table, indexed alike, each output also gains
+// sum_j w_ij value_table[h, origin + i - j]; undefined: none.
 struct RelativeTerm {
   torch::Tensor q, table, value_table;
+  int64_t origin = 0;
   static constexpr TileTermProperties properties() { return {}; }
 };
 

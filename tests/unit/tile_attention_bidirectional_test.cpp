@@ -3,9 +3,9 @@
 // from its tables pair by pair (relative tables with rows for the keys after the query, clipped
 // tables whose rows stop changing on both sides, bucketed tables), FIRE's two MLPs evaluated as
 // Linear-ReLU-Linear on its formula's inputs, FoX's decay both ways; right padding as key
-// lengths; float at one thread and two; the terms defined for causal attention only refused;
-// and the MLM models of those families evaluated through it against model.attention_kernel
-// reference (their training through it: recomputed_attention_test.cpp).
+// lengths; float at one thread and two; the terms defined for causal attention only refused, and
+// the plan's choice for a bidirectional pass; and the MLM models of those families evaluated through it against
+// model.attention_kernel reference (their training through it: recomputed_attention_test.cpp).
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "roformer/model/attention_kernel.h"
+#include "roformer/model/attention_plan.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/fire.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -256,6 +257,28 @@ TEST(TileAttentionBidirectional, RefusesWhatOnlyServesCausalAttention) {
   ops::FireTerm fire{0.1, 8.0, 1e-6, p.kinks.detach(), p.slope.detach(), p.intercept.detach()};
   EXPECT_THROW(ops::tile_attention(x, x, x, 1.0, false, TileTerm{fire}), c10::Error);
   EXPECT_NO_THROW(ops::tile_attention(x, x, x, 1.0, true, TileTerm{fire}));
+}
+
+// The plan takes tiles for a bidirectional pass only with a term that serves keys after the query
+// and the softmax (stick-breaking is causal), padding at most; otherwise the explicit scores.
+TEST(TileAttentionBidirectional, ThePlanTakesTilesOnlyForTermsThatServeBothDirections) {
+  model::AttentionPassFacts f;
+  f.forms_scores = true;
+  f.batch = 1, f.heads = 4, f.seq = 4096, f.head_dim = 32;
+  f.tile_shape = f.right_padding_at_most = true;
+  f.term = ops::RelativeTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term = ops::CopeTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.causal = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.causal = false;
+  f.term = ops::NoTerm::properties();
+  f.softmax = false;  // stick-breaking
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.softmax = true;
+  f.right_padding_at_most = false;  // packed documents, a window, a left padding
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
 }
 
 namespace {

@@ -27,7 +27,7 @@ const char* no_tiles(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference) return "model.attention_kernel reference";
   if (!f.term) return "the family has no tile form";
   if (!f.right_padding_at_most) return "the mask hides more than causality and a right padding";
-  if (!f.causal && !f.term->bidirectional) return "the term is causal only";
+  if (!f.causal && !(f.term->bidirectional && f.softmax)) return "the term or the normaliser is causal only";
   if (!f.shared_positions) return "explicit positions per sequence";
   if (!f.tile_shape) return "shapes or dtype the tile kernel does not take";
   if (f.right_padding && !f.term->key_lengths) return "the term takes no right padding";

@@ -23,8 +23,8 @@ int from_environment() {
                     "' is not a width; use 32 or 64 (bytes per vector in the CPU kernels), or unset it");
   if (!wide_cpu_vectors_available())
     throw UserError(
-        "ROFORMER_CPU_VECTOR_BYTES=64 needs an x86-64-v4 CPU (AVX-512) and a GCC build without sanitizers; this "
-        "one has neither both; use 32, or unset it");
+        "ROFORMER_CPU_VECTOR_BYTES=64 needs an x86-64-v4 CPU (AVX-512) and a GCC build without sanitizers, and "
+        "this CPU or build lacks one of them; use 32, or unset it");
   return 64;
 }
 

@@ -12,17 +12,22 @@
 namespace roformer::ops {
 namespace relative_tile_tables {
 
-// Whether rows a and b of every head of t [H, N, D] (contiguous) are equal bit for bit.
+// Whether rows a and b of every head of t [H, N, D] (unit stride along D; heads may share rows,
+// stride 0) are equal bit for bit.
 bool rows_equal(const at::Tensor& t, int64_t a, int64_t b) {
-  const int64_t N = t.size(1), row_bytes = t.size(2) * static_cast<int64_t>(t.element_size());
+  const int64_t element = static_cast<int64_t>(t.element_size()), row_bytes = t.size(2) * element;
+  const int64_t heads = t.stride(0) == 0 ? 1 : t.size(0), head_step = t.stride(0) * element,
+                row_step = t.stride(1) * element;
   const auto* base = static_cast<const char*>(t.data_ptr());
-  for (int64_t h = 0; h < t.size(0); ++h)
-    if (std::memcmp(base + (h * N + a) * row_bytes, base + (h * N + b) * row_bytes, row_bytes) != 0) return false;
+  for (int64_t h = 0; h < heads; ++h)
+    if (std::memcmp(base + h * head_step + a * row_step, base + h * head_step + b * row_step, row_bytes) != 0)
+      return false;
   return true;
 }
 
 // The distances from which (before the query) and up to which (after it) the tables stop
-// changing, as RelativeTables describes them; tables [H, origin + S, D] contiguous (row origin + d).
+// changing, as RelativeTables describes them; tables [H, >= origin + S, D] (row origin + d) with
+// unit stride along D.
 void constant_ends(const std::vector<at::Tensor>& tables, int64_t origin, int64_t S, RelativeTables& out) {
   auto equal = [&](int64_t d, int64_t e) {
     for (const at::Tensor& t : tables)
@@ -60,7 +65,8 @@ void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAtten
   for (int a = 0; a < 3; ++a) tables.q_stride[a] = term.q.stride(a);
   tables.origin = term.origin;
   tables.table_ld = (rows + 23) / 8 * 8;  // >= origin + S + 16: a tile's span padded to 64 bytes
-  const at::Tensor table = term.table.narrow(1, 0, rows).to(q.scalar_type()).contiguous();
+  at::Tensor table = term.table.narrow(1, 0, rows).to(q.scalar_type());  // heads may share rows
+  if (table.stride(2) != 1) table = table.contiguous();
   at::Tensor table_t = at::zeros({H, D, tables.table_ld}, q.options());
   table_t.narrow(2, 0, rows).copy_(table.transpose(1, 2));
   tables.table_t = table_t.data_ptr();
@@ -76,7 +82,7 @@ void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAtten
     tables.value_head_stride = values.stride(0);
   }
   std::vector<at::Tensor> compared{table};
-  if (values.defined()) compared.push_back(term.value_table.narrow(1, 0, rows).to(q.scalar_type()).contiguous());
+  if (values.defined()) compared.push_back(values);
   relative_tile_tables::constant_ends(compared, term.origin, S, tables);
   tile_attention_cpu(launch, relative_items(launch.dtype), &tables);
 }

@@ -11,6 +11,7 @@
 # The shapes (hidden x layers, heads, FFN, sequence, batch):
 #   quickstart   128 x 2, 4 heads, FFN 512,  seq 128, batch 16   the CPU quickstart models
 #   medium       512 x 4, 8 heads, FFN 2048, seq 256, batch 8    a CPU model a user would train
+#   task         128 x 4, 4 heads, FFN 512,  seq 128, batch 32   the task study's second size (0.8M)
 #   bert-base    768 x 12, 12 heads, FFN 3072, seq 512, batch 32 the GPU check's BERT-base row
 #   small        256 x 4, 4 heads, FFN 1024, seq 128, batch 64   the GPU check's small row
 #   toy, toy-small                                               --dry-run stand-ins on the CPU
@@ -19,12 +20,13 @@ bench_shape() {
   case "$1" in
     quickstart) SHAPE=(128 2 4 512 128 16) ;;
     medium) SHAPE=(512 4 8 2048 256 8) ;;
+    task) SHAPE=(128 4 4 512 128 32) ;;
     bert-base) SHAPE=(768 12 12 3072 512 32) ;;
     small) SHAPE=(256 4 4 1024 128 64) ;;
     toy) SHAPE=(64 2 2 128 64 4) ;;
     toy-small) SHAPE=(32 2 2 64 32 4) ;;
     *)
-      echo "bench_shape: no shape '$1' (quickstart, medium, bert-base, small, toy, toy-small)" >&2
+      echo "bench_shape: no shape '$1' (quickstart, medium, task, bert-base, small, toy, toy-small)" >&2
       return 2
       ;;
   esac

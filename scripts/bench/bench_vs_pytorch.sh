@@ -15,7 +15,9 @@
 # roformer then runs with its default thread count (train.threads=0), the PyTorch sides with nproc.
 # Needs data/prepared/linux-docs-byte (scripts/quickstart.sh makes it). SIDES narrows the sides
 # (default "roformer peer peer-compile hf").
-# Usage: scripts/bench/bench_vs_pytorch.sh [STEPS] [quickstart|medium|all] [REPEATS]
+# The task shape (128 x 4 at sequence 128, batch 32: the task study's second model size) runs when
+# named alone; "all" is quickstart and medium.
+# Usage: scripts/bench/bench_vs_pytorch.sh [STEPS] [quickstart|medium|task|all] [REPEATS]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 cd "$root"
@@ -27,7 +29,7 @@ sides="${SIDES:-roformer peer peer-compile hf}"
 neighbour="${NEIGHBOUR:-0}"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: STEPS must be a positive whole number, got '$steps'" >&2; exit 2; }
 [[ "$repeats" =~ ^[1-9][0-9]*$ ]] || { echo "bench_vs_pytorch: REPEATS must be a positive whole number, got '$repeats'" >&2; exit 2; }
-case "$which" in quickstart | medium | all) ;; *) echo "bench_vs_pytorch: the size is quickstart, medium or all, got '$which'" >&2; exit 2 ;; esac
+case "$which" in quickstart | medium | task | all) ;; *) echo "bench_vs_pytorch: the size is quickstart, medium, task or all, got '$which'" >&2; exit 2 ;; esac
 for side in $sides; do
   case "$side" in roformer | peer | peer-compile | hf) ;;
     *) echo "bench_vs_pytorch: SIDES: unknown side '$side' (roformer, peer, peer-compile, hf)" >&2; exit 2 ;; esac
@@ -145,5 +147,7 @@ PY
 }
 
 echo "steps $steps, threads $threads, sides: $sides$([ "$neighbour" = 1 ] && echo ', each alone and beside yes > /dev/null'), $(date -u +%F)"
-if [ "$which" != medium ]; then bench quickstart; fi
-if [ "$which" != quickstart ]; then bench medium; fi
+case "$which" in
+  all) bench quickstart; bench medium ;;
+  *) bench "$which" ;;
+esac

@@ -275,13 +275,20 @@ launch_cell() {
   fi
 }
 
+# The methods whose cells take longest on the CPU (PaTH trains about ten times as long as RoPE at
+# 64 tokens, stick-breaking and CoPE two to three) start first, so JOBS side by side end together.
+slow="path path_fox stick_breaking stick_breaking_rope cope"
+ordered_methods=""
+for m in $slow; do [[ " $methods " != *" $m "* ]] || ordered_methods+="$m "; done
+for m in $methods; do [[ " $slow " == *" $m "* ]] || ordered_methods+="$m "; done
+
 done_runs=0 recorded=0
 # The first seed's cells sweep the rates, so the other seeds' follow them; DroPE's cells start from
 # the rope run of their task and seed, so they run after every other cell.
 for pass in first rest drope; do
   for seed in $seeds; do
     for task in $tasks; do
-      for method in $methods; do
+      for method in $ordered_methods; do
         case "$pass" in
           first) [ "$method" != drope ] && [ "$seed" = "$first_seed" ] || continue ;;
           rest) [ "$method" != drope ] && [ "$seed" != "$first_seed" ] || continue ;;

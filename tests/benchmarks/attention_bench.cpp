@@ -25,6 +25,7 @@
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/rope/rope.h"
 #include "roformer/ops/short_attention/short_attention.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ struct Shape {
   bool causal;
 };
 
-enum class Side { sdpa, ours, rope_sdpa, rope_ours, cope_explicit, cope_ours };
+enum class Side { sdpa, ours, tiles, rope_sdpa, rope_ours, cope_explicit, cope_ours };
 
 struct Inputs {
   torch::Tensor packed;            // [B, S, 3 H D]
@@ -57,6 +58,9 @@ torch::Tensor attend(Side side, const Inputs& in, int64_t heads, bool causal) {
     return roformer::ops::short_attention_cope(in.qkv[0], in.qkv[1], in.qkv[2], in.at_integers,
                                                1.0 / std::sqrt(double(in.qkv[0].size(3))), causal);
   if (side == Side::ours) return roformer::ops::short_attention(in.qkv[0], in.qkv[1], in.qkv[2], causal);
+  if (side == Side::tiles)
+    return roformer::ops::tile_attention(in.qkv[0], in.qkv[1], in.qkv[2], 1.0 / std::sqrt(double(in.qkv[0].size(3))),
+                                         causal, roformer::ops::TileTerm{});
   if (side == Side::rope_ours)
     return roformer::ops::short_attention_qkv(in.packed, {}, heads, causal, in.rotation, /*interleaved=*/true);
   std::vector<torch::Tensor> qk{in.qkv[0], in.qkv[1]};
@@ -98,15 +102,17 @@ void run(benchmark::State& state, Side side, Shape s, bool backward) {
 }
 
 void register_all() {
-  const std::vector<Shape> shapes{{16, 4, 128, 32, false}, {16, 4, 128, 32, true}, {8, 8, 256, 64, false},
-                                  {8, 8, 256, 64, true},   {4, 8, 512, 64, false}, {4, 8, 512, 64, true},
-                                  {2, 4, 1024, 32, false}, {2, 4, 1024, 32, true}, {1, 4, 2048, 32, true}};
+  const std::vector<Shape> shapes{{16, 4, 128, 32, false}, {16, 4, 128, 32, true},  {8, 8, 256, 64, false},
+                                  {8, 8, 256, 64, true},   {4, 8, 512, 64, false},  {4, 8, 512, 64, true},
+                                  {2, 4, 1024, 32, false}, {2, 4, 1024, 32, true},  {1, 4, 2048, 32, true},
+                                  {32, 4, 1024, 16, true}, {32, 4, 2048, 16, true}, {1, 8, 16384, 64, true}};
   for (const Shape& s : shapes)
     for (bool backward : {false, true})
       for (const auto& [side, label] :
-           {std::pair{Side::sdpa, "sdpa"}, std::pair{Side::ours, "short_attention"},
+           {std::pair{Side::sdpa, "sdpa"}, std::pair{Side::ours, "short_attention"}, std::pair{Side::tiles, "tiles"},
             std::pair{Side::rope_sdpa, "rope+sdpa"}, std::pair{Side::rope_ours, "rope+short_attention_qkv"},
             std::pair{Side::cope_explicit, "cope+explicit"}, std::pair{Side::cope_ours, "cope+short_attention"}}) {
+        if (side == Side::tiles && backward) continue;  // tile_attention has no autograd
         const std::string name = "cpu/B" + std::to_string(s.batch) + "xH" + std::to_string(s.heads) + "xS" +
                                  std::to_string(s.seq) + "xD" + std::to_string(s.head_dim) +
                                  (s.causal ? "/causal" : "") + (backward ? "/fwd+bwd/" : "/fwd/") + label;

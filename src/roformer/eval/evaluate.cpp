@@ -44,7 +44,8 @@ EvalResult evaluate_batches(model::EncoderModel& model, int64_t n, const std::fu
     torch::Tensor logits;                                              // [N, V], double
     {
       const model::AutocastGuard autocast(bf16 && device.is_cuda());
-      logits = model->scored_logits(model->forward({ids}), scored).to(torch::kFloat64);
+      const model::ScoredRows read = model::scored_rows(scored, L);  // the last layer's rows [from, L) alone
+      logits = model->scored_logits(model->forward({ids}, read.from), read.scored).to(torch::kFloat64);
     }
     const torch::Tensor gold = flat.index_select(0, scored);
     const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]

@@ -77,8 +77,8 @@ std::vector<PasskeyCell> passkey_accuracy(model::EncoderModel& model, const std:
         bool ok = true;
         for (int64_t expected : p.answer) {  // greedy, one token at a time
           const torch::Tensor input = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
-          const torch::Tensor hidden = model->forward({input});
-          const int64_t next = model->logits(hidden.select(1, hidden.size(1) - 1)).argmax(-1).item<int64_t>();
+          const torch::Tensor hidden = model->forward({input}, input.size(1) - 1);  // the last row alone
+          const int64_t next = model->logits(hidden.select(1, 0)).argmax(-1).item<int64_t>();
           if (next != expected) {
             ok = false;
             break;

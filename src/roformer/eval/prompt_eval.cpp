@@ -20,12 +20,13 @@ PromptScore score_one(model::EncoderModel& model, const Prompt& p, const torch::
   const auto n = static_cast<int64_t>(p.ids.size());
   const torch::Tensor ids = torch::tensor(p.ids, torch::kLong);
   const torch::Tensor input = ids.slice(0, 0, n - 1).unsqueeze(0).to(device);
-  const torch::Tensor scored = torch::arange(p.answer_start - 1, n - 1, torch::kLong).to(device);
+  // The last layer computes the answer's rows alone: rows [answer_start - 1, n - 1) of the input.
+  const torch::Tensor scored = torch::arange(0, n - p.answer_start, torch::kLong).to(device);
   const torch::Tensor gold = ids.slice(0, p.answer_start, n).to(device);
   torch::Tensor logits;
   {
     const model::AutocastGuard autocast(bf16 && device.is_cuda());
-    logits = model->scored_logits(model->forward({input}), scored).to(torch::kFloat64);
+    logits = model->scored_logits(model->forward({input}, p.answer_start - 1), scored).to(torch::kFloat64);
   }
   const torch::Tensor predicted = logits.argmax(-1).cpu();
   PromptScore s;

@@ -23,25 +23,26 @@
 namespace roformer::model {
 namespace {
 
-// rows(begin, end) for query blocks of `block` rows joined along the query axis of [B, H, C, D]
-// outputs; one call with all S rows when a block holds them all. Without autograd each block
+// rows(begin, end) for the query rows [from, S) in blocks of `block` rows, joined along the query
+// axis of [B, H, C, D] outputs; one call when a block holds them all. Without autograd each block
 // is copied into one output allocated up front (BSHD in memory, what the caller's transpose
 // wants) and freed before the next: a block result kept alive until a final cat would sit
 // among the next block's large temporaries, and the heap would then grow with S^2.
-torch::Tensor in_query_blocks(int64_t S, int64_t block, const std::function<torch::Tensor(int64_t, int64_t)>& rows) {
-  if (block >= S) return rows(0, S);
+torch::Tensor in_query_blocks(int64_t S, int64_t block, const std::function<torch::Tensor(int64_t, int64_t)>& rows,
+                              int64_t from = 0) {
+  if (from + block >= S) return rows(from, S);
   if (torch::GradMode::is_enabled()) {
     std::vector<torch::Tensor> parts;
-    for (int64_t begin = 0; begin < S; begin += block) parts.push_back(rows(begin, std::min(S, begin + block)));
+    for (int64_t begin = from; begin < S; begin += block) parts.push_back(rows(begin, std::min(S, begin + block)));
     return torch::cat(parts, 2);
   }
-  torch::Tensor out;  // [B, H, S, D], a view of [B, S, H, D] memory
-  for (int64_t begin = 0; begin < S; begin += block) {
+  torch::Tensor out;  // [B, H, S - from, D], a view of [B, S - from, H, D] memory
+  for (int64_t begin = from; begin < S; begin += block) {
     const int64_t end = std::min(S, begin + block);
     const torch::Tensor part = rows(begin, end);
     if (!out.defined())
-      out = torch::empty({part.size(0), S, part.size(1), part.size(3)}, part.options()).transpose(1, 2);
-    out.narrow(2, begin, end - begin).copy_(part);
+      out = torch::empty({part.size(0), S - from, part.size(1), part.size(3)}, part.options()).transpose(1, 2);
+    out.narrow(2, begin - from, end - begin).copy_(part);
   }
   return out;
 }
@@ -348,10 +349,43 @@ torch::Tensor AttentionImpl::attend_sdpa(const torch::Tensor& q, const torch::Te
       return sdpa(q.narrow(2, begin, end - begin).flip(2), k.narrow(2, 0, last), v.narrow(2, 0, last), reversed, p,
                   false)
           .flip(2);
-    const torch::Tensor rows = ctx.mask.rows(begin, end, last).narrow(-1, first, last - first);
-    return sdpa(q.narrow(2, begin, end - begin), k.narrow(2, first, last - first), v.narrow(2, first, last - first),
-                rows.to(q.scalar_type()), p, false);
+    return sdpa_rows(q, k, v, ctx, begin, end);
   });
+}
+
+torch::Tensor AttentionImpl::sdpa_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const AttentionContext& ctx, int64_t begin, int64_t end) {
+  const double p = is_training() ? dropout_ : 0.0;
+  const torch::Tensor rows_q = q.narrow(2, begin, end - begin);
+  if (ctx.mask.defined()) {
+    const auto [first, last] = ctx.mask.key_span(begin, end);
+    const torch::Tensor rows = ctx.mask.rows(begin, end, last).narrow(-1, first, last - first);
+    return sdpa(rows_q, k.narrow(2, first, last - first), v.narrow(2, first, last - first), rows.to(q.scalar_type()), p,
+                false);
+  }
+  if (!ctx.causal) return sdpa(rows_q, k, v, std::nullopt, p, false);
+  // The causal flag aligns a block's rows with the first keys; the block's own rows of -inf instead.
+  const torch::Tensor rows = masked_rows(torch::zeros({1, 1, end - begin, end}, q.options()), ctx, begin, end, end);
+  return sdpa(rows_q, k.narrow(2, 0, end), v.narrow(2, 0, end), rows, p, false);
+}
+
+torch::Tensor AttentionImpl::attend_rows_from(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, const AttentionContext& ctx, AttentionPath path,
+                                              int64_t from) {
+  const int64_t S = q.size(2);
+  if (!forms_scores())  // the SDPA families: the rows with their own rows of the mask
+    return in_query_blocks(
+        S, ctx.mask.defined() ? ctx.mask.block_rows() : S,
+        [&](int64_t begin, int64_t end) { return sdpa_rows(q, k, v, ctx, begin, end); }, from);
+  const torch::Tensor state = position_->layer_state(x, k, ctx.positions, layer_, ctx.segments);
+  if (path != AttentionPath::bias_to_sdpa) record_kernel(attention_kernel::kExplicitScores);  // SDPA records its own
+  return in_query_blocks(
+      S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S,
+      [&](int64_t begin, int64_t end) {
+        return path == AttentionPath::bias_to_sdpa ? bias_rows_to_sdpa(q, k, v, ctx, state, begin, end)
+                                                   : attend_rows_with_terms(q, k, v, ctx, state, begin, end);
+      },
+      from);
 }
 
 AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const AttentionContext& ctx) const {
@@ -400,7 +434,7 @@ AttentionPlan AttentionImpl::plan(const torch::Tensor& x, const AttentionContext
   return chosen;
 }
 
-torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const AttentionContext& ctx) {
+torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
   const AttentionPath path = plan(x, ctx).path;
   // One projection for q, k and v: one matmul (one input cast under autocast, one input
@@ -409,7 +443,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   const torch::Tensor b = self->query->bias.defined()
                               ? torch::cat({self->query->bias, self->key->bias, self->value->bias})
                               : torch::Tensor();  // model.qkv_bias false
-  if (path == AttentionPath::short_projection) {
+  if (path == AttentionPath::short_projection && rows_from == 0) {
     const PositionEncodingImpl::FusedRotation rotation =
         position_->fused_rotation(ctx.positions, head_dim_, x.scalar_type());
     record_kernel(attention_kernel::kShort);
@@ -437,12 +471,17 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     k = k.repeat_interleave(heads_ / kv_heads_, /*dim=*/1);
     v = v.repeat_interleave(heads_ / kv_heads_, /*dim=*/1);
   }
-  if (path == AttentionPath::linear) return attend_linear(q, k, v, ctx);
+  if (path == AttentionPath::linear) return attend_linear(q, k, v, ctx).narrow(2, rows_from, S - rows_from);
   position_->rotate(q, k, v, ctx.positions);
   if (query_factor_ != 1.0) q = q * query_factor_;                             // model.score_scale_dim
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
+  // The whole-pass kernels (tiles, the short kernel with a term) rather than explicit rows for
+  // more than a quarter of the queries.
+  const bool whole_only = path == AttentionPath::short_with_term || path == AttentionPath::tiles;
+  if (rows_from > 0 && !(whole_only && 4 * (S - rows_from) > S))
+    return attend_rows_from(x, q, k, v, ctx, path, rows_from);
   switch (path) {
     case AttentionPath::short_kernel:
       record_kernel(attention_kernel::kShort);
@@ -458,9 +497,9 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   const torch::Tensor state = position_->layer_state(x, k, ctx.positions, layer_, ctx.segments);
   switch (path) {
     case AttentionPath::short_with_term:
-      return attend_short_with_term(q, k, v, ctx, state);
+      return attend_short_with_term(q, k, v, ctx, state).narrow(2, rows_from, S - rows_from);
     case AttentionPath::tiles:
-      return attend_in_tiles(q, k, v, ctx, state);
+      return attend_in_tiles(q, k, v, ctx, state).narrow(2, rows_from, S - rows_from);
     case AttentionPath::bias_to_sdpa:  // SDPA records its backend
       return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
         return bias_rows_to_sdpa(q, k, v, ctx, state, begin, end);
@@ -470,12 +509,13 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   }
 }
 
-torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx) {
-  const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
-  torch::Tensor heads = attend_heads(x, ctx);  // [B, H, S, D]
+torch::Tensor AttentionImpl::attend(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from) {
+  const int64_t B = x.size(0), T = x.size(1) - rows_from, width = heads_ * head_dim_;
+  TORCH_CHECK(rows_from >= 0 && T > 0, "attention: rows_from ", rows_from, " outside [0, ", x.size(1), ")");
+  torch::Tensor heads = attend_heads(x, ctx, rows_from);  // [B, H, T, D]
   if (output_norm) heads = output_norm->forward(heads);
-  torch::Tensor merged = heads.transpose(1, 2).reshape({B, S, width});
-  if (output_gate) merged = merged * torch::sigmoid(dense(output_gate, x));
+  torch::Tensor merged = heads.transpose(1, 2).reshape({B, T, width});
+  if (output_gate) merged = merged * torch::sigmoid(dense(output_gate, x.narrow(1, rows_from, T)));
   return dense(output->dense, merged);
 }
 

@@ -96,7 +96,11 @@ class AttentionImpl : public torch::nn::Module {
   AttentionImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position, int64_t layer = 0);
 
   // x: [B, S, H] -> context projected by output.dense: [B, S, H] (before dropout/residual).
-  torch::Tensor attend(const torch::Tensor& x, const AttentionContext& ctx);
+  // With rows_from > 0 only the query rows [rows_from, S) are attended (every key still
+  // visible to them): [B, S - rows_from, H], the last rows of the whole pass (a last layer whose
+  // earlier rows nothing reads; their mask rows, or for a family that forms its scores, its
+  // explicit rows).
+  torch::Tensor attend(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from = 0);
   // Initialises what build_model's generic draw must not: QK-norm weights (1), SSMax's s.
   void reset_parameters();
 
@@ -125,6 +129,14 @@ class AttentionImpl : public torch::nn::Module {
   // block of query rows) or its causal flag.
   torch::Tensor attend_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx);
+  // Query rows [begin, end) through SDPA with their rows of the encoder's mask, or of causality.
+  torch::Tensor sdpa_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const AttentionContext& ctx, int64_t begin, int64_t end);
+  // Query rows [from, S) alone, as their share of any path: sdpa_rows, or for a family that forms
+  // its scores bias_rows_to_sdpa (`path` says so) or attend_rows_with_terms, in the blocks the
+  // whole pass would use; x: the layer's input.
+  torch::Tensor attend_rows_from(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const AttentionContext& ctx, AttentionPath path, int64_t from);
   // The family's tile term for this pass (a term of kind none where only stick-breaking forms
   // the scores); nullopt where the family has none for it.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const AttentionContext& ctx,
@@ -164,8 +176,9 @@ class AttentionImpl : public torch::nn::Module {
   // The weights of scores [B, H, C, S] (rows begin..): softmax or stick-breaking, fp32 at least;
   // with stick-breaking's remainder when it goes to the query's own value (else undefined).
   std::pair<torch::Tensor, torch::Tensor> normalise(const torch::Tensor& scores, int64_t begin) const;
-  // x [B, S, H] -> the heads' attention output [B, H, S, D], every path but the final projection.
-  torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx);
+  // x [B, S, H] -> the heads' attention output [B, H, S - rows_from, D], every path but the
+  // final projection.
+  torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from);
   // Whether this layer forms its scores itself: the family's terms, or stick-breaking.
   bool forms_scores() const;
   int64_t heads_, kv_heads_, head_dim_, layer_;

@@ -43,27 +43,29 @@ EncoderLayerImpl::EncoderLayerImpl(const config::ModelConfig& c, std::shared_ptr
                                                c.norm_weight_offset, c.norm == config::NormPlacement::sandwich));
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from) {
   const double p = config_.hidden_dropout;
   const bool train = is_training();
   auto ffn = [&](const torch::Tensor& h) { return feed_forward(*intermediate, output->dense, h, config_); };
+  auto attend = [&](const torch::Tensor& h) { return attention->attend(h, ctx, rows_from); };
   const NormPart &norm1 = attention->output->norm, &norm2 = output->norm;
+  const torch::Tensor rows = rows_from > 0 ? x.narrow(1, rows_from, x.size(1) - rows_from) : x;  // the rows kept
   if (config_.norm == config::NormPlacement::post) {  // BERT/RoFormer: norm(x + sublayer(x))
     const config::NormKernel k = config_.norm_kernel;
-    torch::Tensor h = norm1.add_norm(x, torch::dropout(attention->attend(x, ctx), p, train), k);
+    torch::Tensor h = norm1.add_norm(rows, torch::dropout(attend(x), p, train), k);
     return norm2.add_norm(h, torch::dropout(ffn(h), p, train), k);
   }
   // Pre-norm: x + sublayer(norm(x)); the same two norms, applied before each sublayer, one after
   // the other or (parallel_residual, GPT-NeoX) both on x.
   if (config_.parallel_residual)
-    return x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train) +
-           torch::dropout(ffn(norm2.forward(x)), p, train);
+    return rows + torch::dropout(attend(norm1.forward(x)), p, train) +
+           torch::dropout(ffn(norm2.forward(rows)), p, train);
   if (config_.norm == config::NormPlacement::sandwich) {  // Gemma 2/3: each sublayer's output normalised too
     const NormPart &post1 = attention->output->post_norm, &post2 = output->post_norm;
-    torch::Tensor h = x + torch::dropout(post1.forward(attention->attend(norm1.forward(x), ctx)), p, train);
+    torch::Tensor h = rows + torch::dropout(post1.forward(attend(norm1.forward(x))), p, train);
     return h + torch::dropout(post2.forward(ffn(norm2.forward(h))), p, train);
   }
-  torch::Tensor h = x + torch::dropout(attention->attend(norm1.forward(x), ctx), p, train);
+  torch::Tensor h = rows + torch::dropout(attend(norm1.forward(x)), p, train);
   return h + torch::dropout(ffn(norm2.forward(h)), p, train);
 }
 
@@ -176,8 +178,9 @@ static std::vector<torch::Tensor> layer_parameters(EncoderLayerImpl& layer, cons
   return out;
 }
 
-torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
+torch::Tensor EncoderModelImpl::forward(const EncoderInput& in, int64_t rows_from) {
   const int64_t S = in.input_ids.size(1);
+  TORCH_CHECK(rows_from >= 0 && rows_from < S, "EncoderModel: rows_from ", rows_from, " outside [0, ", S, ")");
   const torch::Device device = in.input_ids.device();
   TORCH_CHECK(!in.segments.defined() || (in.positions.defined() && in.positions.dim() == 2),
               "EncoderModel: packed documents (segments) need each token's position in its document, [B, S]");
@@ -195,18 +198,20 @@ torch::Tensor EncoderModelImpl::forward(const EncoderInput& in) {
   if (!embeddings_project.is_empty()) x = dense(embeddings_project, x);  // [B, S, H]
 
   std::array<std::optional<AttentionContext>, 2> ctx;  // local, global: made when a layer of the kind needs it
-  for (int64_t i = 0; i < static_cast<int64_t>(encoder->layer->size()); ++i) {
+  const int64_t layers = static_cast<int64_t>(encoder->layer->size());
+  for (int64_t i = 0; i < layers; ++i) {
     const bool global = config::is_global_layer(config_, i);
     if (!ctx[global]) ctx[global] = attention_context(in, positions, x.scalar_type(), global);
     EncoderLayerImpl& layer = *encoder->layer[i]->as<EncoderLayer>();
+    const int64_t from = i == layers - 1 ? rows_from : 0;  // the last layer computes the rows read alone
     if (is_training() && torch::GradMode::is_enabled() && config::is_checkpointed_layer(i, checkpoint_every_)) {
       const std::shared_ptr<torch::nn::Module> held = encoder->layer[i];  // alive until backward
-      LayerForward forward = [held](const torch::Tensor& layer_in, const AttentionContext& c) {
-        return held->as<EncoderLayer>()->forward(layer_in, c);
+      LayerForward forward = [held, from](const torch::Tensor& layer_in, const AttentionContext& c) {
+        return held->as<EncoderLayer>()->forward(layer_in, c, from);
       };
       x = checkpointed_layer(std::move(forward), x, *ctx[global], layer_parameters(layer, layer_positions));
     } else {
-      x = layer.forward(x, *ctx[global]);
+      x = layer.forward(x, *ctx[global], from);
     }
   }
   if (!encoder->norm.empty()) x = encoder->norm.forward(x);
@@ -229,14 +234,24 @@ torch::Tensor EncoderModelImpl::scored_logits(const torch::Tensor& hidden, const
   return lg.scalar_type() == torch::kFloat64 ? lg : lg.to(torch::kFloat32);
 }
 
+ScoredRows scored_rows(const torch::Tensor& scored, int64_t S) {
+  if (scored.numel() == 0) return {0, scored};
+  const int64_t first = (scored % S).min().item<int64_t>();
+  if (4 * first < S) return {0, scored};
+  return {first, torch::div(scored, S, "floor") * (S - first) + scored % S - first};
+}
+
 torch::Tensor EncoderModelImpl::loss(const EncoderInput& input, const torch::Tensor& targets, bool sum,
                                      const torch::Tensor& scored_index, const torch::Tensor& gold) {
-  const torch::Tensor hidden = forward(input);               // [B, S, H]
   const torch::Tensor flat_targets = targets.reshape({-1});  // [B*S]
   const torch::Tensor scored =
       scored_index.defined() ? scored_index : (flat_targets != -100).nonzero().squeeze(1);  // [N]
   const torch::Tensor g = gold.defined() ? gold : flat_targets.index_select(0, scored);     // [N]
-  const torch::Tensor total = token_cross_entropy(scored_logits(hidden, scored), g).sum();
+  // The last layer computes the rows the loss reads alone; on the CPU only, where finding them
+  // does not wait for the device (a GPU graph's padded index keeps every row).
+  const ScoredRows rows = input.input_ids.is_cpu() ? scored_rows(scored, targets.size(1)) : ScoredRows{0, scored};
+  const torch::Tensor hidden = forward(input, rows.from);  // [B, S - from, H]
+  const torch::Tensor total = token_cross_entropy(scored_logits(hidden, rows.scored), g).sum();
   return sum ? total : total / (g != -100).sum();
 }
 

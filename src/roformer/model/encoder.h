@@ -37,7 +37,8 @@ class EncoderLayerImpl : public torch::nn::Module {
  public:
   EncoderLayerImpl(const config::ModelConfig& config, std::shared_ptr<PositionEncodingImpl> position,
                    int64_t index = 0);
-  torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // [B, S, H] -> [B, S, H]
+  // [B, S, H] -> [B, S, H]; the rows [rows_from, S) alone with rows_from > 0 (AttentionImpl::attend).
+  torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from = 0);
 
   Attention attention{nullptr};
   Intermediate intermediate{nullptr};
@@ -89,12 +90,24 @@ struct EncoderInput {
   torch::Tensor segments;
 };
 
+// The rows a caller of windows of S tokens must compute to read the flat positions `scored`
+// ([N] into [B, S]): from the first column any of them lies in, when the rows before it are at
+// least a quarter of the window (a task's answers at the end of each example), else from 0; and
+// `scored` as flat positions into the [B, S - from] rows forward(input, from) returns.
+struct ScoredRows {
+  int64_t from = 0;
+  torch::Tensor scored;
+};
+ScoredRows scored_rows(const torch::Tensor& scored, int64_t S);
+
 class EncoderModelImpl : public torch::nn::Module {
  public:
   explicit EncoderModelImpl(const config::ModelConfig& config, int64_t checkpoint_every = 0);
 
-  // Final hidden states [B, S, H].
-  torch::Tensor forward(const EncoderInput& input);
+  // Final hidden states [B, S, H]; with rows_from > 0 those of the rows [rows_from, S) alone,
+  // [B, S - rows_from, H]: the last layer attends and transforms only them (a caller that scores
+  // the last rows: the same values as the whole pass, to rounding).
+  torch::Tensor forward(const EncoderInput& input, int64_t rows_from = 0);
   // What the attention of every local (or, `global`, every global) layer gets for `input`
   // (positions [S]; the residual stream's dtype): the mask, whole or in query blocks, with the
   // kind's window, and the score block of families that form their scores. Without a per-layer

@@ -13,6 +13,7 @@
 #   data/prepared/linux-docs-byte, work dir sweeps/bench-eval-methods, every method below.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
+source "$root/scripts/lib/trained_methods.sh"
 all_methods="rope fox fox-rope stick_breaking ssmax alibi t5_bias kerple sandwich shaw transformer_xl deberta fire cope string self_extend rerope dual_chunk irope rnope_swa drope path path_fox"
 length=4096 windows=4 rounds=5 steps=20 objective=causal_lm data="$root/data/prepared/linux-docs-byte" work="$root/sweeps/bench-eval-methods"
 methods="$all_methods"
@@ -41,22 +42,8 @@ check_out --work "$work"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
 for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $all_methods"; done
 
-# The --set arguments that train a method's checkpoint, and the run it is evaluated from.
-train_args() {
-  case "$1" in
-    fox) echo "--set model.position.kind=fox" ;;
-    fox-rope) echo "--set model.position.kind=fox --set model.position.fox.rope=true" ;;
-    stick_breaking) echo "--set model.attention_normalizer=stick_breaking" ;;
-    ssmax) echo "--set model.position.kind=none --set model.attention_scale=ssmax" ;;
-    alibi|t5_bias|kerple|sandwich|shaw|transformer_xl|deberta|fire|cope) echo "--set model.position.kind=$1" ;;
-    irope) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.local.window_kind=chunked --set model.layout.local.qk_norm=on --set model.layout.global.position=none --set model.layout.global.temperature=llama4 --set model.attention_scale_floor=128" ;;
-    rnope_swa) echo "--set model.position.kind=rope --set model.layout.preset=custom --set model.layout.pattern=LG --set model.layout.global.position=none" ;;
-    drope) echo "--set model.position.kind=none" ;;
-    path) echo "--set model.position.kind=path" ;;
-    path_fox) echo "--set model.position.kind=path --set model.position.path.forget_gate=true" ;;
-    *) echo "--set model.position.kind=rope" ;;
-  esac
-}
+# The --set arguments that train a method's checkpoint: scripts/lib/trained_methods.sh; the run it
+# is evaluated from.
 run_of() { case "$1" in string|self_extend|rerope|dual_chunk) echo rope ;; *) echo "$1" ;; esac; }
 eval_args() {
   case "$1" in

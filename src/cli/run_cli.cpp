@@ -1,6 +1,8 @@
 // What the `roformer` binary does (cli/main.cpp calls it): builds the CLI11 app from the
 // subcommand files and maps failures to exit codes (2: user error with a message naming the fix;
 // 1: internal). The bad-input suite's fork server links the same objects and calls it too.
+#include <ATen/Context.h>
+
 #include <csignal>
 #include <cstdint>
 #include <iostream>
@@ -32,7 +34,11 @@ int roformer::cli::run_cli(int argc, char** argv) {
       ->capture_default_str();
   app.parse_complete_callback([&log_level] {
     log::init(log::parse_level(log_level));
-    tune_host_allocator();              // before a command's first tensor: activations reuse warm heap pages
+    tune_host_allocator();  // before a command's first tensor: activations reuse warm heap pages
+    // Subnormal floats flushed to zero, on this thread and the pools it starts: a softmax over
+    // strongly biased scores (FoX's decay, ALiBi far from the query) makes many weights subnormal,
+    // and MKL's products over them ran several times slower (docs/performance.md).
+    at::globalContext().setFlushDenormal(true);
     roformer::ops::cpu_vector_bytes();  // ROFORMER_CPU_VECTOR_BYTES checked before any command starts
   });
 

@@ -115,9 +115,13 @@ TEST(Fox, EqualsTheAuthorsLayerInDouble) {
     auto decay = [&](int64_t h, int64_t i, int64_t j) {
       return causal ? c[h][i] - c[h][j] : -std::abs(c[h][i] - c[h][j]);
     };
-    f.expect_output(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
-                                                 return content(f.q, f.k, h, i, j) + decay(h, i, j);
-                                               }))));
+    const torch::Tensor want = project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
+                                                    return content(f.q, f.k, h, i, j) + decay(h, i, j);
+                                                  })));
+    f.expect_output(causal, want);
+    f.attn->train();  // causal: the key bias -c_j folded into the keys (no dropout here)
+    f.expect_output(causal, want);
+    f.attn->eval();
     // Mutations: the sign of the decay; the gate of the key itself counted (sum from l = j).
     f.expect_output_differs(causal, project(f, context(f, softmax_of(causal, [&](int64_t h, int64_t i, int64_t j) {
                                                          return content(f.q, f.k, h, i, j) - decay(h, i, j);
@@ -126,6 +130,46 @@ TEST(Fox, EqualsTheAuthorsLayerInDouble) {
                                                          const double own = j > 0 ? c[h][j] - c[h][j - 1] : c[h][0];
                                                          return content(f.q, f.k, h, i, j) + decay(h, i, j) + own;
                                                        }))));
+  }
+}
+
+// In training, causal FoX folds -c_j into the keys (the softmax drops the row's c_i): a model's
+// loss and every gradient equal those of the explicit scores (`reference`) in double, for the
+// plain gate, with RoPE, in the Pro block and under right padding (the mask's rows then), at
+// lengths the short kernel takes and one past it (SDPA), and on the rows a task's loss reads.
+TEST(Fox, FoldedKeyBiasTrainsAsTheExplicitScores) {
+  for (const int64_t S : {int64_t{37}, int64_t{131}, int64_t{600}}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      config::ModelConfig c = small_model(PositionKind::fox, true);
+      c.vocab_size = 29;
+      c.hidden_dropout = 0;
+      if (variant == 1) c.position.fox.rope = true;
+      if (variant == 2) c.qk_norm = c.output_gate = c.output_norm = c.kv_shift = true;
+      SCOPED_TRACE("S " + std::to_string(S) + ", variant " + std::to_string(variant));
+      c.attention_kernel = config::AttentionKernel::reference;
+      EncoderModel ref = build_model(c, 3);
+      c.attention_kernel = config::AttentionKernel::auto_;
+      EncoderModel folded = build_model(c, 3);
+      torch::manual_seed(6);
+      const torch::Tensor ids = torch::randint(0, 29, {2, S}, torch::kLong);
+      torch::Tensor mask = torch::ones({2, S}, torch::kLong);
+      mask.index_put_({1, torch::indexing::Slice(S - 5)}, 0);  // a right padding
+      torch::Tensor targets = ids.masked_fill(mask == 0, -100);
+      if (variant == 0) targets.narrow(1, 0, S - 3).fill_(-100);  // the last rows alone: rows_from
+      for (EncoderModel* m : {&ref, &folded}) {
+        (*m)->to(torch::kFloat64);
+        (*m)->train();
+      }
+      const torch::Tensor lr = ref->loss({ids, mask}, targets), lf = folded->loss({ids, mask}, targets);
+      lr.backward();
+      lf.backward();
+      EXPECT_NEAR(lf.item<double>(), lr.item<double>(), 1e-12);
+      auto rp = ref->named_parameters();
+      for (const auto& item : folded->named_parameters()) {
+        if (!item.value().grad().defined()) continue;
+        EXPECT_LT((item.value().grad() - rp[item.key()].grad()).abs().max().item<double>(), 1e-10) << item.key();
+      }
+    }
   }
 }
 

@@ -134,10 +134,14 @@ void expect_trains_in_tiles_as_on_the_explicit_scores(const config::ModelConfig&
     SCOPED_TRACE(std::to_string(length) + " tokens, whole up to " + std::to_string(whole_limit) + " bytes");
     const Step tiled = train_step(c, config::AttentionKernel::fused, tokens, length, whole_limit);
     const Step reference = train_step(c, config::AttentionKernel::reference, tokens, length, whole_limit);
-    // PaTH with padding keeps the explicit scores (its walk passes every position).
+    // PaTH with padding keeps the explicit scores (its walk passes every position); causal FoX
+    // under the softmax folds its key bias into the keys in training (the short kernel, or SDPA
+    // with the padding's mask).
     const bool explicit_scores = length < tokens && c.position.kind == config::PositionKind::path;
-    EXPECT_EQ(tiled.kernels,
-              explicit_scores ? model::attention_kernel::kExplicitScores : model::attention_kernel::kTile);
+    const bool folded = c.position.kind == config::PositionKind::fox && c.objective == config::Objective::causal_lm;
+    EXPECT_EQ(tiled.kernels, folded            ? (length < tokens ? "sdpa-flash" : model::attention_kernel::kShort)
+                             : explicit_scores ? model::attention_kernel::kExplicitScores
+                                               : model::attention_kernel::kTile);
     EXPECT_EQ(reference.kernels, model::attention_kernel::kExplicitScores);
     EXPECT_LE((tiled.loss - reference.loss).abs().item<double>(), 1e-9);  // a sum over 2 x tokens x 23 outputs
     ASSERT_EQ(tiled.grads.size(), reference.grads.size());

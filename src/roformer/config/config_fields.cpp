@@ -102,7 +102,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "their scores on the CPU (causal; bidirectional too for FIRE, FoX, Shaw, Transformer-XL, DeBERTa): tile "
              "attention in evaluation, and in training without attention dropout "
              "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
-             "recomputes them per block of query rows); reference keeps the explicit scores");
+             "recomputes them per block of query rows); causal FoX trains in float32/64 with its decay folded into "
+             "the keys (its kernels as a family without a term); reference keeps the explicit scores");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

@@ -434,6 +434,46 @@ AttentionPlan AttentionImpl::plan(const torch::Tensor& x, const AttentionContext
   return chosen;
 }
 
+bool AttentionImpl::folds_key_bias(const AttentionContext& ctx, const torch::Tensor& q) const {
+  // Training only (evaluation keeps the tile kernel's c_i - c_j), never under the reference
+  // kernel, in float32/64 only (half precision would round the bias riding in a key feature).
+  return position_->traits().causal_key_bias && ctx.causal && is_training() &&
+         normalizer_ == config::AttentionNormalizer::softmax && kernel_ != config::AttentionKernel::reference &&
+         (q.scalar_type() == torch::kFloat32 || q.scalar_type() == torch::kFloat64);
+}
+
+torch::Tensor AttentionImpl::attend_with_key_bias(const torch::Tensor& x, const torch::Tensor& q,
+                                                  const torch::Tensor& k, const torch::Tensor& v,
+                                                  const AttentionContext& ctx, int64_t rows_from) {
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3), E = D + 8;  // kernels take multiples of 8
+  const double scale = position_->score_scale(D), a = scale * std::sqrt(static_cast<double>(E));
+  const torch::Tensor bias = position_->key_bias(position_->layer_state(x, k, ctx.positions, layer_, ctx.segments));
+  // q2 . k2 / sqrt(E) = q . k scale + bias_j: the queries times a with a after them, the keys with
+  // bias / scale after them, zeros to E; the values with zeros, cut off the output.
+  const torch::Tensor pad = torch::zeros({B, H, S, E - D - 1}, q.options());
+  const torch::Tensor q2 = torch::cat({q * a, torch::full({B, H, S, 1}, a, q.options()), pad}, -1);
+  const torch::Tensor k2 = torch::cat({k, (bias / scale).to(k.scalar_type()).unsqueeze(-1), pad}, -1);
+  const torch::Tensor v2 = torch::cat({v, torch::zeros({B, H, S, E - D}, v.options())}, -1);
+  AttentionContext plain = ctx;  // a mask of causality alone is the causal flag for these kernels
+  if (ctx.mask.defined() && ctx.mask.nothing_beyond_causality()) plain.mask = AttentionMask();
+  if (rows_from > 0)
+    return in_query_blocks(
+               S, plain.mask.defined() ? plain.mask.block_rows() : S,
+               [&](int64_t begin, int64_t end) { return sdpa_rows(q2, k2, v2, plain, begin, end); }, rows_from)
+        .narrow(-1, 0, D);
+  AttentionPassFacts f = pass_facts(x, plain);  // the plan of a family without a term at head dim E
+  f.forms_scores = false;
+  f.term.reset();
+  f.head_dim = E;
+  f.projection_not_fusable = true;
+  f.short_shape = ops::short_attention_shape_supported(S, E, q.scalar_type(), q.device());
+  if (plan_attention(f).path == AttentionPath::short_kernel) {
+    record_kernel(attention_kernel::kShort);
+    return ops::short_attention(q2, k2, v2, true).narrow(-1, 0, D);
+  }
+  return attend_sdpa(q2, k2, v2, plain).narrow(-1, 0, D);
+}
+
 torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from) {
   const int64_t B = x.size(0), S = x.size(1), width = heads_ * head_dim_;
   const AttentionPath path = plan(x, ctx).path;
@@ -477,6 +517,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   if (ctx.query_scale.defined()) q = q * ctx.query_scale.to(q.scalar_type());  // log-n: [1|B, 1, S, 1]
   if (ctx.ssmax_log_keys.defined())                                            // SSMax: s_h log n
     q = q * (ssmax_scale.view({1, heads_, 1, 1}) * ctx.ssmax_log_keys).to(q.scalar_type());
+  if (folds_key_bias(ctx, q)) return attend_with_key_bias(x, q, k, v, ctx, rows_from);
   // The whole-pass kernels (tiles, the short kernel with a term) rather than explicit rows for
   // more than a quarter of the queries.
   const bool whole_only = path == AttentionPath::short_with_term || path == AttentionPath::tiles;

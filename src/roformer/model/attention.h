@@ -176,6 +176,15 @@ class AttentionImpl : public torch::nn::Module {
   // The weights of scores [B, H, C, S] (rows begin..): softmax or stick-breaking, fp32 at least;
   // with stick-breaking's remainder when it goes to the query's own value (else undefined).
   std::pair<torch::Tensor, torch::Tensor> normalise(const torch::Tensor& scores, int64_t begin) const;
+  // Whether this pass folds the family's causal key bias into the keys (traits().causal_key_bias:
+  // FoX's c_i - c_j less its row constant) instead of forming the scores: softmax, causal, in
+  // training, not under the reference kernel, float32/64.
+  bool folds_key_bias(const AttentionContext& ctx, const torch::Tensor& q) const;
+  // That pass: the key bias as one more key feature (zeros to a multiple of 8, the queries a
+  // constant there), then the kernels of a family without a term (short kernel or SDPA); rows
+  // [rows_from, S) of it -> [B, H, S - rows_from, D].
+  torch::Tensor attend_with_key_bias(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, const AttentionContext& ctx, int64_t rows_from);
   // x [B, S, H] -> the heads' attention output [B, H, S - rows_from, D], every path but the
   // final projection.
   torch::Tensor attend_heads(const torch::Tensor& x, const AttentionContext& ctx, int64_t rows_from);

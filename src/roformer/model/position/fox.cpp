@@ -27,6 +27,7 @@ FoxImpl::FoxImpl(const config::PositionConfig& config, int64_t num_layers, int64
       decay_time_max_(config.fox.decay_time_max) {
   traits_.forms_scores = true;
   traits_.term = ops::FoxTerm::properties();
+  traits_.causal_key_bias = !bidirectional;
   traits_.rotation = config.fox.rope ? Rotation::applied : Rotation::none;
   if (config.fox.rope) rope_ = std::make_shared<RopeImpl>(config.rope, hidden / heads);
   layer = register_module("layer", torch::nn::ModuleList());

@@ -48,6 +48,8 @@ class FoxImpl : public PositionEncodingImpl {
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                          int64_t layer, const torch::Tensor& state, bool causal) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
+  // Causal: -c_j (the term c_i - c_j less its row constant).
+  torch::Tensor key_bias(const torch::Tensor& state) const override { return -state; }
   // fox.decay_time_min/max: the bias-only gates' biases from their decay times (fgate_bias_init).
   void reset_parameters() override;
 

@@ -51,6 +51,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     // The properties of the term tile_term forms (its type's properties(): what attention's plan
     // asks of it), or none where the family has no tile form.
     std::optional<ops::TileTermProperties> term;
+    // Causal, its term is a constant per query row plus key_bias(state) per key (FoX's c_i - c_j),
+    // so under the softmax, which drops a row's constant, the key bias alone gives the same weights.
+    bool causal_key_bias = false;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -113,6 +116,8 @@ class PositionEncodingImpl : public torch::nn::Module {
                                                  const torch::Tensor& state, bool causal) {
     return std::nullopt;
   }
+  // traits().causal_key_bias: the term's part by key, [B, H, S] from layer_state's `state`.
+  virtual torch::Tensor key_bias(const torch::Tensor& state) const { return {}; }
   // softmax(q k^T scale + the term) v from ops::short_attention for a term whose properties say
   // short_kernel: q, k, v [B, H, S, D] after rotate, `term` tile_term's (with autograd).
   virtual torch::Tensor short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k,

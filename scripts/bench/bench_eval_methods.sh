@@ -38,9 +38,9 @@ check_out --work "$work"
 [[ "$rounds" =~ ^[1-9][0-9]{0,3}$ ]] || bad "--rounds '$rounds' is not a positive count"
 [[ "$steps" =~ ^[1-9][0-9]{0,6}$ ]] || bad "--steps '$steps' is not a positive count"
 [[ "$objective" =~ ^(causal_lm|mlm)$ ]] || bad "--objective '$objective' is not causal_lm or mlm"
+for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $all_methods"; done
 [ -f "$data/meta.json" ] || bad "--data '$data' is not a prepared dataset (run scripts/quickstart.sh, or roformer-prepare-data)"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
-for m in $methods; do [[ " $all_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $all_methods"; done
 
 # The --set arguments that train a method's checkpoint: scripts/lib/trained_methods.sh; the run it
 # is evaluated from.

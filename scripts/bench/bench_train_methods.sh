@@ -35,9 +35,9 @@ done
 [ "$steps" -ge 3 ] || bad "--steps $steps: at least 3 (the first third is warm-up)"
 [[ "$objective" =~ ^(causal_lm|mlm)$ ]] || bad "--objective '$objective' is not causal_lm or mlm"
 [[ -z "$kernel" || "$kernel" =~ ^(auto|fused|reference)$ ]] || bad "--kernel '$kernel' is not auto, fused or reference"
+for m in $methods; do [[ " $trained_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $trained_methods"; done
 [ -f "$data/meta.json" ] || bad "--data '$data' is not a prepared dataset (run scripts/quickstart.sh, or roformer-prepare-data)"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
-for m in $methods; do [[ " $trained_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $trained_methods"; done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

@@ -3,14 +3,17 @@
 machine, side by side in one run. A SmolLM2-135M-shaped LlamaForCausalLM (30 layers of width 576,
 9 heads and 3 key/value heads of 64, SwiGLU 1536, 49,152 tokens, tied; random weights, built by
 transformers itself: nothing is downloaded) is saved, converted with `roformer convert
-hf-to-native`, and one window of LENGTH tokens (default 8192) is scored by each side in float32
+hf-to-native`, and one window of LENGTH tokens (default 8192) is scored by each side in DTYPE
+(float32, or bfloat16: ours under eval.precision bf16, theirs with the weights loaded in bfloat16)
 on THREADS intra-op threads: ours is `roformer eval` (its own timing of the window, eval.json's
 `seconds`, the process start and the weights' load outside it, as transformers' are), theirs
 the model's forward with labels (logits and loss) under torch.no_grad, in eager and SDPA
 attention (the faster is the anchor). ROUNDS alternating rounds (ours, then theirs), the ratio
 theirs / ours per round; prints the median and the spread and writes OUT/bench.json.
 
-Usage: bench_hf_eval.py OUT [--length 8192] [--threads 2] [--rounds 5] [--small]
+Usage: bench_hf_eval.py OUT [--length 8192] [--threads 2] [--rounds 5] [--dtype fp32|bf16]
+                        [--anchor fastest|sdpa] [--small]
+  (--anchor sdpa: transformers' SDPA without timing eager first, which takes minutes at 8192)
   (--small: a 2-layer model of width 64 at 256 tokens, for a check of the pipeline)
 """
 import argparse
@@ -58,13 +61,15 @@ def dataset(out, length, vocab):
     return folder
 
 
-def ours(native, data, length, threads, out):
+def ours(native, data, length, threads, dtype, out):
     """roformer eval's own seconds for the window (eval.json)."""
     folder = os.path.join(out, "ours-eval")
     run(BIN, "eval", native, "--set", f"data.path={data}", "--lengths", str(length), "--set",
-        f"eval.max_tokens={length}", "--set", f"train.threads={threads}", "--set", "train.device=cpu", "--out", folder)
-    result = json.load(open(os.path.join(folder, "eval.json")))["results"][0]
-    assert result["tokens"] == length, result
+        f"eval.max_tokens={length}", "--set", f"train.threads={threads}", "--set", "train.device=cpu",
+        "--set", f"eval.precision={dtype}", "--out", folder)
+    report = json.load(open(os.path.join(folder, "eval.json")))
+    result = report["results"][0]
+    assert result["tokens"] == length and report["precision"] == dtype, report
     return result["seconds"]
 
 
@@ -81,6 +86,8 @@ def main():
     p.add_argument("--length", type=int, default=8192)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--anchor", choices=("fastest", "sdpa"), default="fastest")
     p.add_argument("--small", action="store_true")
     a = p.parse_args()
     if a.small:
@@ -95,24 +102,27 @@ def main():
         run(BIN, "convert", "hf-to-native", hf_dir, native)
     data = dataset(a.out, a.length, shape["vocab_size"])
     ids = torch.randint(97, 123, (1, a.length))
-    models = {impl: T.LlamaForCausalLM.from_pretrained(hf_dir, attn_implementation=impl, dtype=torch.float32).eval()
-              for impl in ("eager", "sdpa")}
+    dtype = torch.float32 if a.dtype == "fp32" else torch.bfloat16
+    models = {impl: T.LlamaForCausalLM.from_pretrained(hf_dir, attn_implementation=impl, dtype=dtype).eval()
+              for impl in (("eager", "sdpa") if a.anchor == "fastest" else ("sdpa",))}
     first = {impl: theirs(m, ids) for impl, m in models.items()}  # one pass each: which is the anchor
     anchor = min(first, key=first.get)
-    print(f"transformers, one pass each: eager {first['eager']:.2f} s, sdpa {first['sdpa']:.2f} s; anchor {anchor}")
+    print("transformers, one pass each: " + ", ".join(f"{k} {v:.2f} s" for k, v in first.items()) + f"; anchor {anchor}")
     rounds = []
     for r in range(a.rounds):
-        mine = ours(native, data, a.length, a.threads, a.out)
+        mine = ours(native, data, a.length, a.threads, a.dtype, a.out)
         peer = theirs(models[anchor], ids)
         rounds.append({"ours_s": mine, "transformers_s": peer, "ratio": peer / mine})
         print(f"round {r + 1}: ours {mine:.2f} s, transformers ({anchor}) {peer:.2f} s, ratio {peer / mine:.2f}x")
     ratios = sorted(x["ratio"] for x in rounds)
     summary = {"shape": "small" if a.small else "SmolLM2-135M", "length": a.length, "threads": a.threads,
+               "dtype": a.dtype,
                "anchor": anchor, "first_pass_s": first, "rounds": rounds, "median_ratio": statistics.median(ratios),
                "min_ratio": ratios[0], "max_ratio": ratios[-1], "torch": torch.__version__,
                "transformers": T.__version__}
     json.dump(summary, open(os.path.join(a.out, "bench.json"), "w"), indent=1)
-    print(f"ours is {summary['median_ratio']:.2f}x transformers ({anchor}) at {a.length} tokens on {a.threads} threads "
+    print(f"ours is {summary['median_ratio']:.2f}x transformers ({anchor}) at {a.length} tokens in {a.dtype} "
+          f"on {a.threads} threads "
           f"(median of {a.rounds} rounds, {ratios[0]:.2f}-{ratios[-1]:.2f}x); wrote {a.out}/bench.json")
 
 

@@ -97,7 +97,7 @@ TEST(Eval, AtTheTrainingLengthEqualsTheTrainersValidationLoss) {
   }
 }
 
-TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
+TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32UnlessAskedForBf16) {
   Trained t("causal_lm");
   const json j = t.eval("--lengths 32,64");
   EXPECT_EQ(j["precision"], "fp32");
@@ -114,8 +114,14 @@ TEST(Eval, ReportsItsPrecisionAndTheCpuEvaluatesInFp32) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "position,scaling,protocol,length,applicable,loss,ppl,accuracy,tokens,seconds,peak_mem_gib,task,exact_"
             "match,size");
-  // bf16 autocast is a CUDA path; the checkpoint is pinned to the CPU, which evaluates in fp32.
-  EXPECT_EQ(t.eval("--lengths 32 --set eval.precision=bf16")["precision"], "fp32");
+  // The CPU evaluates in bf16 when asked (autocast; the attention then through LibTorch's SDPA),
+  // within bf16's rounding of the fp32 loss.
+  const json fp32 = t.eval("--lengths 32")["results"][0];
+  const json bf16 = t.eval("--lengths 32 --set eval.precision=bf16");
+  EXPECT_EQ(bf16["precision"], "bf16");
+  EXPECT_EQ(bf16["results"][0]["attention"], "sdpa-flash");
+  EXPECT_NEAR(bf16["results"][0]["loss"].get<double>(), fp32["loss"].get<double>(), 0.01 * fp32["loss"].get<double>());
+  EXPECT_NE(bf16["results"][0]["loss"].get<double>(), fp32["loss"].get<double>());
 }
 
 // --per-token: the loss at every position, token-weighted, rebuilds the 8 buckets of the

@@ -18,9 +18,9 @@ using roformer::testing::write_file;
 
 namespace {
 
-// A file from a header object and a data section.
-std::string file_of(const nlohmann::json& header, const std::string& data) {
-  const std::string h = header.dump();
+// A file from a header object (then `pad`, JSON whitespace) and a data section.
+std::string file_of(const nlohmann::json& header, const std::string& data, const std::string& pad = "") {
+  const std::string h = header.dump() + pad;
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
   return out + h + data;
@@ -61,6 +61,39 @@ TEST(Safetensors, RoundTripsEveryDtypeAndKeepsOrderAndMetadata) {
   EXPECT_EQ(f.metadata.at("format"), "pt");
   ASSERT_NE(f.find("i64"), nullptr);
   EXPECT_EQ(f.find("missing"), nullptr);
+}
+
+// The mapped reader loading uses: each view holds the written values, and still does after its
+// pages (and a neighbour's, sharing a page) were released; the file's errors are read_safetensors'.
+TEST(Safetensors, MappedViewsHoldTheValuesBeforeAndAfterTheirPagesAreReleased) {
+  TempDir dir;
+  std::vector<std::pair<std::string, torch::Tensor>> in{{"big", torch::randn({3000, 5})},
+                                                        {"small", torch::randn({3}).to(torch::kBFloat16)},
+                                                        {"empty", torch::zeros({0})},
+                                                        {"i64", torch::arange(5000)}};
+  write_safetensors(dir.file("a.safetensors"), in);
+  const MappedSafetensors mapped(dir.file("a.safetensors"));
+  ASSERT_EQ(mapped.header().tensors.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(mapped.header().tensors[i].name, in[i].first);
+    EXPECT_TRUE(torch::equal(mapped.view(i), in[i].second)) << in[i].first;
+    mapped.release(i);
+  }
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_TRUE(torch::equal(mapped.view(i), in[i].second)) << in[i].first;
+  // A float32 tensor two bytes past a bfloat16 one: whatever the header's length, one of the two
+  // floats' placements is misaligned across the two files, and both read back their values.
+  const float values[2] = {1.5f, -2.25f};
+  std::string data(2, '\0');
+  data.append(reinterpret_cast<const char*>(values), sizeof(values));
+  for (const std::string pad : {"", " ", "  ", "   "}) {
+    const nlohmann::json header = {{"a", entry("BF16", {1}, 0, 2)}, {"b", entry("F32", {2}, 2, 10)}};
+    write_file(dir.file("odd.safetensors"), file_of(header, data, pad));
+    const MappedSafetensors odd(dir.file("odd.safetensors"));
+    EXPECT_TRUE(torch::equal(odd.view(1), torch::tensor({1.5f, -2.25f}))) << "pad " << pad.size();
+  }
+  write_file(dir.file("short.safetensors"), "12345");
+  EXPECT_THROW(MappedSafetensors(dir.file("short.safetensors")), roformer::UserError);
+  EXPECT_THROW(MappedSafetensors(dir.file("absent.safetensors")), roformer::UserError);
 }
 
 TEST(Safetensors, EveryMalformedFileGetsItsError) {

@@ -386,8 +386,10 @@ void EvalConfig::visit(FieldVisitor& v) {
           "seed of the fixed MLM evaluation masks and of a task's evaluation examples");
   static const EnumNames<Precision> precisions{
       {{Precision::auto_, "auto"}, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}}};
-  enum_field(v, "precision", precision, precisions,
-             "auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 (CUDA only; the CPU runs fp32)");
+  enum_field(
+      v, "precision", precision, precisions,
+      "auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 (autocast on CUDA or the CPU: matmuls and attention "
+      "in bf16, on the CPU's bf16 units where it has them)");
   v.field("per_token", per_token,
           "the mean loss at every position t of the window and its cumulative mean over positions <= t "
           "(loss_by_position and cumulative_loss in eval.json); false: 8 position buckets");

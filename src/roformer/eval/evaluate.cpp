@@ -3,7 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "roformer/model/autocast.h"
 
@@ -14,7 +16,8 @@ double EvalResult::perplexity() const {
 }
 
 bool eval_uses_bf16(config::Precision precision, const torch::Device& device) {
-  return device.is_cuda() && precision != config::Precision::fp32;
+  if (device.is_cuda()) return precision != config::Precision::fp32;
+  return device.is_cpu() && precision == config::Precision::bf16;
 }
 
 ExactCounts count_exact_rows(const torch::Tensor& scored, const torch::Tensor& right, int64_t rows, int64_t L) {
@@ -22,6 +25,23 @@ ExactCounts count_exact_rows(const torch::Tensor& scored, const torch::Tensor& r
   const torch::Tensor per_row = torch::bincount(row, {}, rows);
   const torch::Tensor wrong_per_row = torch::bincount(row, (~right).cpu().to(torch::kFloat64), rows);
   return {(per_row > 0).sum().item<int64_t>(), ((per_row > 0) & (wrong_per_row == 0)).sum().item<int64_t>()};
+}
+
+ops::TokenScores score_tokens(model::EncoderModel& model, const torch::Tensor& hidden, const torch::Tensor& rows,
+                              const torch::Tensor& gold, int64_t chunk_bytes) {
+  const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+  const int64_t N = rows.size(0), vocab = model->config().vocab_size;
+  const int64_t per_chunk = std::max<int64_t>(1, chunk_bytes / (4 * vocab));
+  if (N <= per_chunk) return ops::token_scores(model->logits(h.index_select(0, rows)), gold);
+  std::vector<torch::Tensor> nll, argmax;
+  for (int64_t a = 0; a < N; a += per_chunk) {
+    const int64_t n = std::min(per_chunk, N - a);
+    const ops::TokenScores s =
+        ops::token_scores(model->logits(h.index_select(0, rows.narrow(0, a, n))), gold.narrow(0, a, n));
+    nll.push_back(s.nll);
+    argmax.push_back(s.argmax);
+  }
+  return {torch::cat(nll), torch::cat(argmax)};
 }
 
 namespace {
@@ -41,15 +61,20 @@ EvalResult evaluate_batches(model::EncoderModel& model, int64_t n, const std::fu
     const torch::Tensor ids = b.input_ids.to(device), targets = b.targets.to(device);
     const torch::Tensor flat = targets.reshape({-1});
     const torch::Tensor scored = (flat != -100).nonzero().squeeze(1);  // [N]
-    torch::Tensor logits;                                              // [N, V], double
-    {
-      const model::AutocastGuard autocast(bf16 && device.is_cuda());
-      const model::ScoredRows read = model::scored_rows(scored, L);  // the last layer's rows [from, L) alone
-      logits = model->scored_logits(model->forward({ids}, read.from), read.scored).to(torch::kFloat64);
-    }
     const torch::Tensor gold = flat.index_select(0, scored);
-    const torch::Tensor nll = model::token_cross_entropy(logits, gold);  // [N]
-    const torch::Tensor right = logits.argmax(-1) == gold;
+    ops::TokenScores scores;
+    {
+      const model::AutocastGuard autocast(bf16, device.type());
+      const model::ScoredRows read = model::scored_rows(scored, L);  // the last layer's rows [from, L) alone
+      torch::Tensor hidden;
+      {
+        const model::AutocastCacheOff each_weight_once;  // the head's cast alone is kept, for its row chunks
+        hidden = model->forward({ids}, read.from);
+      }
+      scores = score_tokens(model, hidden, read.scored, gold);
+    }
+    const torch::Tensor& nll = scores.nll;  // [N], double
+    const torch::Tensor right = scores.argmax == gold;
     r.loss_sum += nll.sum().item<double>();
     r.tokens += scored.size(0);
     r.correct += right.sum().item<int64_t>();

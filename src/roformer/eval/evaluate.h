@@ -13,6 +13,7 @@
 #include "roformer/data/batches.h"
 #include "roformer/data/task_batches.h"
 #include "roformer/model/encoder.h"
+#include "roformer/ops/token_scores/token_scores.h"
 
 namespace roformer::eval {
 
@@ -39,7 +40,7 @@ struct EvalResult {
 };
 
 // Runs every batch of `windows` (at most max_batches if > 0) in eval mode without gradients;
-// `bf16`: the forward pass under bf16 autocast (CUDA), the loss still in double.
+// `bf16`: the forward pass under bf16 autocast (CUDA or the CPU), the loss still in double.
 EvalResult evaluate(model::EncoderModel& model, const data::EvalWindows& windows, const torch::Device& device,
                     int64_t buckets = 8, int64_t max_batches = 0, bool bf16 = false);
 
@@ -56,7 +57,16 @@ struct ExactCounts {
 };
 ExactCounts count_exact_rows(const torch::Tensor& scored, const torch::Tensor& right, int64_t rows, int64_t L);
 
-// Whether evaluation runs in bf16: eval.precision bf16, or auto, on a CUDA device.
+// The bytes of float logits the head forms at once when scoring (the logits of an 8192-token
+// window over a 49,152-token vocabulary would be 1.6 GB).
+constexpr int64_t kScoredLogitBytes = int64_t{256} << 20;
+
+// The losses (double) and argmaxes of the scored rows `rows` of `hidden` (the model's last hidden
+// states, rows flattened) against `gold`, the head applied to row chunks of `chunk_bytes` of float logits.
+ops::TokenScores score_tokens(model::EncoderModel& model, const torch::Tensor& hidden, const torch::Tensor& rows,
+                              const torch::Tensor& gold, int64_t chunk_bytes = kScoredLogitBytes);
+
+// Whether evaluation runs in bf16: eval.precision bf16 or auto on a CUDA device, bf16 on the CPU.
 bool eval_uses_bf16(config::Precision precision, const torch::Device& device);
 
 }  // namespace roformer::eval

@@ -25,7 +25,7 @@ PromptScore score_one(model::EncoderModel& model, const Prompt& p, const torch::
   const torch::Tensor gold = ids.slice(0, p.answer_start, n).to(device);
   torch::Tensor logits;
   {
-    const model::AutocastGuard autocast(bf16 && device.is_cuda());
+    const model::AutocastGuard autocast(bf16, device.type());
     logits = model->scored_logits(model->forward({input}, p.answer_start - 1), scored).to(torch::kFloat64);
   }
   const torch::Tensor predicted = logits.argmax(-1).cpu();

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -278,29 +279,39 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model,
                         const std::function<bool(const std::string&)>& may_be_missing) {
   const std::string path = dir + "/model.safetensors";
   if (!path_exists(path)) throw UserError("'" + dir + "' has no model.safetensors; is it a checkpoint directory?");
-  const io::SafetensorsFile file = io::read_safetensors(path);
-  torch::NoGradGuard no_grad;
-  size_t used = 0;
-  auto load_one = [&](const std::string& name, torch::Tensor& target) {
-    const torch::Tensor* t = file.find(name);
-    if (!t && may_be_missing && may_be_missing(name)) return;
-    if (!t) throw UserError(path + ": tensor '" + name + "' is missing (a different architecture?)");
-    if (t->sizes() != target.sizes())
-      throw UserError(path + ": tensor '" + name + "' has shape " + c10::str(t->sizes()) + " but the model expects " +
-                      c10::str(target.sizes()));
-    // NaN/inf weights would evaluate to "ppl nan" or train on garbage without a word.
-    if (t->is_floating_point() && !torch::isfinite(*t).all().item<bool>())
-      throw UserError(path + ": tensor '" + name + "' holds " +
-                      std::to_string((~torch::isfinite(*t)).sum().item<int64_t>()) +
-                      " NaN or infinite values (the run diverged?); use an earlier checkpoint");
-    target.copy_(*t);
-    ++used;
+  // One tensor at a time from the mapped file, its pages released after the copy: the load
+  // costs the model's parameters, not a second copy of the file.
+  const io::MappedSafetensors file(path);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < file.header().tensors.size(); ++i) index[file.header().tensors[i].name] = i;
+  // Names and shapes from the header before any copy.
+  std::vector<std::pair<size_t, torch::Tensor>> plan;
+  auto plan_one = [&](const std::string& name, const torch::Tensor& target) {
+    const auto it = index.find(name);
+    if (it == index.end() && may_be_missing && may_be_missing(name)) return;
+    if (it == index.end()) throw UserError(path + ": tensor '" + name + "' is missing (a different architecture?)");
+    const std::vector<int64_t>& shape = file.header().tensors[it->second].shape;
+    if (c10::IntArrayRef(shape) != target.sizes())
+      throw UserError(path + ": tensor '" + name + "' has shape " + c10::str(c10::IntArrayRef(shape)) +
+                      " but the model expects " + c10::str(target.sizes()));
+    plan.emplace_back(it->second, target);
   };
-  for (auto& p : model.named_parameters()) load_one(p.key(), p.value());
-  for (auto& b : model.named_buffers()) load_one(b.key(), b.value());
-  if (used != file.tensors.size())
-    throw UserError(path + ": holds " + std::to_string(file.tensors.size()) + " tensors but the model has " +
-                    std::to_string(used) + " (a different architecture?)");
+  for (auto& p : model.named_parameters()) plan_one(p.key(), p.value());
+  for (auto& b : model.named_buffers()) plan_one(b.key(), b.value());
+  if (plan.size() != index.size())
+    throw UserError(path + ": holds " + std::to_string(index.size()) + " tensors but the model has " +
+                    std::to_string(plan.size()) + " (a different architecture?)");
+  torch::NoGradGuard no_grad;
+  for (auto& [i, target] : plan) {
+    const torch::Tensor t = file.view(i);
+    // NaN/inf weights would evaluate to "ppl nan" or train on garbage without a word.
+    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+      throw UserError(path + ": tensor '" + file.header().tensors[i].name + "' holds " +
+                      std::to_string((~torch::isfinite(t)).sum().item<int64_t>()) +
+                      " NaN or infinite values (the run diverged?); use an earlier checkpoint");
+    target.copy_(t);
+    file.release(i);
+  }
 }
 
 std::optional<int> checkpoint_intra_op_threads(const std::string& dir) {

@@ -84,8 +84,7 @@ SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const 
   return file;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  // Memory-mapped: tensors are copied straight from the page cache, never through a buffer.
+MappedSafetensors::MappedSafetensors(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw UserError("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st {};
@@ -93,20 +92,58 @@ SafetensorsFile read_safetensors(const std::string& path) {
     ::close(fd);
     throw UserError("'" + path + "' is not a regular file");
   }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return parse_safetensors(nullptr, 0, path);
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map_ == MAP_FAILED) {
+      map_ = nullptr;
+      ::close(fd);
+      throw UserError("cannot map '" + path + "': " + std::strerror(errno));
+    }
   }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (map == MAP_FAILED) throw UserError("cannot map '" + path + "': " + std::strerror(errno));
-  struct Unmap {
-    void* p;
-    size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } unmap{map, size};
-  return parse_safetensors(static_cast<const unsigned char*>(map), size, path);
+  try {
+    header_ = parse_safetensors_header(static_cast<const unsigned char*>(map_), size_, path);
+  } catch (...) {
+    if (map_) ::munmap(map_, size_);
+    throw;
+  }
+}
+
+MappedSafetensors::~MappedSafetensors() {
+  if (map_) ::munmap(map_, size_);
+}
+
+torch::Tensor MappedSafetensors::view(size_t i) const {
+  const SafetensorsEntry& e = header_.tensors.at(i);
+  const auto it = std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return e.dtype == d.name; });
+  if (e.end == e.begin) return torch::empty(e.shape, torch::dtype(it->type));
+  auto* bytes = static_cast<unsigned char*>(map_) + header_.data_start + e.begin;
+  if (reinterpret_cast<uintptr_t>(bytes) % static_cast<uintptr_t>(e.element_size) != 0) {  // a copy, aligned
+    torch::Tensor t = torch::empty(e.shape, torch::dtype(it->type));
+    std::memcpy(t.data_ptr(), bytes, e.end - e.begin);
+    return t;
+  }
+  return torch::from_blob(bytes, e.shape, torch::dtype(it->type));  // read-only memory: never written
+}
+
+void MappedSafetensors::release(size_t i) const {
+  const SafetensorsEntry& e = header_.tensors.at(i);
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto base = reinterpret_cast<uintptr_t>(map_);
+  const uintptr_t first = (base + header_.data_start + e.begin) / page * page;
+  const uintptr_t last = base + header_.data_start + e.end;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // a hint: no error
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  // Memory-mapped: tensors are copied straight from the page cache, never through a buffer.
+  const MappedSafetensors mapped(path);
+  SafetensorsFile file;
+  file.metadata = mapped.header().metadata;
+  for (size_t i = 0; i < mapped.header().tensors.size(); ++i)
+    file.tensors.emplace_back(mapped.header().tensors[i].name, mapped.view(i).clone());
+  return file;
 }
 
 }  // namespace roformer::io

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "roformer/io/safetensors_header.h"
+
 namespace roformer::io {
 
 struct SafetensorsFile {
@@ -24,6 +26,27 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
 
 // Reads and validates a file; throws UserError naming the file and the tensor at fault.
 SafetensorsFile read_safetensors(const std::string& path);
+
+// A file mapped read-only with its header validated, for reading one tensor at a time without a
+// copy of the whole file: view(i) is tensor i over the mapped bytes (valid while this object
+// lives); release(i) drops its pages from the process's resident memory (they stay in the page
+// cache), so loading a model costs its parameters and one tensor's pages, not the file again.
+class MappedSafetensors {
+ public:
+  explicit MappedSafetensors(const std::string& path);  // throws UserError as read_safetensors
+  ~MappedSafetensors();
+  MappedSafetensors(const MappedSafetensors&) = delete;
+  MappedSafetensors& operator=(const MappedSafetensors&) = delete;
+
+  const SafetensorsHeader& header() const { return header_; }
+  torch::Tensor view(size_t i) const;
+  void release(size_t i) const;
+
+ private:
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  SafetensorsHeader header_;
+};
 
 // The same validation on bytes already in memory (`label` names them in errors).
 SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const std::string& label);

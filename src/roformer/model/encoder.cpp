@@ -10,16 +10,17 @@
 
 #include "roformer/config/layer_layout.h"
 #include "roformer/model/activation_checkpoint.h"
+#include "roformer/model/autocast.h"
 
 namespace roformer::model {
 
 namespace {
 
-// The dtype the hidden states travel in: the autocast dtype under CUDA autocast (so residual
-// adds, LayerNorms and matmul inputs stay bf16 end to end), else unchanged.
+// The dtype the hidden states travel in: the autocast dtype under autocast (so residual adds,
+// norms and matmul inputs stay bf16 end to end, on CUDA and on the CPU alike), else unchanged.
 torch::Tensor to_stream_dtype(const torch::Tensor& x) {
-  if (!x.is_cuda() || !at::autocast::is_autocast_enabled(at::kCUDA)) return x;
-  return x.to(at::autocast::get_autocast_dtype(at::kCUDA));
+  if (!autocast_on(x) || x.scalar_type() == torch::kFloat64) return x;
+  return x.to(at::autocast::get_autocast_dtype(x.device().type()));
 }
 
 }  // namespace
@@ -125,14 +126,14 @@ AttentionContext EncoderModelImpl::attention_context(const EncoderInput& in, con
   ctx.key_keep = in.attention_mask;
   // In the dtype the scores have; families with score terms form their scores themselves, so
   // they get a mask whenever causality applies (SDPA's causal flag does not reach them).
-  const bool autocast = device.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA);
+  const bool autocast = autocast_on(in.input_ids) && stream_dtype != torch::kFloat64;
   const bool stick_breaking = kind.attention_normalizer == config::AttentionNormalizer::stick_breaking;
   const bool forms_scores = family.traits().forms_scores || stick_breaking;
   ctx.segments = in.segments;
   const DocumentMask documents = in.segments.defined() ? DocumentMask{in.segments, positions} : DocumentMask{};
   ctx.mask =
       AttentionMask(layer_positions[global]->relative_bias(S, device), in.attention_mask, ctx.causal, S,
-                    autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : stream_dtype, device, forms_scores,
+                    autocast ? at::autocast::get_autocast_dtype(device.type()) : stream_dtype, device, forms_scores,
                     attention_whole_limit_bytes, {window.size, window.kind == config::WindowKind::chunked}, documents);
   if (forms_scores) {  // their scores: [B, H, S, S] in fp32 (fp64 for a double model)
     const double score_bytes = stream_dtype == torch::kFloat64 ? 8.0 : 4.0;

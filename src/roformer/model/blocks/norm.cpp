@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
+#include "roformer/model/autocast.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
 
 namespace roformer::model {
@@ -14,7 +15,7 @@ RmsNormImpl::RmsNormImpl(int64_t width, double eps, double offset) : eps_(eps), 
 
 torch::Tensor rms_normalized(const torch::Tensor& x, double eps) {
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);  // the dtypes are ours
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_keys());  // the dtypes are ours
   const torch::Tensor h = x.to(acc);
   return h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
 }
@@ -48,7 +49,7 @@ torch::Tensor NormPart::add_norm(const torch::Tensor& x, const torch::Tensor& re
   return ops::add_layer_norm(x, residual, layer_norm->weight, layer_norm->bias, layer_norm->options.eps());
 }
 
-// Under CUDA autocast at::layer_norm runs in fp32 and returns fp32 (autocast's fp32 list): the
+// Under autocast at::layer_norm runs in fp32 and returns fp32 (autocast's fp32 list): the
 // residual stream would be fp32, costing a cast before every matmul and mixed-dtype adds in
 // forward and backward. Here the half-precision kernel runs (its mean and variance still
 // accumulate in fp32) with gamma and beta cast to the input's dtype; fp32 and fp64 inputs take
@@ -56,7 +57,7 @@ torch::Tensor NormPart::add_norm(const torch::Tensor& x, const torch::Tensor& re
 torch::Tensor norm(torch::nn::LayerNorm ln, const torch::Tensor& x) {
   const auto dtype = x.scalar_type();
   if (dtype != torch::kBFloat16 && dtype != torch::kHalf) return ln->forward(x);
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_keys());
   return at::layer_norm(x, ln->options.normalized_shape(), ln->weight.to(dtype), ln->bias.to(dtype), ln->options.eps());
 }
 

@@ -1,6 +1,7 @@
 // FIRE's functional relative bias (see fire.h).
 #include "roformer/model/position/fire.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 #include "roformer/ops/fire_bias/fire_bias.h"
@@ -31,6 +32,9 @@ torch::Tensor FireMlpImpl::forward(const torch::Tensor& x) {
 }
 
 FireMlpImpl::Piecewise FireMlpImpl::piecewise(torch::ScalarType dt) {
+  // In `dt` under autocast too (the CPU kernels take float32 or float64 tables).
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(
+      c10::DispatchKeySet({c10::DispatchKey::AutocastCUDA, c10::DispatchKey::AutocastCPU}));
   const torch::Tensor w = hidden->weight.to(dt).squeeze(1), b = hidden->bias.to(dt);  // [W]
   const torch::Tensor w2 = out->weight.to(dt), b2 = out->bias.to(dt);                 // [H, W], [H]
   const int64_t W = w.size(0);

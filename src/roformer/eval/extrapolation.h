@@ -30,7 +30,7 @@ struct LengthResult {
 
 struct ExtrapolationReport {
   std::string checkpoint, split, protocol, scaling;
-  std::string precision;  // fp32, or bf16 (autocast on CUDA)
+  std::string precision;  // fp32, or bf16 (autocast on CUDA or the CPU)
   int64_t stride = 0, train_length = 0;
   int64_t step = -1;  // the checkpoint's optimizer steps (meta.json); -1: not recorded
   std::string position;

@@ -46,8 +46,8 @@ LoadedCheckpoint load_for_eval(const std::string& dir, const std::vector<std::st
                                                       eval_uses_bf16(c.config.eval.precision, c.device)),
                              c.device, "evaluating this checkpoint at length " + std::to_string(longest),
                              "eval.lengths (--lengths) or eval.batch_size");
-  c.model = model::build_model(c.config.model, 0);
-  io::load_model_weights(dir, *c.model);
+  c.model = model::build_model_to_load(c.config.model);
+  io::load_model_weights(dir, *c.model);  // every parameter and buffer, or an error
   c.model->to(c.device);
   return c;
 }

@@ -275,6 +275,15 @@ void check_same_architecture(const config::Config& saved, const config::Config& 
                     d->current + "; use the checkpoint's architecture or start a new run directory");
 }
 
+namespace {
+
+bool extremes_finite(const torch::Tensor& t) {
+  const auto [lo, hi] = torch::aminmax(t);
+  return std::isfinite(lo.item<double>()) && std::isfinite(hi.item<double>());
+}
+
+}  // namespace
+
 void load_model_weights(const std::string& dir, torch::nn::Module& model,
                         const std::function<bool(const std::string&)>& may_be_missing) {
   const std::string path = dir + "/model.safetensors";
@@ -304,8 +313,9 @@ void load_model_weights(const std::string& dir, torch::nn::Module& model,
   torch::NoGradGuard no_grad;
   for (auto& [i, target] : plan) {
     const torch::Tensor t = file.view(i);
-    // NaN/inf weights would evaluate to "ppl nan" or train on garbage without a word.
-    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+    // NaN/inf weights would evaluate to "ppl nan" or train on garbage without a word. Finite
+    // extremes (NaN propagates into them) in one pass; the count only for the message.
+    if (t.is_floating_point() && t.numel() > 0 && !extremes_finite(t))
       throw UserError(path + ": tensor '" + file.header().tensors[i].name + "' holds " +
                       std::to_string((~torch::isfinite(t)).sum().item<int64_t>()) +
                       " NaN or infinite values (the run diverged?); use an earlier checkpoint");

@@ -286,6 +286,11 @@ EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64
   return model;
 }
 
+EncoderModel build_model_to_load(const config::ModelConfig& config) {
+  torch::manual_seed(0);
+  return EncoderModel(config, 0);
+}
+
 int64_t count_parameters(torch::nn::Module& module) {
   int64_t n = 0;
   for (const auto& p : module.parameters())

@@ -162,6 +162,10 @@ torch::Tensor token_cross_entropy(const torch::Tensor& logits, const torch::Tens
 // (config::checkpoint_every of the run's train config; 0 none).
 EncoderModel build_model(const config::ModelConfig& config, uint64_t seed, int64_t checkpoint_every = 0);
 
+// The model for a checkpoint that overwrites every parameter (evaluation's load): built from
+// seed 0 without build_model's initialisation pass (seconds for a billion parameters).
+EncoderModel build_model_to_load(const config::ModelConfig& config);
+
 // Number of trainable parameter elements.
 int64_t count_parameters(torch::nn::Module& module);
 

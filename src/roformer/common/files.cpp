@@ -51,21 +51,28 @@ std::string last_path_component(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, [&](const PieceWriter& write) { write(content.data(), content.size()); });
+}
+
+void write_file_atomic(const std::string& path, const std::function<void(const PieceWriter&)>& produce) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     throw UserError("cannot write '" + tmp + "': " + std::strerror(errno) +
                     "; check the directory exists and is writable");
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw UserError("writing '" + tmp + "' failed: " + std::strerror(err) + " (disk full?)");
+  const PieceWriter write = [&](const char* data, size_t size) {
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = ::write(fd, data + done, size - done);
+      if (n < 0) throw UserError("writing '" + tmp + "' failed: " + std::strerror(errno) + " (disk full?)");
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+  };
+  try {
+    produce(write);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace roformer {
@@ -17,6 +18,12 @@ std::string read_text_file(const std::string& path, size_t max_bytes = kMaxTextF
 
 // Writes `content` to path.tmp.<pid>, flushes it to disk, then renames it over `path`.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// The same with the content in pieces: `produce` hands each piece, in order, to the writer it is
+// given, so a large file (a checkpoint's weights) is never held in memory whole. Whatever
+// `produce` throws removes the temporary file and propagates.
+using PieceWriter = std::function<void(const char* data, size_t size)>;
+void write_file_atomic(const std::string& path, const std::function<void(const PieceWriter&)>& produce);
 
 // CRC-32 (zlib) of a file's bytes.
 uint32_t file_crc32(const std::string& path);

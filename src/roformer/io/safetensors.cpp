@@ -47,28 +47,30 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
                        const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<torch::Tensor> payload;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (header.contains(name)) throw std::invalid_argument("write_safetensors: duplicate tensor name " + name);
     const auto it =
         std::find_if(dtypes().begin(), dtypes().end(), [&](const DType& d) { return d.type == t.scalar_type(); });
     if (it == dtypes().end()) throw std::invalid_argument("write_safetensors: unsupported dtype for " + name);
-    const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * static_cast<uint64_t>(c.element_size());
-    header[name] = {{"dtype", it->name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
+    header[name] = {{"dtype", it->name}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    payload.push_back(c);
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
-  std::string out(8, '\0');
+  std::string head(8, '\0');
   const uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out += h;
-  out.reserve(out.size() + offset);
-  for (const auto& c : payload) out.append(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
-  write_file_atomic(path, out);
+  for (int i = 0; i < 8; ++i) head[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  head += h;
+  // One tensor's contiguous CPU copy at a time (none for a contiguous CPU tensor).
+  write_file_atomic(path, [&](const PieceWriter& write) {
+    write(head.data(), head.size());
+    for (const auto& [name, t] : tensors) {
+      const torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+      write(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
+    }
+  });
 }
 
 SafetensorsFile parse_safetensors(const unsigned char* data, size_t size, const std::string& label) {

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "roformer/common/errors.h"
+#include "roformer/common/files.h"
 #include "roformer/io/safetensors.h"
 #include "test_support.h"
 
@@ -94,6 +96,29 @@ TEST(Safetensors, MappedViewsHoldTheValuesBeforeAndAfterTheirPagesAreReleased) {
   write_file(dir.file("short.safetensors"), "12345");
   EXPECT_THROW(MappedSafetensors(dir.file("short.safetensors")), roformer::UserError);
   EXPECT_THROW(MappedSafetensors(dir.file("absent.safetensors")), roformer::UserError);
+}
+
+// The writer safetensors files go through: pieces land in order, and a producer that fails midway
+// leaves the previous file as it was and no temporary behind.
+TEST(Safetensors, PiecewiseAtomicWritesKeepTheOldFileWhenTheProducerFails) {
+  TempDir dir;
+  const std::string path = dir.file("w.bin");
+  roformer::write_file_atomic(path, [](const roformer::PieceWriter& write) {
+    write("ab", 2);
+    write("", 0);
+    write("cde", 3);
+  });
+  EXPECT_EQ(roformer::read_text_file(path), "abcde");
+  EXPECT_THROW(roformer::write_file_atomic(path,
+                                           [](const roformer::PieceWriter& write) {
+                                             write("xyz", 3);
+                                             throw std::runtime_error("the producer failed");
+                                           }),
+               std::runtime_error);
+  EXPECT_EQ(roformer::read_text_file(path), "abcde");
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.path().filename() != "w.bin";
+  EXPECT_EQ(entries, 0) << "a temporary file was left";
 }
 
 TEST(Safetensors, EveryMalformedFileGetsItsError) {

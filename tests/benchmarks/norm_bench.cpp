@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "roformer/model/autocast.h"
+#include "roformer/common/autocast.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
 
 namespace {
@@ -23,7 +23,7 @@ torch::Tensor add_norm(Impl impl, const torch::Tensor& x, const torch::Tensor& r
                        const torch::Tensor& b) {
   if (impl == Impl::fused) return roformer::ops::add_layer_norm(x, r, w, b, 1e-12);
   // As the model runs it: bf16 activations, fp32 parameters, LibTorch's layer_norm under autocast.
-  const roformer::model::AutocastGuard autocast(x.is_cuda() && x.scalar_type() == torch::kBFloat16);
+  const roformer::AutocastGuard autocast(x.is_cuda() && x.scalar_type() == torch::kBFloat16);
   return at::layer_norm(x + r, {x.size(-1)}, w, b, 1e-12);
 }
 

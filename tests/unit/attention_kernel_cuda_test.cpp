@@ -9,8 +9,8 @@
 #include <torch/torch.h>
 
 #include "attention_ops.h"
+#include "roformer/common/autocast.h"
 #include "roformer/model/attention_kernel.h"
-#include "roformer/model/autocast.h"
 #include "roformer/model/encoder.h"
 #include "roformer/run/device_setup.h"
 

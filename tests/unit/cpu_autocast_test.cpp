@@ -6,8 +6,8 @@
 #include <torch/torch.h>
 
 #include "model_cases.h"
+#include "roformer/common/autocast.h"
 #include "roformer/eval/evaluate.h"
-#include "roformer/model/autocast.h"
 
 namespace cpu_autocast_test {
 

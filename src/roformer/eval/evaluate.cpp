@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "roformer/model/autocast.h"
+#include "roformer/common/autocast.h"
 
 namespace roformer::eval {
 
@@ -32,7 +32,6 @@ ops::TokenScores score_tokens(model::EncoderModel& model, const torch::Tensor& h
   const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
   const int64_t N = rows.size(0), vocab = model->config().vocab_size;
   const int64_t per_chunk = std::max<int64_t>(1, chunk_bytes / (4 * vocab));
-  if (N <= per_chunk) return ops::token_scores(model->logits(h.index_select(0, rows)), gold);
   std::vector<torch::Tensor> nll, argmax;
   for (int64_t a = 0; a < N; a += per_chunk) {
     const int64_t n = std::min(per_chunk, N - a);
@@ -64,11 +63,11 @@ EvalResult evaluate_batches(model::EncoderModel& model, int64_t n, const std::fu
     const torch::Tensor gold = flat.index_select(0, scored);
     ops::TokenScores scores;
     {
-      const model::AutocastGuard autocast(bf16, device.type());
+      const AutocastGuard autocast(bf16, device.type());
       const model::ScoredRows read = model::scored_rows(scored, L);  // the last layer's rows [from, L) alone
       torch::Tensor hidden;
       {
-        const model::AutocastCacheOff each_weight_once;  // the head's cast alone is kept, for its row chunks
+        const AutocastCacheOff each_weight_once;  // the head's cast alone is kept, for its row chunks
         hidden = model->forward({ids}, read.from);
       }
       scores = score_tokens(model, hidden, read.scored, gold);

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "roformer/common/autocast.h"
 #include "roformer/common/log.h"
 #include "roformer/config/position_families.h"
-#include "roformer/model/autocast.h"
 
 namespace roformer::eval {
 namespace {
@@ -25,7 +25,7 @@ PromptScore score_one(model::EncoderModel& model, const Prompt& p, const torch::
   const torch::Tensor gold = ids.slice(0, p.answer_start, n).to(device);
   torch::Tensor logits;
   {
-    const model::AutocastGuard autocast(bf16, device.type());
+    const AutocastGuard autocast(bf16, device.type());
     logits = model->scored_logits(model->forward({input}, p.answer_start - 1), scored).to(torch::kFloat64);
   }
   const torch::Tensor predicted = logits.argmax(-1).cpu();

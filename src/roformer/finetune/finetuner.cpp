@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "roformer/common/autocast.h"
 #include "roformer/common/build_info.h"
 #include "roformer/common/checked_math.h"
 #include "roformer/common/errors.h"
@@ -32,7 +33,6 @@
 #include "roformer/distributed/reducer.h"
 #include "roformer/finetune/task_eval.h"
 #include "roformer/io/checkpoint.h"
-#include "roformer/model/autocast.h"
 #include "roformer/run/device_setup.h"
 #include "roformer/run/metrics.h"
 #include "roformer/run/run_directory.h"
@@ -279,7 +279,7 @@ run::StepResult Finetuner::step(double lr) {
     const bool last = (m + 1) * per_micro >= local.size();
     torch::Tensor loss;
     {
-      model::AutocastGuard guard(life_.autocast());
+      AutocastGuard guard(life_.autocast());
       const TaskInputs in = collate_examples(micro, pad_id_, life_.device());
       for (const auto* e : micro)
         for (const auto& input : e->inputs) window_tokens_ += static_cast<int64_t>(input.ids.size());

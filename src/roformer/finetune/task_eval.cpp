@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "roformer/common/autocast.h"
 #include "roformer/finetune/metrics.h"
-#include "roformer/model/autocast.h"
 
 namespace roformer::finetune {
 namespace {
@@ -40,7 +40,7 @@ torch::Tensor predict(TaskModel& model, const TaskSplit& split, int64_t batch_si
   for (size_t begin = 0; begin < n; begin += b) {
     const auto batch = slice(split, begin, std::min(n, begin + b));
     const TaskInputs in = collate_examples(batch, pad_id, device);
-    model::AutocastGuard guard(autocast);
+    AutocastGuard guard(autocast);
     outs.push_back(model->example_outputs(in, static_cast<int64_t>(batch.size())).to(torch::kCPU, torch::kFloat64));
   }
   return torch::cat(outs, 0);

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <optional>
 
-#include "roformer/model/autocast.h"
+#include "roformer/common/autocast.h"
 
 namespace roformer::model {
 namespace {

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <optional>
 
+#include "roformer/common/autocast.h"
 #include "roformer/config/layer_layout.h"
 #include "roformer/model/activation_checkpoint.h"
-#include "roformer/model/autocast.h"
 
 namespace roformer::model {
 

@@ -8,12 +8,10 @@
 #include <cmath>
 #include <limits>
 
-#include "roformer/model/autocast.h"
+#include "roformer/common/autocast.h"
 
 namespace roformer::train {
 namespace {
-
-using model::AutocastGuard;
 
 std::vector<torch::Tensor> defined_grads(torch::nn::Module& module) {
   std::vector<torch::Tensor> grads;

@@ -4,7 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
-#include "roformer/model/autocast.h"
+#include "roformer/common/autocast.h"
 #include "roformer/ops/add_layer_norm/add_layer_norm.h"
 
 namespace roformer::model {

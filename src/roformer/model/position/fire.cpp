@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
+#include "roformer/common/autocast.h"
 #include "roformer/ops/fire_bias/fire_bias.h"
 #include "roformer/ops/piecewise_linear/piecewise_linear.h"
 
@@ -33,8 +34,7 @@ torch::Tensor FireMlpImpl::forward(const torch::Tensor& x) {
 
 FireMlpImpl::Piecewise FireMlpImpl::piecewise(torch::ScalarType dt) {
   // In `dt` under autocast too (the CPU kernels take float32 or float64 tables).
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(
-      c10::DispatchKeySet({c10::DispatchKey::AutocastCUDA, c10::DispatchKey::AutocastCPU}));
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_keys());
   const torch::Tensor w = hidden->weight.to(dt).squeeze(1), b = hidden->bias.to(dt);  // [W]
   const torch::Tensor w2 = out->weight.to(dt), b2 = out->bias.to(dt);                 // [H, W], [H]
   const int64_t W = w.size(0);

@@ -7,7 +7,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/DispatchKeySet.h>
 
-namespace roformer::model {
+namespace roformer {
 
 class AutocastGuard {
  public:
@@ -56,4 +56,4 @@ inline c10::DispatchKeySet autocast_keys() {
   return c10::DispatchKeySet({c10::DispatchKey::AutocastCUDA, c10::DispatchKey::AutocastCPU});
 }
 
-}  // namespace roformer::model
+}  // namespace roformer

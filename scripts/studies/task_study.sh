@@ -220,7 +220,9 @@ eval_once() {
 run_cell() {
   local task="$1" method="$2" seed="$3" name="$2-seed$3" run="$out/runs/$1/$2-seed$3" L kind lr
   lr=$(method_rate "$task" "$method")
-  if [ -n "$lr" ] && [ "$seed" = "$first_seed" ]; then
+  # The first seed's run at the chosen rate is the sweep's, unless the rate came without it (a
+  # rate file copied from another study): then it is trained here.
+  if [ -n "$lr" ] && [ "$seed" = "$first_seed" ] && [ -d "$out/runs/$task/$method-lr$lr-seed$seed" ]; then
     [ -e "$run" ] || ln -s "$method-lr$lr-seed$seed" "$run"
   else
     train_run "$task" "$method" "$seed"${lr:+ "$lr"}

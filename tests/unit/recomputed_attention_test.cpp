@@ -194,6 +194,30 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
   }
 }
 
+// Under auto, a term with a backward in tiles (Transformer-XL, Shaw, DeBERTa, and stick-breaking
+// over q . k alone) trains in tiles at any length, 64 tokens too, under either normaliser; FIRE,
+// whose gradient is recomputed in explicit blocks, keeps the explicit scores there.
+TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength) {
+  for (const config::PositionKind kind :
+       {config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta,
+        config::PositionKind::none, config::PositionKind::fire})
+    for (const bool sticks : {false, true}) {
+      if (kind == config::PositionKind::none && !sticks) continue;  // NoPE alone takes no scores path
+      config::ModelConfig c = tiny_models::tiny_causal(kind);
+      if (sticks) c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
+      torch::manual_seed(2);
+      model::EncoderModel m = model::build_model(c, 5);
+      m->train();
+      model::AttentionKernelProbe probe;
+      model::EncoderInput in;
+      in.input_ids = torch::randint(0, c.vocab_size, {2, 64}, torch::kLong);
+      m->forward(in);
+      const bool tiles = kind != config::PositionKind::fire;
+      EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
+          << config::position_kind_names().name(kind) << (sticks ? " with stick-breaking" : "");
+    }
+}
+
 // With attention dropout, or a left padding, training keeps the explicit scores.
 TEST(RecomputedAttention, DropoutAndLeftPaddingKeepTheExplicitScores) {
   config::ModelConfig c = tiny_models::tiny_causal(config::PositionKind::fire);

@@ -560,9 +560,17 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
   EXPECT_EQ(reference.find(model::attention_kernel::kTile), std::string::npos) << reference;
   EXPECT_LE((got - want).abs().max().item<double>(), 1e-12);
   hidden_states(c, config::AttentionKernel::auto_, true, &training, tokens);
-  // Causal FoX folds its decay into the keys in training (the short kernel at this length).
+  // Causal FoX folds its decay into the keys in training (the short kernel at this length); a
+  // term with a backward in tiles (stick-breaking's scores alone too) trains in them.
   const bool folded = c.position.kind == config::PositionKind::fox;
-  EXPECT_EQ(training, folded ? model::attention_kernel::kShort : model::attention_kernel::kExplicitScores);
+  const bool sticks_alone = c.attention_normalizer == config::AttentionNormalizer::stick_breaking &&
+                            c.position.rope.mode == config::RopeMode::rotate;
+  const bool tile_backward = c.position.kind == config::PositionKind::transformer_xl ||
+                             c.position.kind == config::PositionKind::shaw ||
+                             c.position.kind == config::PositionKind::deberta || sticks_alone;
+  EXPECT_EQ(training, folded          ? model::attention_kernel::kShort
+                      : tile_backward ? model::attention_kernel::kTile
+                                      : model::attention_kernel::kExplicitScores);
 }
 
 }  // namespace
@@ -571,7 +579,7 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
 // term, PaTH-FoX, stick-breaking over RoPE and NoPE, the RoPE remaps) evaluated without autograd
 // runs tile attention and gives the hidden states of model.attention_kernel reference (explicit
 // scores; FIRE's term as SDPA's mask); in training at this size they keep the explicit scores
-// (causal FoX: its decay folded into the keys).
+// (causal FoX: its decay folded into the keys), but for the terms with a backward in tiles.
 TEST(TileAttention, EveryTileFamilyEvaluatesThroughItAsOnTheExplicitScores) {
   for (const auto& [name, c] : tiny_models::tile_family_models()) {
     SCOPED_TRACE(name);

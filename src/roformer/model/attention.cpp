@@ -276,18 +276,30 @@ std::optional<ops::TileTerm> AttentionImpl::tile_term(const torch::Tensor& q, co
 
 torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
-  std::optional<ops::TileTerm> term;
-  {
-    torch::NoGradGuard no_grad;  // the term's tables are plain tensors; backward recomputes the rows
-    term = tile_term(q, k, ctx, state);
-  }
-  if (!term) return attend_explicit(q, k, v, ctx, state);  // the family has no tile form for this pass
   const torch::Tensor key_lengths = ctx.mask.defined() ? ctx.mask.key_lengths() : torch::Tensor();
   using ops::TileNormalizer;
   const TileNormalizer normalizer = normalizer_ == config::AttentionNormalizer::softmax ? TileNormalizer::softmax
                                     : remainder_ == config::StickBreakingRemainder::discard
                                         ? TileNormalizer::stick_breaking
                                         : TileNormalizer::stick_breaking_remainder_to_query;
+  // A term with a backward in tiles (or stick-breaking's scores alone): its tables keep their
+  // graphs and the op differentiates them.
+  const auto& properties = position_->traits().term;
+  if (torch::GradMode::is_enabled() &&
+      (!position_->traits().forms_scores || (properties && properties->tile_backward))) {
+    const std::optional<ops::TileTerm> term = tile_term(q, k, ctx, state);
+    if (term && ops::tile_attention_trains(*term)) {
+      record_kernel(attention_kernel::kTile);
+      return ops::tile_attention_trainable(q, k, v, position_->score_scale(head_dim_), ctx.causal, *term, normalizer,
+                                           key_lengths);
+    }
+  }
+  std::optional<ops::TileTerm> term;
+  {
+    torch::NoGradGuard no_grad;  // the term's tables are plain tensors; backward recomputes the rows
+    term = tile_term(q, k, ctx, state);
+  }
+  if (!term) return attend_explicit(q, k, v, ctx, state);  // the family has no tile form for this pass
   record_kernel(attention_kernel::kTile);
   AttentionForward forward = [term = *term, scale = position_->score_scale(head_dim_), causal = ctx.causal, normalizer,
                               key_lengths](const torch::Tensor& tq, const torch::Tensor& tk, const torch::Tensor& tv,

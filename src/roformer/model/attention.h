@@ -145,7 +145,8 @@ class AttentionImpl : public torch::nn::Module {
   // layer_state. attend_explicit: softmax(q.k * scale + term + mask) v + output term, in blocks
   // of query rows (stick-breaking replaces the softmax). attend_short_with_term: the short kernel
   // with the term's tables (training included). attend_in_tiles: ops::tile_attention (no S x S
-  // tensor); with autograd its gradient is recomputed per block of query rows
+  // tensor); with autograd, a softmax term with a backward in tiles is differentiated there
+  // (ops::tile_attention_trainable), any other's gradient is recomputed per block of query rows
   // (recomputed_attention.h). The two fall back to attend_explicit where the family has no term
   // for the pass.
   torch::Tensor attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -20,9 +20,11 @@ bool short_kernel_allowed(const AttentionPassFacts& f) {
 }
 
 // Why the pass may not run in tiles (null: it may). Training takes them only without dropout
-// (the recomputation would draw other masks) and, under auto, past kTileTrainingScoreBytes of
-// one layer's scores for a term whose tiles train faster; the same answer with autograd on and
-// off, so activation checkpointing's forward and its recomputation agree.
+// (the recomputation would draw other masks) and, under auto, at every length for a term with a
+// backward in tiles (measured faster than its explicit scores from 64 tokens on), else past
+// kTileTrainingScoreBytes of one layer's scores for a term whose recomputed tiles train faster;
+// the same answer with autograd on and off, so activation checkpointing's forward and its
+// recomputation agree.
 const char* no_tiles(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference) return "model.attention_kernel reference";
   if (!f.term) return "the family has no tile form";
@@ -34,6 +36,7 @@ const char* no_tiles(const AttentionPassFacts& f) {
   if (!f.autograd && !f.training) return nullptr;
   if (f.dropout > 0.0) return "attention dropout in training";
   if (f.kernel == AttentionKernel::fused) return nullptr;
+  if (f.term->tile_backward) return nullptr;
   if (!f.term->trains_faster_in_tiles) return "the term trains faster on explicit scores";
   const double S = double(f.seq), bytes = double(f.batch) * double(f.heads) * S * S * double(f.element_size);
   return bytes > kTileTrainingScoreBytes ? nullptr : "training scores below the tile limit";

@@ -21,6 +21,7 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
   traits_.rotation = Rotation::none;         // attention rotates nothing
   traits_.term = ops::NoTerm::properties();  // scores from its own rotations, no term on top
   traits_.term->bidirectional = false;       // the kernel's rotations are causal
+  traits_.term->tile_backward = false;       // nor do they have a backward in tiles
 }
 
 torch::Tensor RopeRemapImpl::rotated(const torch::Tensor& x, const torch::Tensor& at, int64_t length) {

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
@@ -104,16 +105,14 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
   return D > 0 && D % 8 == 0 && D <= tile_attention_setup::kMaxHeadDim && q.stride(3) == 1 && v.stride(3) == 1;
 }
 
-torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v, double scale,
-                             bool causal, const TileTerm& term, TileNormalizer normalizer,
-                             const torch::Tensor& key_lengths) {
-  const at::Tensor& q = term.q.defined() ? term.q : q_in;
-  const at::Tensor& k = term.k.defined() ? term.k : k_in;
-  tile_attention_setup::check_inputs(q, k, v, causal, term);
-  TORCH_CHECK(normalizer == TileNormalizer::softmax || causal, "roformer::tile_attention: stick-breaking is causal");
+namespace tile_attention_setup {
+
+// The launch of q, k (the scoring ones: the term's where it replaces them), v and `out`, its
+// tensors kept alive in `keep` (k transposed first).
+TileAttentionLaunch describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                             double scale, bool causal, const TileTerm& term, TileNormalizer normalizer,
+                             const at::Tensor& key_lengths, std::vector<at::Tensor>& keep) {
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
-  at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
-  if (q.numel() == 0) return out;
   TileAttentionLaunch p;
   p.batch = B;
   p.heads = H;
@@ -123,9 +122,8 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
   p.normalizer = static_cast<int>(normalizer);
   p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::tile_attention");
   p.scale = scale * term.score_factor;
-  p.kt_ld = (S + 15) / 16 * 16;  // a tile's keys padded to 64 bytes
-  std::vector<at::Tensor> keep{
-      tile_attention_setup::transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
+  p.kt_ld = (S + 15) / 16 * 16;          // a tile's keys padded to 64 bytes
+  keep = {transposed_keys(k, p.kt_ld)};  // what the kernel reads, alive until it returns
   p.q = q.data_ptr();
   p.kt = keep[0].data_ptr();
   p.v = v.data_ptr();
@@ -135,13 +133,121 @@ torch::Tensor tile_attention(const torch::Tensor& q_in, const torch::Tensor& k_i
     p.v_stride[a] = v.stride(a);
     p.out_stride[a] = out.stride(a);
   }
-  tile_attention_setup::describe_rotations(term, k, v, p, keep);
+  describe_rotations(term, k, v, p, keep);
   if (key_lengths.defined()) {
-    keep.push_back(tile_attention_setup::checked_key_lengths(key_lengths, q, term));
+    keep.push_back(checked_key_lengths(key_lengths, q, term));
     p.key_lengths = keep.back().data_ptr<int64_t>();
   }
+  return p;
+}
+
+// The scoring queries and keys: the term's where it replaces attention's.
+const at::Tensor& scoring_q(const at::Tensor& q, const TileTerm& term) {
+  return term.q.defined() ? term.q : q;
+}
+const at::Tensor& scoring_k(const at::Tensor& k, const TileTerm& term) {
+  return term.k.defined() ? term.k : k;
+}
+
+}  // namespace tile_attention_setup
+
+// A term without a backward in tiles (tile_attention_trains refuses it first).
+template <typename Term>
+std::vector<at::Tensor> run_tile_grads(const Term&, const at::Tensor&, const TileAttentionLaunch&,
+                                       const TileAttentionGrad&) {
+  TORCH_CHECK(false, "roformer::tile_attention: this term has no backward in tiles");
+}
+std::vector<at::Tensor> run_tile_grads(const NoTerm&, const at::Tensor&, const TileAttentionLaunch& launch,
+                                       const TileAttentionGrad& grad) {
+  tile_attention_grad_cpu(launch, grad, no_term_grad_pairs(launch.dtype), nullptr);
+  return {};
+}
+template <typename Term>
+std::vector<at::Tensor> grad_tensors(const Term&) {
+  return {};
+}
+
+std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                                                const torch::Tensor& v, double scale, bool causal,
+                                                                const TileTerm& term, TileNormalizer normalizer,
+                                                                const torch::Tensor& key_lengths, bool keep_lse) {
+  const at::Tensor& q = tile_attention_setup::scoring_q(q_in, term);
+  const at::Tensor& k = tile_attention_setup::scoring_k(k_in, term);
+  tile_attention_setup::check_inputs(q, k, v, causal, term);
+  TORCH_CHECK(normalizer == TileNormalizer::softmax || causal, "roformer::tile_attention: stick-breaking is causal");
+  TORCH_CHECK(!keep_lse || normalizer == TileNormalizer::softmax,
+              "roformer::tile_attention: a log-sum-exp is kept for softmax only");
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
+  at::Tensor lse = keep_lse ? at::empty({B, H, S}, q.options()) : at::Tensor();
+  if (q.numel() == 0) return {out, lse};
+  std::vector<at::Tensor> keep;
+  TileAttentionLaunch p =
+      tile_attention_setup::describe(q, k, v, out, scale, causal, term, normalizer, key_lengths, keep);
+  if (keep_lse) p.lse = lse.data_ptr();
   std::visit([&](const auto& added) { run_tiles(added, q, p); }, term.added);
-  return out;
+  return {out, lse};
+}
+
+torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                             bool causal, const TileTerm& term, TileNormalizer normalizer,
+                             const torch::Tensor& key_lengths) {
+  return tile_attention_with_lse(q, k, v, scale, causal, term, normalizer, key_lengths, false).first;
+}
+
+TileAttentionGrads tile_attention_backward(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v,
+                                           double scale, bool causal, const TileTerm& term, TileNormalizer normalizer,
+                                           const torch::Tensor& key_lengths, const torch::Tensor& out,
+                                           const torch::Tensor& lse, const torch::Tensor& grad_out) {
+  const at::Tensor& q = tile_attention_setup::scoring_q(q_in, term);
+  const at::Tensor& k = tile_attention_setup::scoring_k(k_in, term);
+  TORCH_CHECK(tile_attention_trains(term), "roformer::tile_attention: this term has no backward in tiles");
+  const bool softmax = normalizer == TileNormalizer::softmax;
+  TORCH_CHECK(out.sizes() == q.sizes() && grad_out.sizes() == q.sizes() &&
+                  (!softmax || (lse.defined() && lse.sizes() == q.sizes().slice(0, 3))),
+              "roformer::tile_attention_backward: out and grad_out must be like q ", q.sizes(),
+              " and, for softmax, lse [B, H, S]");
+  TORCH_CHECK(softmax || causal, "roformer::tile_attention: stick-breaking is causal");
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  TileAttentionGrads grads{at::zeros({B, H, S, D}, q.options()),
+                           at::zeros({B, H, S, D}, q.options()),
+                           at::zeros({B, H, S, D}, q.options()),
+                           {}};
+  if (q.numel() == 0) return grads;
+  std::vector<at::Tensor> keep;
+  const TileAttentionLaunch p =
+      tile_attention_setup::describe(q, k, v, out, scale, causal, term, normalizer, key_lengths, keep);
+  const at::Tensor dout = grad_out.to(q.scalar_type());
+  const at::Tensor dout_rows = dout.stride(3) == 1 ? dout : dout.contiguous();
+  const at::Tensor delta = (dout_rows * out).sum(-1).contiguous();
+  const at::Tensor lse_rows = softmax ? lse.to(q.scalar_type()).contiguous() : at::Tensor();
+  const at::Tensor k_rows = k.stride(3) == 1 ? k : k.contiguous();
+  const at::Tensor vt = tile_attention_setup::transposed_keys(v, p.kt_ld);
+  TileAttentionGrad g;
+  g.lse = softmax ? lse_rows.data_ptr() : nullptr;
+  g.delta = delta.data_ptr();
+  g.grad_out = dout_rows.data_ptr();
+  g.k = k_rows.data_ptr();
+  for (int a = 0; a < 3; ++a) {
+    g.grad_out_stride[a] = dout_rows.stride(a);
+    g.k_stride[a] = k_rows.stride(a);
+  }
+  g.vt = vt.data_ptr();
+  g.grad_q = grads.q.data_ptr();
+  g.grad_k = grads.k.data_ptr();
+  g.grad_v = grads.v.data_ptr();
+  grads.term = std::visit([&](const auto& added) { return run_tile_grads(added, q, p, g); }, term.added);
+  grads.q.mul_(p.scale);
+  grads.k.mul_(p.scale);
+  return grads;
+}
+
+std::vector<torch::Tensor> tile_term_grad_tensors(const TileTerm& term) {
+  return std::visit([](const auto& added) { return grad_tensors(added); }, term.added);
+}
+
+bool tile_attention_trains(const TileTerm& term) {
+  return tile_term_properties(term.added).tile_backward && !term.far_q.defined() && term.chunk == 0;
 }
 
 }  // namespace roformer::ops

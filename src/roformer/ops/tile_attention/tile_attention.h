@@ -5,11 +5,15 @@
 // FlexAttention score_mod idea on the CPU). The terms are tile_term.h's list, each whole in
 // terms/; scores may also come from a second rotation of q and k past a distance or by chunks,
 // each tile forming the product it needs; right padding as per-row key lengths. CPU, float32 /
-// float64, no autograd. Knows nothing of configs or families: a family describes its term
-// (TileTerm) and attention calls this.
+// float64. tile_attention itself has no autograd; for softmax and the terms with a backward in
+// tiles (no rotations), tile_attention_trainable differentiates it in tiles too. Knows nothing of
+// configs or families: a family describes its term (TileTerm) and attention calls this.
 #pragma once
 
 #include <torch/types.h>
+
+#include <utility>
+#include <vector>
 
 #include "roformer/ops/tile_attention/tile_term.h"
 
@@ -38,5 +42,45 @@ bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, con
 torch::Tensor tile_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                              bool causal, const TileTerm& term, TileNormalizer normalizer = TileNormalizer::softmax,
                              const torch::Tensor& key_lengths = torch::Tensor());
+
+// tile_attention, and with keep_lse (softmax only) each row's log-sum-exp of its scores, [B, H, S]
+// (undefined without).
+std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Tensor& q, const torch::Tensor& k,
+                                                                const torch::Tensor& v, double scale, bool causal,
+                                                                const TileTerm& term, TileNormalizer normalizer,
+                                                                const torch::Tensor& key_lengths, bool keep_lse);
+
+// Whether the backward in tiles takes the term: its type has one (tile_backward), no rotations;
+// with either normaliser.
+bool tile_attention_trains(const TileTerm& term);
+
+// The term's tensors that take a gradient in the backward in tiles, in tile_attention_backward's
+// order (some may be undefined).
+std::vector<torch::Tensor> tile_term_grad_tensors(const TileTerm& term);
+
+// The gradients of softmax attention in tiles: q's and k's (the term's scoring q and k where it
+// replaces them), v's, and those of tile_term_grad_tensors(term) (undefined where it is).
+struct TileAttentionGrads {
+  torch::Tensor q, k, v;
+  std::vector<torch::Tensor> term;
+};
+
+// The backward of tile_attention_with_lse, from its output, the output's gradient and (softmax)
+// its log-sum-exp: per tile the scores recomputed, then FlashAttention-2's products (for
+// stick-breaking, its weights' gradients in one scan per row from the query back) and the term's
+// gradients, so no [S, S] tensor is formed. No autograd (tile_attention_trainable wraps it).
+TileAttentionGrads tile_attention_backward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           double scale, bool causal, const TileTerm& term, TileNormalizer normalizer,
+                                           const torch::Tensor& key_lengths, const torch::Tensor& out,
+                                           const torch::Tensor& lse, const torch::Tensor& grad_out);
+
+// tile_attention differentiable in q, k, v (or the term's scoring q and k) and the term's tensors,
+// its backward in tiles: memory linear in S in training too. The term's tensors may carry
+// autograd graphs (a family's tables formed from its parameters). Requires
+// tile_attention_trains(term).
+torch::Tensor tile_attention_trainable(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       double scale, bool causal, const TileTerm& term,
+                                       TileNormalizer normalizer = TileNormalizer::softmax,
+                                       const torch::Tensor& key_lengths = torch::Tensor());
 
 }  // namespace roformer::ops

@@ -28,6 +28,8 @@ struct TileAttentionLaunch {
   int64_t v_stride[3] = {0, 0, 0};
   void* out = nullptr;  // [B, H, S, D], strides below (D: 1)
   int64_t out_stride[3] = {0, 0, 0};
+  // Softmax only: each row's log-sum-exp of its scores, [B, H, S] contiguous, or null (not kept).
+  void* lse = nullptr;
   // Right padding: per batch row the keys [0, key_lengths[b]) it has (each >= 1); null: all S.
   const int64_t* key_lengths = nullptr;
   // Two rotations: far queries (strides below, D: 1) and far keys transposed like kt; pairs with
@@ -53,5 +55,37 @@ void tile_attention_cpu(const TileAttentionLaunch& launch, TileItems items, cons
 
 // The items of the launch with no term (plain q . k, or the rotations' scores alone).
 TileItems no_term_items(KernelDType dtype);
+
+// What the backward of a launch (softmax or stick-breaking, no rotations) reads and writes besides
+// the launch: the forward's log-sum-exp per row (softmax; null for stick-breaking) and
+// delta_i = dO_i . O_i, [B, H, S] contiguous each; the output's
+// gradient dO (strides below, D: 1); k as rows (strides below, D: 1) and v transposed like kt.
+// The gradients of q, k and v, [B, H, S, D] contiguous and zeroed, each (batch, head) pair's
+// written by one thread; q's and k's without the scale (the caller applies it).
+struct TileAttentionGrad {
+  const void* lse = nullptr;
+  const void* delta = nullptr;
+  const void* grad_out = nullptr;
+  int64_t grad_out_stride[3] = {0, 0, 0};
+  const void* k = nullptr;
+  int64_t k_stride[3] = {0, 0, 0};
+  const void* vt = nullptr;
+  void* grad_q = nullptr;
+  void* grad_k = nullptr;
+  void* grad_v = nullptr;
+};
+
+// Runs the backward of (batch, head) pairs [first, last) of a launch with one term, its tables
+// (with the term's gradient buffers) at `tables`.
+using TileGradPairs = void (*)(const TileAttentionLaunch& launch, const TileAttentionGrad& grad, const void* tables,
+                               int64_t first, int64_t last);
+
+// CPU kernel of the backward: (batch, head) pairs claimed by the pool's threads; each pair's
+// gradients are computed by one thread in a fixed order, so they do not depend on the thread count.
+void tile_attention_grad_cpu(const TileAttentionLaunch& launch, const TileAttentionGrad& grad, TileGradPairs pairs,
+                             const void* tables);
+
+// The backward with no term.
+TileGradPairs no_term_grad_pairs(KernelDType dtype);
 
 }  // namespace roformer::ops

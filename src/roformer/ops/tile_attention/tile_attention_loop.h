@@ -268,6 +268,10 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
     }
   }
   T* out = static_cast<T*>(p.out) + b * p.out_stride[0] + h * p.out_stride[1] + i0 * p.out_stride[2];
+  if (p.lse != nullptr && !sticks) {
+    T* lse = static_cast<T*>(p.lse) + pair * S + i0;
+    for (int64_t r = 0; r < rows; ++r) lse[r] = w.maximum[r] + std::log(w.sum[r]);
+  }
   for (int64_t r = 0; r < rows; ++r) {
     T* o = out + r * p.out_stride[2];
     if (!sticks) {

@@ -1,7 +1,8 @@
 // The term a position family hands tile attention: one of the terms in terms/ (this file's list),
 // plus the queries and keys a family that rotates q and k itself scores with. Adding a term is
 // its four files in terms/ (the public struct with its properties and run_tiles, its tables and
-// checks, its tables as the loop reads them, its loop) and one entry in TileTermForm.
+// checks, its tables as the loop reads them, its loop) and one entry in TileTermForm; a backward
+// in tiles is its grad_tensors and run_tile_grads, the loop's grad_ hooks and tile_backward.
 #pragma once
 
 #include <torch/types.h>
@@ -20,7 +21,11 @@ namespace roformer::ops {
 
 // Nothing beyond q . k (or the rotations' scores below).
 struct NoTerm {
-  static constexpr TileTermProperties properties() { return {}; }
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.tile_backward = true;
+    return p;
+  }
 };
 
 using TileTermForm = std::variant<NoTerm, FireTerm, CopeTerm, FoxTerm, RelativeTerm, BucketTerm, PathTerm>;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "roformer/ops/tile_attention/terms/buckets_kernel.h"
 
@@ -44,10 +45,10 @@ void check(const BucketTerm& term, const torch::Tensor& q) {
                 "roformer::tile_attention: bucket indices must lie in [0, ", R, ")");
 }
 
-}  // namespace bucket_tile_tables
-
-void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
-  bucket_tile_tables::check(term, q);
+// The term's tables as the loop reads them (checked), the tensors behind them in `keep`.
+BucketTables describe(const BucketTerm& term, const at::Tensor& q, const TileAttentionLaunch& launch,
+                      std::vector<at::Tensor>& keep) {
+  check(term, q);
   TORCH_CHECK(launch.causal || term.origin == launch.seq - 1,
               "roformer::tile_attention: buckets for bidirectional attention need the keys after the query, origin "
               "S - 1 = ",
@@ -63,8 +64,34 @@ void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttenti
   tables.key_bucket = key_bucket.data_ptr<int64_t>() + term.origin;
   tables.buckets = term.by_query.size(3);
   std::tie(tables.constant_from, tables.constant_to) =
-      bucket_tile_tables::constant_ends(tables.query_bucket, tables.key_bucket, term.origin, launch.seq);
+      constant_ends(tables.query_bucket, tables.key_bucket, term.origin, launch.seq);
+  keep = {by_query, by_key, query_bucket, key_bucket};
+  return tables;
+}
+
+}  // namespace bucket_tile_tables
+
+void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+  std::vector<at::Tensor> keep;
+  const BucketTables tables = bucket_tile_tables::describe(term, q, launch, keep);
   tile_attention_cpu(launch, bucket_items(launch.dtype), &tables);
+}
+
+std::vector<torch::Tensor> grad_tensors(const BucketTerm& term) {
+  return {term.by_query, term.by_key};
+}
+
+std::vector<torch::Tensor> run_tile_grads(const BucketTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad) {
+  std::vector<at::Tensor> keep;
+  BucketTables tables = bucket_tile_tables::describe(term, q, launch, keep);
+  const at::Tensor grad_by_query = at::zeros(keep[0].sizes(), keep[0].options());
+  const at::Tensor grad_by_key = at::zeros(keep[1].sizes(), keep[1].options());
+  tables.grad_by_query = grad_by_query.data_ptr();
+  tables.grad_by_key = grad_by_key.data_ptr();
+  tile_attention_grad_cpu(launch, grad, bucket_grad_pairs(launch.dtype), &tables);
+  return {grad_by_query.mul_(launch.scale).to(term.by_query.scalar_type()),
+          grad_by_key.mul_(launch.scale).to(term.by_key.scalar_type())};
 }
 
 }  // namespace roformer::ops

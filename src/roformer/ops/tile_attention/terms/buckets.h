@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 #include "roformer/ops/tile_attention/tile_term_properties.h"
 
@@ -17,10 +19,21 @@ namespace roformer::ops {
 struct BucketTerm {
   torch::Tensor by_query, by_key, query_bucket, key_bucket;
   int64_t origin = 0;
-  static constexpr TileTermProperties properties() { return {}; }
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.tile_backward = true;
+    return p;
+  }
 };
 
 // Checks the term against q [B, H, S, D] and runs the launch with it.
 void run_tiles(const BucketTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+// The term's tensors that take a gradient: by_query, by_key.
+std::vector<torch::Tensor> grad_tensors(const BucketTerm& term);
+
+// The backward launch with the term: the gradients of grad_tensors(term), in their order.
+std::vector<torch::Tensor> run_tile_grads(const BucketTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad);
 
 }  // namespace roformer::ops

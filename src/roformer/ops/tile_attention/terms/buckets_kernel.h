@@ -16,8 +16,13 @@ struct BucketTables {
   const int64_t* query_bucket = nullptr;
   const int64_t* key_bucket = nullptr;
   int64_t buckets = 0, constant_from = 0, constant_to = -1;
+  // The backward's gradients of by_query and by_key, laid out like them and zeroed (each pair's
+  // rows its own).
+  void* grad_by_query = nullptr;
+  void* grad_by_key = nullptr;
 };
 
 TileItems bucket_items(KernelDType dtype);
+TileGradPairs bucket_grad_pairs(KernelDType dtype);
 
 }  // namespace roformer::ops

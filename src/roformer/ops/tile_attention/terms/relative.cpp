@@ -45,9 +45,10 @@ void constant_ends(const std::vector<at::Tensor>& tables, int64_t origin, int64_
   out.constant_to = to;
 }
 
-}  // namespace relative_tile_tables
-
-void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+// The term's tables as the loop reads them (checked), the tensors behind them in `keep`, the
+// table in the launch's dtype at keep[0] and the value table (or undefined) at keep[1].
+RelativeTables describe(const RelativeTerm& term, const at::Tensor& q, const TileAttentionLaunch& launch,
+                        std::vector<at::Tensor>& keep) {
   const int64_t H = launch.heads, S = launch.seq, D = launch.head_dim, rows = term.origin + S;
   TORCH_CHECK(term.q.defined() && term.q.sizes() == q.sizes() && term.q.scalar_type() == q.scalar_type() &&
                   term.q.stride(3) == 1 && term.table.dim() == 3 && term.table.size(0) == H &&
@@ -83,8 +84,60 @@ void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAtten
   }
   std::vector<at::Tensor> compared{table};
   if (values.defined()) compared.push_back(values);
-  relative_tile_tables::constant_ends(compared, term.origin, S, tables);
+  constant_ends(compared, term.origin, S, tables);
+  keep = {table, values, table_t};
+  return tables;
+}
+
+// The sum over the batch of per-pair gradients [B, H, N, D], in batch order (the same at every
+// thread count), times `factor`, in `like`'s dtype and row count (zero past N).
+at::Tensor batch_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
+  at::Tensor sum = per_pair[0].clone();
+  for (int64_t b = 1; b < per_pair.size(0); ++b) sum.add_(per_pair[b]);
+  sum.mul_(factor);
+  at::Tensor out = at::zeros(like.sizes(), like.options());
+  out.narrow(1, 0, sum.size(1)).copy_(sum);
+  return out;
+}
+
+}  // namespace relative_tile_tables
+
+void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+  std::vector<at::Tensor> keep;
+  const RelativeTables tables = relative_tile_tables::describe(term, q, launch, keep);
   tile_attention_cpu(launch, relative_items(launch.dtype), &tables);
+}
+
+std::vector<torch::Tensor> grad_tensors(const RelativeTerm& term) {
+  return {term.q, term.table, term.value_table};
+}
+
+std::vector<torch::Tensor> run_tile_grads(const RelativeTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad) {
+  std::vector<at::Tensor> keep;
+  RelativeTables tables = relative_tile_tables::describe(term, q, launch, keep);
+  const int64_t B = launch.batch, H = launch.heads, S = launch.seq, D = launch.head_dim, rows = term.origin + S;
+  at::Tensor table = keep[0];
+  if (table.stride(1) != D) table = table.contiguous();  // rows of D, heads may share them
+  tables.table = table.data_ptr();
+  tables.table_head_stride = table.stride(0);
+  const at::Tensor grad_q = at::zeros({B, H, S, D}, q.options());
+  const at::Tensor grad_table = at::zeros({B, H, rows, D}, q.options());
+  at::Tensor grad_value, value_t;
+  if (keep[1].defined()) {
+    value_t = at::zeros({H, D, tables.table_ld}, q.options());
+    value_t.narrow(2, 0, rows).copy_(keep[1].narrow(1, 0, rows).transpose(1, 2));
+    tables.value_t = value_t.data_ptr();
+    grad_value = at::zeros({B, H, rows, D}, q.options());
+    tables.grad_value = grad_value.data_ptr();
+  }
+  tables.grad_q = grad_q.data_ptr();
+  tables.grad_table = grad_table.data_ptr();
+  tile_attention_grad_cpu(launch, grad, relative_grad_pairs(launch.dtype), &tables);
+  std::vector<at::Tensor> grads{grad_q.mul_(launch.scale).to(term.q.scalar_type()),
+                                relative_tile_tables::batch_sum(grad_table, launch.scale, term.table), at::Tensor()};
+  if (grad_value.defined()) grads[2] = relative_tile_tables::batch_sum(grad_value, 1.0, term.value_table);
+  return grads;
 }
 
 }  // namespace roformer::ops

@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 #include "roformer/ops/tile_attention/tile_term_properties.h"
 
@@ -18,10 +20,22 @@ namespace roformer::ops {
 struct RelativeTerm {
   torch::Tensor q, table, value_table;
   int64_t origin = 0;
-  static constexpr TileTermProperties properties() { return {}; }
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.tile_backward = true;
+    return p;
+  }
 };
 
 // Checks the term against q [B, H, S, D] and runs the launch with it.
 void run_tiles(const RelativeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+// The term's tensors that take a gradient: q, table, value_table (undefined without one).
+std::vector<torch::Tensor> grad_tensors(const RelativeTerm& term);
+
+// The backward launch with the term: the gradients of grad_tensors(term), in their order and
+// shapes (undefined for an undefined tensor).
+std::vector<torch::Tensor> run_tile_grads(const RelativeTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad);
 
 }  // namespace roformer::ops

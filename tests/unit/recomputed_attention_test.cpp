@@ -172,11 +172,11 @@ TEST(RecomputedAttention, EveryBidirectionalTileFamilyTrainsThroughTilesAsOnTheE
   }
 }
 
-// Under auto, training takes the tiles once one layer's [B, H, S, S] float scores pass 16 MiB
-// (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB); PaTH, whose tiles train slower than its
-// explicit scores, keeps them at any length.
+// Under auto, a term whose gradient is recomputed (CoPE) trains in tiles once one layer's
+// [B, H, S, S] float scores pass 16 MiB (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB); PaTH,
+// whose tiles train slower than its explicit scores, keeps them at any length.
 TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
-  for (const config::PositionKind kind : {config::PositionKind::fire, config::PositionKind::path}) {
+  for (const config::PositionKind kind : {config::PositionKind::cope, config::PositionKind::path}) {
     for (const int64_t tokens : {1024, 1040}) {
       config::ModelConfig c = tiny_models::tiny_causal(kind);
       torch::manual_seed(2);
@@ -189,18 +189,18 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
       m->forward(in);
       const bool tiles = tokens > 1024 && kind != config::PositionKind::path;
       EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
-          << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "FIRE");
+          << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "CoPE");
     }
   }
 }
 
-// Under auto, a term with a backward in tiles (Transformer-XL, Shaw, DeBERTa, and stick-breaking
-// over q . k alone) trains in tiles at any length, 64 tokens too, under either normaliser; FIRE,
-// whose gradient is recomputed in explicit blocks, keeps the explicit scores there.
+// Under auto, a term with a backward in tiles (Transformer-XL, Shaw, DeBERTa, FIRE, and
+// stick-breaking over q . k alone) trains in tiles at any length, 64 tokens too, under either
+// normaliser; PaTH, whose gradient is recomputed in explicit blocks, keeps the explicit scores.
 TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength) {
   for (const config::PositionKind kind :
        {config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta,
-        config::PositionKind::none, config::PositionKind::fire})
+        config::PositionKind::fire, config::PositionKind::none, config::PositionKind::path})
     for (const bool sticks : {false, true}) {
       if (kind == config::PositionKind::none && !sticks) continue;  // NoPE alone takes no scores path
       config::ModelConfig c = tiny_models::tiny_causal(kind);
@@ -212,7 +212,7 @@ TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength)
       model::EncoderInput in;
       in.input_ids = torch::randint(0, c.vocab_size, {2, 64}, torch::kLong);
       m->forward(in);
-      const bool tiles = kind != config::PositionKind::fire;
+      const bool tiles = kind != config::PositionKind::path;
       EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
           << config::position_kind_names().name(kind) << (sticks ? " with stick-breaking" : "");
     }

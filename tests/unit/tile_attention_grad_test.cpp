@@ -268,6 +268,73 @@ TEST(TileAttentionGrad, StickBreakingEqualsAutogradThroughItsLogSpaceDefinitionI
         }
 }
 
+// FIRE's piecewise-linear map of x = psi(i - j) / (psi(max(i, L)) + eps), psi(d) = log(|c d| + 1),
+// with the future side's second map for keys after the query (bidirectional): the gradients reach
+// the slopes and intercepts of both sides, c and L (a threshold inside the lengths, so the
+// queries at or below it read L and one ties it).
+TEST(TileAttentionGrad, FireEqualsAutogradThroughItsPiecewiseMapInDouble) {
+  torch::manual_seed(48);
+  for (const int64_t S : kLengths)
+    for (const bool causal : {true, false})
+      for (const bool padded : {false, true}) {
+        const int64_t B = 2, H = 3, D = 8, W = 5;
+        const torch::Tensor q = leaf(heads(B, H, S, D)), k = leaf(heads(B, H, S, D)), v = leaf(heads(B, H, S, D));
+        const torch::Tensor kinks = torch::tensor({0.1, 0.3, 0.45, 0.7, 0.9}, torch::kFloat64),
+                            future_kinks = torch::tensor({0.2, 0.5, 0.8}, torch::kFloat64);
+        const torch::Tensor slope = leaf(torch::randn({H, W + 1}, torch::kFloat64)),
+                            intercept = leaf(torch::randn({H, W + 1}, torch::kFloat64)),
+                            future_slope = leaf(torch::randn({H, 4}, torch::kFloat64)),
+                            future_intercept = leaf(torch::randn({H, 4}, torch::kFloat64));
+        const torch::Tensor c = leaf(torch::tensor(0.3, torch::kFloat64)),
+                            L = leaf(torch::tensor(static_cast<double>(std::max<int64_t>(1, S / 3)), torch::kFloat64));
+        const torch::Tensor lengths = padded ? key_lengths(S) : torch::Tensor();
+        const double scale = 0.35, eps = 1e-6;
+        auto term = [&] {
+          ops::FireTerm t;
+          t.c = c.item<double>();
+          t.threshold = L.item<double>();
+          t.eps = eps;
+          t.kinks = kinks;
+          t.slope = slope;
+          t.intercept = intercept;
+          if (!causal) {
+            t.future_kinks = future_kinks;
+            t.future_slope = future_slope;
+            t.future_intercept = future_intercept;
+          }
+          t.c_tensor = c;
+          t.threshold_tensor = L;
+          return TileTerm{t};
+        };
+        auto reference = [&] {
+          const torch::Tensor pos = torch::arange(S, torch::kFloat64);
+          auto psi = [&](const torch::Tensor& x) { return torch::log1p((c * x).abs()); };
+          const torch::Tensor distance = psi((pos.unsqueeze(1) - pos.unsqueeze(0)).abs());  // [S, S]
+          auto side = [&](const torch::Tensor& reach, const torch::Tensor& ks, const torch::Tensor& a,
+                          const torch::Tensor& b) {
+            const torch::Tensor x = distance / (psi(torch::maximum(reach, L)).unsqueeze(1) + eps);
+            const torch::Tensor segment = torch::searchsorted(ks, x.detach().contiguous()).reshape(-1);
+            return a.index_select(1, segment).view({H, S, S}) * x + b.index_select(1, segment).view({H, S, S});
+          };
+          torch::Tensor bias = side(pos, kinks, slope, intercept);
+          if (!causal)
+            bias = torch::where(query_minus_key(S) < 0,
+                                side((S - 1) - pos, future_kinks, future_slope, future_intercept), bias);
+          const torch::Tensor probs =
+              probabilities(torch::matmul(q, k.transpose(-2, -1)) * scale + bias, causal, lengths);
+          return torch::matmul(probs, v);
+        };
+        std::vector<torch::Tensor> leaves{q, k, v, slope, intercept, c, L};
+        if (!causal) {
+          leaves.push_back(future_slope);
+          leaves.push_back(future_intercept);
+        }
+        expect_same_gradients(
+            leaves, [&] { return ops::tile_attention_trainable(q, k, v, scale, causal, term(), kSoftmax, lengths); },
+            reference, "S " + std::to_string(S) + (causal ? " causal" : " bidirectional") + (padded ? " padded" : ""));
+      }
+}
+
 // Float against double: the float backward within float's rounding of the double one.
 TEST(TileAttentionGrad, FloatFollowsDoubleWithinItsRounding) {
   torch::manual_seed(44);

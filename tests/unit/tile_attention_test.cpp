@@ -565,9 +565,9 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
   const bool folded = c.position.kind == config::PositionKind::fox;
   const bool sticks_alone = c.attention_normalizer == config::AttentionNormalizer::stick_breaking &&
                             c.position.rope.mode == config::RopeMode::rotate;
-  const bool tile_backward = c.position.kind == config::PositionKind::transformer_xl ||
-                             c.position.kind == config::PositionKind::shaw ||
-                             c.position.kind == config::PositionKind::deberta || sticks_alone;
+  const bool tile_backward =
+      c.position.kind == config::PositionKind::transformer_xl || c.position.kind == config::PositionKind::shaw ||
+      c.position.kind == config::PositionKind::deberta || c.position.kind == config::PositionKind::fire || sticks_alone;
   EXPECT_EQ(training, folded          ? model::attention_kernel::kShort
                       : tile_backward ? model::attention_kernel::kTile
                                       : model::attention_kernel::kExplicitScores);

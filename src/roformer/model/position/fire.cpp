@@ -184,8 +184,10 @@ std::optional<ops::TileTerm> FireImpl::tile_term(const torch::Tensor& q, const t
   const auto dt = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const FireMlpImpl::Piecewise mlp = f->past->piecewise(dt);
   ops::FireTerm fire;
-  fire.c = f->c.to(dt).item<double>();
-  fire.threshold = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs().item<double>();
+  fire.c_tensor = f->c.to(dt);  // with their graphs in training: the backward in tiles returns their gradients
+  fire.threshold_tensor = (f->L_multiplier.to(dt) * static_cast<double>(config_.l_init)).abs();
+  fire.c = fire.c_tensor.item<double>();
+  fire.threshold = fire.threshold_tensor.item<double>();
   fire.eps = kEps;
   fire.kinks = mlp.kinks;
   fire.slope = mlp.slope;

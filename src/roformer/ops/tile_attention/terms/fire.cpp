@@ -101,23 +101,120 @@ at::Tensor psi_table(const FireTerm& term, int64_t S, const at::TensorOptions& o
   return table;
 }
 
-}  // namespace fire_tile_tables
-
-void run_tiles(const FireTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
-  using namespace fire_tile_tables;
+// The term's tables for the launch (checked), their tensors in `keep`.
+struct Prepared {
+  FireTables tables;
+  at::Tensor psi;
+  SideTensors past, future;
+};
+void prepare(const FireTerm& term, const at::Tensor& q, const TileAttentionLaunch& launch, Prepared& p) {
   const int64_t H = q.size(1);
   check_side(term.kinks, term.slope, term.intercept, H, "past");
   const bool future = !launch.causal;
   if (future) check_side(term.future_kinks, term.future_slope, term.future_intercept, H, "future (bidirectional)");
-  const at::Tensor psi_d = psi_table(term, launch.seq, q.options());
-  FireTables tables;
-  tables.psi = psi_d.data_ptr();
-  SideTensors past_tensors, future_tensors;
-  tables.past = side_tables(term, term.kinks, term.slope, term.intercept, false, psi_d, past_tensors);
+  p.psi = psi_table(term, launch.seq, q.options());
+  p.tables.psi = p.psi.data_ptr();
+  p.tables.past = side_tables(term, term.kinks, term.slope, term.intercept, false, p.psi, p.past);
   if (future)
-    tables.future =
-        side_tables(term, term.future_kinks, term.future_slope, term.future_intercept, true, psi_d, future_tensors);
-  tile_attention_cpu(launch, fire_items(launch.dtype), &tables);
+    p.tables.future =
+        side_tables(term, term.future_kinks, term.future_slope, term.future_intercept, true, p.psi, p.future);
+}
+
+// The backward's derivatives by c of psi(d) = log(|c d| + 1), for d in [0, S), and per side of
+// each row's denominator psi(max(reach, L)) + eps by c and by L (reach i, or S - 1 - i for the
+// future side; a tie of reach and L splits the gradient in halves, as torch::maximum's does); in
+// `dtype`.
+struct Derivatives {
+  at::Tensor psi_by_c, past_by_c, past_by_threshold, future_by_c, future_by_threshold;
+};
+Derivatives derivatives(const FireTerm& term, int64_t S, at::ScalarType dtype) {
+  const double c = term.c, L = term.threshold, sign = c > 0 ? 1.0 : c < 0 ? -1.0 : 0.0;
+  const at::Tensor d = at::arange(S, at::TensorOptions().dtype(at::kDouble));
+  auto by_c = [&](const at::Tensor& x) { return sign * x / (1 + std::abs(c) * x); };  // x >= 0
+  auto side = [&](bool future, at::Tensor& den_by_c, at::Tensor& den_by_threshold) {
+    const at::Tensor reach = future ? (S - 1) - d : d;
+    const at::Tensor m = at::clamp_min(reach, L);
+    den_by_c = by_c(m).to(dtype);
+    const at::Tensor weight = (reach < L).to(at::kDouble) + 0.5 * (reach == L).to(at::kDouble);
+    den_by_threshold = (weight * std::abs(c) / (1 + std::abs(c) * m) * (m > 0)).to(dtype);
+  };
+  Derivatives out;
+  out.psi_by_c = by_c(d).to(dtype);
+  side(false, out.past_by_c, out.past_by_threshold);
+  side(true, out.future_by_c, out.future_by_threshold);
+  return out;
+}
+
+// The sum over the batch of per-pair gradients [B, H, ...] in batch order, in `like`'s dtype.
+at::Tensor batch_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
+  at::Tensor sum = per_pair[0].clone();
+  for (int64_t b = 1; b < per_pair.size(0); ++b) sum.add_(per_pair[b]);
+  return sum.mul_(factor).to(like.scalar_type());
+}
+
+// The sum of per-pair scalars [B, H] in order, as `like` (a 0-dim tensor).
+at::Tensor scalar_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
+  const double* g = per_pair.data_ptr<double>();
+  double sum = 0;
+  for (int64_t x = 0; x < per_pair.numel(); ++x) sum += g[x];
+  return at::full(like.sizes(), sum * factor, like.options());
+}
+
+}  // namespace fire_tile_tables
+
+void run_tiles(const FireTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
+  fire_tile_tables::Prepared p;
+  fire_tile_tables::prepare(term, q, launch, p);
+  tile_attention_cpu(launch, fire_items(launch.dtype), &p.tables);
+}
+
+std::vector<torch::Tensor> grad_tensors(const FireTerm& term) {
+  return {term.slope, term.intercept, term.future_slope, term.future_intercept, term.c_tensor, term.threshold_tensor};
+}
+
+std::vector<torch::Tensor> run_tile_grads(const FireTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad) {
+  using namespace fire_tile_tables;
+  Prepared p;
+  prepare(term, q, launch, p);
+  const int64_t B = launch.batch, H = launch.heads;
+  const Derivatives der = derivatives(term, launch.seq, q.scalar_type());
+  p.tables.psi_by_c = der.psi_by_c.data_ptr();
+  const auto doubles = at::TensorOptions().dtype(at::kDouble);
+  struct SideGrads {
+    at::Tensor slope, intercept, c, threshold;
+  };
+  auto side_grads = [&](FireSide& side, const at::Tensor& by_c, const at::Tensor& by_threshold, int64_t kinks) {
+    SideGrads g{at::zeros({B, H, kinks + 1}, doubles), at::zeros({B, H, kinks + 1}, doubles),
+                at::zeros({B, H}, doubles), at::zeros({B, H}, doubles)};
+    side.denominator_by_c = by_c.data_ptr();
+    side.denominator_by_threshold = by_threshold.data_ptr();
+    side.grad_slope = g.slope.data_ptr<double>();
+    side.grad_intercept = g.intercept.data_ptr<double>();
+    side.grad_c = g.c.data_ptr<double>();
+    side.grad_threshold = g.threshold.data_ptr<double>();
+    return g;
+  };
+  const bool future = !launch.causal;
+  const SideGrads past = side_grads(p.tables.past, der.past_by_c, der.past_by_threshold, term.kinks.size(0));
+  const SideGrads ahead =
+      future ? side_grads(p.tables.future, der.future_by_c, der.future_by_threshold, term.future_kinks.size(0))
+             : SideGrads{};
+  tile_attention_grad_cpu(launch, grad, fire_grad_pairs(launch.dtype), &p.tables);
+  const double scale = 1.0;  // FIRE's bias is added to the scaled scores as it is
+  std::vector<at::Tensor> grads(6);
+  grads[0] = batch_sum(past.slope, scale, term.slope);
+  grads[1] = batch_sum(past.intercept, scale, term.intercept);
+  at::Tensor c_sum = past.c, threshold_sum = past.threshold;
+  if (future) {
+    grads[2] = batch_sum(ahead.slope, scale, term.future_slope);
+    grads[3] = batch_sum(ahead.intercept, scale, term.future_intercept);
+    c_sum = c_sum + ahead.c;
+    threshold_sum = threshold_sum + ahead.threshold;
+  }
+  if (term.c_tensor.defined()) grads[4] = scalar_sum(c_sum.contiguous(), scale, term.c_tensor);
+  if (term.threshold_tensor.defined()) grads[5] = scalar_sum(threshold_sum.contiguous(), scale, term.threshold_tensor);
+  return grads;
 }
 
 }  // namespace roformer::ops

@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 #include "roformer/ops/tile_attention/tile_term_properties.h"
 
@@ -20,15 +22,28 @@ struct FireTerm {
   torch::Tensor kinks;                                         // [W] ascending
   torch::Tensor slope, intercept;                              // [H, W + 1]
   torch::Tensor future_kinks, future_slope, future_intercept;  // [V], [H, V + 1]; undefined: causal only
+  // Training: c and the threshold as 0-dim tensors (their values c and threshold above) whose
+  // gradients the backward in tiles returns; undefined: none.
+  torch::Tensor c_tensor, threshold_tensor;
   // A function of the distance and the query's position alone.
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.positions_only = true;
+    p.tile_backward = true;
     return p;
   }
 };
 
 // Checks the term against q [B, H, S, D], forms its tables and runs the launch with it.
 void run_tiles(const FireTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+// The term's tensors that take a gradient: slope, intercept, future_slope, future_intercept,
+// c_tensor, threshold_tensor (undefined where the term has none). The kinks take none: the
+// piecewise map is continuous at them.
+std::vector<torch::Tensor> grad_tensors(const FireTerm& term);
+
+// The backward launch with the term: the gradients of grad_tensors(term), in their order.
+std::vector<torch::Tensor> run_tile_grads(const FireTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad);
 
 }  // namespace roformer::ops

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "roformer/ops/tile_attention/terms/fire_kernel.h"
+#include "roformer/ops/tile_attention/tile_attention_grad_loop.h"
 #include "roformer/ops/tile_attention/tile_attention_loop.h"
 
 namespace roformer::ops {
@@ -17,16 +18,31 @@ namespace fire_tiles {
 template <typename T>
 struct Side {
   explicit Side(const FireSide& s)
-      : denominator(static_cast<const T*>(s.denominator)),
+      : tables(s),
+        denominator(static_cast<const T*>(s.denominator)),
         bounds(s.bounds),
         kinks(s.kinks),
         all_slope(static_cast<const T*>(s.slope)),
         all_intercept(static_cast<const T*>(s.intercept)) {}
-  ROFORMER_ALWAYS_INLINE void begin(int64_t h) {
+  ROFORMER_ALWAYS_INLINE void begin(int64_t pair, int64_t h) {
     if (all_slope == nullptr) return;
     slope = all_slope + h * (kinks + 1);
     intercept = all_intercept + h * (kinks + 1);
+    if (tables.grad_slope == nullptr) return;
+    grad_slope = tables.grad_slope + pair * (kinks + 1);
+    grad_intercept = tables.grad_intercept + pair * (kinks + 1);
+    grad_c = tables.grad_c + pair;
+    grad_threshold = tables.grad_threshold + pair;
   }
+  // Backward, after a row's runs: sum_a = sum a dS x and sum_p = sum a dS dpsi/dc over its keys on
+  // this side reach c and the threshold through x = psi / den: dx/dc = (dpsi/dc - x dden/dc) / den,
+  // dx/dthreshold = -x dden/dthreshold / den.
+  ROFORMER_ALWAYS_INLINE void add_row_grads(int64_t i, double sum_a, double sum_p) {
+    const double den = double(denominator[i]);
+    *grad_c += (sum_p - sum_a * double(static_cast<const T*>(tables.denominator_by_c)[i])) / den;
+    *grad_threshold -= sum_a * double(static_cast<const T*>(tables.denominator_by_threshold)[i]) / den;
+  }
+  const FireSide& tables;
   // The first segment holding distance d of row i.
   ROFORMER_ALWAYS_INLINE int64_t segment(int64_t i, int64_t d) const {
     const int64_t* bound = bounds + i * kinks;
@@ -45,17 +61,23 @@ struct Side {
   const T* all_intercept;
   const T* slope = nullptr;
   const T* intercept = nullptr;
+  double* grad_slope = nullptr;
+  double* grad_intercept = nullptr;
+  double* grad_c = nullptr;
+  double* grad_threshold = nullptr;
 };
 
 template <typename T, int kBytes = 32>
 struct Fire {
-  Fire(const TileAttentionLaunch&, const void* tables_in)
-      : psi(static_cast<const T*>(static_cast<const FireTables*>(tables_in)->psi)),
+  Fire(const TileAttentionLaunch& p, const void* tables_in)
+      : heads(p.heads),
+        psi(static_cast<const T*>(static_cast<const FireTables*>(tables_in)->psi)),
+        psi_by_c(static_cast<const T*>(static_cast<const FireTables*>(tables_in)->psi_by_c)),
         past(static_cast<const FireTables*>(tables_in)->past),
         future(static_cast<const FireTables*>(tables_in)->future) {}
-  ROFORMER_ALWAYS_INLINE void begin(int64_t, int64_t h, int64_t, int64_t) {
-    past.begin(h);
-    future.begin(h);
+  ROFORMER_ALWAYS_INLINE void begin(int64_t b, int64_t h, int64_t, int64_t) {
+    past.begin(b * heads + h, h);
+    future.begin(b * heads + h, h);
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
@@ -89,12 +111,71 @@ struct Fire {
       e = std::max(e, e_end);
     }
   }
+
+  // ---- Backward: per segment run, sum dS x into the slope's gradient and sum dS into the
+  // intercept's; per row, c's and the threshold's through x (FIRE's bias is added unscaled) ----
+  ROFORMER_ALWAYS_INLINE void grad_begin() {}
+  ROFORMER_ALWAYS_INLINE void grad_tile(const T*, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void grad_dp(int64_t, int64_t, int64_t, int64_t, T*) {}
+  ROFORMER_ALWAYS_INLINE void grad_tile_end(int64_t, const T*, const T*, const T*, int64_t) {}
+  ROFORMER_ALWAYS_INLINE void grad_end() {}
+  ROFORMER_ALWAYS_INLINE void grad_row(int64_t, int64_t i, int64_t j0, int64_t n, const T* ds, const T*) {
+    const int64_t before = std::clamp<int64_t>(i - j0 + 1, 0, n);
+    if (before > 0) grad_past(i, j0, before, ds);
+    if (before < n) grad_future(i, j0 + before, n - before, ds + before);
+  }
+  // The run [c_first, c_last] of segment s: its sums into the segment's gradients and the row's.
+  ROFORMER_ALWAYS_INLINE void grad_run(Side<T>& side, int64_t s, const T* ds, const T* psi_at, const T* psi_by_c_at,
+                                       int64_t step, int64_t c_first, int64_t c_last, T denom, double& sum_a,
+                                       double& sum_p) {
+    double by_x = 0, by_1 = 0, by_p = 0;
+    for (int64_t c = c_first; c <= c_last; ++c) {
+      const T x = psi_at[step * c] / denom;
+      by_x += double(ds[c]) * double(x);
+      by_1 += double(ds[c]);
+      by_p += double(ds[c]) * double(psi_by_c_at[step * c]);
+    }
+    side.grad_slope[s] += by_x;
+    side.grad_intercept[s] += by_1;
+    sum_a += double(side.slope[s]) * by_x;
+    sum_p += double(side.slope[s]) * by_p;
+  }
+  ROFORMER_ALWAYS_INLINE void grad_past(int64_t i, int64_t j0, int64_t n, const T* ds) {
+    const T denom = past.denominator[i];
+    const int64_t d_low = i - (j0 + n - 1), d_high = i - j0;
+    double sum_a = 0, sum_p = 0;
+    for (int64_t d = d_low, s = past.segment(i, d_low); d <= d_high; ++s) {
+      const int64_t d_end = past.segment_end(i, s, d_high + 1);
+      if (d_end > d)
+        grad_run(past, s, ds, psi + (i - j0), psi_by_c + (i - j0), -1, i - (d_end - 1) - j0, i - d - j0, denom, sum_a,
+                 sum_p);
+      d = std::max(d, d_end);
+    }
+    past.add_row_grads(i, sum_a, sum_p);
+  }
+  ROFORMER_ALWAYS_INLINE void grad_future(int64_t i, int64_t j0, int64_t n, const T* ds) {
+    const T denom = future.denominator[i];
+    const int64_t e_low = j0 - i, e_high = j0 + n - 1 - i;
+    double sum_a = 0, sum_p = 0;
+    for (int64_t e = e_low, s = future.segment(i, e_low); e <= e_high; ++s) {
+      const int64_t e_end = future.segment_end(i, s, e_high + 1);
+      if (e_end > e)
+        grad_run(future, s, ds, psi + (j0 - i), psi_by_c + (j0 - i), 1, e - e_low, e_end - e_low - 1, denom, sum_a,
+                 sum_p);
+      e = std::max(e, e_end);
+    }
+    future.add_row_grads(i, sum_a, sum_p);
+  }
+
+  int64_t heads;
   const T* psi;
+  const T* psi_by_c;
   Side<T> past, future;
 };
 
 }  // namespace fire_tiles
 
 ROFORMER_TILE_TERM_ITEMS(fire_items, fire_tiles::Fire)
+ROFORMER_TILE_TERM_GRAD_PAIRS(fire_grad_pairs, fire_tiles::Fire)
 
 }  // namespace roformer::ops

@@ -17,14 +17,26 @@ struct FireSide {
   int64_t kinks = 0;
   const void* slope = nullptr;
   const void* intercept = nullptr;
+  // The backward's: each row's denominator's derivatives by c and by the threshold [S] (launch
+  // dtype), and the gradients, each (batch, head) pair's own, zeroed, in double: the slopes' and
+  // intercepts' [B, H, W + 1], c's and the threshold's [B, H].
+  const void* denominator_by_c = nullptr;
+  const void* denominator_by_threshold = nullptr;
+  double* grad_slope = nullptr;
+  double* grad_intercept = nullptr;
+  double* grad_c = nullptr;
+  double* grad_threshold = nullptr;
 };
 
-// psi(d) for d in [0, S), and the sides (future: bidirectional attention only).
+// psi(d) for d in [0, S), and the sides (future: bidirectional attention only); the backward's
+// d psi(d) / dc [S].
 struct FireTables {
   const void* psi = nullptr;
+  const void* psi_by_c = nullptr;
   FireSide past, future;
 };
 
 TileItems fire_items(KernelDType dtype);
+TileGradPairs fire_grad_pairs(KernelDType dtype);
 
 }  // namespace roformer::ops

@@ -172,13 +172,15 @@ TEST(RecomputedAttention, EveryBidirectionalTileFamilyTrainsThroughTilesAsOnTheE
   }
 }
 
-// Under auto, a term whose gradient is recomputed (CoPE) trains in tiles once one layer's
-// [B, H, S, S] float scores pass 16 MiB (2 x 2 heads x 1024^2 x 4 bytes is exactly 16 MiB); PaTH,
-// whose tiles train slower than its explicit scores, keeps them at any length.
+// Under auto, a term whose gradient is recomputed (ReRoPE's two rotations) trains in tiles once
+// one layer's [B, H, S, S] float scores pass 16 MiB (2 x 2 heads x 1024^2 x 4 bytes is exactly 16
+// MiB); PaTH, whose tiles train slower than its explicit scores, keeps them at any length.
 TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
-  for (const config::PositionKind kind : {config::PositionKind::cope, config::PositionKind::path}) {
+  for (const config::PositionKind kind : {config::PositionKind::rope, config::PositionKind::path}) {
     for (const int64_t tokens : {1024, 1040}) {
       config::ModelConfig c = tiny_models::tiny_causal(kind);
+      c.position.rope.mode = config::RopeMode::rerope;
+      c.position.rope.rerope.window = 16;
       torch::manual_seed(2);
       model::EncoderModel m = model::build_model(c, 5);
       m->train();
@@ -189,7 +191,7 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
       m->forward(in);
       const bool tiles = tokens > 1024 && kind != config::PositionKind::path;
       EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
-          << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "CoPE");
+          << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "ReRoPE");
     }
   }
 }

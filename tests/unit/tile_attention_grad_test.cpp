@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace tile_attention_grad_test {
@@ -332,6 +333,37 @@ TEST(TileAttentionGrad, FireEqualsAutogradThroughItsPiecewiseMapInDouble) {
         expect_same_gradients(
             leaves, [&] { return ops::tile_attention_trainable(q, k, v, scale, causal, term(), kSoftmax, lengths); },
             reference, "S " + std::to_string(S) + (causal ? " causal" : " bidirectional") + (padded ? " padded" : ""));
+      }
+}
+
+// CoPE (causal): each row's gates counted from the diagonal back and its q . e table interpolated
+// at the count (capped at P - 1), against autograd through the fused CoPE term on the explicit
+// scores; the gradients reach q and k through the gates too, and the table. Tables of 4 and 300
+// positions: counts capped and not.
+TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScoresInDouble) {
+  torch::manual_seed(49);
+  for (const int64_t S : kLengths)
+    for (const int64_t P : {4, 300})
+      for (const bool padded : {false, true}) {
+        const int64_t H = 3, D = 8;
+        const torch::Tensor q = leaf(heads(2, H, S, D)), k = leaf(heads(2, H, S, D)), v = leaf(heads(2, H, S, D));
+        const torch::Tensor at_integers = leaf(torch::randn({2, H, S, P}, torch::kFloat64));
+        const torch::Tensor lengths = padded ? key_lengths(S) : torch::Tensor();
+        const double scale = 1.0 / std::sqrt(double(D));
+        expect_same_gradients(
+            {q, k, v, at_integers},
+            [&] {
+              return ops::tile_attention_trainable(q, k, v, scale, true, TileTerm{ops::CopeTerm{at_integers}}, kSoftmax,
+                                                   lengths);
+            },
+            [&] {
+              torch::Tensor scores =
+                  (torch::matmul(q, k.transpose(-2, -1)) * scale).masked_fill(query_minus_key(S) < 0, -kInf);
+              if (lengths.defined())
+                scores = scores.masked_fill(torch::arange(S).view({1, 1, 1, S}) >= lengths.view({-1, 1, 1, 1}), -kInf);
+              return torch::matmul(probabilities(scores + ops::cope_term(scores, at_integers), true, lengths), v);
+            },
+            "S " + std::to_string(S) + " P " + std::to_string(P) + (padded ? " padded" : ""));
       }
 }
 

@@ -567,7 +567,8 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
                             c.position.rope.mode == config::RopeMode::rotate;
   const bool tile_backward =
       c.position.kind == config::PositionKind::transformer_xl || c.position.kind == config::PositionKind::shaw ||
-      c.position.kind == config::PositionKind::deberta || c.position.kind == config::PositionKind::fire || sticks_alone;
+      c.position.kind == config::PositionKind::deberta || c.position.kind == config::PositionKind::fire ||
+      c.position.kind == config::PositionKind::cope || sticks_alone;
   EXPECT_EQ(training, folded          ? model::attention_kernel::kShort
                       : tile_backward ? model::attention_kernel::kTile
                                       : model::attention_kernel::kExplicitScores);

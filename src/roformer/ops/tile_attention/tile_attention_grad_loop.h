@@ -6,12 +6,14 @@
 // log-sum-exp, dP = dO v^T (plus the term's value part), dS = P (dP - delta), then dq += dS k,
 // dk += dS^T q, dv += P^T dO and the term's gradients from dS and P (FlashAttention-2's backward,
 // Dao 2023, Algorithm 2; a pair's tiles on one thread, so dk and dv are accumulated without
-// atomics). A term adds to the forward's interface (tile_attention_loop.h):
+// atomics; a term with kKeysAscending is visited from key 0 up instead). A term adds to the
+// forward's interface (tile_attention_loop.h):
 //   grad_begin():                    after begin(), a new query tile;
 //   grad_tile(dO, ld):               after tile(), the tile's part that needs dO (rows of ld);
 //   grad_dp(r, i, j0, n, dp):        row r's dP over keys [j0, j0 + n) gains the term's value part;
 //   grad_row(r, i, j0, n, ds, p):    row r's dS and P (zero past n; called for n = 0 too), for a
-//                                    term's per-pair gradients;
+//                                    term's per-pair gradients; a term whose scores also feed it
+//                                    (CoPE's gates) adds its part to ds, which dq and dk then take;
 //   grad_tile_end(width, ds, p, dO, ld): after every row, for a term's per-tile products;
 //   grad_end():                      the query tile's gradients written.
 // The term's gradients are of its unscaled products (the caller applies the scale), as are q's
@@ -19,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "roformer/ops/common/cpu_kernel_support.h"
@@ -27,6 +30,13 @@
 #include "roformer/ops/tile_attention/tile_attention_loop.h"
 
 namespace roformer::ops::tile_grad_loop {
+
+// Whether a term's backward visits a row's keys from key 0 up (Term::kKeysAscending), else from the
+// diagonal back as the forward does.
+template <typename Term, typename = void>
+struct keys_ascending : std::false_type {};
+template <typename Term>
+struct keys_ascending<Term, std::void_t<decltype(Term::kKeysAscending)>> : std::bool_constant<Term::kKeysAscending> {};
 
 // A pair's buffers besides the forward's scratch, reused from pair to pair; stick-breaking's per
 // row state in double (as the forward carries its sticks): what the sticks of the keys visited
@@ -117,7 +127,10 @@ ROFORMER_ALWAYS_INLINE void run_query_tile(const TileAttentionLaunch& p, const T
   term.grad_begin();
   int64_t key_end = p.causal ? i0 + rows : S;
   if (p.key_lengths != nullptr) key_end = std::min(key_end, p.key_lengths[b]);
-  for (int64_t j0 = (key_end - 1) / kTileKeys * kTileKeys; j0 >= 0; j0 -= kTileKeys) {
+  const int64_t last_tile = (key_end - 1) / kTileKeys * kTileKeys;
+  constexpr bool ascending = keys_ascending<Term>::value;
+  for (int64_t j0 = ascending ? 0 : last_tile; ascending ? j0 <= last_tile : j0 >= 0;
+       j0 += ascending ? kTileKeys : -kTileKeys) {
     const int64_t width = std::min(key_end, j0 + kTileKeys) - j0, padded = (width + W - 1) / W * W;
     tile_loop::tile_scores<kBytes>(p, pair, i0, rows, j0, width, w);
     term.tile(j0, width);

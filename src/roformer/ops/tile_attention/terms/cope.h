@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
 #include "roformer/ops/tile_attention/tile_term_properties.h"
 
@@ -19,11 +21,19 @@ struct CopeTerm {
     TileTermProperties p;
     p.short_kernel = true;
     p.bidirectional = false;
+    p.tile_backward = true;
     return p;
   }
 };
 
 // Checks the term against q [B, H, S, D] and runs the launch with it.
 void run_tiles(const CopeTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch);
+
+// The term's tensors that take a gradient: at_integers.
+std::vector<torch::Tensor> grad_tensors(const CopeTerm& term);
+
+// The backward launch with the term: the gradient of at_integers.
+std::vector<torch::Tensor> run_tile_grads(const CopeTerm& term, const torch::Tensor& q,
+                                          const TileAttentionLaunch& launch, const TileAttentionGrad& grad);
 
 }  // namespace roformer::ops

@@ -8,11 +8,15 @@
 namespace roformer::ops {
 
 // q . e at the integer positions, [B, H, S, P] contiguous in the launch's dtype.
+// The backward's gradient of the table, [B, H, S, P + 1] (a column more than the table), zeroed
+// (each row's its own).
 struct CopeTables {
   const void* at_integers = nullptr;
   int64_t positions = 0;
+  void* grad_at_integers = nullptr;
 };
 
 TileItems cope_items(KernelDType dtype);
+TileGradPairs cope_grad_pairs(KernelDType dtype);
 
 }  // namespace roformer::ops

@@ -2,7 +2,7 @@
 // has one and compiled once per term (the term's _cpu.cpp in terms/). One item is a (batch, head)
 // pair: its query tiles in order and, per query tile, its key tiles as the forward visits them
 // (from the diagonal back to key 0). Per tile: the scores recomputed as the forward forms them
-// (the loop's tile_scores and the term's add), the weights P = e^(s - lse) from the forward's
+// (q k^T, no rotations, and the term's add), the weights P = e^(s - lse) from the forward's
 // log-sum-exp, dP = dO v^T (plus the term's value part), dS = P (dP - delta), then dq += dS k,
 // dk += dS^T q, dv += P^T dO and the term's gradients from dS and P (FlashAttention-2's backward,
 // Dao 2023, Algorithm 2; a pair's tiles on one thread, so dk and dv are accumulated without
@@ -104,6 +104,7 @@ ROFORMER_ALWAYS_INLINE void run_query_tile(const TileAttentionLaunch& p, const T
                   i0 * g.grad_out_stride[2];
   const int64_t dout_ld = g.grad_out_stride[2];
   const T* vt = static_cast<const T*>(g.vt) + pair * D * p.kt_ld;
+  const T* kt = static_cast<const T*>(p.kt) + pair * D * p.kt_ld;
   const T* lse = g.lse == nullptr ? nullptr : static_cast<const T*>(g.lse) + pair * S + i0;  // softmax's
   const T* delta = static_cast<const T*>(g.delta) + pair * S + i0;
   T* dk = static_cast<T*>(g.grad_k) + pair * S * D;
@@ -132,7 +133,8 @@ ROFORMER_ALWAYS_INLINE void run_query_tile(const TileAttentionLaunch& p, const T
   for (int64_t j0 = ascending ? 0 : last_tile; ascending ? j0 <= last_tile : j0 >= 0;
        j0 += ascending ? kTileKeys : -kTileKeys) {
     const int64_t width = std::min(key_end, j0 + kTileKeys) - j0, padded = (width + W - 1) / W * W;
-    tile_loop::tile_scores<kBytes>(p, pair, i0, rows, j0, width, w);
+    // q k^T alone: the backward takes no rotations (tile_attention_trains).
+    small_gemm::gemm<T, false, kBytes>(rows, padded, D, {q, p.q_stride[2], 1}, kt + j0, p.kt_ld, ds, kTileKeys);
     term.tile(j0, width);
     term.grad_tile(dout, dout_ld);
     small_gemm::gemm<T, false, kBytes>(rows, padded, D, {dout, dout_ld, 1}, vt + j0, p.kt_ld, gw.dp.data(), kTileKeys);
@@ -190,7 +192,8 @@ ROFORMER_ALWAYS_INLINE void run_pairs(const TileAttentionLaunch& p, const TileAt
 }  // namespace roformer::ops::tile_grad_loop
 
 // Defines `TileGradPairs pairs_name(KernelDType)`: the backward's pairs with the term Term, compiled
-// as ROFORMER_TILE_TERM_ITEMS compiles the forward's items. Used at namespace roformer::ops.
+// as ROFORMER_TILE_TERM_ITEMS compiles the forward's items but for double, which (the tests'
+// precision) keeps 32-byte vectors. Used at namespace roformer::ops.
 #define ROFORMER_TILE_TERM_GRAD_PAIRS(pairs_name, Term)                                                              \
   namespace pairs_name##_compiled {                                                                                  \
     ROFORMER_CLONES void f32(const TileAttentionLaunch& p, const TileAttentionGrad& g, const void* tables,           \
@@ -205,13 +208,8 @@ ROFORMER_ALWAYS_INLINE void run_pairs(const TileAttentionLaunch& p, const TileAt
                                        int64_t first, int64_t last) {                                                \
       tile_grad_loop::run_pairs<float, Term, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, g, tables, first, last);            \
     }                                                                                                                \
-    ROFORMER_WIDE_TARGET void f64_wide(const TileAttentionLaunch& p, const TileAttentionGrad& g, const void* tables, \
-                                       int64_t first, int64_t last) {                                                \
-      tile_grad_loop::run_pairs<double, Term, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, g, tables, first, last);           \
-    }                                                                                                                \
   }                                                                                                                  \
   TileGradPairs pairs_name(KernelDType dtype) {                                                                      \
-    const bool wide = cpu_vector_bytes() == 64;                                                                      \
-    if (dtype == KernelDType::f64) return wide ? pairs_name##_compiled::f64_wide : pairs_name##_compiled::f64;       \
-    return wide ? pairs_name##_compiled::f32_wide : pairs_name##_compiled::f32;                                      \
+    if (dtype == KernelDType::f64) return pairs_name##_compiled::f64;                                                \
+    return cpu_vector_bytes() == 64 ? pairs_name##_compiled::f32_wide : pairs_name##_compiled::f32;                  \
   }

@@ -30,7 +30,7 @@ class TileAttentionFunction : public torch::autograd::Function<TileAttentionFunc
                                               call->normalizer, call->key_lengths, softmax);
     std::vector<torch::Tensor> saved(inputs.begin(), inputs.begin() + 3);
     saved.push_back(out);
-    saved.push_back(softmax ? lse : out);  // stick-breaking keeps no log-sum-exp (a placeholder)
+    saved.push_back(lse);  // undefined for stick-breaking
     ctx->save_for_backward(saved);
     ctx->saved_data["call"] = at::IValue::make_capsule(call);
     ctx->saved_data["inputs"] = static_cast<int64_t>(inputs.size());
@@ -42,10 +42,9 @@ class TileAttentionFunction : public torch::autograd::Function<TileAttentionFunc
     auto call = c10::static_intrusive_pointer_cast<Call>(ctx->saved_data["call"].toCapsule());
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     // The term's tensors are the scoring q and k where it replaces them: its q and k are saved ones.
-    const bool softmax = call->normalizer == TileNormalizer::softmax;
     TileAttentionGrads grads =
         tile_attention_backward(saved[0], saved[1], saved[2], call->scale, call->causal, call->term, call->normalizer,
-                                call->key_lengths, saved[3], softmax ? saved[4] : torch::Tensor(), grad_output[0]);
+                                call->key_lengths, saved[3], saved[4], grad_output[0]);
     torch::autograd::variable_list result(static_cast<size_t>(ctx->saved_data["inputs"].toInt()) + 1);
     result[0] = grads.q.to(saved[0].scalar_type());
     result[1] = grads.k.to(saved[1].scalar_type());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "roformer/ops/tile_attention/terms/fire_kernel.h"
+#include "roformer/ops/tile_attention/terms/grad_sums.h"
 
 namespace roformer::ops {
 // Named, not anonymous: in a unity batch an anonymous namespace merges with its neighbours' (fire_bias.cpp
@@ -145,21 +146,6 @@ Derivatives derivatives(const FireTerm& term, int64_t S, at::ScalarType dtype) {
   return out;
 }
 
-// The sum over the batch of per-pair gradients [B, H, ...] in batch order, in `like`'s dtype.
-at::Tensor batch_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
-  at::Tensor sum = per_pair[0].clone();
-  for (int64_t b = 1; b < per_pair.size(0); ++b) sum.add_(per_pair[b]);
-  return sum.mul_(factor).to(like.scalar_type());
-}
-
-// The sum of per-pair scalars [B, H] in order, as `like` (a 0-dim tensor).
-at::Tensor scalar_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
-  const double* g = per_pair.data_ptr<double>();
-  double sum = 0;
-  for (int64_t x = 0; x < per_pair.numel(); ++x) sum += g[x];
-  return at::full(like.sizes(), sum * factor, like.options());
-}
-
 }  // namespace fire_tile_tables
 
 void run_tiles(const FireTerm& term, const torch::Tensor& q, const TileAttentionLaunch& launch) {
@@ -201,19 +187,20 @@ std::vector<torch::Tensor> run_tile_grads(const FireTerm& term, const torch::Ten
       future ? side_grads(p.tables.future, der.future_by_c, der.future_by_threshold, term.future_kinks.size(0))
              : SideGrads{};
   tile_attention_grad_cpu(launch, grad, fire_grad_pairs(launch.dtype), &p.tables);
-  const double scale = 1.0;  // FIRE's bias is added to the scaled scores as it is
+  // FIRE's bias is added to the scaled scores as it is: no scale on its gradients.
+  auto like = [](const at::Tensor& sum, const at::Tensor& t) { return sum.to(t.scalar_type()).reshape(t.sizes()); };
   std::vector<at::Tensor> grads(6);
-  grads[0] = batch_sum(past.slope, scale, term.slope);
-  grads[1] = batch_sum(past.intercept, scale, term.intercept);
+  grads[0] = like(sum_over_batch(past.slope), term.slope);
+  grads[1] = like(sum_over_batch(past.intercept), term.intercept);
   at::Tensor c_sum = past.c, threshold_sum = past.threshold;
   if (future) {
-    grads[2] = batch_sum(ahead.slope, scale, term.future_slope);
-    grads[3] = batch_sum(ahead.intercept, scale, term.future_intercept);
+    grads[2] = like(sum_over_batch(ahead.slope), term.future_slope);
+    grads[3] = like(sum_over_batch(ahead.intercept), term.future_intercept);
     c_sum = c_sum + ahead.c;
     threshold_sum = threshold_sum + ahead.threshold;
   }
-  if (term.c_tensor.defined()) grads[4] = scalar_sum(c_sum.contiguous(), scale, term.c_tensor);
-  if (term.threshold_tensor.defined()) grads[5] = scalar_sum(threshold_sum.contiguous(), scale, term.threshold_tensor);
+  if (term.c_tensor.defined()) grads[4] = like(sum_over_batch(c_sum).sum(), term.c_tensor);
+  if (term.threshold_tensor.defined()) grads[5] = like(sum_over_batch(threshold_sum).sum(), term.threshold_tensor);
   return grads;
 }
 

@@ -28,19 +28,20 @@ struct Side {
     if (all_slope == nullptr) return;
     slope = all_slope + h * (kinks + 1);
     intercept = all_intercept + h * (kinks + 1);
-    if (tables.grad_slope == nullptr) return;
-    grad_slope = tables.grad_slope + pair * (kinks + 1);
-    grad_intercept = tables.grad_intercept + pair * (kinks + 1);
-    grad_c = tables.grad_c + pair;
-    grad_threshold = tables.grad_threshold + pair;
+    this->pair = pair;
   }
   // Backward, after a row's runs: sum_a = sum a dS x and sum_p = sum a dS dpsi/dc over its keys on
   // this side reach c and the threshold through x = psi / den: dx/dc = (dpsi/dc - x dden/dc) / den,
   // dx/dthreshold = -x dden/dthreshold / den.
   ROFORMER_ALWAYS_INLINE void add_row_grads(int64_t i, double sum_a, double sum_p) {
     const double den = double(denominator[i]);
-    *grad_c += (sum_p - sum_a * double(static_cast<const T*>(tables.denominator_by_c)[i])) / den;
-    *grad_threshold -= sum_a * double(static_cast<const T*>(tables.denominator_by_threshold)[i]) / den;
+    tables.grad_c[pair] += (sum_p - sum_a * double(static_cast<const T*>(tables.denominator_by_c)[i])) / den;
+    tables.grad_threshold[pair] -= sum_a * double(static_cast<const T*>(tables.denominator_by_threshold)[i]) / den;
+  }
+  // The segment's slope and intercept gradients, this pair's own.
+  ROFORMER_ALWAYS_INLINE void add_segment_grads(int64_t s, double by_x, double by_1) {
+    tables.grad_slope[pair * (kinks + 1) + s] += by_x;
+    tables.grad_intercept[pair * (kinks + 1) + s] += by_1;
   }
   const FireSide& tables;
   // The first segment holding distance d of row i.
@@ -61,10 +62,7 @@ struct Side {
   const T* all_intercept;
   const T* slope = nullptr;
   const T* intercept = nullptr;
-  double* grad_slope = nullptr;
-  double* grad_intercept = nullptr;
-  double* grad_c = nullptr;
-  double* grad_threshold = nullptr;
+  int64_t pair = 0;  // the (batch, head) pair whose gradients the backward adds to
 };
 
 template <typename T, int kBytes = 32>
@@ -135,8 +133,7 @@ struct Fire {
       by_1 += double(ds[c]);
       by_p += double(ds[c]) * double(psi_by_c_at[step * c]);
     }
-    side.grad_slope[s] += by_x;
-    side.grad_intercept[s] += by_1;
+    side.add_segment_grads(s, by_x, by_1);
     sum_a += double(side.slope[s]) * by_x;
     sum_p += double(side.slope[s]) * by_p;
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "roformer/ops/tile_attention/terms/grad_sums.h"
 #include "roformer/ops/tile_attention/terms/relative_kernel.h"
 
 namespace roformer::ops {
@@ -89,14 +90,11 @@ RelativeTables describe(const RelativeTerm& term, const at::Tensor& q, const Til
   return tables;
 }
 
-// The sum over the batch of per-pair gradients [B, H, N, D], in batch order (the same at every
-// thread count), times `factor`, in `like`'s dtype and row count (zero past N).
-at::Tensor batch_sum(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
-  at::Tensor sum = per_pair[0].clone();
-  for (int64_t b = 1; b < per_pair.size(0); ++b) sum.add_(per_pair[b]);
-  sum.mul_(factor);
+// The per-pair table gradients [B, H, N, D] summed over the batch, times `factor`, in `like`'s
+// dtype and row count (zero past N).
+at::Tensor table_grad(const at::Tensor& per_pair, double factor, const at::Tensor& like) {
   at::Tensor out = at::zeros(like.sizes(), like.options());
-  out.narrow(1, 0, sum.size(1)).copy_(sum);
+  out.narrow(1, 0, per_pair.size(2)).copy_(sum_over_batch(per_pair).mul_(factor));
   return out;
 }
 
@@ -135,8 +133,8 @@ std::vector<torch::Tensor> run_tile_grads(const RelativeTerm& term, const torch:
   tables.grad_table = grad_table.data_ptr();
   tile_attention_grad_cpu(launch, grad, relative_grad_pairs(launch.dtype), &tables);
   std::vector<at::Tensor> grads{grad_q.mul_(launch.scale).to(term.q.scalar_type()),
-                                relative_tile_tables::batch_sum(grad_table, launch.scale, term.table), at::Tensor()};
-  if (grad_value.defined()) grads[2] = relative_tile_tables::batch_sum(grad_value, 1.0, term.value_table);
+                                relative_tile_tables::table_grad(grad_table, launch.scale, term.table), at::Tensor()};
+  if (grad_value.defined()) grads[2] = relative_tile_tables::table_grad(grad_value, 1.0, term.value_table);
   return grads;
 }
 

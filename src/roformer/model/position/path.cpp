@@ -1,6 +1,7 @@
 // PaTH's accumulated Householder transforms (see path.h).
 #include "roformer/model/position/path.h"
 
+#include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linear.h>
 #include <torch/torch.h>
 
@@ -20,11 +21,39 @@ torch::Tensor pad_tokens(const torch::Tensor& x, int64_t length) {
   return torch::cat({x, torch::zeros(shape, x.options())}, 2);
 }
 
-// rows - beta (rows . w) w where `take` (per row, 0 or 1) holds: rows [.., R, D] times H = I - beta w w^T.
-torch::Tensor reflect_rows(const torch::Tensor& rows, const torch::Tensor& w, const torch::Tensor& beta,
-                           const torch::Tensor& take) {
-  const torch::Tensor amount = (rows * w.unsqueeze(-2)).sum(-1) * beta.unsqueeze(-1) * take;  // [.., R]
-  return rows - amount.unsqueeze(-1) * w.unsqueeze(-2);
+// The strictly lower triangle of x [.., b, b]: entry (s, t) for s > t.
+torch::Tensor strictly_lower(const torch::Tensor& x) {
+  return x.tril(-1);
+}
+
+// The score blocks laid out as [B, H, nq * b, n * b] rows by keys: by_distance[d] [B, H, count, b,
+// b] holds the query blocks lowest[d], lowest[d] + 1, ... (from `first`) against the key block d
+// before each; key blocks after a query's are 0.
+torch::Tensor assemble_blocks(const std::vector<torch::Tensor>& by_distance, const std::vector<int64_t>& lowest,
+                              int64_t first, int64_t nq, int64_t n) {
+  const torch::Tensor& own = by_distance.front();
+  const int64_t B = own.size(0), H = own.size(1), b = own.size(3);
+  std::vector<int64_t> base(by_distance.size());  // where each distance's blocks start in `flat`
+  int64_t total = 0;
+  for (size_t d = 0; d < by_distance.size(); ++d) {
+    base[d] = total;
+    total += by_distance[d].size(2);
+  }
+  std::vector<torch::Tensor> parts = by_distance;
+  parts.push_back(torch::zeros({B, H, 1, b, b}, own.options()));  // index `total`: no key block
+  std::vector<int64_t> pick(nq * n, total);
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t m = 0; m < n; ++m) {
+      const int64_t d = first + r - m;
+      if (d >= 0 && d < static_cast<int64_t>(by_distance.size()) && r >= lowest[d])
+        pick[r * n + m] = base[d] + r - lowest[d];
+    }
+  const torch::Tensor index = torch::tensor(pick, torch::dtype(torch::kLong)).to(own.device());
+  return torch::cat(parts, 2)
+      .index_select(2, index)
+      .view({B, H, nq, n, b, b})
+      .permute({0, 1, 2, 4, 3, 5})
+      .reshape({B, H, nq * b, n * b});
 }
 
 }  // namespace
@@ -49,52 +78,45 @@ PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, i
   const auto opts = k.options();
   kb.keys = pad_tokens(k, n * b).view({B, H, n, b, D});
   kb.w = pad_tokens(t.w, n * b).view({B, H, n, b, D});
-  kb.beta = pad_tokens(t.beta.unsqueeze(-1), n * b).view({B, H, n, b});  // padding: H = I
-  const torch::Tensor local = torch::arange(b, opts.dtype(torch::kLong));
-  kb.carried = kb.keys;
-  kb.product = torch::eye(D, opts).expand({B, H, n, D, D});
-  for (int64_t s = 0; s < b; ++s) {
-    const torch::Tensor w = kb.w.select(3, s), beta = kb.beta.select(3, s);  // [B, H, n, D], [B, H, n]
-    if (s > 0) kb.carried = reflect_rows(kb.carried, w, beta, (local < s).to(opts.dtype()));
-    kb.product = kb.product - (beta.unsqueeze(-1) * w).unsqueeze(-1) * at::matmul(w.unsqueeze(-2), kb.product);
-  }
+  const torch::Tensor beta = pad_tokens(t.beta.unsqueeze(-1), n * b).view({B, H, n, b});  // padding: H = I
+  // The UT transform: T = (I + diag(beta) L)^-1 diag(beta) with L = strictly_lower(W W^T), so a row
+  // x taken through the block from its end down is x - (x W^T T) W.
+  const torch::Tensor unit = torch::eye(b, opts).expand({B, H, n, b, b});
+  const torch::Tensor lower = strictly_lower(at::matmul(kb.w, kb.w.transpose(-1, -2)));
+  kb.transform = at::linalg_solve_triangular(unit + beta.unsqueeze(-1) * lower, torch::diag_embed(beta),
+                                             /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  kb.key_reach = strictly_lower(at::matmul(kb.w, kb.keys.transpose(-1, -2)));  // w_s . k_j, s > j
+  // Keys carried to the block's end: k_j - sum_{s > j} (T key_reach)[s, j] w_s.
+  kb.carried = kb.keys - at::matmul(at::matmul(kb.transform, kb.key_reach).transpose(-1, -2), kb.w);
+  kb.product = torch::eye(D, opts) - at::matmul(kb.w.transpose(-1, -2), at::matmul(kb.transform, kb.w));
   return kb;
 }
 
 torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64_t begin, int64_t end) {
   const int64_t B = q.size(0), H = q.size(1), S = kb.length, D = q.size(3), b = kb.block, n = kb.blocks;
   const int64_t first = begin / b, last = (end + b - 1) / b, nq = last - first;  // query blocks [first, last)
-  const auto opts = q.options();
-  const torch::Tensor local = torch::arange(b, opts.dtype(torch::kLong));
-  // The query blocks' own keys, by a sweep from the block's last key back: before key j the rows
-  // i > j hold q_i H_i ... H_{j+1}; afterwards every row holds q_i H_i ... H_s.
+  // Within the query blocks: row i's coefficients on w_t (t <= i) are A = tril(Q W^T) T, so its
+  // score with key j of the block is q_i . k_j - sum_{j < s <= i} A[i, s] (w_s . k_j), and the
+  // row carried to the block's start is q_i - A W.
   torch::Tensor P =
       pad_tokens(q.narrow(2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D});
-  const torch::Tensor Wq = kb.w.narrow(2, first, nq), Bq = kb.beta.narrow(2, first, nq),
-                      Kq = kb.keys.narrow(2, first, nq);
-  std::vector<torch::Tensor> own(b);
-  for (int64_t j = b - 1; j >= 0; --j) {
-    own[j] = (P * Kq.select(3, j).unsqueeze(3)).sum(-1);  // [B, H, nq, b rows]
-    P = reflect_rows(P, Wq.select(3, j), Bq.select(3, j), (local >= j).to(opts.dtype()));
+  const torch::Tensor Wq = kb.w.narrow(2, first, nq), Kq = kb.keys.narrow(2, first, nq);
+  const torch::Tensor A = at::matmul(at::matmul(P, Wq.transpose(-1, -2)).tril(), kb.transform.narrow(2, first, nq));
+  std::vector<torch::Tensor> by_distance{
+      (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, kb.key_reach.narrow(2, first, nq))).tril()};
+  P = P - at::matmul(A, Wq);
+  // Earlier blocks, nearest first: P . carried keys, then P absorbs that block's product; at
+  // distance d only the query blocks c >= d have a key block c - d, so P drops its first rows.
+  std::vector<int64_t> lowest{0};  // per distance: the first query block (from `first`) it holds
+  for (int64_t d = 1; d < last && std::max(first, d) < last; ++d) {
+    const int64_t lo = std::max(first, d) - first, count = nq - lo;
+    P = P.narrow(2, lo - lowest.back(), count);
+    lowest.push_back(lo);
+    const int64_t source = first + lo - d;  // the key block of query block first + lo
+    by_distance.push_back(at::matmul(P, kb.carried.narrow(2, source, count).transpose(-1, -2)));
+    if (d + 1 < last) P = at::matmul(P, kb.product.narrow(2, source, count));
   }
-  const torch::Tensor causal = torch::ones({b, b}, opts).tril();
-  std::vector<torch::Tensor> by_distance{torch::stack(own, -1) * causal};  // distance 0: [B, H, nq, b, b]
-  // Earlier blocks, nearest first: P . carried keys, then P absorbs that block's product. Index 0
-  // of the padded arrays (identity, zero keys) serves query blocks with no block that far back.
-  const torch::Tensor products = torch::cat({torch::eye(D, opts).expand({B, H, 1, D, D}), kb.product}, 2);
-  const torch::Tensor keys = torch::cat({torch::zeros({B, H, 1, b, D}, opts), kb.carried}, 2);
-  const torch::Tensor query_blocks = torch::arange(first, last, opts.dtype(torch::kLong));
-  for (int64_t d = 1; d < last; ++d) {
-    const torch::Tensor source = (query_blocks - d + 1).clamp_min(0);
-    by_distance.push_back(at::matmul(P, keys.index_select(2, source).transpose(-1, -2)));
-    P = at::matmul(P, products.index_select(2, source));
-  }
-  by_distance.push_back(torch::zeros_like(by_distance.front()));  // key blocks after the query's
-  const torch::Tensor stacked = torch::stack(by_distance, 4);     // [B, H, nq, b, last + 1, b]
-  const torch::Tensor distance = query_blocks.unsqueeze(1) - torch::arange(n, opts.dtype(torch::kLong)).unsqueeze(0);
-  const torch::Tensor pick = torch::where(distance >= 0, distance, torch::full_like(distance, last));  // [nq, n]
-  const torch::Tensor full = stacked.gather(4, pick.view({1, 1, nq, 1, n, 1}).expand({B, H, nq, b, n, b}));
-  return full.reshape({B, H, nq * b, n * b}).narrow(2, begin - first * b, end - begin).narrow(3, 0, S);
+  return assemble_blocks(by_distance, lowest, first, nq, n).narrow(2, begin - first * b, end - begin).narrow(3, 0, S);
 }
 
 torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const PathTransforms& t, int64_t begin,
@@ -156,27 +178,30 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor&
   return torch::cat({w, beta.transpose(1, 2).unsqueeze(-1), c.unsqueeze(-1)}, -1);  // [B, H, S, D + 2]
 }
 
-torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& /*scores*/,
-                                   const torch::Tensor& /*positions*/, int64_t layer, int64_t begin, int64_t end,
-                                   const torch::Tensor& state) {
-  const int64_t D = q.size(-1), C = end - begin;
+torch::Tensor PathImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& /*positions*/, int64_t begin, int64_t end,
+                                       const torch::Tensor& state) {
+  const int64_t D = q.size(-1);
   const auto acc = state.scalar_type();
-  const torch::Tensor qa = q.to(acc), ka = k.to(acc);
-  if (begin == 0 || layer != key_blocks_layer_ || key_blocks_.length != k.size(2)) {
-    key_blocks_ = path_key_blocks(ka, {state.narrow(-1, 0, D), state.select(-1, D)}, config_.block);
-    key_blocks_layer_ = layer;
+  if (begin == 0 || !key_blocks_state_.is_same(state) || key_blocks_.length != k.size(2)) {
+    key_blocks_ = path_key_blocks(k.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, config_.block);
+    key_blocks_state_ = state;
   }
-  torch::Tensor term = path_scores(qa, key_blocks_, begin, end) -
-                       at::matmul(qa.narrow(2, begin, C), ka.transpose(-2, -1));  // what attention's q.k lacks
+  const torch::Tensor scores = path_scores(q.to(acc), key_blocks_, begin, end) * score_scale(D);
   if (end == k.size(2)) {  // the layer's last rows: let the key blocks (and their graph) go
     key_blocks_ = PathKeyBlocks{};
-    key_blocks_layer_ = -1;
+    key_blocks_state_ = torch::Tensor();
   }
-  if (config_.forget_gate) {
-    const torch::Tensor c = state.select(-1, D + 1);  // [B, H, S]
-    term = term + (c.narrow(2, begin, C).unsqueeze(-1) - c.unsqueeze(2));
-  }
-  return term * score_scale(D);
+  return scores;
+}
+
+torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& /*k*/, const torch::Tensor& /*scores*/,
+                                   const torch::Tensor& /*positions*/, int64_t /*layer*/, int64_t begin, int64_t end,
+                                   const torch::Tensor& state) {
+  if (!config_.forget_gate) return {};
+  const int64_t D = q.size(-1);
+  const torch::Tensor c = state.select(-1, D + 1);  // [B, H, S]
+  return (c.narrow(2, begin, end - begin).unsqueeze(-1) - c.unsqueeze(2)) * score_scale(D);
 }
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

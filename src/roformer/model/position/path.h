@@ -8,11 +8,12 @@
 // path.forget_gate FoX's c_i - c_j joins before the scale, as the authors' reference does
 // (PaTH-FoX). Causal only; no RoPE.
 //
-// The products are formed blockwise (path.block tokens): within a block by a sweep over its
-// tokens, across blocks by each block's product M = H_e-1 ... H_s and its keys carried to the
-// block's end, so a pass makes about S / block sequential steps of batched matrix products (the
-// structure of the authors' UT-transform kernel, without its triangular solve). Attention forms
-// the scores; the term handed back is PaTH's scores minus plain q.k (plus the gate).
+// The products are formed blockwise (path.block tokens), as the authors' kernel does: within a
+// block by the UT transform (one triangular solve turns the block's sweep of reflections into
+// matrix products), across blocks by each block's product M = H_e-1 ... H_s and its keys carried
+// to the block's end, so a pass makes about S / block sequential steps of batched matrix
+// products. Attention forms the scores; content_scores hands back PaTH's scores and
+// score_term the gate.
 #pragma once
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -41,12 +42,13 @@ struct PathTransforms {
   torch::Tensor w, beta;
 };
 
-// What every block of query rows needs from the keys, formed once per layer and pass: the keys,
-// w and beta padded to whole blocks of `block` tokens ([B, H, n, block, ...]), each block's keys
-// carried to its end (H_{e-1} ... H_{j+1} k_j) and each block's product H_{e-1} ... H_s.
+// What every block of query rows needs from the keys, formed once per layer and pass: the keys
+// and w padded to whole blocks of `block` tokens ([B, H, n, block, D]), each block's UT transform
+// T = (I + diag(beta) strictly_lower(W W^T))^-1 diag(beta) and strictly_lower(W K^T) ([.., block,
+// block]), its keys carried to its end (H_{e-1} ... H_{j+1} k_j) and its product H_{e-1} ... H_s.
 struct PathKeyBlocks {
   int64_t length = 0, block = 0, blocks = 0;
-  torch::Tensor keys, w, beta, carried, product;
+  torch::Tensor keys, w, transform, key_reach, carried, product;
 };
 PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, int64_t block);
 
@@ -63,7 +65,10 @@ class PathImpl : public PositionEncodingImpl {
   // w, beta (and FoX's c with the gate) packed as [B, H, S, D + 2] in fp32 (fp64 for a double model).
   torch::Tensor layer_state(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& positions,
                             int64_t layer, const torch::Tensor& segments) override;
-  // (PaTH's scores - q.k) / sqrt(d) (+ (c_i - c_j) / sqrt(d)) for query rows [begin, end).
+  // PaTH's scores / sqrt(d) for query rows [begin, end), in state's precision.
+  torch::Tensor content_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                               int64_t begin, int64_t end, const torch::Tensor& state) override;
+  // PaTH-FoX's (c_i - c_j) / sqrt(d) for query rows [begin, end); undefined without the gate.
   torch::Tensor score_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& scores,
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& state) override;
@@ -80,9 +85,9 @@ class PathImpl : public PositionEncodingImpl {
   int64_t heads_;
   std::vector<PathLayer> layers_;
   // The current layer's key blocks: attention asks for query rows from 0 upwards, so a request
-  // for rows from 0 (or for another layer or keys) forms them anew.
+  // for rows from 0 (or for another layer's state or keys) forms them anew.
   PathKeyBlocks key_blocks_;
-  int64_t key_blocks_layer_ = -1;
+  torch::Tensor key_blocks_state_;
 };
 
 }  // namespace roformer::model

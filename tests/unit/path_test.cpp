@@ -4,8 +4,8 @@
 // with H_t = I - beta_t w_t w_t^T, times 1/sqrt(d) (with FoX's c_i - c_j added before the scale
 // for PaTH-FoX, as the authors' naive_path_attn does). Every block size gives the same output,
 // all query rows at once and in blocks; a product one factor longer, reversed, or beta without
-// its factor 2 must fail. Model-wide suites (causal leak, finite-difference gradients,
-// parameter counts) run PaTH in model_test.
+// its factor 2 must fail; the gradients are the definition's. Model-wide suites (causal leak, finite-difference
+// gradients, parameter counts) run PaTH in model_test.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -182,6 +182,44 @@ TEST(Path, BlockedScoresEqualTokenByTokenOnes) {
       const torch::Tensor got = path_scores(q, k, t, begin, end, block);
       EXPECT_TRUE(torch::allclose(got, want.narrow(2, begin, end - begin), 1e-10, 1e-10))
           << "block " << block << " rows " << begin << ".." << end;
+    }
+}
+
+// Gradients of the blocked scores (the UT transform within blocks, the sweep's own backward across
+// them) against autograd through the definition written token by token, in double.
+TEST(Path, BlockedScoresDifferentiateAsTheDefinition) {
+  torch::manual_seed(9);
+  const int64_t B = 2, H = 2, S = 13, D = 4;
+  auto leaf = [&](torch::Tensor t) { return t.requires_grad_(true); };
+  const torch::Tensor q = leaf(torch::randn({B, H, S, D}, kDouble)), k = leaf(torch::randn({B, H, S, D}, kDouble));
+  const torch::Tensor w_raw = leaf(torch::randn({B, H, S, D}, kDouble)),
+                      beta = leaf(2.0 * torch::rand({B, H, S}, kDouble));
+  const torch::Tensor weights = torch::randn({B, H, S, S}, kDouble);
+  const torch::Tensor w = w_raw / w_raw.norm(2, -1, true);
+  std::vector<torch::Tensor> rows;  // row i: q_i carried back key by key
+  for (int64_t i = 0; i < S; ++i) {
+    std::vector<torch::Tensor> row(S, torch::zeros({B, H}, kDouble));
+    torch::Tensor v = q.select(2, i);
+    row[i] = (v * k.select(2, i)).sum(-1);
+    for (int64_t t = i; t > 0; --t) {
+      const torch::Tensor wt = w.select(2, t);
+      v = v - beta.select(2, t).unsqueeze(-1) * (v * wt).sum(-1, true) * wt;
+      row[t - 1] = (v * k.select(2, t - 1)).sum(-1);
+    }
+    rows.push_back(torch::stack(row, -1));
+  }
+  const torch::Tensor want_scores = torch::stack(rows, 2);
+  const std::vector<torch::Tensor> leaves{q, k, w_raw, beta};
+  for (int64_t block : {1, 3, 4, 13})
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, S}, {5, 11}}) {
+      SCOPED_TRACE("block " + std::to_string(block) + " rows " + std::to_string(begin) + ".." + std::to_string(end));
+      const torch::Tensor part = weights.narrow(2, begin, end - begin);
+      const auto want = torch::autograd::grad({(want_scores.narrow(2, begin, end - begin) * part).sum()}, leaves, {},
+                                              /*retain_graph=*/true);
+      const torch::Tensor got_scores = path_scores(q, k, PathTransforms{w, beta}, begin, end, block);
+      const auto got = torch::autograd::grad({(got_scores * part).sum()}, leaves, {}, /*retain_graph=*/true);
+      for (size_t i = 0; i < leaves.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-10, 1e-10)) << "input " << i;
     }
 }
 

@@ -339,12 +339,14 @@ TEST(TileAttentionGrad, FireEqualsAutogradThroughItsPiecewiseMapInDouble) {
 // CoPE (causal): each row's gates counted from the diagonal back and its q . e table interpolated
 // at the count (capped at P - 1), against autograd through the fused CoPE term on the explicit
 // scores; the gradients reach q and k through the gates too, and the table. Tables of 4 and 300
-// positions: counts capped and not.
+// positions: counts capped and not. The backward takes each row's gate total from the forward, or
+// (a term without the forward's totals) counts the gates again.
 TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScoresInDouble) {
   torch::manual_seed(49);
   for (const int64_t S : kLengths)
     for (const int64_t P : {4, 300})
       for (const bool padded : {false, true}) {
+        const bool recount = padded == (P == 4);  // each way capped and not, padded and not
         const int64_t H = 3, D = 8;
         const torch::Tensor q = leaf(heads(2, H, S, D)), k = leaf(heads(2, H, S, D)), v = leaf(heads(2, H, S, D));
         const torch::Tensor at_integers = leaf(torch::randn({2, H, S, P}, torch::kFloat64));
@@ -353,8 +355,9 @@ TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScores
         expect_same_gradients(
             {q, k, v, at_integers},
             [&] {
-              return ops::tile_attention_trainable(q, k, v, scale, true, TileTerm{ops::CopeTerm{at_integers}}, kSoftmax,
-                                                   lengths);
+              ops::CopeTerm term{at_integers};
+              if (recount) term.totals = nullptr;
+              return ops::tile_attention_trainable(q, k, v, scale, true, TileTerm{term}, kSoftmax, lengths);
             },
             [&] {
               torch::Tensor scores =
@@ -363,7 +366,8 @@ TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScores
                 scores = scores.masked_fill(torch::arange(S).view({1, 1, 1, S}) >= lengths.view({-1, 1, 1, 1}), -kInf);
               return torch::matmul(probabilities(scores + ops::cope_term(scores, at_integers), true, lengths), v);
             },
-            "S " + std::to_string(S) + " P " + std::to_string(P) + (padded ? " padded" : ""));
+            "S " + std::to_string(S) + " P " + std::to_string(P) + (padded ? " padded" : "") +
+                (recount ? " recounted" : ""));
       }
 }
 

@@ -1,6 +1,8 @@
 // PaTH's accumulated Householder transforms (see path.h).
 #include "roformer/model/position/path.h"
 
+#include "roformer/model/position/path_sweep.h"
+
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linear.h>
 #include <torch/torch.h>
@@ -26,34 +28,29 @@ torch::Tensor strictly_lower(const torch::Tensor& x) {
   return x.tril(-1);
 }
 
-// The score blocks laid out as [B, H, nq * b, n * b] rows by keys: by_distance[d] [B, H, count, b,
-// b] holds the query blocks lowest[d], lowest[d] + 1, ... (from `first`) against the key block d
-// before each; key blocks after a query's are 0.
-torch::Tensor assemble_blocks(const std::vector<torch::Tensor>& by_distance, const std::vector<int64_t>& lowest,
-                              int64_t first, int64_t nq, int64_t n) {
-  const torch::Tensor& own = by_distance.front();
-  const int64_t B = own.size(0), H = own.size(1), b = own.size(3);
-  std::vector<int64_t> base(by_distance.size());  // where each distance's blocks start in `flat`
-  int64_t total = 0;
-  for (size_t d = 0; d < by_distance.size(); ++d) {
-    base[d] = total;
-    total += by_distance[d].size(2);
-  }
-  std::vector<torch::Tensor> parts = by_distance;
-  parts.push_back(torch::zeros({B, H, 1, b, b}, own.options()));  // index `total`: no key block
-  std::vector<int64_t> pick(nq * n, total);
+// x [B, H, n, r, c] -> [n, B * H, r, c] contiguous: the sweep's layout.
+torch::Tensor block_major(const torch::Tensor& x) {
+  return x.permute({2, 0, 1, 3, 4}).reshape({x.size(2), x.size(0) * x.size(1), x.size(3), x.size(4)});
+}
+
+// The score blocks as rows by keys, [B, H, nq * b, n * b]: own [nq, BH, b, b] the query blocks'
+// own, earlier [total, BH, b, b] path_sweep's blocks of `steps`; key blocks after a query's are 0.
+torch::Tensor assemble_blocks(const torch::Tensor& own, const torch::Tensor& earlier,
+                              const std::vector<PathSweepStep>& steps, int64_t first, int64_t n, int64_t B) {
+  const int64_t nq = own.size(0), BH = own.size(1), b = own.size(2);
+  const int64_t none = nq + earlier.size(0);  // the index of a zero block
+  std::vector<int64_t> pick(nq * n, none);
   for (int64_t r = 0; r < nq; ++r)
-    for (int64_t m = 0; m < n; ++m) {
+    for (int64_t m = 0; m <= std::min(first + r, n - 1); ++m) {
       const int64_t d = first + r - m;
-      if (d >= 0 && d < static_cast<int64_t>(by_distance.size()) && r >= lowest[d])
-        pick[r * n + m] = base[d] + r - lowest[d];
+      pick[r * n + m] = d == 0 ? r : nq + steps[d - 1].base + r - steps[d - 1].lowest;
     }
   const torch::Tensor index = torch::tensor(pick, torch::dtype(torch::kLong)).to(own.device());
-  return torch::cat(parts, 2)
-      .index_select(2, index)
-      .view({B, H, nq, n, b, b})
-      .permute({0, 1, 2, 4, 3, 5})
-      .reshape({B, H, nq * b, n * b});
+  return torch::cat({own, earlier, torch::zeros({1, BH, b, b}, own.options())}, 0)
+      .index_select(0, index)
+      .view({nq, n, B, BH / B, b, b})
+      .permute({2, 3, 0, 4, 1, 5})
+      .reshape({B, BH / B, nq * b, n * b});
 }
 
 }  // namespace
@@ -87,8 +84,8 @@ PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, i
                                              /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   kb.key_reach = strictly_lower(at::matmul(kb.w, kb.keys.transpose(-1, -2)));  // w_s . k_j, s > j
   // Keys carried to the block's end: k_j - sum_{s > j} (T key_reach)[s, j] w_s.
-  kb.carried = kb.keys - at::matmul(at::matmul(kb.transform, kb.key_reach).transpose(-1, -2), kb.w);
-  kb.product = torch::eye(D, opts) - at::matmul(kb.w.transpose(-1, -2), at::matmul(kb.transform, kb.w));
+  kb.carried = block_major(kb.keys - at::matmul(at::matmul(kb.transform, kb.key_reach).transpose(-1, -2), kb.w));
+  kb.product = block_major(torch::eye(D, opts) - at::matmul(kb.w.transpose(-1, -2), at::matmul(kb.transform, kb.w)));
   return kb;
 }
 
@@ -102,21 +99,15 @@ torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64
       pad_tokens(q.narrow(2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D});
   const torch::Tensor Wq = kb.w.narrow(2, first, nq), Kq = kb.keys.narrow(2, first, nq);
   const torch::Tensor A = at::matmul(at::matmul(P, Wq.transpose(-1, -2)).tril(), kb.transform.narrow(2, first, nq));
-  std::vector<torch::Tensor> by_distance{
-      (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, kb.key_reach.narrow(2, first, nq))).tril()};
+  const torch::Tensor own =
+      (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, kb.key_reach.narrow(2, first, nq))).tril();
   P = P - at::matmul(A, Wq);
   // Earlier blocks, nearest first: P . carried keys, then P absorbs that block's product; at
-  // distance d only the query blocks c >= d have a key block c - d, so P drops its first rows.
-  std::vector<int64_t> lowest{0};  // per distance: the first query block (from `first`) it holds
-  for (int64_t d = 1; d < last && std::max(first, d) < last; ++d) {
-    const int64_t lo = std::max(first, d) - first, count = nq - lo;
-    P = P.narrow(2, lo - lowest.back(), count);
-    lowest.push_back(lo);
-    const int64_t source = first + lo - d;  // the key block of query block first + lo
-    by_distance.push_back(at::matmul(P, kb.carried.narrow(2, source, count).transpose(-1, -2)));
-    if (d + 1 < last) P = at::matmul(P, kb.product.narrow(2, source, count));
-  }
-  return assemble_blocks(by_distance, lowest, first, nq, n).narrow(2, begin - first * b, end - begin).narrow(3, 0, S);
+  // distance d only the query blocks c >= d have a key block c - d.
+  const torch::Tensor earlier = path_sweep(block_major(P), kb.carried, kb.product, first);
+  return assemble_blocks(block_major(own), earlier, path_sweep_steps(first, nq), first, n, B)
+      .narrow(2, begin - first * b, end - begin)
+      .narrow(3, 0, S);
 }
 
 torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const PathTransforms& t, int64_t begin,

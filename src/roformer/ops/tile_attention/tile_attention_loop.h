@@ -40,6 +40,11 @@ template <typename Term, typename = void>
 struct forms_scores : std::false_type {};
 template <typename Term>
 struct forms_scores<Term, std::void_t<decltype(&Term::scores)>> : std::true_type {};
+// Whether a term keeps something of each block of query rows once its keys are visited (has end()).
+template <typename Term, typename = void>
+struct ends_rows : std::false_type {};
+template <typename Term>
+struct ends_rows<Term, std::void_t<decltype(&Term::end)>> : std::true_type {};
 
 // e^(x - top) for every lane of a vector of kBytes (float: vector_exp.h; double: the C library's per lane).
 template <int kBytes, typename T>
@@ -267,6 +272,7 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
       for (int64_t d = 0; d < D; ++d) o[d] = o[d] * f + add[d];
     }
   }
+  if constexpr (ends_rows<Term>::value) term.end();
   T* out = static_cast<T*>(p.out) + b * p.out_stride[0] + h * p.out_stride[1] + i0 * p.out_stride[2];
   if (p.lse != nullptr && !sticks) {
     T* lse = static_cast<T*>(p.lse) + pair * S + i0;

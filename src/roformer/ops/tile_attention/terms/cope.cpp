@@ -22,6 +22,10 @@ void run_tiles(const CopeTerm& term, const torch::Tensor& q, const TileAttention
   CopeTables tables;
   tables.at_integers = table.data_ptr();
   tables.positions = table.size(-1);
+  if (term.totals) {
+    *term.totals = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+    tables.totals = term.totals->data_ptr();
+  }
   tile_attention_cpu(launch, cope_items(launch.dtype), &tables);
 }
 
@@ -40,6 +44,9 @@ std::vector<torch::Tensor> run_tile_grads(const CopeTerm& term, const torch::Ten
   tables.at_integers = table.data_ptr();
   tables.positions = table.size(-1);
   tables.grad_at_integers = grad_table.data_ptr();
+  const bool known = term.totals && term.totals->defined() && term.totals->scalar_type() == q.scalar_type() &&
+                     term.totals->sizes() == q.sizes().slice(0, 3);
+  if (known) tables.known_totals = term.totals->data_ptr();
   tile_attention_grad_cpu(launch, grad, cope_grad_pairs(launch.dtype), &tables);
   return {grad_table.narrow(3, 0, table.size(3)).to(term.at_integers.scalar_type())};
 }

@@ -5,6 +5,7 @@
 
 #include <torch/types.h>
 
+#include <memory>
 #include <vector>
 
 #include "roformer/ops/tile_attention/tile_attention_kernels.h"
@@ -16,6 +17,9 @@ namespace roformer::ops {
 // row interpolated at min(sum_{t=j..i} sigmoid(score_it), P - 1) (ops::cope_term's map).
 struct CopeTerm {
   torch::Tensor at_integers;
+  // Each row's gate total, [B, H, S]: the forward's, kept for the backward of the same term (its
+  // copies share it), which then need not count the gates again.
+  std::shared_ptr<torch::Tensor> totals = std::make_shared<torch::Tensor>();
   // ops::short_attention_cope computes the same term in its rows.
   static constexpr TileTermProperties properties() {
     TileTermProperties p;

@@ -48,6 +48,11 @@ struct Cope {
   }
   ROFORMER_ALWAYS_INLINE void tile(int64_t, int64_t) {}
   ROFORMER_ALWAYS_INLINE void output(int64_t, T*, T*) {}
+  // The forward's rows have counted every visible key: their totals, for the backward.
+  ROFORMER_ALWAYS_INLINE void end() {
+    if (cope.totals == nullptr) return;
+    std::copy(counted.begin(), counted.end(), static_cast<T*>(cope.totals) + pair * seq + first_row);
+  }
   ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t i, int64_t j0, int64_t n, T* row) {
     if (grads) return add_ascending(r, i, j0, n, row);
     if (static_cast<int64_t>(gates.size()) < n) gates.resize(n);
@@ -63,8 +68,17 @@ struct Cope {
   }
 
   // ---- Backward ----
-  // Each row's total of the gates over its visible keys (the count at key 0), from a pass of q k^T.
+  // Each row's total of the gates over its visible keys (the count at key 0): the forward's, or
+  // from a pass of q k^T.
   ROFORMER_ALWAYS_INLINE void grad_begin() {
+    std::fill(before.begin(), before.end(), T(0));
+    std::fill(by_gate.begin(), by_gate.end(), T(0));
+    rows_grad = static_cast<T*>(cope.grad_at_integers) + (pair * seq + first_row) * (positions + 1);
+    if (cope.known_totals != nullptr) {
+      const T* known = static_cast<const T*>(cope.known_totals) + pair * seq + first_row;
+      std::copy(known, known + row_count, total.begin());
+      return;
+    }
     constexpr int64_t W = small_gemm::Vec<T, kBytes>::width;
     const int64_t D = launch.head_dim, b = pair / heads, h = pair % heads;
     const T* q = static_cast<const T*>(launch.q) + b * launch.q_stride[0] + h * launch.q_stride[1] +
@@ -85,9 +99,6 @@ struct Cope {
         total[r] += tile_loop::row_sum<kBytes>(s, n);
       }
     }
-    std::fill(before.begin(), before.end(), T(0));
-    std::fill(by_gate.begin(), by_gate.end(), T(0));
-    rows_grad = static_cast<T*>(cope.grad_at_integers) + (pair * seq + first_row) * (positions + 1);
   }
   // The term in the backward's order: key j's count is the total less the gates of the keys
   // before it. Kept per key for grad_row: the gate, the count's floor index and upper weight, and

@@ -16,6 +16,7 @@
 
 #include "attention_reference.h"
 #include "roformer/model/position/path.h"
+#include "roformer/model/position/path_sweep.h"
 
 namespace path_test {
 
@@ -221,6 +222,26 @@ TEST(Path, BlockedScoresDifferentiateAsTheDefinition) {
       for (size_t i = 0; i < leaves.size(); ++i)
         EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-10, 1e-10)) << "input " << i;
     }
+}
+
+// The CPU's block copies and the device-generic gather lay the blocks out alike, values and
+// gradients, for every query block range.
+TEST(Path, BlockRowsByCopyEqualThemByGather) {
+  torch::manual_seed(11);
+  const int64_t B = 2, BH = 6, b = 3, n = 5;
+  for (auto [first, nq] : {std::pair<int64_t, int64_t>{0, 5}, {2, 3}, {4, 1}}) {
+    int64_t total = 0;
+    for (const PathSweepStep& s : path_sweep_steps(first, nq)) total += s.count;
+    const torch::Tensor own = torch::randn({nq, BH, b, b}, kDouble).requires_grad_(true);
+    const torch::Tensor earlier = torch::randn({total, BH, b, b}, kDouble).requires_grad_(true);
+    const torch::Tensor weights = torch::randn({B, BH / B, nq * b, n * b}, kDouble);
+    const torch::Tensor copied = path_rows(own, earlier, first, n, B),
+                        gathered = path_rows_by_gather(own, earlier, first, n, B);
+    EXPECT_TRUE(torch::equal(copied, gathered)) << "first " << first;
+    const auto a = torch::autograd::grad({(copied * weights).sum()}, {own, earlier});
+    const auto g = torch::autograd::grad({(gathered * weights).sum()}, {own, earlier});
+    EXPECT_TRUE(torch::equal(a[0], g[0]) && torch::equal(a[1], g[1])) << "first " << first;
+  }
 }
 
 }  // namespace path_test

@@ -23,34 +23,26 @@ torch::Tensor pad_tokens(const torch::Tensor& x, int64_t length) {
   return torch::cat({x, torch::zeros(shape, x.options())}, 2);
 }
 
+// x.narrow(dim, start, length), or x itself where that is all of it (a slice's backward forms a
+// zero-filled gradient of all of x even then).
+torch::Tensor part(const torch::Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  return start == 0 && length == x.size(dim) ? x : x.narrow(dim, start, length);
+}
+
 // The strictly lower triangle of x [.., b, b]: entry (s, t) for s > t.
 torch::Tensor strictly_lower(const torch::Tensor& x) {
   return x.tril(-1);
 }
 
-// x [B, H, n, r, c] -> [n, B * H, r, c] contiguous: the sweep's layout.
+// x [B, H, n, ...] -> [n, B * H, ...] contiguous: the blocks' layout, where a run of blocks is a
+// contiguous slice and the products batch over blocks and heads without copies.
 torch::Tensor block_major(const torch::Tensor& x) {
-  return x.permute({2, 0, 1, 3, 4}).reshape({x.size(2), x.size(0) * x.size(1), x.size(3), x.size(4)});
-}
-
-// The score blocks as rows by keys, [B, H, nq * b, n * b]: own [nq, BH, b, b] the query blocks'
-// own, earlier [total, BH, b, b] path_sweep's blocks of `steps`; key blocks after a query's are 0.
-torch::Tensor assemble_blocks(const torch::Tensor& own, const torch::Tensor& earlier,
-                              const std::vector<PathSweepStep>& steps, int64_t first, int64_t n, int64_t B) {
-  const int64_t nq = own.size(0), BH = own.size(1), b = own.size(2);
-  const int64_t none = nq + earlier.size(0);  // the index of a zero block
-  std::vector<int64_t> pick(nq * n, none);
-  for (int64_t r = 0; r < nq; ++r)
-    for (int64_t m = 0; m <= std::min(first + r, n - 1); ++m) {
-      const int64_t d = first + r - m;
-      pick[r * n + m] = d == 0 ? r : nq + steps[d - 1].base + r - steps[d - 1].lowest;
-    }
-  const torch::Tensor index = torch::tensor(pick, torch::dtype(torch::kLong)).to(own.device());
-  return torch::cat({own, earlier, torch::zeros({1, BH, b, b}, own.options())}, 0)
-      .index_select(0, index)
-      .view({nq, n, B, BH / B, b, b})
-      .permute({2, 3, 0, 4, 1, 5})
-      .reshape({B, BH / B, nq * b, n * b});
+  std::vector<int64_t> order{2, 0, 1}, shape{x.size(2), x.size(0) * x.size(1)};
+  for (int64_t d = 3; d < x.dim(); ++d) {
+    order.push_back(d);
+    shape.push_back(x.size(d));
+  }
+  return x.permute(order).reshape(shape);
 }
 
 }  // namespace
@@ -73,19 +65,19 @@ PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, i
   kb.block = std::min(block, S);
   const int64_t b = kb.block, n = kb.blocks = (S + b - 1) / b;
   const auto opts = k.options();
-  kb.keys = pad_tokens(k, n * b).view({B, H, n, b, D});
-  kb.w = pad_tokens(t.w, n * b).view({B, H, n, b, D});
-  const torch::Tensor beta = pad_tokens(t.beta.unsqueeze(-1), n * b).view({B, H, n, b});  // padding: H = I
+  kb.keys = block_major(pad_tokens(k, n * b).view({B, H, n, b, D}));
+  kb.w = block_major(pad_tokens(t.w, n * b).view({B, H, n, b, D}));
+  const torch::Tensor beta = block_major(pad_tokens(t.beta.unsqueeze(-1), n * b).view({B, H, n, b}));  // 0: H = I
   // The UT transform: T = (I + diag(beta) L)^-1 diag(beta) with L = strictly_lower(W W^T), so a row
   // x taken through the block from its end down is x - (x W^T T) W.
-  const torch::Tensor unit = torch::eye(b, opts).expand({B, H, n, b, b});
+  const torch::Tensor unit = torch::eye(b, opts).expand({n, B * H, b, b});
   const torch::Tensor lower = strictly_lower(at::matmul(kb.w, kb.w.transpose(-1, -2)));
   kb.transform = at::linalg_solve_triangular(unit + beta.unsqueeze(-1) * lower, torch::diag_embed(beta),
                                              /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
   kb.key_reach = strictly_lower(at::matmul(kb.w, kb.keys.transpose(-1, -2)));  // w_s . k_j, s > j
   // Keys carried to the block's end: k_j - sum_{s > j} (T key_reach)[s, j] w_s.
-  kb.carried = block_major(kb.keys - at::matmul(at::matmul(kb.transform, kb.key_reach).transpose(-1, -2), kb.w));
-  kb.product = block_major(torch::eye(D, opts) - at::matmul(kb.w.transpose(-1, -2), at::matmul(kb.transform, kb.w)));
+  kb.carried = kb.keys - at::matmul(at::matmul(kb.transform, kb.key_reach).transpose(-1, -2), kb.w);
+  kb.product = torch::eye(D, opts) - at::matmul(kb.w.transpose(-1, -2), at::matmul(kb.transform, kb.w));
   return kb;
 }
 
@@ -96,18 +88,17 @@ torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64
   // score with key j of the block is q_i . k_j - sum_{j < s <= i} A[i, s] (w_s . k_j), and the
   // row carried to the block's start is q_i - A W.
   torch::Tensor P =
-      pad_tokens(q.narrow(2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D});
-  const torch::Tensor Wq = kb.w.narrow(2, first, nq), Kq = kb.keys.narrow(2, first, nq);
-  const torch::Tensor A = at::matmul(at::matmul(P, Wq.transpose(-1, -2)).tril(), kb.transform.narrow(2, first, nq));
+      block_major(pad_tokens(part(q, 2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D}));
+  const torch::Tensor Wq = part(kb.w, 0, first, nq), Kq = part(kb.keys, 0, first, nq);
+  const torch::Tensor A = at::matmul(at::matmul(P, Wq.transpose(-1, -2)).tril(), part(kb.transform, 0, first, nq));
   const torch::Tensor own =
-      (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, kb.key_reach.narrow(2, first, nq))).tril();
+      (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, part(kb.key_reach, 0, first, nq))).tril();
   P = P - at::matmul(A, Wq);
   // Earlier blocks, nearest first: P . carried keys, then P absorbs that block's product; at
   // distance d only the query blocks c >= d have a key block c - d.
-  const torch::Tensor earlier = path_sweep(block_major(P), kb.carried, kb.product, first);
-  return assemble_blocks(block_major(own), earlier, path_sweep_steps(first, nq), first, n, B)
-      .narrow(2, begin - first * b, end - begin)
-      .narrow(3, 0, S);
+  const torch::Tensor earlier = path_sweep(P, kb.carried, kb.product, first);
+  const torch::Tensor rows = path_rows(own, earlier, first, n, B);
+  return part(part(rows, 2, begin - first * b, end - begin), 3, 0, S);
 }
 
 torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const PathTransforms& t, int64_t begin,

@@ -42,11 +42,11 @@ struct PathTransforms {
   torch::Tensor w, beta;
 };
 
-// What every block of query rows needs from the keys, formed once per layer and pass: the keys
-// and w padded to whole blocks of `block` tokens ([B, H, n, block, D]), each block's UT transform
-// T = (I + diag(beta) strictly_lower(W W^T))^-1 diag(beta) and strictly_lower(W K^T) ([.., block,
-// block]), its keys carried to its end (H_{e-1} ... H_{j+1} k_j) and its product H_{e-1} ... H_s,
-// these two block-major for the sweep across blocks ([n, B * H, block, D] and [n, B * H, D, D]).
+// What every block of query rows needs from the keys, formed once per layer and pass, block-major
+// (blocks first, then batch x heads): the keys and w padded to whole blocks of `block` tokens
+// ([n, B * H, block, D]), each block's UT transform T = (I + diag(beta) strictly_lower(W W^T))^-1
+// diag(beta) and strictly_lower(W K^T) ([n, B * H, block, block]), its keys carried to its end
+// (H_{e-1} ... H_{j+1} k_j) and its product H_{e-1} ... H_s ([n, B * H, D, D]).
 struct PathKeyBlocks {
   int64_t length = 0, block = 0, blocks = 0;
   torch::Tensor keys, w, transform, key_reach, carried, product;

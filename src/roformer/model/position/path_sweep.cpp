@@ -1,6 +1,8 @@
 // PaTH's sweep across key blocks as an autograd Function (see path_sweep.h).
 #include "roformer/model/position/path_sweep.h"
 
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/bmm.h>
 #include <torch/autograd.h>
 
@@ -85,11 +87,106 @@ class PathSweepFunction : public torch::autograd::Function<PathSweepFunction> {
   }
 };
 
+// Where each score block goes: (query block r, key block m) <- block `source` of own (d = 0) or of
+// earlier (offset by own's count), for every key block m <= first + r.
+struct Placement {
+  int64_t r, m, source;
+  bool own;
+};
+std::vector<Placement> placements(int64_t first, int64_t nq, int64_t n) {
+  const std::vector<PathSweepStep> steps = path_sweep_steps(first, nq);
+  std::vector<Placement> out;
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t m = 0; m <= std::min(first + r, n - 1); ++m) {
+      const int64_t d = first + r - m;
+      out.push_back(d == 0 ? Placement{r, m, r, true}
+                           : Placement{r, m, steps[d - 1].base + r - steps[d - 1].lowest, false});
+    }
+  return out;
+}
+
+// Copies every placed block between its source ([count, BH, b, b]) and the rows [BH, nq * b, n * b]:
+// to the rows (to_rows) or back.
+template <typename T>
+void move_blocks(const std::vector<Placement>& where, T* own, T* earlier, T* rows, int64_t BH, int64_t b, int64_t nq,
+                 int64_t n, bool to_rows) {
+  at::parallel_for(0, static_cast<int64_t>(where.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const Placement& at = where[static_cast<size_t>(p)];
+      T* block = (at.own ? own : earlier) + at.source * BH * b * b;
+      for (int64_t bh = 0; bh < BH; ++bh)
+        for (int64_t row = 0; row < b; ++row) {
+          T* in_rows = rows + (bh * nq * b + at.r * b + row) * n * b + at.m * b;
+          T* in_block = block + (bh * b + row) * b;
+          std::copy(to_rows ? in_block : in_rows, (to_rows ? in_block : in_rows) + b, to_rows ? in_rows : in_block);
+        }
+    }
+  });
+}
+
+class PathRowsFunction : public torch::autograd::Function<PathRowsFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& own,
+                               const torch::Tensor& earlier, int64_t first, int64_t n, int64_t B) {
+    const int64_t nq = own.size(0), BH = own.size(1), b = own.size(2);
+    torch::Tensor rows = torch::zeros({B, BH / B, nq * b, n * b}, own.options());
+    const std::vector<Placement> where = placements(first, nq, n);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, own.scalar_type(), "path_rows", [&] {
+      move_blocks<scalar_t>(where, own.data_ptr<scalar_t>(), earlier.data_ptr<scalar_t>(), rows.data_ptr<scalar_t>(),
+                            BH, b, nq, n, true);
+    });
+    ctx->saved_data["first"] = first;
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["own"] = own.sizes().vec();
+    ctx->saved_data["earlier"] = earlier.sizes().vec();
+    return rows;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const std::vector<int64_t> own_shape = ctx->saved_data["own"].toIntVector(),
+                               earlier_shape = ctx->saved_data["earlier"].toIntVector();
+    const int64_t first = ctx->saved_data["first"].toInt(), n = ctx->saved_data["n"].toInt();
+    const torch::Tensor d_rows = grads[0].contiguous();
+    torch::Tensor d_own = torch::empty(own_shape, d_rows.options()),
+                  d_earlier = torch::empty(earlier_shape, d_rows.options());
+    const int64_t nq = own_shape[0], BH = own_shape[1], b = own_shape[2];
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, d_rows.scalar_type(), "path_rows_backward", [&] {
+      move_blocks<scalar_t>(placements(first, nq, n), d_own.data_ptr<scalar_t>(), d_earlier.data_ptr<scalar_t>(),
+                            const_cast<scalar_t*>(d_rows.data_ptr<scalar_t>()), BH, b, nq, n, false);
+    });
+    return {d_own, d_earlier, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor path_rows_by_gather(const torch::Tensor& own, const torch::Tensor& earlier, int64_t first, int64_t n,
+                                  int64_t B) {
+  const int64_t nq = own.size(0), BH = own.size(1), b = own.size(2);
+  std::vector<int64_t> pick(nq * n, nq + earlier.size(0));  // past both: the zero block
+  for (const Placement& at : placements(first, nq, n)) pick[at.r * n + at.m] = at.own ? at.source : nq + at.source;
+  const torch::Tensor index = torch::tensor(pick, torch::dtype(torch::kLong)).to(own.device());
+  const auto dtype = at::promote_types(own.scalar_type(), earlier.scalar_type());
+  return torch::cat({own.to(dtype), earlier.to(dtype), torch::zeros({1, BH, b, b}, own.options().dtype(dtype))}, 0)
+      .index_select(0, index)
+      .view({nq, n, B, BH / B, b, b})
+      .permute({2, 3, 0, 4, 1, 5})
+      .reshape({B, BH / B, nq * b, n * b});
+}
+
+torch::Tensor path_rows(const torch::Tensor& own, const torch::Tensor& earlier, int64_t first, int64_t n, int64_t B) {
+  if (!own.is_cpu()) return path_rows_by_gather(own, earlier, first, n, B);
+  const auto dtype = at::promote_types(own.scalar_type(), earlier.scalar_type());  // autocast mixes them
+  return PathRowsFunction::apply(own.to(dtype).contiguous(), earlier.to(dtype).contiguous(), first, n, B);
+}
 
 torch::Tensor path_sweep(const torch::Tensor& rows, const torch::Tensor& carried, const torch::Tensor& product,
                          int64_t first) {
-  return PathSweepFunction::apply(rows.contiguous(), carried.contiguous(), product.contiguous(), first);
+  const auto dtype =
+      at::promote_types(rows.scalar_type(), at::promote_types(carried.scalar_type(), product.scalar_type()));
+  return PathSweepFunction::apply(rows.to(dtype).contiguous(), carried.to(dtype).contiguous(),
+                                  product.to(dtype).contiguous(), first);
 }
 
 }  // namespace roformer::model

@@ -1,4 +1,5 @@
-// PaTH's sweep across key blocks (see path.h) as one autograd Function: each query block's rows,
+// PaTH's sweep across key blocks (see path.h) as one autograd Function, and the layout of its
+// blocks as rows of scores as another: each query block's rows,
 // already carried to their block's start, score the carried keys of the block before, then take
 // that block's product, and so on back to the first block. Written as LibTorch ops each distance
 // would slice the key blocks and the rows, and every slice's backward would fill and copy a
@@ -27,5 +28,14 @@ std::vector<PathSweepStep> path_sweep_steps(int64_t first, int64_t nq);
 // step of path_sweep_steps(first, nq), in order (total = the last step's base + count).
 torch::Tensor path_sweep(const torch::Tensor& rows, const torch::Tensor& carried, const torch::Tensor& product,
                          int64_t first);
+
+// The score blocks as rows by keys, [B, BH / B, nq * b, n * b] (autograd Function; each block copied
+// to its place and its gradient back): own [nq, BH, b, b] the query blocks' own blocks, earlier
+// path_sweep's output for the same query blocks; key blocks after a query's are 0.
+torch::Tensor path_rows(const torch::Tensor& own, const torch::Tensor& earlier, int64_t first, int64_t n, int64_t B);
+// The same by LibTorch ops (a gather of whole blocks and a permute), on any device: what
+// path_rows runs off the CPU.
+torch::Tensor path_rows_by_gather(const torch::Tensor& own, const torch::Tensor& earlier, int64_t first, int64_t n,
+                                  int64_t B);
 
 }  // namespace roformer::model

@@ -1,10 +1,11 @@
-// PaTH's sweep across key blocks (see path.h) as one autograd Function, and the layout of its
-// blocks as rows of scores as another: each query block's rows,
-// already carried to their block's start, score the carried keys of the block before, then take
-// that block's product, and so on back to the first block. Written as LibTorch ops each distance
-// would slice the key blocks and the rows, and every slice's backward would fill and copy a
-// full-size gradient; here the forward writes into one buffer and the backward adds each
-// distance's gradients into place.
+// PaTH's sweep across key blocks (see path.h) and the layout of its score blocks as rows, each an
+// autograd Function. The sweep: each query block's rows, already carried to their block's start,
+// score the carried keys of the block before, then take that block's product, and so on back to
+// the first block. Written as LibTorch ops each distance would slice the key blocks and the rows,
+// and every slice's backward would fill and copy a full-size gradient; here the forward writes
+// into one buffer and the backward adds each distance's gradients into place. The rows: on the
+// CPU each block is copied to its place (and its gradient back), where a gather and a permute
+// would copy everything twice each way.
 #pragma once
 
 #include <torch/types.h>

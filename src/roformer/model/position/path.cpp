@@ -193,7 +193,9 @@ std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, con
 }
 
 double PathImpl::score_term_bytes_per_pair(int64_t batch, int64_t heads, double /*elem*/) const {
-  // PaTH's scores, their blocks stacked by distance and gathered, plain q.k and the term: fp32.
+  // PaTH's swept blocks (about half a pair's), their rows and the scaled scores, in fp32: about
+  // 2.5 floats a pair; 5 as sized for the earlier form (stacked, gathered, plain q.k and the
+  // term), kept as the conservative bound the query blocks were measured with.
   return 5.0 * 4.0 * double(batch) * double(heads);
 }
 

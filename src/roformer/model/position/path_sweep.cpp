@@ -118,7 +118,8 @@ void move_blocks(const std::vector<Placement>& where, T* own, T* earlier, T* row
         for (int64_t row = 0; row < b; ++row) {
           T* in_rows = rows + (bh * nq * b + at.r * b + row) * n * b + at.m * b;
           T* in_block = block + (bh * b + row) * b;
-          std::copy(to_rows ? in_block : in_rows, (to_rows ? in_block : in_rows) + b, to_rows ? in_rows : in_block);
+          const T* from = to_rows ? in_block : in_rows;
+          std::copy(from, from + b, to_rows ? in_rows : in_block);
         }
     }
   });

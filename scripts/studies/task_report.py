@@ -32,7 +32,8 @@ TRAIN_LEN = 64
 LEARNED = 0.95  # held-out exact match at 1x that counts a run as learned (train.learned_exact_match)
 MIN_LEARNED = 2  # learned seeds a method needs before its extrapolation is ranked
 PER_READ = {"flip_flop"}  # tasks whose extrapolation is scored per answer token (accuracy), not per sequence
-TASK_ORDER = ["niah_single", "niah_multikey", "niah_multikey_decoys", "variable_tracking", "mqar", "flip_flop", "copy", "reverse_string",
+TASK_ORDER = ["niah_single", "niah_multikey", "niah_multikey_decoys", "niah_multikey_curriculum", "variable_tracking",
+              "variable_tracking_curriculum", "mqar", "flip_flop", "copy", "reverse_string",
               "binary_addition", "addition", "addition_hints"]
 METHOD_ORDER = ["rope", "rope+yarn", "rope+ntk", "rope+self_extend", "rope+dual_chunk", "rope-randpos", "rope-sqrtd",
                 "none", "none-sqrtd", "alibi", "t5_bias", "kerple", "fire", "fire-randpos", "xpos", "transformer_xl",

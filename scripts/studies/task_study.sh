@@ -39,7 +39,7 @@ set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) (a rate sweep's training) stops the cell
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
 out="$(abs_path "${1:-sweeps/tasks}")"
-all_tasks="niah_single niah_multikey niah_multikey_decoys variable_tracking mqar flip_flop copy reverse_string binary_addition addition addition_hints"
+all_tasks="niah_single niah_multikey niah_multikey_decoys niah_multikey_curriculum variable_tracking variable_tracking_curriculum mqar flip_flop copy reverse_string binary_addition addition addition_hints"
 all_methods="rope rope-randpos rope-sqrtd none none-sqrtd alibi t5_bias kerple fire fire-randpos xpos transformer_xl sinusoidal cope fox stick_breaking stick_breaking_rope ssmax irope rnope_swa path fox_pro fox_qk_gate path_fox gemma3 none_llama4 drope"
 tasks="${TASKS:-$all_tasks}"
 methods="${METHODS:-$all_methods}"
@@ -57,7 +57,7 @@ until_learned="${UNTIL_LEARNED:-1}"
 [[ "$learned" =~ ^(0?\.[0-9]*[1-9][0-9]*|1|1\.0*)$ ]] || bad "LEARNED: '$learned' is not an exact match in (0, 1]"
 size="${SIZE:-tiny}"
 train_len=64
-retrieval="niah_single niah_multikey niah_multikey_decoys niah_multivalue niah_multiquery variable_tracking mqar"
+retrieval="niah_single niah_multikey niah_multikey_decoys niah_multikey_curriculum niah_multivalue niah_multiquery variable_tracking variable_tracking_curriculum mqar"
 
 # Every input is checked before anything is trained, written or removed.
 for t in $tasks; do [[ " $all_tasks " == *" $t "* ]] || bad "TASKS: '$t' is not one of: $all_tasks"; done

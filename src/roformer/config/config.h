@@ -221,6 +221,7 @@ struct TaskConfig {
   int64_t index_hints = 0;      // addition: hint symbols before the digits (0: none)
   int64_t eval_examples = 256;  // examples per evaluation length
   int64_t holdout = 0;          // 1 in holdout examples kept for evaluation, never trained on; 0: no split
+  int64_t reach_steps = 0;      // needles, variable tracking: items' distance to the query grows over these steps
   void visit(FieldVisitor& v);
   // Why a CUDA graph cannot capture a training step at training length seq_len (null: it can).
   const char* cuda_graph_refusal(int64_t seq_len) const {

@@ -251,6 +251,10 @@ void TaskConfig::visit(FieldVisitor& v) {
   v.field("holdout", holdout, between(int64_t{0}, int64_t{1} << 20),
           "0, or N >= 2: one example in N (by a hash of its tokens) is kept for evaluation and never drawn for "
           "training, so the evaluation's examples are disjoint from training's; `roformer eval` counts the overlap");
+  v.field("reach_steps", reach_steps, between(int64_t{0}, int64_t{1} << 40),
+          "needle tasks and variable_tracking: 0, or the training steps over which the needles' (statements') "
+          "distance to the query grows, a curriculum on needle distance: at step s they lie in the last s / "
+          "reach_steps of the haystack, next to the query at step 0; evaluation always draws the whole haystack");
 }
 
 void DataConfig::visit(FieldVisitor& v) {

@@ -59,6 +59,13 @@ void validate_task(const Config& c, const Origins& o) {
   if (t.holdout == 1)
     conflict(o, "data.task.holdout", "data.task.name",
              "1 would keep every example for evaluation and leave none to train on; use 0 (no split) or N >= 2");
+  const bool has_reach = t.name == TaskKind::niah_single || t.name == TaskKind::niah_multikey ||
+                         t.name == TaskKind::niah_multivalue || t.name == TaskKind::niah_multiquery ||
+                         t.name == TaskKind::variable_tracking;
+  if (t.reach_steps > 0 && !has_reach)
+    conflict(o, "data.task.reach_steps", "data.task.name",
+             "the curriculum on needle distance moves a haystack's needles, and " + task_kind_names().name(t.name) +
+                 " has none; use 0 (or a niah_* task or variable_tracking)");
   if (t.min_length > c.data.seq_len)
     conflict(o, "data.task.min_length", "data.seq_len",
              std::to_string(t.min_length) + " is above the longest training length " + std::to_string(c.data.seq_len) +

@@ -18,7 +18,7 @@ constexpr uint64_t kTaskEvalStream = 0x7461736b457661;    // "taskEva"
 }  // namespace
 
 Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys,
-                 const Holdout& holdout) {
+                 const Holdout& holdout, double reach) {
   const auto b = static_cast<int64_t>(keys.size());
   Batch out;
   out.input_ids = torch::empty({b, length}, torch::kLong);
@@ -26,7 +26,7 @@ Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vect
   int64_t* ids = out.input_ids.data_ptr<int64_t>();
   int64_t* tg = out.targets.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
-    const TaskExample ex = draw_example(generator, length, keys[static_cast<size_t>(i)], holdout);
+    const TaskExample ex = draw_example(generator, length, keys[static_cast<size_t>(i)], holdout, reach);
     std::copy(ex.inputs.begin(), ex.inputs.end(), ids + i * length);
     std::copy(ex.labels.begin(), ex.labels.end(), tg + i * length);
     out.scored += static_cast<int64_t>(
@@ -66,7 +66,7 @@ std::vector<uint64_t> TaskBatcher::row_keys(int64_t step) const {
 
 Batch TaskBatcher::batch(int64_t step) const {
   const int64_t S = length(step);
-  Batch out = task_batch(*generator_, S, row_keys(step), holdout_);
+  Batch out = task_batch(*generator_, S, row_keys(step), holdout_, reach_at(step, reach_steps_));
   if (positions_max_ > 0) {
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < local_batch_; ++i) rows.push_back(rank_ * local_batch_ + i);
@@ -79,7 +79,7 @@ std::vector<uint64_t> TaskBatcher::identities(int64_t step) const {
   const int64_t S = length(step);
   std::vector<uint64_t> out;
   for (const uint64_t key : row_keys(step))
-    out.push_back(example_identity(draw_example(*generator_, S, key, holdout_)));
+    out.push_back(example_identity(draw_example(*generator_, S, key, holdout_, reach_at(step, reach_steps_))));
   return out;
 }
 

@@ -28,6 +28,8 @@ class TaskBatcher {
   std::vector<uint64_t> identities(int64_t step) const;
   // From now on every batch carries random sorted positions below `max` (data/random_positions.h).
   void randomize_positions(int64_t max) { positions_max_ = max; }
+  // Step s draws its items within reach_at(s, steps) of the query (data.task.reach_steps).
+  void grow_reach_over(int64_t steps) { reach_steps_ = steps; }
 
  private:
   std::shared_ptr<const TaskGenerator> generator_;
@@ -37,6 +39,7 @@ class TaskBatcher {
   uint64_t seed_;
   Holdout holdout_;
   int64_t positions_max_ = 0;
+  int64_t reach_steps_ = 0;
   std::vector<uint64_t> row_keys(int64_t step) const;
 };
 
@@ -67,9 +70,10 @@ class TaskEvalSet {
   TaskExample example(int64_t i) const;
 };
 
-// Rows `keys` of one length as a batch: example i drawn from the stream keys[i] (draw_example).
+// Rows `keys` of one length as a batch: example i drawn from the stream keys[i] (draw_example,
+// its items within `reach` of the query).
 Batch task_batch(const TaskGenerator& generator, int64_t length, const std::vector<uint64_t>& keys,
-                 const Holdout& holdout);
+                 const Holdout& holdout, double reach = 1.0);
 
 // The identities of the examples a run of `steps` steps trained on (every rank's rows): `batcher`
 // built as one process with the run's global batch.

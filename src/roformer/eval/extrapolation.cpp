@@ -80,8 +80,9 @@ std::shared_ptr<const std::unordered_set<uint64_t>> training_examples(const conf
                                                                       std::shared_ptr<const data::TaskGenerator> g,
                                                                       int64_t steps) {
   if (steps < 0 || steps * cfg.train.batch_size > kMaxCountedTrainingExamples) return nullptr;
-  const data::TaskBatcher stream(g, data::training_lengths(*g, cfg.data.task, cfg.data.seq_len), cfg.train.batch_size,
-                                 0, static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
+  data::TaskBatcher stream(g, data::training_lengths(*g, cfg.data.task, cfg.data.seq_len), cfg.train.batch_size, 0,
+                           static_cast<uint64_t>(cfg.train.seed), cfg.data.task.holdout);
+  stream.grow_reach_over(cfg.data.task.reach_steps);
   return std::make_shared<const std::unordered_set<uint64_t>>(data::training_identities(stream, steps));
 }
 

@@ -248,6 +248,7 @@ void Trainer::build_data() {
     task_batcher_ =
         std::make_unique<data::TaskBatcher>(task_, train_lengths_, local_batch_, env_.rank, seed, task.holdout);
     if (random_positions) task_batcher_->randomize_positions(t_.random_positions_max);
+    task_batcher_->grow_reach_over(task.reach_steps);
     task_valid_ =
         std::make_unique<data::TaskEvalSet>(task_, train_lengths_.back(), task.eval_examples, local_batch_, env_.rank,
                                             world, static_cast<uint64_t>(cfg_.eval.mask_seed), task.holdout);

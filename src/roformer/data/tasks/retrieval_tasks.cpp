@@ -8,6 +8,8 @@
 // depths drawn uniformly over the free room, so a needle's depth is uniform on 0-100 %. With
 // filler `needles` the room is decoy needles instead (RULER's MK-NIAH haystack of needles):
 // their keys are none of the real needles', the real needles sit among them in random order.
+// Under a reach below 1 (data.task.reach_steps' curriculum) the items' depths are uniform over
+// the last `reach` of the free room (of the decoys), so at 0 they sit next to the query.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -44,14 +46,20 @@ int64_t zipf_filler(TaskRng& rng) {
   return std::min<int64_t>(kFillers - 1, std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
 }
 
-// Writes `body` tokens from position 0: the items in order at uniform depths, filler between.
+// The last `reach` of `n` places, rounded: where the items may go under a curriculum.
+int64_t within(int64_t n, double reach) {
+  return reach >= 1.0 ? n : std::llround(reach * static_cast<double>(n));
+}
+
+// Writes `body` tokens from position 0: the items in order at uniform depths over the last
+// `reach` of the free room, filler between.
 void fill_haystack(TaskExample& ex, int64_t body, const std::vector<std::vector<int64_t>>& items,
-                   config::TaskFiller filler, const Vocab& v, TaskRng& rng) {
+                   config::TaskFiller filler, const Vocab& v, double reach, TaskRng& rng) {
   int64_t used = 0;
   for (const auto& item : items) used += static_cast<int64_t>(item.size());
-  const int64_t room = body - used;
+  const int64_t room = body - used, window = within(room, reach);
   std::vector<int64_t> cut(items.size());
-  for (int64_t& c : cut) c = rng.below(room + 1);
+  for (int64_t& c : cut) c = room - window + rng.below(window + 1);
   std::sort(cut.begin(), cut.end());
   int64_t p = 0, f = 0;
   auto fill_to = [&](int64_t until) {
@@ -112,7 +120,9 @@ class NeedleTask : public TaskGenerator {
     return out;
   }
 
-  TaskExample make(int64_t n, TaskRng& rng) const override {
+  TaskExample make(int64_t n, TaskRng& rng) const override { return make_within(n, 1.0, rng); }
+  bool has_reach() const override { return true; }
+  TaskExample make_within(int64_t n, double reach, TaskRng& rng) const override {
     TaskExample ex(n);
     const std::vector<int64_t> keys = rng.distinct(keys_, v_.symbols);
     std::vector<std::vector<int64_t>> needles(static_cast<size_t>(needles_));
@@ -136,11 +146,11 @@ class NeedleTask : public TaskGenerator {
     std::vector<int64_t> query;  // the asked needles' keys (before decoys join and shuffle them)
     for (int64_t a : asked) query.push_back(needles[static_cast<size_t>(a)].front());
     const int64_t body = n - 2 - queried_ - answer_;
-    if (filler_ == config::TaskFiller::needles) add_decoys(needles, keys, body, rng);
+    if (filler_ == config::TaskFiller::needles) add_decoys(needles, keys, body, reach, rng);
     if (kind_ == TaskKind::niah_multivalue)  // the one key's values in their order of appearance
       for (const auto& nd : needles)
         if (nd.front() == query.front()) answer.insert(answer.end(), nd.begin() + 1, nd.end());
-    fill_haystack(ex, body, needles, filler_, v_, rng);
+    fill_haystack(ex, body, needles, filler_, v_, filler_ == config::TaskFiller::needles ? 1.0 : reach, rng);
     int64_t p = body;
     ex.inputs[static_cast<size_t>(p++)] = kTaskQuery;
     for (int64_t k : query) ex.inputs[static_cast<size_t>(p++)] = k;
@@ -151,9 +161,11 @@ class NeedleTask : public TaskGenerator {
 
  private:
   // Fills the room `needles` leave in `body` with decoy needles whose keys are none of `real`,
-  // then shuffles them all, so every real needle's depth is uniform among the decoys.
+  // then shuffles them all, so every real needle's depth is uniform among the decoys (among the
+  // last `reach` of them, the real needles moved behind the decoys first, under a curriculum).
   void add_decoys(std::vector<std::vector<int64_t>>& needles, const std::vector<int64_t>& real, int64_t body,
-                  TaskRng& rng) const {
+                  double reach, TaskRng& rng) const {
+    const auto reals = static_cast<int64_t>(needles.size());
     const int64_t used = static_cast<int64_t>(needles.size()) * (m_ + 1);
     std::vector<int64_t> others;
     for (int64_t k = 0; k < v_.symbols; ++k)
@@ -163,8 +175,11 @@ class NeedleTask : public TaskGenerator {
       for (int64_t i = 0; i < m_; ++i) decoy.push_back(v_.value(rng.below(v_.symbols)));
       needles.push_back(std::move(decoy));
     }
-    for (int64_t i = static_cast<int64_t>(needles.size()) - 1; i > 0; --i)  // Fisher-Yates
-      std::swap(needles[static_cast<size_t>(i)], needles[static_cast<size_t>(rng.below(i + 1))]);
+    const auto total = static_cast<int64_t>(needles.size());
+    const int64_t window = std::max(reals, within(total, reach));
+    if (window < total) std::rotate(needles.begin(), needles.begin() + reals, needles.end());
+    for (int64_t i = total - 1, first = total - window; i > first; --i)  // Fisher-Yates over the window
+      std::swap(needles[static_cast<size_t>(i)], needles[static_cast<size_t>(first + rng.below(i - first + 1))]);
   }
 
   // The value tokens of each needle in the haystack, in order (a key token opens a needle).
@@ -216,7 +231,9 @@ class VariableTrackingTask : public TaskGenerator {
              }}};
   }
 
-  TaskExample make(int64_t n, TaskRng& rng) const override {
+  TaskExample make(int64_t n, TaskRng& rng) const override { return make_within(n, 1.0, rng); }
+  bool has_reach() const override { return true; }
+  TaskExample make_within(int64_t n, double reach, TaskRng& rng) const override {
     TaskExample ex(n);
     const std::vector<int64_t> names = rng.distinct(chains_ * (hops_ + 1), v_.symbols);
     const std::vector<int64_t> values = rng.distinct(chains_, v_.symbols);
@@ -233,7 +250,7 @@ class VariableTrackingTask : public TaskGenerator {
       statements.push_back({name(j, t), v_.equals(), source});
     }
     const int64_t body = n - 3 - (hops_ + 1);
-    fill_haystack(ex, body, statements, filler_, v_, rng);
+    fill_haystack(ex, body, statements, filler_, v_, reach, rng);
     ex.inputs[static_cast<size_t>(body)] = kTaskQuery;
     ex.inputs[static_cast<size_t>(body + 1)] = v_.value(values[0]);
     ex.inputs[static_cast<size_t>(body + 2)] = kTaskAnswer;

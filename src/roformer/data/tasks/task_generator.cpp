@@ -54,14 +54,21 @@ uint64_t example_identity(const TaskExample& ex) {
   return h;
 }
 
-TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout) {
+TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout,
+                         double reach) {
   TaskRng rng(key);
-  TaskExample ex = generator.make(length, rng);
+  auto make = [&] { return reach < 1.0 ? generator.make_within(length, reach, rng) : generator.make(length, rng); };
+  TaskExample ex = make();
   if (holdout.every <= 0) return ex;
   const auto every = static_cast<uint64_t>(holdout.every);
   for (int draw = 1; draw < kHoldoutDraws && (example_identity(ex) % every == 0) != holdout.held_out; ++draw)
-    ex = generator.make(length, rng);
+    ex = make();
   return ex;
+}
+
+double reach_at(int64_t step, int64_t reach_steps) {
+  if (reach_steps <= 0 || step >= reach_steps) return 1.0;
+  return static_cast<double>(std::max<int64_t>(step, 0)) / static_cast<double>(reach_steps);
 }
 
 void TaskGenerator::place_answer(TaskExample& ex, int64_t at, const std::vector<int64_t>& answer) const {

@@ -69,6 +69,12 @@ class TaskGenerator {
   // The longest length the settings can write an example of (addition's index hints bound it).
   virtual int64_t max_length() const { return std::numeric_limits<int64_t>::max(); }
   virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
+  // Whether make_within can draw the items (needles, statements) nearer the query than anywhere
+  // in the haystack: data.task.reach_steps' curriculum on needle distance.
+  virtual bool has_reach() const { return false; }
+  // An example whose items lie in the last `reach` (in [0, 1]) of the haystack, next to the query
+  // at 0; at 1 it is make's example, drawn from the same numbers.
+  virtual TaskExample make_within(int64_t length, double /*reach*/, TaskRng& rng) const { return make(length, rng); }
   // The tokens of an example of instance size k (Ruoss et al.'s length: the input string's
   // symbols, an addition's digits per operand), with no padding; 0 for a task without one.
   virtual int64_t size_length(int64_t /*k*/) const { return 0; }
@@ -95,11 +101,16 @@ struct Holdout {
 // lengths is one example. Evaluation's overlap with training is counted by it.
 uint64_t example_identity(const TaskExample& ex);
 
-// One example from the stream `key`, redrawn from the same stream until it falls on the holdout's
-// side (at most kHoldoutDraws draws; a length with too few distinct examples keeps the last, and
-// the overlap the evaluation counts says so).
+// One example from the stream `key` (its items within `reach` of the query, make_within), redrawn
+// from the same stream until it falls on the holdout's side (at most kHoldoutDraws draws; a length
+// with too few distinct examples keeps the last, and the overlap the evaluation counts says so).
 constexpr int kHoldoutDraws = 256;
-TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout);
+TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout,
+                         double reach = 1.0);
+
+// The reach of training step `step` under data.task.reach_steps: growing linearly from 0 (the
+// items next to the query) to 1 (the whole haystack) over `reach_steps` steps; 1 when it is 0.
+double reach_at(int64_t step, int64_t reach_steps);
 
 // Every length of [min_length, max_length] (min_length 0: max_length alone), the token curriculum.
 std::vector<int64_t> length_range(int64_t min_length, int64_t max_length);

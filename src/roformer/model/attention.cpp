@@ -381,6 +381,35 @@ torch::Tensor AttentionImpl::sdpa_rows(const torch::Tensor& q, const torch::Tens
   return sdpa(rows_q, k.narrow(2, 0, end), v.narrow(2, 0, end), rows, p, false);
 }
 
+// Packed documents: each row's document pieces (runs of one segment) attend in tiles as
+// sequences of their own, with their own positions and state; the document mask, which hides
+// every other piece's keys, is what this computes, without scoring a pair across pieces.
+torch::Tensor AttentionImpl::attend_documents_in_tiles(const torch::Tensor& x, const torch::Tensor& q,
+                                                       const torch::Tensor& k, const torch::Tensor& v,
+                                                       const AttentionContext& ctx) {
+  const torch::Tensor segments = ctx.segments.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t B = q.size(0), S = q.size(2);
+  std::vector<torch::Tensor> rows;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* seg = segments.data_ptr<int64_t>() + b * S;
+    std::vector<torch::Tensor> pieces;
+    for (int64_t begin = 0, end = 0; begin < S; begin = end) {
+      for (end = begin + 1; end < S && seg[end] == seg[begin];) ++end;
+      auto piece = [&](const torch::Tensor& t, int64_t dim) {
+        return t.narrow(0, b, 1).narrow(dim, begin, end - begin);
+      };
+      AttentionContext own;
+      own.positions = piece(ctx.positions, 1).reshape({end - begin});
+      own.causal = ctx.causal;
+      const torch::Tensor pk = piece(k, 2);
+      const torch::Tensor state = position_->layer_state(piece(x, 1), pk, own.positions, layer_, {});
+      pieces.push_back(attend_in_tiles(piece(q, 2), pk, piece(v, 2), own, state));
+    }
+    rows.push_back(pieces.size() == 1 ? pieces.front() : torch::cat(pieces, 2));
+  }
+  return B == 1 ? rows.front() : torch::cat(rows, 0);
+}
+
 torch::Tensor AttentionImpl::attend_rows_from(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& k,
                                               const torch::Tensor& v, const AttentionContext& ctx, AttentionPath path,
                                               int64_t from) {
@@ -433,6 +462,8 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.right_padding_at_most = !ctx.mask.defined() || ctx.mask.right_padding_at_most();
   f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
   f.shared_positions = ctx.positions.dim() == 1;
+  f.documents_alone = ctx.mask.defined() && ctx.mask.documents_alone() && ctx.segments.defined() &&
+                      ctx.positions.dim() == 2 && x.device().is_cpu() && !traits.reads_pass_length;
   return f;
 }
 
@@ -547,6 +578,8 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     default:
       break;
   }
+  if (path == AttentionPath::tiles && ctx.segments.defined())
+    return attend_documents_in_tiles(x, q, k, v, ctx).narrow(2, rows_from, S - rows_from);
   const torch::Tensor state = position_->layer_state(x, k, ctx.positions, layer_, ctx.segments);
   switch (path) {
     case AttentionPath::short_with_term:

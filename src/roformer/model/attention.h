@@ -155,6 +155,9 @@ class AttentionImpl : public torch::nn::Module {
                                        const AttentionContext& ctx, const torch::Tensor& state);
   torch::Tensor attend_in_tiles(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionContext& ctx, const torch::Tensor& state);
+  // Packed documents (ctx.segments) in tiles: attend_in_tiles per document piece of each row.
+  torch::Tensor attend_documents_in_tiles(const torch::Tensor& x, const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, const AttentionContext& ctx);
   // forward(q, k, v, state) (the tile kernel) with autograd on: where q, k, v, the state or the
   // family's parameters take a gradient, it is recomputed per block of query rows through
   // attend_rows_with_terms (recomputed_attention.h); else forward runs without autograd.

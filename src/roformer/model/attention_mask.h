@@ -88,6 +88,10 @@ class AttentionMask {
     return !bias_.defined() && window_.size == 0 && !documents_.segments.defined() &&
            (!pad_.defined() || key_lengths_.defined());
   }
+  // Whether it hides the keys of other packed documents and, beyond them, by causality at most.
+  bool documents_alone() const {
+    return documents_.segments.defined() && !bias_.defined() && !pad_.defined() && window_.size == 0;
+  }
   // The keys each batch row keeps, int64 [B], when its padding is a right padding (each row's
   // tokens a prefix of at least one; computed on the CPU); undefined otherwise or without padding.
   const torch::Tensor& key_lengths() const { return key_lengths_; }

@@ -28,9 +28,11 @@ bool short_kernel_allowed(const AttentionPassFacts& f) {
 const char* no_tiles(const AttentionPassFacts& f) {
   if (f.kernel == AttentionKernel::reference) return "model.attention_kernel reference";
   if (!f.term) return "the family has no tile form";
-  if (!f.right_padding_at_most) return "the mask hides more than causality and a right padding";
+  // Packed documents run in tiles one document piece at a time, each with its own positions.
+  if (!f.right_padding_at_most && !f.documents_alone)
+    return "the mask hides more than causality and a right padding, or packed documents";
   if (!f.causal && !(f.term->bidirectional && f.softmax)) return "the term or the normaliser is causal only";
-  if (!f.shared_positions) return "explicit positions per sequence";
+  if (!f.shared_positions && !f.documents_alone) return "explicit positions per sequence";
   if (!f.tile_shape) return "shapes or dtype the tile kernel does not take";
   if (f.right_padding && !f.term->key_lengths) return "the term takes no right padding";
   if (!f.autograd && !f.training) return nullptr;

@@ -55,6 +55,7 @@ struct AttentionPassFacts {
   bool right_padding_at_most = false;  // it hides keys by causality and a right padding at most
   bool right_padding = false;          // ... and has a right padding (key lengths)
   bool shared_positions = true;        // positions [S] shared by the batch (not explicit [B, S])
+  bool documents_alone = false;        // it hides other documents' keys and at most causality beyond
 };
 
 struct AttentionPlan {

@@ -54,6 +54,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     // Causal, its term is a constant per query row plus key_bias(state) per key (FoX's c_i - c_j),
     // so under the softmax, which drops a row's constant, the key bias alone gives the same weights.
     bool causal_key_bias = false;
+    // Its scores read the pass's length (STRING's shift, dynamic NTK's and LongRoPE's frequencies),
+    // so a packed document's piece of a row does not score as a sequence of its own would.
+    bool reads_pass_length = false;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }

@@ -258,7 +258,10 @@ void Trainer::build_data() {
     log::info("task ", config::task_kind_names().name(task.name), ": lengths ", train_lengths_.front(),
               train_lengths_.size() > 1 ? ".." + std::to_string(train_lengths_.back()) : std::string(), sizes,
               ", vocabulary ", task_->vocab_size(), ", validation on ", task.eval_examples, " examples",
-              task.holdout > 0 ? " held out from training (1 in " + std::to_string(task.holdout) + ")" : "");
+              task.holdout > 0 ? " held out from training (1 in " + std::to_string(task.holdout) + ")" : "",
+              task.reach_steps > 0 ? "; needles within reach of the query growing over the first " +
+                                         std::to_string(task.reach_steps) + " steps"
+                                   : "");
   } else {
     const bool documents = cfg_.data.packing != config::DataPacking::stream;  // stream reads no document index
     auto train_store = std::make_shared<const data::TokenStore>(cfg_.data.path, meta_, "train", documents);

@@ -371,6 +371,29 @@ TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScores
       }
 }
 
+// CoPE's backward adds its table's gradient once per run of keys sharing a count's floor index;
+// a query row with a NaN (every count NaN, clamped to index 0) leaves every other row's table
+// gradient as it is without the NaN, and nothing is written out of place (ASan in scripts/test.sh).
+TEST(TileAttentionGrad, CopeWithANonFiniteScoreKeepsTheOtherRowsGradients) {
+  torch::manual_seed(50);
+  const int64_t H = 2, D = 8, S = 300, P = 300;
+  const double scale = 1.0 / std::sqrt(double(D));
+  const torch::Tensor k = heads(1, H, S, D), v = heads(1, H, S, D);
+  const torch::Tensor at_integers = torch::randn({1, H, S, P}, torch::kFloat64);
+  auto table_gradient = [&](const torch::Tensor& q) {
+    const torch::Tensor table = leaf(at_integers.clone());
+    ops::CopeTerm term{table};
+    ops::tile_attention_trainable(leaf(q), leaf(k), leaf(v), scale, true, TileTerm{term}, kSoftmax, {}).sum().backward();
+    return table.grad();
+  };
+  const torch::Tensor q = heads(1, H, S, D);
+  torch::Tensor bad = q.clone();
+  bad[0][1][200][3] = std::numeric_limits<double>::quiet_NaN();  // one query row of head 1
+  const torch::Tensor want = table_gradient(q), got = table_gradient(bad);
+  EXPECT_TRUE(torch::equal(got[0][0], want[0][0]));  // head 0 untouched
+  EXPECT_TRUE(torch::equal(got[0][1].narrow(0, 0, 200), want[0][1].narrow(0, 0, 200)));  // rows before it
+}
+
 // Float against double: the float backward within float's rounding of the double one.
 TEST(TileAttentionGrad, FloatFollowsDoubleWithinItsRounding) {
   torch::manual_seed(44);

@@ -383,14 +383,16 @@ TEST(TileAttentionGrad, CopeWithANonFiniteScoreKeepsTheOtherRowsGradients) {
   auto table_gradient = [&](const torch::Tensor& q) {
     const torch::Tensor table = leaf(at_integers.clone());
     ops::CopeTerm term{table};
-    ops::tile_attention_trainable(leaf(q), leaf(k), leaf(v), scale, true, TileTerm{term}, kSoftmax, {}).sum().backward();
+    ops::tile_attention_trainable(leaf(q), leaf(k), leaf(v), scale, true, TileTerm{term}, kSoftmax, {})
+        .sum()
+        .backward();
     return table.grad();
   };
   const torch::Tensor q = heads(1, H, S, D);
   torch::Tensor bad = q.clone();
   bad[0][1][200][3] = std::numeric_limits<double>::quiet_NaN();  // one query row of head 1
   const torch::Tensor want = table_gradient(q), got = table_gradient(bad);
-  EXPECT_TRUE(torch::equal(got[0][0], want[0][0]));  // head 0 untouched
+  EXPECT_TRUE(torch::equal(got[0][0], want[0][0]));                                      // head 0 untouched
   EXPECT_TRUE(torch::equal(got[0][1].narrow(0, 0, 200), want[0][1].narrow(0, 0, 200)));  // rows before it
 }
 

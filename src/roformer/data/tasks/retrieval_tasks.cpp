@@ -121,7 +121,6 @@ class NeedleTask : public TaskGenerator {
   }
 
   TaskExample make(int64_t n, TaskRng& rng) const override { return make_within(n, 1.0, rng); }
-  bool has_reach() const override { return true; }
   TaskExample make_within(int64_t n, double reach, TaskRng& rng) const override {
     TaskExample ex(n);
     const std::vector<int64_t> keys = rng.distinct(keys_, v_.symbols);
@@ -150,6 +149,7 @@ class NeedleTask : public TaskGenerator {
     if (kind_ == TaskKind::niah_multivalue)  // the one key's values in their order of appearance
       for (const auto& nd : needles)
         if (nd.front() == query.front()) answer.insert(answer.end(), nd.begin() + 1, nd.end());
+    // Among decoys add_decoys placed the real needles; the room left is under one needle.
     fill_haystack(ex, body, needles, filler_, v_, filler_ == config::TaskFiller::needles ? 1.0 : reach, rng);
     int64_t p = body;
     ex.inputs[static_cast<size_t>(p++)] = kTaskQuery;
@@ -232,7 +232,6 @@ class VariableTrackingTask : public TaskGenerator {
   }
 
   TaskExample make(int64_t n, TaskRng& rng) const override { return make_within(n, 1.0, rng); }
-  bool has_reach() const override { return true; }
   TaskExample make_within(int64_t n, double reach, TaskRng& rng) const override {
     TaskExample ex(n);
     const std::vector<int64_t> names = rng.distinct(chains_ * (hops_ + 1), v_.symbols);

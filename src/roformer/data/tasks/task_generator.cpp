@@ -57,7 +57,7 @@ uint64_t example_identity(const TaskExample& ex) {
 TaskExample draw_example(const TaskGenerator& generator, int64_t length, uint64_t key, const Holdout& holdout,
                          double reach) {
   TaskRng rng(key);
-  auto make = [&] { return reach < 1.0 ? generator.make_within(length, reach, rng) : generator.make(length, rng); };
+  auto make = [&] { return generator.make_within(length, reach, rng); };
   TaskExample ex = make();
   if (holdout.every <= 0) return ex;
   const auto every = static_cast<uint64_t>(holdout.every);

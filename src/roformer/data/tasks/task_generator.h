@@ -69,11 +69,10 @@ class TaskGenerator {
   // The longest length the settings can write an example of (addition's index hints bound it).
   virtual int64_t max_length() const { return std::numeric_limits<int64_t>::max(); }
   virtual TaskExample make(int64_t length, TaskRng& rng) const = 0;
-  // Whether make_within can draw the items (needles, statements) nearer the query than anywhere
-  // in the haystack: data.task.reach_steps' curriculum on needle distance.
-  virtual bool has_reach() const { return false; }
-  // An example whose items lie in the last `reach` (in [0, 1]) of the haystack, next to the query
-  // at 0; at 1 it is make's example, drawn from the same numbers.
+  // An example whose items (needles, statements) lie in the last `reach` (in [0, 1]) of the
+  // haystack, next to the query at 0 (data.task.reach_steps' curriculum on needle distance, which
+  // config validation allows for the needle tasks and variable tracking); at 1, and for every
+  // other task, make's example, drawn from the same numbers.
   virtual TaskExample make_within(int64_t length, double /*reach*/, TaskRng& rng) const { return make(length, rng); }
   // The tokens of an example of instance size k (Ruoss et al.'s length: the input string's
   // symbols, an addition's digits per operand), with no padding; 0 for a task without one.

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include "roformer/ops/cope_term/cope_table.h"
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/short_attention/short_attention.h"
 
@@ -56,9 +57,11 @@ torch::Tensor CopeImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
 
 std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const torch::Tensor& /*k*/,
                                                  const torch::Tensor& /*positions*/, int64_t layer_index,
-                                                 const torch::Tensor& /*state*/, bool /*causal: CoPE is*/) {
+                                                 const torch::Tensor& /*state*/, bool causal) {
   const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  return ops::TileTerm{ops::CopeTerm{torch::matmul(q.to(acc), layers_[layer_index]->pos_emb.to(acc))}};  // [B, H, S, P]
+  const torch::Tensor rows = q.to(acc), table = layers_[layer_index]->pos_emb.to(acc);
+  // [B, H, S, P]; causal rows read only the entries their counts reach (a row's count <= its index + 1)
+  return ops::TileTerm{ops::CopeTerm{causal ? ops::causal_table_products(rows, table) : torch::matmul(rows, table)}};
 }
 
 torch::Tensor CopeImpl::short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k,

@@ -1,0 +1,85 @@
+// CoPE's causal table products (see cope_table.h): blocks of query rows, each product written
+// straight into its window of the result (batched GEMMs with the result's row stride), forward
+// and backward.
+#include "roformer/ops/cope_term/cope_table.h"
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+
+namespace roformer::ops {
+namespace {
+
+constexpr int64_t kBlockRows = kCausalTableBlockRows;
+
+// The entries rows [begin, end) can read: up to the count of row end - 1 (end), at most P of them.
+int64_t reachable(int64_t end, int64_t positions) {
+  return std::min(end + 1, positions);
+}
+
+// [B, H, n, C] as a view [B * H, n, C] (of q's, the result's and the gradients' row blocks, whose
+// dims 0 and 1 are contiguous with each other; view() fails rather than copy).
+at::Tensor batched(const at::Tensor& t) {
+  return t.view({t.size(0) * t.size(1), t.size(2), t.size(3)});
+}
+
+at::Tensor table_products_forward(const at::Tensor& q, const at::Tensor& table) {
+  const int64_t seq = q.size(2), positions = table.size(1);
+  at::Tensor out = at::empty({q.size(0), q.size(1), seq, positions}, q.options());
+  for (int64_t begin = 0; begin < seq; begin += kBlockRows) {
+    const int64_t rows = std::min(kBlockRows, seq - begin), reach = reachable(begin + rows, positions);
+    at::Tensor window = out.narrow(2, begin, rows);
+    const at::Tensor e = table.narrow(1, 0, reach).unsqueeze(0).expand({q.size(0) * q.size(1), -1, -1});
+    at::Tensor reached = batched(window.narrow(3, 0, reach));  // a view into out
+    at::bmm_out(reached, batched(q.narrow(2, begin, rows)), e);
+    if (reach < positions) window.narrow(3, reach, positions - reach).zero_();
+  }
+  return out;
+}
+
+class CausalTableProducts : public torch::autograd::Function<CausalTableProducts> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& table) {
+    ctx->save_for_backward({q, table});
+    return table_products_forward(q, table);
+  }
+
+  // d q rows = G e^T and d e += q^T G over each block's reachable window of G.
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &table = saved[1];
+    at::Tensor grad = grads[0].to(q.scalar_type());
+    // The tile kernel's is a narrow of one wider; any layout whose rows cannot be batched is copied.
+    if (grad.stride(0) != grad.stride(1) * grad.size(1) || grad.stride(3) != 1) grad = grad.contiguous();
+    const int64_t seq = q.size(2), positions = table.size(1), pairs = q.size(0) * q.size(1);
+    at::Tensor grad_q = at::empty_like(q, at::MemoryFormat::Contiguous);
+    at::Tensor grad_table = at::zeros_like(table, at::MemoryFormat::Contiguous);
+    for (int64_t begin = 0; begin < seq; begin += kBlockRows) {
+      const int64_t rows = std::min(kBlockRows, seq - begin), reach = reachable(begin + rows, positions);
+      const at::Tensor g = batched(grad.narrow(2, begin, rows).narrow(3, 0, reach));  // [B H, n, reach]
+      const at::Tensor e = table.narrow(1, 0, reach);
+      at::Tensor grad_rows = batched(grad_q.narrow(2, begin, rows));  // a view into grad_q
+      at::bmm_out(grad_rows, g, e.t().unsqueeze(0).expand({pairs, -1, -1}));
+      const at::Tensor qb = batched(q.narrow(2, begin, rows));  // [B H, n, D]
+      grad_table.narrow(1, 0, reach).add_(at::bmm(qb.transpose(1, 2), g).sum(0));
+    }
+    return {grad_q, grad_table};
+  }
+};
+
+}  // namespace
+
+torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor& table) {
+  TORCH_CHECK(q.dim() == 4 && table.dim() == 2 && table.size(0) == q.size(3),
+              "roformer::causal_table_products: needs q [B, H, S, D] and table [D, P], got ", q.sizes(), " and ",
+              table.sizes());
+  TORCH_CHECK(q.scalar_type() == table.scalar_type() && q.device() == table.device(),
+              "roformer::causal_table_products: q and table differ in dtype or device");
+  const at::Tensor qc = q.contiguous();
+  if (!at::GradMode::is_enabled() || (!q.requires_grad() && !table.requires_grad())) return table_products_forward(qc, table);
+  return CausalTableProducts::apply(qc, table);
+}
+
+}  // namespace roformer::ops

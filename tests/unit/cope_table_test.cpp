@@ -1,0 +1,70 @@
+// CoPE's causal table products (ops/cope_term/cope_table.h) against q e written with LibTorch's
+// matmul in double: the values where a block's rows are formed and zeros beyond, the gradients of
+// q and e for an upstream gradient over every entry, at lengths around the block's 128 rows and
+// tables shorter and longer than the sequence; and the fact the shortcut rests on: a causal
+// row's count (model::cope_positions, gates of exactly 1 at the worst) never passes its index + 1.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "roformer/model/position/cope.h"
+#include "roformer/ops/cope_term/cope_table.h"
+
+namespace cope_table_test {
+
+using namespace roformer;
+
+namespace {
+
+// [S, P]: true where row i's block forms entry p (p <= the block's last row + 1, p < P).
+torch::Tensor formed(int64_t S, int64_t P) {
+  const int64_t rows = ops::kCausalTableBlockRows;
+  torch::Tensor mask = torch::zeros({S, P}, torch::kBool);
+  for (int64_t i = 0; i < S; ++i) {
+    const int64_t last = std::min((i / rows + 1) * rows, S) - 1;
+    mask[i].narrow(0, 0, std::min(last + 2, P)).fill_(true);
+  }
+  return mask;
+}
+
+}  // namespace
+
+TEST(CopeTable, EqualsTheProductWhereFormedAndZeroBeyondInValuesAndGradients) {
+  torch::manual_seed(5);
+  for (int64_t S : {int64_t{1}, int64_t{47}, int64_t{128}, int64_t{129}, int64_t{300}}) {
+    for (int64_t P : {int64_t{1}, int64_t{50}, int64_t{300}, int64_t{1000}}) {
+      SCOPED_TRACE("S " + std::to_string(S) + ", P " + std::to_string(P));
+      const torch::Tensor q0 = torch::randn({2, 3, S, 8}, torch::kFloat64);
+      const torch::Tensor e0 = torch::randn({8, P}, torch::kFloat64);
+      const torch::Tensor upstream = torch::randn({2, 3, S, P}, torch::kFloat64);
+      const torch::Tensor q = q0.clone().requires_grad_(), e = e0.clone().requires_grad_();
+      const torch::Tensor rq = q0.clone().requires_grad_(), re = e0.clone().requires_grad_();
+      const torch::Tensor got = ops::causal_table_products(q, e);
+      const torch::Tensor want = torch::matmul(rq, re) * formed(S, P).to(torch::kFloat64);
+      (got * upstream).sum().backward();
+      (want * upstream).sum().backward();
+      EXPECT_TRUE(torch::allclose(got, want, 0, 1e-12));
+      EXPECT_EQ(got.masked_select(formed(S, P).logical_not()).abs().sum().item<double>(), 0.0);
+      EXPECT_TRUE(torch::allclose(q.grad(), rq.grad(), 0, 1e-11));
+      EXPECT_TRUE(torch::allclose(e.grad(), re.grad(), 0, 1e-11));
+    }
+  }
+}
+
+TEST(CopeTable, ACausalRowNeverCountsPastItsIndexPlusOne) {
+  const int64_t S = 300;
+  // Gates of exactly 1 on every visible key (the largest counts), the future hidden.
+  const torch::Tensor hidden = torch::ones({S, S}, torch::kBool).triu(1);
+  for (double score : {800.0, 3.0}) {
+    const torch::Tensor scores = torch::full({1, 1, S, S}, score, torch::kFloat32).masked_fill(hidden, -1e30);
+    const torch::Tensor counts = model::cope_positions(scores, /*max_positions=*/4 * S).ceil()[0][0];
+    const torch::Tensor reach = torch::arange(S, torch::kFloat32).unsqueeze(1) + 1;  // i + 1
+    EXPECT_TRUE((counts <= reach).all().item<bool>());
+    if (score == 800.0) {
+      EXPECT_TRUE(counts.select(1, 0).equal(reach.squeeze(1)));  // reached at key 0
+    }
+  }
+}
+
+}  // namespace cope_table_test

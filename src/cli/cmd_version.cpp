@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "roformer/common/build_info.h"
 #include "roformer/common/host_memory.h"
+#include "roformer/common/large_block_cache.h"
 #include "roformer/distributed/nccl_version.h"
 #include "roformer/ops/common/cpu_vectors.h"
 
@@ -40,6 +41,7 @@ void add_version_command(CLI::App& app, int& exit_code) {
               << "nccl              " << dist::nccl_version_text() << "\n"
               << "intra-op threads  " << at::get_num_threads() << "\n"
               << "host allocator    " << tune_host_allocator() << "\n"
+              << "large blocks      " << install_large_block_cache() << "\n"
               << "cpu vectors       " << cpu_vectors_text() << "\n";
     exit_code = 0;
   });

@@ -12,6 +12,7 @@
 #include "cli/run_cli.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/host_memory.h"
+#include "roformer/common/large_block_cache.h"
 #include "roformer/common/log.h"
 #include "roformer/common/strings.h"
 #include "roformer/ops/common/cpu_vectors.h"
@@ -34,7 +35,8 @@ int roformer::cli::run_cli(int argc, char** argv) {
       ->capture_default_str();
   app.parse_complete_callback([&log_level] {
     log::init(log::parse_level(log_level));
-    tune_host_allocator();  // before a command's first tensor: activations reuse warm heap pages
+    tune_host_allocator();        // before a command's first tensor: activations reuse warm heap pages
+    install_large_block_cache();  // and blocks of 32 MiB or more, which glibc maps afresh each time
     // Subnormal floats flushed to zero, on this thread and the pools it starts: a softmax over
     // strongly biased scores (FoX's decay, ALiBi far from the query) makes many weights subnormal,
     // and MKL's products over them ran several times slower (docs/performance.md).

@@ -18,6 +18,7 @@
 #include "roformer/common/build_info.h"
 #include "roformer/common/errors.h"
 #include "roformer/common/files.h"
+#include "roformer/common/large_block_cache.h"
 #include "roformer/common/log.h"
 #include "roformer/common/progress.h"
 #include "roformer/common/strings.h"
@@ -457,6 +458,7 @@ TrainResult Trainer::run() {
   const int64_t profiled = std::max<int64_t>(0, std::min(t_.profile_steps, t_.steps - t_.profile_start));
   StepProfiler profiler(t_.profile_start, life_.rank0() ? profiled : 0, life_.run_dir(), device_);
   session_start_ = window_start_ = Clock::now();
+  const ReuseLargeBlocks reuse;  // steps allocate the same large blocks again and again
   while (state_.step < t_.steps) {
     const double lr = learning_rate(t_, state_.step);
     profiler.before_step(state_.step);

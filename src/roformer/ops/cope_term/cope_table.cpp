@@ -78,7 +78,8 @@ torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor&
   TORCH_CHECK(q.scalar_type() == table.scalar_type() && q.device() == table.device(),
               "roformer::causal_table_products: q and table differ in dtype or device");
   const at::Tensor qc = q.contiguous();
-  if (!at::GradMode::is_enabled() || (!q.requires_grad() && !table.requires_grad())) return table_products_forward(qc, table);
+  if (!at::GradMode::is_enabled() || (!q.requires_grad() && !table.requires_grad()))
+    return table_products_forward(qc, table);
   return CausalTableProducts::apply(qc, table);
 }
 

@@ -38,9 +38,7 @@ class LargeBlockCache final : public c10::Allocator {
     return {block, block, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
   // A block of ours goes idle (the oldest idle ones freed past the cap); any other (a small
   // block freed through the raw interface) goes to the base allocator's deleter.
@@ -110,7 +108,7 @@ class LargeBlockCache final : public c10::Allocator {
   c10::Allocator* base_;
   c10::DeleterFnPtr base_raw_deleter_;
   std::mutex mutex_;
-  std::unordered_map<void*, size_t> live_;   // blocks handed out, by address
+  std::unordered_map<void*, size_t> live_;    // blocks handed out, by address
   std::list<std::pair<size_t, void*>> idle_;  // freed blocks, newest first
   size_t idle_bytes_ = 0;
 };

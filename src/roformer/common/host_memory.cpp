@@ -30,13 +30,8 @@ namespace {
 }
 
 std::string apply_settings() {
-  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");  // checked on every platform; "" = unset
-  if (choice != nullptr && choice[0] == '\0') choice = nullptr;
-  if (choice != nullptr && std::strcmp(choice, "tuned") != 0 && std::strcmp(choice, "default") != 0)
-    throw UserError(std::string("ROFORMER_HOST_MALLOC='") + choice +
-                    "' is not a setting; use 'tuned' (the default) or 'default' (glibc's own), or unset it");
 #if defined(__GLIBC__)
-  if (choice != nullptr && std::strcmp(choice, "default") == 0) return "glibc defaults (ROFORMER_HOST_MALLOC=default)";
+  if (host_allocator_left_default()) return "glibc defaults (ROFORMER_HOST_MALLOC=default)";
   const std::string pages = huge_pages();
   if (environment_tunes_malloc()) return "glibc, tuned by the environment" + pages;
   constexpr int kMiB = 1 << 20;
@@ -52,6 +47,15 @@ std::string apply_settings() {
 }
 
 }  // namespace
+
+bool host_allocator_left_default() {
+  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");  // checked on every platform; "" = unset
+  if (choice == nullptr || choice[0] == '\0') return false;
+  if (std::strcmp(choice, "tuned") != 0 && std::strcmp(choice, "default") != 0)
+    throw UserError(std::string("ROFORMER_HOST_MALLOC='") + choice +
+                    "' is not a setting; use 'tuned' (the default) or 'default' (glibc's own), or unset it");
+  return std::strcmp(choice, "default") == 0;
+}
 
 const std::string& tune_host_allocator() {
   static const std::string applied = apply_settings();

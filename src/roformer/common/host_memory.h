@@ -17,4 +17,8 @@ namespace roformer {
 // Applies the settings on the first call; every call returns a one-line description of them.
 const std::string& tune_host_allocator();
 
+// Whether ROFORMER_HOST_MALLOC=default asks for glibc's own behaviour (and no tuning of ours);
+// a value other than 'tuned' or 'default' is a UserError.
+bool host_allocator_left_default();
+
 }  // namespace roformer

@@ -2,13 +2,13 @@
 // one deleter serves them and LibTorch's raw allocation interface alike.
 #include "roformer/common/large_block_cache.h"
 
+#include "roformer/common/host_memory.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -123,8 +123,7 @@ std::string install() {
 #if defined(__SANITIZE_ADDRESS__)
   return "none (AddressSanitizer build)";
 #else
-  const char* choice = std::getenv("ROFORMER_HOST_MALLOC");
-  if (choice != nullptr && std::strcmp(choice, "default") == 0) return "none (ROFORMER_HOST_MALLOC=default)";
+  if (host_allocator_left_default()) return "none (ROFORMER_HOST_MALLOC=default)";
   g_cache = new LargeBlockCache(c10::GetCPUAllocator());
   return "blocks of 32 MiB or more reused at their exact size during training steps (up to 512 MiB idle)";
 #endif

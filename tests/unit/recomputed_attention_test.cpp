@@ -217,7 +217,7 @@ TEST(RecomputedAttention, EveryBidirectionalTileFamilyTrainsThroughTilesAsOnTheE
 
 // Under auto, a term whose gradient is recomputed (ReRoPE's two rotations) trains in tiles once
 // one layer's [B, H, S, S] float scores pass 16 MiB (2 x 2 heads x 1024^2 x 4 bytes is exactly 16
-// MiB); PaTH, whose tiles train slower than its explicit scores, keeps them at any length.
+// MiB); PaTH, whose attention in blocks has its backward, trains in them at any length.
 TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
   for (const config::PositionKind kind : {config::PositionKind::rope, config::PositionKind::path}) {
     for (const int64_t tokens : {1024, 1040}) {
@@ -232,7 +232,7 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
       in.input_ids = torch::randint(0, c.vocab_size, {2, tokens}, torch::kLong);
       torch::NoGradGuard no_grad;  // the choice does not depend on autograd
       m->forward(in);
-      const bool tiles = tokens > 1024 && kind != config::PositionKind::path;
+      const bool tiles = tokens > 1024 || kind == config::PositionKind::path;
       EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
           << tokens << " tokens, " << (kind == config::PositionKind::path ? "PaTH" : "ReRoPE");
     }
@@ -241,7 +241,8 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
 
 // Under auto, a term with a backward in tiles (Transformer-XL, Shaw, DeBERTa, FIRE, and
 // stick-breaking over q . k alone) trains in tiles at any length, 64 tokens too, under either
-// normaliser; PaTH, whose gradient is recomputed in explicit blocks, keeps the explicit scores.
+// normaliser; PaTH under softmax (its blocks) but not under stick-breaking (its walk's gradient
+// would be recomputed in explicit blocks, slower than its explicit scores).
 TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength) {
   for (const config::PositionKind kind :
        {config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta,
@@ -257,7 +258,7 @@ TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength)
       model::EncoderInput in;
       in.input_ids = torch::randint(0, c.vocab_size, {2, 64}, torch::kLong);
       m->forward(in);
-      const bool tiles = kind != config::PositionKind::path;
+      const bool tiles = kind != config::PositionKind::path || !sticks;
       EXPECT_EQ(probe.summary(), tiles ? model::attention_kernel::kTile : model::attention_kernel::kExplicitScores)
           << config::position_kind_names().name(kind) << (sticks ? " with stick-breaking" : "");
     }

@@ -28,6 +28,14 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
                                     : remainder_ == config::StickBreakingRemainder::discard
                                         ? TileNormalizer::stick_breaking
                                         : TileNormalizer::stick_breaking_remainder_to_query;
+  // A family's own blocks in training (evaluation keeps the tiles: as fast for PaTH at 16384 tokens,
+  // in less memory); the same with autograd on and off, as activation checkpointing needs.
+  if (is_training() && ctx.causal && normalizer == TileNormalizer::softmax && !key_lengths.defined())
+    if (std::optional<torch::Tensor> out =
+            position_->attend_in_blocks(q, k, v, state, position_->score_scale(head_dim_))) {
+      record_kernel(attention_kernel::kTile);
+      return *out;
+    }
   // A term with a backward in tiles (or stick-breaking's scores alone): its tables keep their
   // graphs and the op differentiates them.
   const auto& properties = position_->traits().term;

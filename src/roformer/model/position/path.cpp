@@ -2,6 +2,7 @@
 #include "roformer/model/position/path.h"
 
 #include "roformer/model/position/path_sweep.h"
+#include "roformer/ops/tile_attention/path_blocks.h"
 
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <ATen/ops/linear.h>
@@ -58,11 +59,11 @@ PathLayerImpl::PathLayerImpl(const config::PathConfig& c, int64_t hidden, int64_
   if (c.forget_gate) g_proj = register_module("g_proj", torch::nn::Linear(hidden, heads));
 }
 
-PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, int64_t block) {
+PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, int64_t block, int64_t multiple) {
   const int64_t B = k.size(0), H = k.size(1), S = k.size(2), D = k.size(3);
   PathKeyBlocks kb;
   kb.length = S;
-  kb.block = std::min(block, S);
+  kb.block = std::min(block, (S + multiple - 1) / multiple * multiple);
   const int64_t b = kb.block, n = kb.blocks = (S + b - 1) / b;
   const auto opts = k.options();
   kb.keys = block_major(pad_tokens(k, n * b).view({B, H, n, b, D}));
@@ -81,23 +82,28 @@ PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, i
   return kb;
 }
 
-torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64_t begin, int64_t end) {
-  const int64_t B = q.size(0), H = q.size(1), S = kb.length, D = q.size(3), b = kb.block, n = kb.blocks;
-  const int64_t first = begin / b, last = (end + b - 1) / b, nq = last - first;  // query blocks [first, last)
+PathQueryBlocks path_query_blocks(const torch::Tensor& q, const PathKeyBlocks& kb, int64_t first, int64_t nq) {
+  const int64_t B = q.size(0), H = q.size(1), S = kb.length, D = q.size(3), b = kb.block;
   // Within the query blocks: row i's coefficients on w_t (t <= i) are A = tril(Q W^T) T, so its
   // score with key j of the block is q_i . k_j - sum_{j < s <= i} A[i, s] (w_s . k_j), and the
   // row carried to the block's start is q_i - A W.
-  torch::Tensor P =
-      block_major(pad_tokens(part(q, 2, first * b, std::min(S, last * b) - first * b), nq * b).view({B, H, nq, b, D}));
+  const torch::Tensor P = block_major(
+      pad_tokens(part(q, 2, first * b, std::min(S, (first + nq) * b) - first * b), nq * b).view({B, H, nq, b, D}));
   const torch::Tensor Wq = part(kb.w, 0, first, nq), Kq = part(kb.keys, 0, first, nq);
   const torch::Tensor A = at::matmul(at::matmul(P, Wq.transpose(-1, -2)).tril(), part(kb.transform, 0, first, nq));
   const torch::Tensor own =
       (at::matmul(P, Kq.transpose(-1, -2)) - at::matmul(A, part(kb.key_reach, 0, first, nq))).tril();
-  P = P - at::matmul(A, Wq);
-  // Earlier blocks, nearest first: P . carried keys, then P absorbs that block's product; at
-  // distance d only the query blocks c >= d have a key block c - d.
-  const torch::Tensor earlier = path_sweep(P, kb.carried, kb.product, first);
-  const torch::Tensor rows = path_rows(own, earlier, first, n, B);
+  return {own, P - at::matmul(A, Wq)};
+}
+
+torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& kb, int64_t begin, int64_t end) {
+  const int64_t B = q.size(0), S = kb.length, b = kb.block, n = kb.blocks;
+  const int64_t first = begin / b, last = (end + b - 1) / b;  // query blocks [first, last)
+  const PathQueryBlocks queries = path_query_blocks(q, kb, first, last - first);
+  // Earlier blocks, nearest first: the rows . carried keys, then the rows absorb that block's
+  // product; at distance d only the query blocks c >= d have a key block c - d.
+  const torch::Tensor earlier = path_sweep(queries.rows, kb.carried, kb.product, first);
+  const torch::Tensor rows = path_rows(queries.own, earlier, first, n, B);
   return part(part(rows, 2, begin - first * b, end - begin), 3, 0, S);
 }
 
@@ -112,6 +118,8 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
   traits_.term = ops::PathTerm::properties();
+  traits_.term->tile_backward = true;  // its whole softmax attention in blocks (attend_in_blocks), in linear memory
+  traits_.term->backward_softmax_only = true;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config, hidden, heads);
@@ -184,6 +192,20 @@ torch::Tensor PathImpl::score_term(const torch::Tensor& q, const torch::Tensor& 
   const int64_t D = q.size(-1);
   const torch::Tensor c = state.select(-1, D + 1);  // [B, H, S]
   return (c.narrow(2, begin, end - begin).unsqueeze(-1) - c.unsqueeze(2)) * score_scale(D);
+}
+
+std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                                                        const torch::Tensor& v, const torch::Tensor& state,
+                                                        double scale) {
+  const int64_t D = q.size(-1);
+  const auto acc = state.scalar_type();
+  if (!ops::path_block_attention_takes(v.to(acc), config_.block)) return std::nullopt;
+  const PathKeyBlocks kb =
+      path_key_blocks(k.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, config_.block, /*multiple=*/8);
+  const PathQueryBlocks queries = path_query_blocks(q.to(acc), kb, 0, kb.blocks);
+  const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
+  return ops::path_block_attention({queries.own, queries.rows, kb.carried, kb.product}, v.to(acc), gate, scale)
+      .to(v.scalar_type());
 }
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

@@ -51,7 +51,16 @@ struct PathKeyBlocks {
   int64_t length = 0, block = 0, blocks = 0;
   torch::Tensor keys, w, transform, key_reach, carried, product;
 };
-PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, int64_t block);
+// Blocks of min(block, S rounded up to `multiple`) tokens.
+PathKeyBlocks path_key_blocks(const torch::Tensor& k, const PathTransforms& t, int64_t block, int64_t multiple = 1);
+
+// Query blocks [first, first + count) of q [B, H, S, D] against the key blocks, block-major: their
+// raw scores with their own key blocks ([count, B * H, block, block], keys after the query 0)
+// and their rows carried to their block's start ([count, B * H, block, D]).
+struct PathQueryBlocks {
+  torch::Tensor own, rows;
+};
+PathQueryBlocks path_query_blocks(const torch::Tensor& q, const PathKeyBlocks& keys, int64_t first, int64_t count);
 
 // PaTH's raw scores q_i . (H_i ... H_{j+1} k_j) for query rows [begin, end) of q [B, H, S, D]
 // -> [B, H, C, S]; keys after the query hold 0.
@@ -74,6 +83,10 @@ class PathImpl : public PositionEncodingImpl {
                            const torch::Tensor& positions, int64_t layer, int64_t begin, int64_t end,
                            const torch::Tensor& state) override;
   double score_term_bytes_per_pair(int64_t batch, int64_t heads, double elem) const override;
+  // The whole attention in blocks (ops::path_block_attention) where they take the pass: on the
+  // CPU with a block and head dim that are multiples of 8.
+  std::optional<torch::Tensor> attend_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                const torch::Tensor& state, double scale) override;
   // The Householder walk of tile attention (ops::PathTerm) over layer_state's w,
   // beta and c.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

@@ -119,6 +119,14 @@ class PositionEncodingImpl : public torch::nn::Module {
                                                  const torch::Tensor& state, bool causal) {
     return std::nullopt;
   }
+  // A family that forms its whole causal softmax attention itself in blocks (PaTH):
+  // softmax(scores) v for q, k, v [B, H, S, D] after rotate, no padding, `state` layer_state's,
+  // differentiable; nullopt where its blocks do not take the pass (tile attention runs instead).
+  virtual std::optional<torch::Tensor> attend_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                                                        const torch::Tensor& v, const torch::Tensor& state,
+                                                        double scale) {
+    return std::nullopt;
+  }
   // traits().causal_key_bias: the term's part by key, [B, H, S] from layer_state's `state`.
   virtual torch::Tensor key_bias(const torch::Tensor& state) const { return {}; }
   // softmax(q k^T scale + the term) v from ops::short_attention for a term whose properties say

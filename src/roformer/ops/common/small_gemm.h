@@ -87,7 +87,8 @@ ROFORMER_ALWAYS_INLINE void tile(int64_t K, Strided<T> a, const T* b, int64_t ld
     }
 }
 
-// One column panel [n, n + V*W) of C for every row, R rows per tile, one row at a time at the end.
+// One column panel [n, n + V*W) of C for every row, R rows per tile, the rows left in tiles of 4
+// and 2 (a 32-row block at R = 12 or 6 keeps every row in a multi-row tile), then one at a time.
 template <int R, int V, bool kAdd, int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE void panel(int64_t M, int64_t K, Strided<T> a, const T* b, int64_t ldb, T* c, int64_t ldc,
                                   int64_t n, Limit limit, int64_t d) {
@@ -103,6 +104,10 @@ ROFORMER_ALWAYS_INLINE void panel(int64_t M, int64_t K, Strided<T> a, const T* b
   };
   int64_t m = 0;
   for (; m + R <= M; m += R) rows(std::integral_constant<int, R>{}, m);
+  if constexpr (R > 4)
+    for (; m + 4 <= M; m += 4) rows(std::integral_constant<int, 4>{}, m);
+  if constexpr (R > 2)
+    for (; m + 2 <= M; m += 2) rows(std::integral_constant<int, 2>{}, m);
   for (; m < M; ++m) rows(std::integral_constant<int, 1>{}, m);
 }
 

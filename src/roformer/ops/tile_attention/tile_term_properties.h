@@ -11,7 +11,8 @@ struct TileTermProperties {
   bool trains_faster_in_tiles = true;  // its tiles, recomputed in backward, beat its explicit scores in training
   bool forms_scores = false;           // forms the tile's scores itself (no replaced queries or second rotations)
   bool bidirectional = true;           // takes keys after the query too (attention without the causal mask)
-  bool tile_backward = false;          // has a backward in tiles (tile_attention_trainable), softmax only
+  bool tile_backward = false;          // has a backward in tiles (tile_attention_trainable, or a family's blocks)
+  bool backward_softmax_only = false;  // that backward takes softmax alone (PaTH's blocks), not stick-breaking
 };
 
 }  // namespace roformer::ops

@@ -1,0 +1,31 @@
+// PaTH's attention in blocks (Yang et al. 2025; the family in model/position/path.h): the causal
+// softmax over PaTH's scores and its weighted values, formed block by block from the blocks
+// PaTH's UT transform hands over, with its backward in the same blocks (FlashAttention's
+// recomputation), so training at any length forms no [S, S] tensor. A query block scores its
+// own keys from `own`, then walks back: its rows, carried to the block's start, score the carried
+// keys of the block before, take that block's product of transforms, and so on to the first.
+// CPU, float or double; other devices keep PaTH's explicit scores.
+#pragma once
+
+#include <torch/types.h>
+
+namespace roformer::ops {
+
+// Block-major [n, B * H, ...] as PaTH's key blocks, n blocks of b tokens (the last padded).
+struct PathBlocks {
+  torch::Tensor own;      // [n, BH, b, b]: each query block's raw scores with its own keys (j <= i read)
+  torch::Tensor rows;     // [n, BH, b, D]: each query block's rows carried to its block's start
+  torch::Tensor carried;  // [n, BH, b, D]: each key block's keys carried to its block's end
+  torch::Tensor product;  // [n, BH, D, D]: each block's product of transforms, applied as rows x product
+};
+
+// Whether the blocks take this pass: the CPU, float or double, b and D multiples of 8.
+bool path_block_attention_takes(const torch::Tensor& v, int64_t block);
+
+// softmax_j(scale (S_ij + c_i - c_j)) over keys j <= i, times v [B, H, S, D] -> [B, H, S, D]: S the
+// blocks' raw scores, c (gate [B, H, S]) FoX's running sums or undefined. Differentiable in every
+// tensor of `blocks`, v and gate.
+torch::Tensor path_block_attention(const PathBlocks& blocks, const torch::Tensor& v, const torch::Tensor& gate,
+                                   double scale);
+
+}  // namespace roformer::ops

@@ -1,0 +1,246 @@
+// PaTH's attention in blocks on the CPU (see path_blocks.h). Forward, per (pair, query block c):
+// the block's own scores, then its rows carried back block by block (rows <- rows x the product
+// of the block just scored) against each earlier key block's carried keys, under an online
+// softmax with the values (FlashAttention's forward). Backward, per pair: each query block's
+// walked rows recomputed, then its key blocks visited from the first up, carrying the rows'
+// gradient G (d loss / d rows where the walk reached) as G <- dS C_m + G product_m^T, while
+// d product_m gains walked_m^T G, d C_m gains dS^T walked_m and d v_m gains P^T dO; a pair runs on
+// one thread, so its key blocks' gradients gather without atomics.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "roformer/ops/common/cpu_kernel_support.h"
+#include "roformer/ops/common/cpu_vectors.h"
+#include "roformer/ops/common/small_gemm.h"
+#include "roformer/ops/tile_attention/path_blocks_kernels.h"
+#include "roformer/ops/tile_attention/tile_attention_grad_loop.h"
+#include "roformer/ops/tile_attention/tile_attention_loop.h"
+
+namespace roformer::ops {
+namespace path_blocks {
+
+using small_gemm::Strided;
+
+// The launch's tensors as T: blocks of the block-major ones, rows of the per-pair ones.
+template <typename T>
+struct View {
+  const PathBlockLaunch& p;
+  int64_t n, b, D, S, padded;
+  explicit View(const PathBlockLaunch& launch)
+      : p(launch),
+        n(launch.blocks),
+        b(launch.block),
+        D(launch.head_dim),
+        S(launch.length),
+        padded(launch.blocks * launch.block) {}
+  template <typename P>
+  P* block(P* base, int64_t m, int64_t pair, int64_t size) const {
+    return base + (m * p.pairs + pair) * size;
+  }
+  template <typename P>
+  P* row(P* base, int64_t pair, int64_t index, int64_t width) const {
+    return base + (pair * padded + index) * width;
+  }
+  const T* in(const void* x) const { return static_cast<const T*>(x); }
+  T* out(void* x) const { return static_cast<T*>(x); }
+  int64_t rows_of(int64_t c) const { return std::min(b, S - c * b); }
+};
+
+// The scores of query block c's rows [0, rows) with key block m as the softmax takes them:
+// scale x (raw + c_i - c_j) with FoX's gate, else scale x raw.
+template <typename T>
+ROFORMER_ALWAYS_INLINE void scale_scores(const View<T>& v, int64_t pair, int64_t c, int64_t m, int64_t rows, T* s) {
+  const T scale = static_cast<T>(v.p.scale);
+  const int64_t b = v.b;
+  if (v.p.gate == nullptr) {
+    for (int64_t e = 0; e < rows * b; ++e) s[e] *= scale;
+    return;
+  }
+  const T* g = v.in(v.p.gate) + pair * v.padded;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T at_query = g[c * b + r];
+    for (int64_t j = 0; j < b; ++j) s[r * b + j] = s[r * b + j] * scale + (at_query - g[m * b + j]) * scale;
+  }
+}
+
+template <typename T>
+struct ForwardScratch {
+  std::vector<T> scores, acc, walk, next, maximum, sum;
+  ForwardScratch(int64_t b, int64_t D) : scores(b * b), acc(b * D), walk(b * D), next(b * D), maximum(b), sum(b) {}
+};
+
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE void forward_item(const View<T>& v, int64_t pair, int64_t c, ForwardScratch<T>& w) {
+  const int64_t b = v.b, D = v.D, rows = v.rows_of(c);
+  T *s = w.scores.data(), *acc = w.acc.data(), *walk = w.walk.data(), *next = w.next.data();
+  std::copy_n(v.block(v.in(v.p.own), c, pair, b * b), rows * b, s);
+  scale_scores(v, pair, c, c, rows, s);
+  for (int64_t r = 0; r < rows; ++r) {
+    w.maximum[r] = -std::numeric_limits<T>::infinity();
+    w.sum[r] = 0;
+    tile_loop::softmax_step<kBytes>(s + r * b, r + 1, b, w.maximum[r], w.sum[r]);  // keys j <= i
+  }
+  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, c * b, D), D, acc,
+                                     D);
+  if (c > 0) std::copy_n(v.block(v.in(v.p.rows), c, pair, b * D), rows * D, walk);
+  for (int64_t m = c - 1; m >= 0; --m) {
+    small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.carried_t), m, pair, D * b),
+                                       b, s, b);
+    scale_scores(v, pair, c, m, rows, s);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T factor = tile_loop::softmax_step<kBytes>(s + r * b, b, b, w.maximum[r], w.sum[r]);
+      if (factor != T(1))
+        for (int64_t d = 0; d < D; ++d) acc[r * D + d] *= factor;
+    }
+    small_gemm::gemm<T, true, kBytes>(rows, D, b, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, m * b, D), D, acc, D);
+    if (m == 0) break;
+    small_gemm::gemm<T, false, kBytes>(rows, D, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.product), m, pair, D * D),
+                                       D, next, D);
+    std::swap(walk, next);
+  }
+  T* out = v.row(v.out(v.p.out), pair, c * b, D);
+  T* lse = v.out(v.p.lse) + pair * v.padded + c * b;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T inv = T(1) / w.sum[r];
+    for (int64_t d = 0; d < D; ++d) out[r * D + d] = acc[r * D + d] * inv;
+    lse[r] = w.maximum[r] + std::log(w.sum[r]);
+  }
+}
+
+template <typename T>
+struct BackwardScratch {
+  std::vector<T> walked, scores, dp, grad, next;
+  BackwardScratch(int64_t n, int64_t b, int64_t D)
+      : walked(n * b * D), scores(b * b), dp(b * b), grad(b * D), next(b * D) {}
+};
+
+// Query block c's scores with key block m, s (scaled; `own`: the block's own keys, j <= i), become
+// its weights P (in s) and d loss / d s (in dp, zero past the visible keys); v_m's gradient gains
+// P^T dO and the gate's its part of d s.
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int64_t c, int64_t m, int64_t rows,
+                                            bool own, T* s, T* dp) {
+  const int64_t b = v.b, D = v.D;
+  const T* lse = v.in(v.p.lse) + pair * v.padded + c * b;
+  const T* delta = v.in(v.p.delta) + pair * v.padded + c * b;
+  const T* dout = v.row(v.in(v.p.grad_out), pair, c * b, D);
+  for (int64_t r = 0; r < rows; ++r) tile_grad_loop::weights_from_lse<kBytes>(s + r * b, own ? r + 1 : b, b, lse[r]);
+  small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{dout, D, 1}, v.in(v.p.vt) + pair * D * v.padded + m * b,
+                                     v.padded, dp, b);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < b; ++j) dp[r * b + j] = s[r * b + j] * (dp[r * b + j] - delta[r]);
+  const int64_t keys = own ? rows : b;  // the own block's keys past its last row are past every query
+  small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, D, v.row(v.out(v.p.d_v), pair, m * b, D),
+                                    D);
+  if (v.p.gate == nullptr) return;
+  const T scale = static_cast<T>(v.p.scale);
+  T* dg = v.out(v.p.d_gate) + pair * v.padded;
+  for (int64_t r = 0; r < rows; ++r) {
+    T total = 0;
+    for (int64_t j = 0; j < b; ++j) {
+      total += dp[r * b + j];
+      dg[m * b + j] -= dp[r * b + j] * scale;
+    }
+    dg[c * b + r] += total * scale;
+  }
+}
+
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE void backward_query_block(const View<T>& v, int64_t pair, int64_t c, BackwardScratch<T>& w) {
+  const int64_t b = v.b, D = v.D, rows = v.rows_of(c);
+  const T scale = static_cast<T>(v.p.scale);
+  T *s = w.scores.data(), *dp = w.dp.data(), *grad = w.grad.data(), *next = w.next.data();
+  auto walked = [&](int64_t m) { return w.walked.data() + m * b * D; };  // the rows where key block m is scored
+  if (c > 0) std::copy_n(v.block(v.in(v.p.rows), c, pair, b * D), rows * D, walked(c - 1));
+  for (int64_t m = c - 1; m >= 1; --m)
+    small_gemm::gemm<T, false, kBytes>(rows, D, D, Strided<T>{walked(m), D, 1},
+                                       v.block(v.in(v.p.product), m, pair, D * D), D, walked(m - 1), D);
+  std::copy_n(v.block(v.in(v.p.own), c, pair, b * b), rows * b, s);
+  scale_scores(v, pair, c, c, rows, s);
+  key_block_grads<kBytes>(v, pair, c, c, rows, true, s, dp);
+  T* d_own = v.block(v.out(v.p.d_own), c, pair, b * b);
+  for (int64_t e = 0; e < rows * b; ++e) d_own[e] = dp[e] * scale;
+  for (int64_t m = 0; m < c; ++m) {
+    small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walked(m), D, 1},
+                                       v.block(v.in(v.p.carried_t), m, pair, D * b), b, s, b);
+    scale_scores(v, pair, c, m, rows, s);
+    key_block_grads<kBytes>(v, pair, c, m, rows, false, s, dp);
+    for (int64_t e = 0; e < rows * b; ++e) dp[e] *= scale;  // d loss / d raw score
+    small_gemm::gemm<T, true, kBytes>(b, D, rows, Strided<T>{dp, 1, b}, walked(m), D,
+                                      v.block(v.out(v.p.d_carried), m, pair, b * D), D);
+    if (m > 0)  // walked(m - 1) = walked(m) product_m: product_m's gradient, then the walk's back through it
+      small_gemm::gemm<T, true, kBytes>(D, D, rows, Strided<T>{walked(m), 1, D}, grad, D,
+                                        v.block(v.out(v.p.d_product), m, pair, D * D), D);
+    small_gemm::gemm<T, false, kBytes>(rows, D, b, Strided<T>{dp, b, 1}, v.block(v.in(v.p.carried), m, pair, b * D), D,
+                                       next, D);
+    if (m > 0)
+      small_gemm::gemm<T, true, kBytes>(rows, D, D, Strided<T>{grad, D, 1},
+                                        v.block(v.in(v.p.product_t), m, pair, D * D), D, next, D);
+    std::swap(grad, next);
+  }
+  if (c > 0) std::copy_n(grad, rows * D, v.block(v.out(v.p.d_rows), c, pair, b * D));
+}
+
+template <typename T, int kBytes>
+ROFORMER_ALWAYS_INLINE void forward_items(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  const View<T> v(p);
+  ForwardScratch<T> scratch(v.b, v.D);
+  for (int64_t item = first; item < last; ++item)  // the longest walks first
+    forward_item<kBytes>(v, item % p.pairs, v.n - 1 - item / p.pairs, scratch);
+}
+
+template <typename T, int kBytes>
+ROFORMER_ALWAYS_INLINE void backward_pairs(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  const View<T> v(p);
+  BackwardScratch<T> scratch(v.n, v.b, v.D);
+  for (int64_t pair = first; pair < last; ++pair)
+    for (int64_t c = 0; c < v.n; ++c) backward_query_block<kBytes>(v, pair, c, scratch);
+}
+
+// Float compiled per x86-64 level and with AVX-512's 64-byte vectors where the CPU has them;
+// double (the tests' precision) with 32-byte vectors.
+using Items = void (*)(const PathBlockLaunch&, int64_t, int64_t);
+ROFORMER_CLONES void forward_f32(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  forward_items<float, 32>(p, first, last);
+}
+ROFORMER_WIDE_TARGET void forward_f32_wide(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  forward_items<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
+}
+void forward_f64(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  forward_items<double, 32>(p, first, last);
+}
+ROFORMER_CLONES void backward_f32(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  backward_pairs<float, 32>(p, first, last);
+}
+ROFORMER_WIDE_TARGET void backward_f32_wide(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  backward_pairs<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
+}
+void backward_f64(const PathBlockLaunch& p, int64_t first, int64_t last) {
+  backward_pairs<double, 32>(p, first, last);
+}
+
+Items pick(const PathBlockLaunch& p, Items f64, Items f32, Items f32_wide) {
+  if (p.dtype == KernelDType::f64) return f64;
+  return cpu_vector_bytes() == 64 ? f32_wide : f32;
+}
+
+}  // namespace path_blocks
+
+void path_block_forward_cpu(const PathBlockLaunch& p) {
+  using namespace path_blocks;
+  const Items items = pick(p, forward_f64, forward_f32, forward_f32_wide);
+  for_each_claim(p.pairs * p.blocks, 1, [&](int64_t first, int64_t last) { items(p, first, last); });
+}
+
+void path_block_backward_cpu(const PathBlockLaunch& p) {
+  using namespace path_blocks;
+  const Items pairs = pick(p, backward_f64, backward_f32, backward_f32_wide);
+  for_each_claim(p.pairs, 1, [&](int64_t first, int64_t last) { pairs(p, first, last); });
+}
+
+}  // namespace roformer::ops

@@ -1,0 +1,147 @@
+// PaTH's attention in blocks (ops::path_block_attention) against the same attention on PaTH's
+// explicit scores in double: path_scores (held to the authors' definition in path_test), FoX's
+// c_i - c_j added before the scale, the causal mask, softmax and the values through LibTorch's
+// autograd. Values and every input's gradient at lengths around the blocks' edges, with and
+// without the gate; the same bits with one thread and two; float at both vector widths near
+// double; and the shapes it refuses.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "roformer/model/position/path.h"
+#include "roformer/ops/common/cpu_vectors.h"
+#include "roformer/ops/tile_attention/path_blocks.h"
+
+namespace path_blocks_test {
+
+using namespace roformer;
+
+namespace {
+
+struct Inputs {
+  torch::Tensor q, k, v, w_raw, beta, c;  // leaves; w = w_raw / |w_raw|, beta in (0, 2), c falling sums
+  std::vector<torch::Tensor> leaves() const { return {q, k, v, w_raw, beta, c}; }
+};
+
+Inputs draw(int64_t B, int64_t H, int64_t S, int64_t D, torch::Dtype dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto opts = torch::dtype(dtype);
+  auto leaf = [](torch::Tensor t) { return t.requires_grad_(true); };
+  return {leaf(torch::randn({B, H, S, D}, opts)),         leaf(torch::randn({B, H, S, D}, opts)),
+          leaf(torch::randn({B, H, S, D}, opts)),         leaf(torch::randn({B, H, S, D}, opts)),
+          leaf(2.0 * torch::rand({B, H, S}, opts)),       leaf(-torch::rand({B, H, S}, opts).cumsum(-1))};
+}
+
+model::PathTransforms transforms(const Inputs& x) {
+  return {x.w_raw / x.w_raw.norm(2, -1, true), x.beta};
+}
+
+// softmax over keys j <= i of scale (PaTH's score + c_i - c_j), times v, on explicit scores.
+torch::Tensor explicit_attention(const Inputs& x, bool gate, int64_t block, double scale) {
+  const int64_t S = x.q.size(2);
+  torch::Tensor scores = model::path_scores(x.q, x.k, transforms(x), 0, S, block) * scale;
+  if (gate) scores = scores + (x.c.unsqueeze(-1) - x.c.unsqueeze(2)) * scale;
+  const torch::Tensor later = torch::ones({S, S}, torch::kBool).triu(1);
+  return torch::softmax(scores.masked_fill(later, -std::numeric_limits<double>::infinity()), -1).matmul(x.v);
+}
+
+torch::Tensor block_attention(const Inputs& x, bool gate, int64_t block, double scale) {
+  const model::PathKeyBlocks kb = model::path_key_blocks(x.k, transforms(x), block, /*multiple=*/8);
+  const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
+  return ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v, gate ? x.c : torch::Tensor(),
+                                   scale);
+}
+
+// The output and the gradients of sum(out * weights) with respect to every leaf.
+std::vector<torch::Tensor> with_gradients(const Inputs& x, const torch::Tensor& out, const torch::Tensor& weights) {
+  std::vector<torch::Tensor> all{out.detach()};
+  for (const torch::Tensor& g : torch::autograd::grad({(out * weights).sum()}, x.leaves(), {}, {}, false, true))
+    all.push_back(g.defined() ? g : torch::zeros({0}));
+  return all;
+}
+
+const char* kNames[] = {"output", "d q", "d k", "d v", "d w", "d beta", "d c"};
+
+}  // namespace
+
+TEST(PathBlocks, ValuesAndGradientsEqualTheExplicitScoresInDouble) {
+  for (const int64_t S : {1, 47, 48, 49, 131, 300})
+    for (const int64_t block : {8, 32})
+      for (const bool gate : {false, true}) {
+        SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block) + (gate ? ", gate" : ""));
+        const Inputs x = draw(2, 2, S, 8, torch::kFloat64, 100 + S);
+        const torch::Tensor weights = torch::randn({2, 2, S, 8}, torch::kFloat64);
+        const double scale = 1.0 / std::sqrt(8.0);
+        const auto want = with_gradients(x, explicit_attention(x, gate, block, scale), weights);
+        const auto got = with_gradients(x, block_attention(x, gate, block, scale), weights);
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (i == 6 && !gate) continue;  // c unused
+          EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-10, 1e-10))
+              << kNames[i] << ": largest difference " << (got[i] - want[i]).abs().max().item<double>();
+        }
+      }
+}
+
+// A pass of a block differs from the explicit path where it should: dropping the gate's sign or
+// the scale moves the output far beyond rounding (the comparison above can fail).
+TEST(PathBlocks, AWrongScaleOrGateIsSeen) {
+  const Inputs x = draw(1, 2, 40, 16, torch::kFloat64, 5);
+  const torch::Tensor want = explicit_attention(x, true, 16, 0.25);
+  EXPECT_TRUE(torch::allclose(block_attention(x, true, 16, 0.25), want, 1e-10, 1e-10));
+  EXPECT_GT((block_attention(x, true, 16, 0.3) - want).abs().max().item<double>(), 1e-3);
+  EXPECT_GT((block_attention(x, false, 16, 0.25) - want).abs().max().item<double>(), 1e-3);
+}
+
+// Each (pair, query block) of the forward and each pair of the backward runs on one thread in a
+// fixed order: one thread and two give the same bits.
+TEST(PathBlocks, OneThreadAndTwoGiveTheSameBits) {
+  const int threads = at::get_num_threads();
+  const Inputs x = draw(2, 3, 131, 16, torch::kFloat32, 7);
+  const torch::Tensor weights = torch::randn({2, 3, 131, 16});
+  std::vector<std::vector<torch::Tensor>> runs;
+  for (const int n : {1, 2}) {
+    at::set_num_threads(n);
+    runs.push_back(with_gradients(x, block_attention(x, true, 32, 0.25), weights));
+  }
+  at::set_num_threads(threads);
+  for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_TRUE(torch::equal(runs[0][i], runs[1][i])) << kNames[i];
+}
+
+// Float at 32- and 64-byte vectors (where the CPU has them) near double's values and gradients.
+TEST(PathBlocks, FloatAtEitherVectorWidthIsNearDouble) {
+  const Inputs x = draw(2, 2, 100, 32, torch::kFloat64, 9);
+  const torch::Tensor weights = torch::randn({2, 2, 100, 32}, torch::kFloat64);
+  const auto want = with_gradients(x, block_attention(x, true, 32, 1.0 / std::sqrt(32.0)), weights);
+  Inputs f;
+  auto as_float = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat32).requires_grad_(true); };
+  f = {as_float(x.q), as_float(x.k), as_float(x.v), as_float(x.w_raw), as_float(x.beta), as_float(x.c)};
+  for (const int bytes : {32, 64}) {
+    if (bytes == 64 && !ops::wide_cpu_vectors_available()) continue;
+    SCOPED_TRACE(std::to_string(bytes) + "-byte vectors");
+    ops::set_cpu_vector_bytes_for_testing(bytes);
+    const auto got = with_gradients(f, block_attention(f, true, 32, 1.0 / std::sqrt(32.0)), weights.to(torch::kFloat32));
+    ops::set_cpu_vector_bytes_for_testing(0);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(torch::allclose(got[i].to(torch::kFloat64), want[i], 1e-4, 1e-4))
+          << kNames[i] << ": largest difference " << (got[i].to(torch::kFloat64) - want[i]).abs().max().item<double>();
+  }
+}
+
+TEST(PathBlocks, TakesTheCpuInFloatOrDoubleWithMultiplesOfEight) {
+  EXPECT_TRUE(ops::path_block_attention_takes(torch::zeros({1, 1, 5, 16}), 32));
+  EXPECT_TRUE(ops::path_block_attention_takes(torch::zeros({1, 1, 5, 8}, torch::kFloat64), 8));
+  EXPECT_FALSE(ops::path_block_attention_takes(torch::zeros({1, 1, 5, 12}), 32));
+  EXPECT_FALSE(ops::path_block_attention_takes(torch::zeros({1, 1, 5, 16}), 12));
+  EXPECT_FALSE(ops::path_block_attention_takes(torch::zeros({1, 1, 5, 16}, torch::kBFloat16), 32));
+  const Inputs x = draw(1, 1, 20, 8, torch::kFloat64, 3);
+  const model::PathKeyBlocks kb = model::path_key_blocks(x.k, transforms(x), 8, 8);
+  const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
+  EXPECT_THROW(ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v.narrow(2, 0, 10), {}, 1.0),
+               std::exception);  // blocks of 24 tokens for 10
+  EXPECT_THROW(ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v, x.c.to(torch::kFloat32), 1.0),
+               std::exception);
+}
+
+}  // namespace path_blocks_test

@@ -29,9 +29,9 @@ Inputs draw(int64_t B, int64_t H, int64_t S, int64_t D, torch::Dtype dtype, uint
   torch::manual_seed(seed);
   const auto opts = torch::dtype(dtype);
   auto leaf = [](torch::Tensor t) { return t.requires_grad_(true); };
-  return {leaf(torch::randn({B, H, S, D}, opts)),         leaf(torch::randn({B, H, S, D}, opts)),
-          leaf(torch::randn({B, H, S, D}, opts)),         leaf(torch::randn({B, H, S, D}, opts)),
-          leaf(2.0 * torch::rand({B, H, S}, opts)),       leaf(-torch::rand({B, H, S}, opts).cumsum(-1))};
+  return {leaf(torch::randn({B, H, S, D}, opts)),   leaf(torch::randn({B, H, S, D}, opts)),
+          leaf(torch::randn({B, H, S, D}, opts)),   leaf(torch::randn({B, H, S, D}, opts)),
+          leaf(2.0 * torch::rand({B, H, S}, opts)), leaf(-torch::rand({B, H, S}, opts).cumsum(-1))};
 }
 
 model::PathTransforms transforms(const Inputs& x) {
@@ -50,8 +50,7 @@ torch::Tensor explicit_attention(const Inputs& x, bool gate, int64_t block, doub
 torch::Tensor block_attention(const Inputs& x, bool gate, int64_t block, double scale) {
   const model::PathKeyBlocks kb = model::path_key_blocks(x.k, transforms(x), block, /*multiple=*/8);
   const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
-  return ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v, gate ? x.c : torch::Tensor(),
-                                   scale);
+  return ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v, gate ? x.c : torch::Tensor(), scale);
 }
 
 // The output and the gradients of sum(out * weights) with respect to every leaf.
@@ -121,12 +120,45 @@ TEST(PathBlocks, FloatAtEitherVectorWidthIsNearDouble) {
     if (bytes == 64 && !ops::wide_cpu_vectors_available()) continue;
     SCOPED_TRACE(std::to_string(bytes) + "-byte vectors");
     ops::set_cpu_vector_bytes_for_testing(bytes);
-    const auto got = with_gradients(f, block_attention(f, true, 32, 1.0 / std::sqrt(32.0)), weights.to(torch::kFloat32));
+    const auto got =
+        with_gradients(f, block_attention(f, true, 32, 1.0 / std::sqrt(32.0)), weights.to(torch::kFloat32));
     ops::set_cpu_vector_bytes_for_testing(0);
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(torch::allclose(got[i].to(torch::kFloat64), want[i], 1e-4, 1e-4))
           << kNames[i] << ": largest difference " << (got[i].to(torch::kFloat64) - want[i]).abs().max().item<double>();
   }
+}
+
+// The blocks formed per (pair, block) in one kernel equal path_key_blocks and path_query_blocks'
+// batched LibTorch products in double, values and the gradients of all four through weights on
+// each; and the attention on them is the explicit scores' attention.
+TEST(PathBlocks, FormedInOnePassEqualTheBatchedProducts) {
+  for (const int64_t S : {1, 47, 48, 131})
+    for (const int64_t block : {8, 32}) {
+      SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block));
+      const Inputs x = draw(2, 2, S, 16, torch::kFloat64, 200 + S);
+      const model::PathTransforms t = transforms(x);
+      const model::PathKeyBlocks kb = model::path_key_blocks(x.k, t, block, /*multiple=*/8);
+      const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
+      const ops::PathBlocks got = ops::path_blocks(x.q, x.k, t.w, t.beta, block);
+      const std::vector<torch::Tensor> want_all{qb.own, qb.rows, kb.carried, kb.product},
+          got_all{got.own, got.rows, got.carried, got.product};
+      torch::Tensor want_loss = torch::zeros({}, torch::kFloat64), got_loss = want_loss;
+      for (size_t i = 0; i < 4; ++i) {
+        ASSERT_EQ(got_all[i].sizes(), want_all[i].sizes()) << i;
+        EXPECT_TRUE(torch::allclose(got_all[i], want_all[i], 1e-10, 1e-10))
+            << "tensor " << i << ": largest difference " << (got_all[i] - want_all[i]).abs().max().item<double>();
+        const torch::Tensor weights = torch::randn(want_all[i].sizes(), torch::kFloat64);
+        want_loss = want_loss + (want_all[i] * weights).sum();
+        got_loss = got_loss + (got_all[i] * weights).sum();
+      }
+      const std::vector<torch::Tensor> leaves{x.q, x.k, x.w_raw, x.beta};
+      const auto want = torch::autograd::grad({want_loss}, leaves, {}, /*retain_graph=*/true);
+      const auto grads = torch::autograd::grad({got_loss}, leaves);
+      for (size_t i = 0; i < leaves.size(); ++i)
+        EXPECT_TRUE(torch::allclose(grads[i], want[i], 1e-10, 1e-10))
+            << "d " << i << ": largest difference " << (grads[i] - want[i]).abs().max().item<double>();
+    }
 }
 
 TEST(PathBlocks, TakesTheCpuInFloatOrDoubleWithMultiplesOfEight) {

@@ -200,12 +200,10 @@ std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, 
   const int64_t D = q.size(-1);
   const auto acc = state.scalar_type();
   if (!ops::path_block_attention_takes(v.to(acc), config_.block)) return std::nullopt;
-  const PathKeyBlocks kb =
-      path_key_blocks(k.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, config_.block, /*multiple=*/8);
-  const PathQueryBlocks queries = path_query_blocks(q.to(acc), kb, 0, kb.blocks);
+  const ops::PathBlocks blocks =
+      ops::path_blocks(q.to(acc), k.to(acc), state.narrow(-1, 0, D), state.select(-1, D), config_.block);
   const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
-  return ops::path_block_attention({queries.own, queries.rows, kb.carried, kb.product}, v.to(acc), gate, scale)
-      .to(v.scalar_type());
+  return ops::path_block_attention(blocks, v.to(acc), gate, scale).to(v.scalar_type());
 }
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

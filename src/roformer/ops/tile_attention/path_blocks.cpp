@@ -3,6 +3,8 @@
 
 #include <torch/autograd.h>
 
+#include <algorithm>
+
 #include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
@@ -24,10 +26,83 @@ torch::Tensor per_pair(const torch::Tensor& x, int64_t padded) {
   return out;
 }
 
-// The inverse for the gradients: [B * H, padded, ...] -> [B, H, S, ...].
-torch::Tensor per_batch(const torch::Tensor& x, const torch::Tensor& like) {
-  return x.narrow(1, 0, like.size(2)).reshape(like.sizes());
+// The inverse for the gradients: [B * H, padded, ...] -> [B, H, S, ...] (`shape`).
+torch::Tensor per_batch(const torch::Tensor& x, at::IntArrayRef shape) {
+  return x.narrow(1, 0, shape[2]).reshape(shape);
 }
+torch::Tensor per_batch(const torch::Tensor& x, const torch::Tensor& like) {
+  return per_batch(x, like.sizes());
+}
+
+class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                                                const torch::Tensor& k, const torch::Tensor& w,
+                                                const torch::Tensor& beta, int64_t block) {
+    const int64_t BH = q.size(0) * q.size(1), S = q.size(2), D = q.size(3);
+    const int64_t b = std::min(block, (S + 7) / 8 * 8), n = (S + b - 1) / b;
+    const auto opts = q.options();
+    const torch::Tensor qp = per_pair(q, n * b), kp = per_pair(k, n * b), wp = per_pair(w, n * b),
+                        bp = per_pair(beta, n * b);
+    torch::Tensor own = torch::empty({n, BH, b, b}, opts), rows = torch::empty({n, BH, b, D}, opts),
+                  carried = torch::empty({n, BH, b, D}, opts), product = torch::empty({n, BH, D, D}, opts),
+                  transform = torch::empty({n, BH, b, b}, opts), reach = torch::empty({n, BH, b, b}, opts);
+    PathInputsLaunch p = inputs_launch(qp, kp, wp, bp, transform, reach, n, b);
+    p.own = own.data_ptr();
+    p.rows = rows.data_ptr();
+    p.carried = carried.data_ptr();
+    p.product = product.data_ptr();
+    path_inputs_forward_cpu(p);
+    ctx->save_for_backward({qp, kp, wp, bp, transform, reach});
+    ctx->saved_data["shape"] = q.sizes().vec();
+    return {own, rows, carried, product};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const std::vector<torch::Tensor> s = ctx->get_saved_variables();
+    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+    const int64_t n = s[4].size(0), b = s[4].size(2), D = s[0].size(2);
+    const std::vector<int64_t> sizes[4] = {
+        {n, s[0].size(0), b, b}, {n, s[0].size(0), b, D}, {n, s[0].size(0), b, D}, {n, s[0].size(0), D, D}};
+    for (size_t i = 0; i < 4; ++i)
+      grads[i] = grads[i].defined() ? grads[i].contiguous() : torch::zeros(sizes[i], s[0].options());
+    torch::Tensor d_q = torch::empty_like(s[0]), d_k = torch::empty_like(s[0]), d_w = torch::empty_like(s[0]),
+                  d_beta = torch::empty_like(s[3]);
+    PathInputsLaunch p = inputs_launch(s[0], s[1], s[2], s[3], s[4], s[5], n, b);
+    p.d_own = grads[0].data_ptr();
+    p.d_rows = grads[1].data_ptr();
+    p.d_carried = grads[2].data_ptr();
+    p.d_product = grads[3].data_ptr();
+    p.d_q = d_q.data_ptr();
+    p.d_k = d_k.data_ptr();
+    p.d_w = d_w.data_ptr();
+    p.d_beta = d_beta.data_ptr();
+    path_inputs_backward_cpu(p);
+    const std::vector<int64_t> token_shape(shape.begin(), shape.begin() + 3);
+    return {per_batch(d_q, shape), per_batch(d_k, shape), per_batch(d_w, shape), per_batch(d_beta, token_shape),
+            torch::Tensor()};
+  }
+
+ private:
+  static PathInputsLaunch inputs_launch(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
+                                        const torch::Tensor& beta, const torch::Tensor& transform,
+                                        const torch::Tensor& reach, int64_t n, int64_t b) {
+    PathInputsLaunch p;
+    p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::path_blocks");
+    p.pairs = q.size(0);
+    p.blocks = n;
+    p.block = b;
+    p.head_dim = q.size(2);
+    p.q = q.data_ptr();
+    p.k = k.data_ptr();
+    p.w = w.data_ptr();
+    p.beta = beta.data_ptr();
+    p.transform = transform.data_ptr();
+    p.reach = reach.data_ptr();
+    return p;
+  }
+};
 
 PathBlockLaunch launch_for(const std::vector<torch::Tensor>& saved, const torch::Tensor& v, double scale) {
   PathBlockLaunch p;
@@ -103,7 +178,8 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     p.d_v = d_v.data_ptr();
     p.d_gate = gated ? d_gate.data_ptr() : nullptr;
     path_block_backward_cpu(p);
-    const torch::Tensor gate_grad = gated ? d_gate.narrow(1, 0, v.size(2)).reshape(v.sizes().slice(0, 3)) : torch::Tensor();
+    const torch::Tensor gate_grad =
+        gated ? d_gate.narrow(1, 0, v.size(2)).reshape(v.sizes().slice(0, 3)) : torch::Tensor();
     return {d_own, d_rows, d_carried, d_product, per_batch(d_v, v), gate_grad, torch::Tensor()};
   }
 };
@@ -116,22 +192,40 @@ bool path_block_attention_takes(const torch::Tensor& v, int64_t block) {
          block % 8 == 0;
 }
 
+PathBlocks path_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
+                       const torch::Tensor& beta, int64_t block) {
+  TORCH_CHECK(path_block_attention_takes(q, block) && k.sizes() == q.sizes() && w.sizes() == q.sizes() &&
+                  beta.sizes() == q.sizes().slice(0, 3),
+              "roformer::path_blocks: needs q, k, w [B, H, S, D] and beta [B, H, S] on the CPU with head dim and block "
+              "multiples of 8, got q ",
+              q.sizes(), ", k ", k.sizes(), ", w ", w.sizes(), ", beta ", beta.sizes(), ", block ", block);
+  for (const torch::Tensor& t : {k, w, beta})
+    TORCH_CHECK(t.scalar_type() == q.scalar_type() && t.is_cpu(),
+                "roformer::path_blocks: every tensor on the CPU in q's dtype ", q.scalar_type(), ", got ",
+                t.scalar_type());
+  const torch::autograd::variable_list out = PathInputsFunction::apply(q, k, w, beta, block);
+  return {out[0], out[1], out[2], out[3]};
+}
+
 torch::Tensor path_block_attention(const PathBlocks& blocks, const torch::Tensor& v, const torch::Tensor& gate,
                                    double scale) {
   const int64_t n = blocks.own.size(0), BH = v.size(0) * v.size(1), b = blocks.own.size(2), D = v.size(3);
-  TORCH_CHECK(path_block_attention_takes(v, b), "roformer::path_block_attention: needs CPU float or double with head "
-              "dim and block multiples of 8, got v ", v.sizes(), " ", v.scalar_type(), " on ", v.device(), ", block ", b);
-  TORCH_CHECK(blocks.own.sizes() == at::IntArrayRef({n, BH, b, b}) && blocks.rows.sizes() == at::IntArrayRef({n, BH, b, D}) &&
-                  blocks.carried.sizes() == blocks.rows.sizes() &&
-                  blocks.product.sizes() == at::IntArrayRef({n, BH, D, D}) && n * b >= v.size(2) &&
-                  (n - 1) * b < v.size(2),
-              "roformer::path_block_attention: blocks of own ", blocks.own.sizes(), ", rows ", blocks.rows.sizes(),
-              ", carried ", blocks.carried.sizes(), ", product ", blocks.product.sizes(), " do not fit v ", v.sizes());
+  TORCH_CHECK(path_block_attention_takes(v, b),
+              "roformer::path_block_attention: needs CPU float or double with head "
+              "dim and block multiples of 8, got v ",
+              v.sizes(), " ", v.scalar_type(), " on ", v.device(), ", block ", b);
+  TORCH_CHECK(
+      blocks.own.sizes() == at::IntArrayRef({n, BH, b, b}) && blocks.rows.sizes() == at::IntArrayRef({n, BH, b, D}) &&
+          blocks.carried.sizes() == blocks.rows.sizes() && blocks.product.sizes() == at::IntArrayRef({n, BH, D, D}) &&
+          n * b >= v.size(2) && (n - 1) * b < v.size(2),
+      "roformer::path_block_attention: blocks of own ", blocks.own.sizes(), ", rows ", blocks.rows.sizes(),
+      ", carried ", blocks.carried.sizes(), ", product ", blocks.product.sizes(), " do not fit v ", v.sizes());
   TORCH_CHECK(!gate.defined() || gate.sizes() == v.sizes().slice(0, 3),
               "roformer::path_block_attention: gate must be [B, H, S] for v ", v.sizes());
   for (const torch::Tensor& t : {blocks.own, blocks.rows, blocks.carried, blocks.product, gate})
     TORCH_CHECK(!t.defined() || t.scalar_type() == v.scalar_type(),
-                "roformer::path_block_attention: every tensor in v's dtype ", v.scalar_type(), ", got ", t.scalar_type());
+                "roformer::path_block_attention: every tensor in v's dtype ", v.scalar_type(), ", got ",
+                t.scalar_type());
   return PathBlockFunction::apply(blocks.own, blocks.rows, blocks.carried, blocks.product, v,
                                   gate.defined() ? gate : torch::empty({0}, v.options()), scale);
 }

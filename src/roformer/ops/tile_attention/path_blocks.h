@@ -19,6 +19,12 @@ struct PathBlocks {
   torch::Tensor product;  // [n, BH, D, D]: each block's product of transforms, applied as rows x product
 };
 
+// PaTH's blocks from q, k, w [B, H, S, D] (w unit rows) and beta [B, H, S], blocks of
+// min(block, S rounded up to 8) tokens: what model/position/path.h's path_key_blocks and
+// path_query_blocks form, in one pass per (batch x head, block); differentiable in all four.
+PathBlocks path_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
+                       const torch::Tensor& beta, int64_t block);
+
 // Whether the blocks take this pass: the CPU, float or double, b and D multiples of 8.
 bool path_block_attention_takes(const torch::Tensor& v, int64_t block);
 

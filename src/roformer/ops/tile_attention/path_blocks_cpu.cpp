@@ -85,8 +85,7 @@ ROFORMER_ALWAYS_INLINE void forward_item(const View<T>& v, int64_t pair, int64_t
     w.sum[r] = 0;
     tile_loop::softmax_step<kBytes>(s + r * b, r + 1, b, w.maximum[r], w.sum[r]);  // keys j <= i
   }
-  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, c * b, D), D, acc,
-                                     D);
+  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, c * b, D), D, acc, D);
   if (c > 0) std::copy_n(v.block(v.in(v.p.rows), c, pair, b * D), rows * D, walk);
   for (int64_t m = c - 1; m >= 0; --m) {
     small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.carried_t), m, pair, D * b),

@@ -38,3 +38,26 @@ void path_block_forward_cpu(const PathBlockLaunch& launch);
 void path_block_backward_cpu(const PathBlockLaunch& launch);
 
 }  // namespace roformer::ops
+
+namespace roformer::ops {
+
+// What PaTH's blocks are formed from, per pair [pairs, n * b, ...] zero past `length` (w and beta
+// 0 there: H = I), and what the forward keeps for the backward, block-major [n, pairs, b, b]:
+// each block's UT transform T and strictly_lower(W K^T) R.
+struct PathInputsLaunch {
+  KernelDType dtype = KernelDType::f32;
+  int64_t pairs = 0, blocks = 0, block = 0, head_dim = 0;
+  const void *q = nullptr, *k = nullptr, *w = nullptr;  // [pairs, n * b, D]
+  const void* beta = nullptr;                           // [pairs, n * b]
+  void *transform = nullptr, *reach = nullptr;          // written by the forward, read by the backward
+  void *own = nullptr, *rows = nullptr, *carried = nullptr, *product = nullptr;  // PathBlocks' tensors
+  // Backward: PathBlocks' gradients in, q's, k's, w's and beta's out (every entry written).
+  const void *d_own = nullptr, *d_rows = nullptr, *d_carried = nullptr, *d_product = nullptr;
+  void *d_q = nullptr, *d_k = nullptr, *d_w = nullptr, *d_beta = nullptr;
+};
+
+// Both over (pair, block) items, each on one thread.
+void path_inputs_forward_cpu(const PathInputsLaunch& launch);
+void path_inputs_backward_cpu(const PathInputsLaunch& launch);
+
+}  // namespace roformer::ops

@@ -243,6 +243,24 @@ TEST(RecomputedAttention, AutoTrainsInTilesPastSixteenMiBOfScores) {
 // stick-breaking over q . k alone) trains in tiles at any length, 64 tokens too, under either
 // normaliser; PaTH under softmax (its blocks) but not under stick-breaking (its walk's gradient
 // would be recomputed in explicit blocks, slower than its explicit scores).
+// PaTH's blocks take blocks and head dims that are multiples of 8: with a block of 12 its training
+// keeps the explicit scores (its walk's recomputed gradient would be slower).
+TEST(RecomputedAttention, PathWithABlockItsKernelDoesNotTakeTrainsOnItsExplicitScores) {
+  for (const int64_t block : {12, 16}) {
+    config::ModelConfig c = tiny_models::tiny_causal(config::PositionKind::path);
+    c.position.path.block = block;
+    torch::manual_seed(2);
+    model::EncoderModel m = model::build_model(c, 5);
+    m->train();
+    model::AttentionKernelProbe probe;
+    model::EncoderInput in;
+    in.input_ids = torch::randint(0, c.vocab_size, {2, 40}, torch::kLong);
+    m->forward(in);
+    EXPECT_EQ(probe.summary(), block == 12 ? model::attention_kernel::kExplicitScores : model::attention_kernel::kTile)
+        << "block " << block;
+  }
+}
+
 TEST(RecomputedAttention, AutoTrainsATermWithABackwardInTilesInTilesAtAnyLength) {
   for (const config::PositionKind kind :
        {config::PositionKind::transformer_xl, config::PositionKind::shaw, config::PositionKind::deberta,

@@ -118,7 +118,10 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   traits_.keys_prefix = false;  // its key blocks cover the layer's S keys, built once per layer
   traits_.rotation = Rotation::none;
   traits_.term = ops::PathTerm::properties();
-  traits_.term->tile_backward = true;  // its whole softmax attention in blocks (attend_in_blocks), in linear memory
+  // Its whole softmax attention in blocks (attend_in_blocks) trains in linear memory where the
+  // blocks take the shapes (on the CPU; elsewhere the plan finds no tile shape); else the explicit
+  // scores, faster than its walk's recomputed gradient.
+  traits_.term->tile_backward = config.block % 8 == 0 && (hidden / heads) % 8 == 0;
   traits_.term->backward_softmax_only = true;
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {

@@ -29,7 +29,8 @@ void PathConfig::visit(FieldVisitor& v) {
           "w through a causal depthwise convolution of width 3 and SiLU (the authors' default)");
   v.field("block", block, between(int64_t{1}, int64_t{4096}),
           "tokens per block of the blockwise Householder products: speed only, every value gives the same scores "
-          "(32: the fastest at 4096 tokens on the CPU, docs/performance.md)");
+          "(32: the fastest at 1024 and 4096 tokens on the CPU, docs/performance.md; CPU training takes its blocks "
+          "kernel for multiples of 8)");
 }
 
 PositionFamily path_family() {

@@ -51,9 +51,24 @@ struct Block {
   int64_t b, D, padded;
   std::vector<T> Wt, Kt, L, tr, R, U, V, X, A, bb, bD, DD, Rt, Tt;
   explicit Block(const PathInputsLaunch& launch)
-      : p(launch), b(launch.block), D(launch.head_dim), padded(launch.blocks * launch.block),
-        Wt(b * D), Kt(b * D), L(b * b), tr(b * b), R(b * b), U(b * b), V(b * D), X(b * b), A(b * b), bb(b * b),
-        bD(b * D), DD(D * D), Rt(b * b), Tt(b * b) {}
+      : p(launch),
+        b(launch.block),
+        D(launch.head_dim),
+        padded(launch.blocks * launch.block),
+        Wt(b * D),
+        Kt(b * D),
+        L(b * b),
+        tr(b * b),
+        R(b * b),
+        U(b * b),
+        V(b * D),
+        X(b * b),
+        A(b * b),
+        bb(b * b),
+        bD(b * D),
+        DD(D * D),
+        Rt(b * b),
+        Tt(b * b) {}
 
   // C (= or +=) A B for row-major operands; `ta`: A read transposed.
   template <bool kAdd = false>
@@ -85,7 +100,8 @@ struct Block {
 
   // What both passes need: W^T, K^T, L, R (T from `saved` or solved) and U = T R, V = T W,
   // X = tril(Q W^T), A = X T.
-  ROFORMER_ALWAYS_INLINE void common(const T* W, const T* K, const T* Q, const T* beta, const T* saved_transform, const T* saved_reach) {
+  ROFORMER_ALWAYS_INLINE void common(const T* W, const T* K, const T* Q, const T* beta, const T* saved_transform,
+                                     const T* saved_reach) {
     transpose(W, b, D, Wt.data());
     transpose(K, b, D, Kt.data());
     mul(b, b, D, W, false, Wt.data(), L.data());
@@ -134,8 +150,19 @@ template <typename T>
 struct Grads {
   std::vector<T> dq, dk, dw, da, dx, dt, dr, du, dv, om, dct, dpt, y;
   Grads(int64_t b, int64_t D)
-      : dq(b * D), dk(b * D), dw(b * D), da(b * b), dx(b * b), dt(b * b), dr(b * b), du(b * b), dv(b * D),
-        om(b * b), dct(b * D), dpt(D * D), y(b * b) {}
+      : dq(b * D),
+        dk(b * D),
+        dw(b * D),
+        da(b * b),
+        dx(b * b),
+        dt(b * b),
+        dr(b * b),
+        du(b * b),
+        dv(b * D),
+        om(b * b),
+        dct(b * D),
+        dpt(D * D),
+        y(b * b) {}
 };
 
 template <typename T, int kBytes>

@@ -4,7 +4,8 @@
 # alternating rounds (each method once per round, so drift on a shared machine hits them alike),
 # and prints per method the median and range of its tokens/s (the mean of the steps after the
 # first third) and of its time per token over RoPE's in the same round, and its peak resident
-# memory. The methods are scripts/lib/trained_methods.sh's.
+# memory. The methods are scripts/lib/trained_methods.sh's; METHOD@reference (or @fused, @auto)
+# trains the method with that model.attention_kernel, as one more method of the rounds.
 #   Usage: scripts/bench/bench_train_methods.sh [--length N] [--batch B] [--steps S] [--rounds R]
 #          [--objective causal_lm|mlm] [--kernel auto|fused|reference] [--data DIR] [--methods "rope fire ..."]
 #   Defaults: length 128, batch 16 (the quickstart shape), 60 steps, 5 rounds, causal_lm, the
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --kernel) kernel="${2:-}"; shift 2 ;;
     --data) data="${2:-}"; shift 2 ;;
     --methods) methods="${2:-}"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) bad "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -35,7 +36,10 @@ done
 [ "$steps" -ge 3 ] || bad "--steps $steps: at least 3 (the first third is warm-up)"
 [[ "$objective" =~ ^(causal_lm|mlm)$ ]] || bad "--objective '$objective' is not causal_lm or mlm"
 [[ -z "$kernel" || "$kernel" =~ ^(auto|fused|reference)$ ]] || bad "--kernel '$kernel' is not auto, fused or reference"
-for m in $methods; do [[ " $trained_methods " == *" $m "* ]] || bad "--methods: '$m' is not one of: $trained_methods"; done
+for m in $methods; do
+  [[ " $trained_methods " == *" ${m%@*} "* ]] || bad "--methods: '${m%@*}' is not one of: $trained_methods"
+  [[ "$m" != *@* || "${m#*@}" =~ ^(auto|fused|reference)$ ]] || bad "--methods: '$m' takes @auto, @fused or @reference after the method"
+done
 [ -f "$data/meta.json" ] || bad "--data '$data' is not a prepared dataset (run scripts/quickstart.sh, or roformer-prepare-data)"
 [ -x "$bin" ] || bad "$bin is not built (cmake --build --preset release)"
 work="$(mktemp -d)"

@@ -2,10 +2,16 @@
 # quickstart model (configs/quickstart/base.yaml, RoPE): sourced by bench_eval_methods.sh and
 # bench_train_methods.sh, so a method is spelled once.
 #   trained_methods     the methods train_args knows (RoPE's other names fall back to it)
-#   train_args METHOD   its --set arguments, echoed for word splitting
+#   train_args METHOD   its --set arguments, echoed for word splitting; METHOD@KERNEL (auto, fused
+#                       or reference) adds --set model.attention_kernel=KERNEL
 trained_methods="rope fox fox-rope stick_breaking ssmax alibi t5_bias kerple sandwich shaw transformer_xl deberta fire cope irope rnope_swa drope path path_fox"
 
 train_args() {
+  if [[ "$1" == *@* ]]; then
+    train_args "${1%@*}"
+    echo "--set model.attention_kernel=${1#*@}"
+    return
+  fi
   case "$1" in
     fox) echo "--set model.position.kind=fox" ;;
     fox-rope) echo "--set model.position.kind=fox --set model.position.fox.rope=true" ;;

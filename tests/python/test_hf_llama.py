@@ -117,13 +117,14 @@ data:
   seq_len: 16
   task: {name: flip_flop, min_length: 8, eval_examples: 8}
 train: {steps: 4, batch_size: 4, lr: 1.0e-3, warmup_steps: 0, seed: 1, eval_every: 4, checkpoint_every: 4,
-        log_every: 1, device: cpu}
+        log_every: 1, device: cpu, threads: 1}
 eval: {lengths: [16]}
 """
 
 
 def trains_from_folder(name, folder, tmp):
-    """train --init-from FOLDER (no model key in the config) against the converted checkpoint."""
+    """train --init-from FOLDER (no model key in the config) against the converted checkpoint (one thread
+    each: the default takes the CPUs other processes leave free, and the two runs' counts could differ)."""
     config = os.path.join(tmp, "hf-init.yaml")
     with open(config, "w") as f:
         f.write(TRAIN_CONFIG)

@@ -23,32 +23,64 @@ namespace path_inputs {
 using small_gemm::Strided;
 
 template <typename T>
-ROFORMER_ALWAYS_INLINE void transpose(const T* x, int64_t rows, int64_t cols, T* out) {
+void transpose(const T* x, int64_t rows, int64_t cols, T* out) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = x[r * cols + c];
 }
 
 // Zeroes the entries above the diagonal of x [b, b] (and the diagonal unless keep_diagonal).
 template <typename T>
-ROFORMER_ALWAYS_INLINE void keep_lower(T* x, int64_t b, bool keep_diagonal) {
+void keep_lower(T* x, int64_t b, bool keep_diagonal) {
   for (int64_t i = 0; i < b; ++i) std::fill(x + i * b + i + (keep_diagonal ? 1 : 0), x + (i + 1) * b, T(0));
 }
 
 template <typename T>
-ROFORMER_ALWAYS_INLINE void subtract(T* x, const T* y, int64_t count) {  // x -= y
+void subtract(T* x, const T* y, int64_t count) {  // x -= y
   for (int64_t e = 0; e < count; ++e) x[e] -= y[e];
 }
 
 template <typename T>
-ROFORMER_ALWAYS_INLINE void negate(T* x, int64_t count) {
+void negate(T* x, int64_t count) {
   for (int64_t e = 0; e < count; ++e) x[e] = -x[e];
 }
 
-// One block's tensors and scratch; every matrix [b, b], [b, D] or [D, D] row-major.
+// C (= or +=) A B through small_gemm, compiled per x86-64 level and for AVX-512's 64-byte vectors
+// in these functions alone (each 32 x 32 product one call): the block code around them is plain
+// and not inlined into every level, which kept this file compiling for minutes.
+template <typename T>
+using Product = void (*)(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add);
 template <typename T, int kBytes>
+ROFORMER_ALWAYS_INLINE void product_of(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add) {
+  if (add) {
+    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n);
+  } else {
+    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n);
+  }
+}
+ROFORMER_CLONES void product_f32(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c,
+                                 bool add) {
+  product_of<float, 32>(m, n, k, a, b, c, add);
+}
+ROFORMER_WIDE_TARGET void product_f32_wide(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c,
+                                           bool add) {
+  product_of<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(m, n, k, a, b, c, add);
+}
+void product_f64(int64_t m, int64_t n, int64_t k, Strided<double> a, const double* b, double* c, bool add) {
+  product_of<double, 32>(m, n, k, a, b, c, add);
+}
+Product<float> pick_product(float*) {
+  return cpu_vector_bytes() == 64 ? product_f32_wide : product_f32;
+}
+Product<double> pick_product(double*) {
+  return product_f64;
+}
+
+// One block's tensors and scratch; every matrix [b, b], [b, D] or [D, D] row-major.
+template <typename T>
 struct Block {
   const PathInputsLaunch& p;
   int64_t b, D, padded;
+  Product<T> product = pick_product(static_cast<T*>(nullptr));
   std::vector<T> Wt, Kt, L, tr, R, U, V, X, A, bb, bD, DD, Rt, Tt;
   explicit Block(const PathInputsLaunch& launch)
       : p(launch),
@@ -72,20 +104,19 @@ struct Block {
 
   // C (= or +=) A B for row-major operands; `ta`: A read transposed.
   template <bool kAdd = false>
-  ROFORMER_ALWAYS_INLINE void mul(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b_, T* c) const {
-    const Strided<T> av = ta ? Strided<T>{a, 1, m} : Strided<T>{a, k, 1};
-    small_gemm::gemm<T, kAdd, kBytes>(m, n, k, av, b_, n, c, n);
+  void mul(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b_, T* c) const {
+    product(m, n, k, ta ? Strided<T>{a, 1, m} : Strided<T>{a, k, 1}, b_, c, kAdd);
   }
-  ROFORMER_ALWAYS_INLINE const T* token_rows(const void* x, int64_t pair, int64_t c) const {
+  const T* token_rows(const void* x, int64_t pair, int64_t c) const {
     return static_cast<const T*>(x) + (pair * padded + c * b) * D;
   }
   template <typename P>
-  ROFORMER_ALWAYS_INLINE P* block(P* x, int64_t pair, int64_t c, int64_t size) const {
+  P* block(P* x, int64_t pair, int64_t c, int64_t size) const {
     return x + (c * p.pairs + pair) * size;
   }
 
   // M = I + diag(beta) L unit lower: T = M^-1 diag(beta) row by row (T lower triangular).
-  ROFORMER_ALWAYS_INLINE void solve_transform(const T* beta) {
+  void solve_transform(const T* beta) {
     std::fill(tr.begin(), tr.end(), T(0));
     for (int64_t i = 0; i < b; ++i) {
       T* row = tr.data() + i * b;
@@ -100,8 +131,7 @@ struct Block {
 
   // What both passes need: W^T, K^T, L, R (T from `saved` or solved) and U = T R, V = T W,
   // X = tril(Q W^T), A = X T.
-  ROFORMER_ALWAYS_INLINE void common(const T* W, const T* K, const T* Q, const T* beta, const T* saved_transform,
-                                     const T* saved_reach) {
+  void common(const T* W, const T* K, const T* Q, const T* beta, const T* saved_transform, const T* saved_reach) {
     transpose(W, b, D, Wt.data());
     transpose(K, b, D, Kt.data());
     mul(b, b, D, W, false, Wt.data(), L.data());
@@ -121,7 +151,7 @@ struct Block {
     mul(b, b, b, X.data(), false, tr.data(), A.data());
   }
 
-  ROFORMER_ALWAYS_INLINE void forward(int64_t pair, int64_t c) {
+  void forward(int64_t pair, int64_t c) {
     const T *W = token_rows(p.w, pair, c), *K = token_rows(p.k, pair, c), *Q = token_rows(p.q, pair, c);
     const T* beta = static_cast<const T*>(p.beta) + pair * padded + c * b;
     common(W, K, Q, beta, nullptr, nullptr);
@@ -165,27 +195,17 @@ struct Grads {
         y(b * b) {}
 };
 
-template <typename T, int kBytes>
-ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int64_t pair, int64_t c) {
-  const PathInputsLaunch& p = k.p;
+// The query side's lines backwards: rows = Q - A W, own = tril(Q K^T - A R), A = X T and
+// X = tril(Q W^T); sets dq, dk, dw, dt, dr.
+template <typename T>
+void query_side_grads(Block<T>& k, Grads<T>& g, const T* Q, const T* K, const T* W, const T* d_own, const T* d_rows) {
   const int64_t b = k.b, D = k.D;
-  const T *W = k.token_rows(p.w, pair, c), *K = k.token_rows(p.k, pair, c), *Q = k.token_rows(p.q, pair, c);
-  const T* beta = static_cast<const T*>(p.beta) + pair * k.padded + c * b;
-  k.common(W, K, Q, beta, k.block(static_cast<const T*>(p.transform), pair, c, b * b),
-           k.block(static_cast<const T*>(p.reach), pair, c, b * b));
-  const T* d_rows = k.block(static_cast<const T*>(p.d_rows), pair, c, b * D);
-  const T* d_carried = k.block(static_cast<const T*>(p.d_carried), pair, c, b * D);
-  const T* d_product = k.block(static_cast<const T*>(p.d_product), pair, c, D * D);
-  transpose(k.R.data(), b, b, k.Rt.data());
-  transpose(k.tr.data(), b, b, k.Tt.data());
-  // rows = Q - A W
   std::copy_n(d_rows, b * D, g.dq.data());
   k.mul(b, b, D, d_rows, false, k.Wt.data(), g.da.data());
   negate(g.da.data(), b * b);
   k.mul(b, D, b, k.A.data(), true, d_rows, g.dw.data());
   negate(g.dw.data(), b * D);
-  // own = tril(Q K^T - A R)
-  std::copy_n(k.block(static_cast<const T*>(p.d_own), pair, c, b * b), b * b, g.om.data());
+  std::copy_n(d_own, b * b, g.om.data());  // own's gradient where own is kept
   keep_lower(g.om.data(), b, true);
   k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data());
   k.mul(b, D, b, g.om.data(), true, Q, g.dk.data());
@@ -193,13 +213,18 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
   subtract(g.da.data(), k.bb.data(), b * b);
   k.mul(b, b, b, k.A.data(), true, g.om.data(), g.dr.data());
   negate(g.dr.data(), b * b);
-  // A = X T, X = tril(Q W^T)
   k.mul(b, b, b, g.da.data(), false, k.Tt.data(), g.dx.data());
   keep_lower(g.dx.data(), b, true);
   k.mul(b, b, b, k.X.data(), true, g.da.data(), g.dt.data());
   k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data());
   k.template mul<true>(b, D, b, g.dx.data(), true, Q, g.dw.data());
-  // product = I - W^T V, V = T W
+}
+
+// The key side's lines backwards: product = I - W^T V, V = T W, carried = K - U^T W, U = T R and
+// R = strictly_lower(W K^T); adds to dk, dw, dt, dr.
+template <typename T>
+void key_side_grads(Block<T>& k, Grads<T>& g, const T* K, const T* W, const T* d_carried, const T* d_product) {
+  const int64_t b = k.b, D = k.D;
   k.mul(b, D, D, W, false, d_product, g.dv.data());
   negate(g.dv.data(), b * D);
   transpose(d_product, D, D, g.dpt.data());
@@ -207,7 +232,6 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
   subtract(g.dw.data(), k.bD.data(), b * D);
   k.template mul<true>(b, b, D, g.dv.data(), false, k.Wt.data(), g.dt.data());
   k.template mul<true>(b, D, b, k.tr.data(), true, g.dv.data(), g.dw.data());
-  // carried = K - U^T W, U = T R
   for (int64_t e = 0; e < b * D; ++e) g.dk[e] += d_carried[e];
   transpose(d_carried, b, D, g.dct.data());
   k.mul(b, b, D, W, false, g.dct.data(), g.du.data());
@@ -216,11 +240,17 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
   subtract(g.dw.data(), k.bD.data(), b * D);
   k.template mul<true>(b, b, b, g.du.data(), false, k.Rt.data(), g.dt.data());
   k.template mul<true>(b, b, b, k.tr.data(), true, g.du.data(), g.dr.data());
-  // R = strictly_lower(W K^T)
-  keep_lower(g.dr.data(), b, false);
+  keep_lower(g.dr.data(), b, false);  // R's gradient where R is kept
   k.template mul<true>(b, D, b, g.dr.data(), false, K, g.dw.data());
   k.template mul<true>(b, D, b, g.dr.data(), true, W, g.dk.data());
-  // T = M^-1 diag(beta): Y = M^-T dT by back substitution, M_ij = beta_i L_ij (i > j)
+}
+
+// T = M^-1 diag(beta) and L = strictly_lower(W W^T) backwards: Y = M^-T dT by back substitution
+// (M_ij = beta_i L_ij, i > j), d beta = diag(Y) + (dM . L) by row, dM = -Y T^T, dL = diag(beta) dM;
+// writes d beta, adds (dL + dL^T) W to dw.
+template <typename T>
+void transform_grads(Block<T>& k, Grads<T>& g, const T* W, const T* beta, T* d_beta) {
+  const int64_t b = k.b;
   T* y = g.y.data();
   for (int64_t i = b - 1; i >= 0; --i) {
     T* row = y + i * b;
@@ -230,7 +260,6 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
       for (int64_t e = 0; e < b; ++e) row[e] -= m * y[j * b + e];
     }
   }
-  T* d_beta = static_cast<T*>(p.d_beta) + pair * k.padded + c * b;
   k.mul(b, b, b, y, false, k.Tt.data(), k.bb.data());  // -dM = Y T^T
   T* dl = g.om.data();                                 // d L, strictly lower
   for (int64_t i = 0; i < b; ++i) {
@@ -244,7 +273,24 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
   }
   for (int64_t i = 0; i < b; ++i)  // L = strictly_lower(W W^T): dW += (dL + dL^T) W
     for (int64_t j = 0; j < i; ++j) dl[j * b + i] = dl[i * b + j];
-  k.template mul<true>(b, D, b, dl, false, W, g.dw.data());
+  k.template mul<true>(b, k.D, b, dl, false, W, g.dw.data());
+}
+
+template <typename T>
+void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
+  const PathInputsLaunch& p = k.p;
+  const int64_t b = k.b, D = k.D;
+  const T *W = k.token_rows(p.w, pair, c), *K = k.token_rows(p.k, pair, c), *Q = k.token_rows(p.q, pair, c);
+  const T* beta = static_cast<const T*>(p.beta) + pair * k.padded + c * b;
+  k.common(W, K, Q, beta, k.block(static_cast<const T*>(p.transform), pair, c, b * b),
+           k.block(static_cast<const T*>(p.reach), pair, c, b * b));
+  transpose(k.R.data(), b, b, k.Rt.data());
+  transpose(k.tr.data(), b, b, k.Tt.data());
+  query_side_grads(k, g, Q, K, W, k.block(static_cast<const T*>(p.d_own), pair, c, b * b),
+                   k.block(static_cast<const T*>(p.d_rows), pair, c, b * D));
+  key_side_grads(k, g, K, W, k.block(static_cast<const T*>(p.d_carried), pair, c, b * D),
+                 k.block(static_cast<const T*>(p.d_product), pair, c, D * D));
+  transform_grads(k, g, W, beta, static_cast<T*>(p.d_beta) + pair * k.padded + c * b);
   auto put = [&](void* base, const std::vector<T>& from) {
     std::copy_n(from.data(), b * D, static_cast<T*>(base) + (pair * k.padded + c * b) * D);
   };
@@ -253,55 +299,36 @@ ROFORMER_ALWAYS_INLINE void backward_block(Block<T, kBytes>& k, Grads<T>& g, int
   put(p.d_w, g.dw);
 }
 
-template <typename T, int kBytes>
-ROFORMER_ALWAYS_INLINE void forward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  Block<T, kBytes> k(p);
+template <typename T>
+void forward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
+  Block<T> k(p);
   for (int64_t item = first; item < last; ++item) k.forward(item / p.blocks, item % p.blocks);
 }
 
-template <typename T, int kBytes>
-ROFORMER_ALWAYS_INLINE void backward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  Block<T, kBytes> k(p);
+template <typename T>
+void backward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
+  Block<T> k(p);
   Grads<T> g(p.block, p.head_dim);
   for (int64_t item = first; item < last; ++item) backward_block(k, g, item / p.blocks, item % p.blocks);
 }
 
 using Items = void (*)(const PathInputsLaunch&, int64_t, int64_t);
-ROFORMER_CLONES void forward_f32(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void forward_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void forward_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  forward_items<double, 32>(p, first, last);
-}
-ROFORMER_CLONES void backward_f32(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  backward_items<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void backward_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  backward_items<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void backward_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {
-  backward_items<double, 32>(p, first, last);
-}
 
-Items pick(const PathInputsLaunch& p, Items f64, Items f32, Items f32_wide) {
-  if (p.dtype == KernelDType::f64) return f64;
-  return cpu_vector_bytes() == 64 ? f32_wide : f32;
+Items pick(const PathInputsLaunch& p, Items f64, Items f32) {
+  return p.dtype == KernelDType::f64 ? f64 : f32;
 }
 
 }  // namespace path_inputs
 
 void path_inputs_forward_cpu(const PathInputsLaunch& p) {
   using namespace path_inputs;
-  const Items items = pick(p, forward_f64, forward_f32, forward_f32_wide);
+  const Items items = pick(p, forward_items<double>, forward_items<float>);
   for_each_claim(p.pairs * p.blocks, 4, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 
 void path_inputs_backward_cpu(const PathInputsLaunch& p) {
   using namespace path_inputs;
-  const Items items = pick(p, backward_f64, backward_f32, backward_f32_wide);
+  const Items items = pick(p, backward_items<double>, backward_items<float>);
   for_each_claim(p.pairs * p.blocks, 4, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 

@@ -202,11 +202,12 @@ std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, 
                                                         double scale) {
   const int64_t D = q.size(-1);
   const auto acc = state.scalar_type();
-  if (!ops::path_block_attention_takes(v.to(acc), config_.block)) return std::nullopt;
+  const torch::Tensor values = v.to(acc);
+  if (!ops::path_block_attention_takes(values, config_.block)) return std::nullopt;
   const ops::PathBlocks blocks =
       ops::path_blocks(q.to(acc), k.to(acc), state.narrow(-1, 0, D), state.select(-1, D), config_.block);
   const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
-  return ops::path_block_attention(blocks, v.to(acc), gate, scale).to(v.scalar_type());
+  return ops::path_block_attention(blocks, values, gate, scale).to(v.scalar_type());
 }
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

@@ -140,7 +140,7 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     p.lse = lse.data_ptr();
     path_block_forward_cpu(p);
     std::vector<torch::Tensor> saved = blocks;
-    saved.insert(saved.end(), {vp, out, lse, v, gp});
+    saved.insert(saved.end(), {vp, out, lse, v, gp, carried_t});
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["gate"] = gated;
@@ -156,8 +156,8 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     const int64_t padded = vp.size(1);
     const torch::Tensor d_out = per_pair(grads[0].to(vp.scalar_type()), padded);
     const torch::Tensor delta = (d_out * out).sum(-1).contiguous();
-    const torch::Tensor carried_t = saved[2].transpose(-1, -2).contiguous(),
-                        product_t = saved[3].transpose(-1, -2).contiguous(), vt = vp.transpose(1, 2).contiguous();
+    const torch::Tensor &carried_t = saved[9], product_t = saved[3].transpose(-1, -2).contiguous(),
+                        vt = vp.transpose(1, 2).contiguous();
     torch::Tensor d_own = torch::zeros_like(saved[0]), d_rows = torch::zeros_like(saved[1]),
                   d_carried = torch::zeros_like(saved[2]), d_product = torch::zeros_like(saved[3]),
                   d_v = torch::zeros_like(vp), d_gate = gated ? torch::zeros_like(gp) : torch::Tensor();

@@ -47,10 +47,24 @@ torch::Tensor explicit_attention(const Inputs& x, bool gate, int64_t block, doub
   return torch::softmax(scores.masked_fill(later, -std::numeric_limits<double>::infinity()), -1).matmul(x.v);
 }
 
-torch::Tensor block_attention(const Inputs& x, bool gate, int64_t block, double scale) {
+// The same values as x [B, H, S, ...] in memory laid out [B, S, H, ...], as the model's projections
+// hand them to the kernels (differentiable: the gradients reach x).
+torch::Tensor tokens_major(const torch::Tensor& x) {
+  return x.transpose(1, 2).contiguous().transpose(1, 2);
+}
+
+// `strided`: v and the gate read in the tokens-major layout.
+torch::Tensor block_attention(const Inputs& x, bool gate, int64_t block, double scale, bool strided = false) {
   const model::PathKeyBlocks kb = model::path_key_blocks(x.k, transforms(x), block, /*multiple=*/8);
   const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
-  return ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, x.v, gate ? x.c : torch::Tensor(), scale);
+  const torch::Tensor v = strided ? tokens_major(x.v) : x.v, c = strided ? tokens_major(x.c) : x.c;
+  return ops::path_block_attention({qb.own, qb.rows, kb.carried, kb.product}, v, gate ? c : torch::Tensor(), scale);
+}
+
+// PaTH's layer state [B, H, S, D + 2] from the leaves: w, beta and c (which the blocks do not read).
+torch::Tensor state_of(const Inputs& x, const model::PathTransforms& t, bool strided) {
+  const torch::Tensor state = torch::cat({t.w, t.beta.unsqueeze(-1), x.c.unsqueeze(-1)}, -1);
+  return strided ? tokens_major(state) : state;
 }
 
 // The output and the gradients of sum(out * weights) with respect to every leaf.
@@ -69,12 +83,14 @@ TEST(PathBlocks, ValuesAndGradientsEqualTheExplicitScoresInDouble) {
   for (const int64_t S : {1, 47, 48, 49, 131, 300})
     for (const int64_t block : {8, 32})
       for (const bool gate : {false, true}) {
-        SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block) + (gate ? ", gate" : ""));
+        const bool strided = gate == (S % 2 == 1);  // both layouts, with and without the gate
+        SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block) + (gate ? ", gate" : "") +
+                     (strided ? ", tokens-major v" : ""));
         const Inputs x = draw(2, 2, S, 8, torch::kFloat64, 100 + S);
         const torch::Tensor weights = torch::randn({2, 2, S, 8}, torch::kFloat64);
         const double scale = 1.0 / std::sqrt(8.0);
         const auto want = with_gradients(x, explicit_attention(x, gate, block, scale), weights);
-        const auto got = with_gradients(x, block_attention(x, gate, block, scale), weights);
+        const auto got = with_gradients(x, block_attention(x, gate, block, scale, strided), weights);
         for (size_t i = 0; i < want.size(); ++i) {
           if (i == 6 && !gate) continue;  // c unused
           EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-10, 1e-10))
@@ -131,16 +147,20 @@ TEST(PathBlocks, FloatAtEitherVectorWidthIsNearDouble) {
 
 // The blocks formed per (pair, block) in one kernel equal path_key_blocks and path_query_blocks'
 // batched LibTorch products in double, values and the gradients of all four through weights on
-// each; and the attention on them is the explicit scores' attention.
+// each (the state's c, which the blocks do not read, with a zero gradient), from contiguous inputs
+// and from the tokens-major views the model hands over.
 TEST(PathBlocks, FormedInOnePassEqualTheBatchedProducts) {
   for (const int64_t S : {1, 47, 48, 131})
     for (const int64_t block : {8, 32}) {
-      SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block));
+      const bool strided = (S + block) % 2 == 1;
+      SCOPED_TRACE("S " + std::to_string(S) + ", block " + std::to_string(block) + (strided ? ", tokens-major" : ""));
       const Inputs x = draw(2, 2, S, 16, torch::kFloat64, 200 + S);
       const model::PathTransforms t = transforms(x);
       const model::PathKeyBlocks kb = model::path_key_blocks(x.k, t, block, /*multiple=*/8);
       const model::PathQueryBlocks qb = model::path_query_blocks(x.q, kb, 0, kb.blocks);
-      const ops::PathBlocks got = ops::path_blocks(x.q, x.k, t.w, t.beta, block);
+      const ops::PathBlocks got =
+          strided ? ops::path_blocks(tokens_major(x.q), tokens_major(x.k), state_of(x, t, true), block)
+                  : ops::path_blocks(x.q, x.k, state_of(x, t, false), block);
       const std::vector<torch::Tensor> want_all{qb.own, qb.rows, kb.carried, kb.product},
           got_all{got.own, got.rows, got.carried, got.product};
       torch::Tensor want_loss = torch::zeros({}, torch::kFloat64), got_loss = want_loss;
@@ -152,12 +172,14 @@ TEST(PathBlocks, FormedInOnePassEqualTheBatchedProducts) {
         want_loss = want_loss + (want_all[i] * weights).sum();
         got_loss = got_loss + (got_all[i] * weights).sum();
       }
-      const std::vector<torch::Tensor> leaves{x.q, x.k, x.w_raw, x.beta};
-      const auto want = torch::autograd::grad({want_loss}, leaves, {}, /*retain_graph=*/true);
+      const std::vector<torch::Tensor> leaves{x.q, x.k, x.w_raw, x.beta, x.c};
+      const auto want = torch::autograd::grad({want_loss}, leaves, {}, /*retain_graph=*/true, false, true);
       const auto grads = torch::autograd::grad({got_loss}, leaves);
-      for (size_t i = 0; i < leaves.size(); ++i)
+      for (size_t i = 0; i < 4; ++i)
         EXPECT_TRUE(torch::allclose(grads[i], want[i], 1e-10, 1e-10))
             << "d " << i << ": largest difference " << (grads[i] - want[i]).abs().max().item<double>();
+      EXPECT_FALSE(want[4].defined());
+      EXPECT_TRUE(torch::equal(grads[4], torch::zeros_like(x.c)));
     }
 }
 

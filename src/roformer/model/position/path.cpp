@@ -2,6 +2,7 @@
 #include "roformer/model/position/path.h"
 
 #include "roformer/model/position/path_sweep.h"
+#include "roformer/ops/conv_silu_norm/conv_silu_norm.h"
 #include "roformer/ops/tile_attention/path_blocks.h"
 
 #include <ATen/ops/linalg_solve_triangular.h>
@@ -160,15 +161,21 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor&
   const int64_t B = x.size(0), S = x.size(1), hidden = x.size(2), D = hidden / heads_;
   torch::Tensor wx = at::linear(at::linear(x, l->w_proj[0]->as<torch::nn::Linear>()->weight),
                                 l->w_proj[1]->as<torch::nn::Linear>()->weight);  // [B, S, hidden]
-  if (l->w_conv1d) wx = torch::silu(short_convolution(wx, l->w_conv1d->weight, segments));
-  torch::Tensor w = wx.to(acc).view({B, S, heads_, D}).transpose(1, 2);  // [B, H, S, D]
-  w = w * torch::rsqrt((w * w).sum(-1, /*keepdim=*/true) + kL2NormEps);
+  torch::Tensor w;
+  if (l->w_conv1d && !segments.defined() && ops::conv_silu_norm_takes(wx.view({B, S, heads_, D}))) {
+    w = ops::conv_silu_norm(wx.view({B, S, heads_, D}), l->w_conv1d->weight, kL2NormEps);  // one fused pass
+  } else {
+    if (l->w_conv1d) wx = torch::silu(short_convolution(wx, l->w_conv1d->weight, segments));
+    w = wx.to(acc).view({B, S, heads_, D});
+    w = w * torch::rsqrt((w * w).sum(-1, /*keepdim=*/true) + kL2NormEps);
+  }
   const torch::Tensor beta = 2.0 * torch::sigmoid(at::linear(x, l->bt_proj->weight, l->bt_proj->bias).to(acc));
-  const torch::Tensor c =
-      l->g_proj
-          ? torch::log_sigmoid(at::linear(x, l->g_proj->weight, l->g_proj->bias).to(acc)).transpose(1, 2).cumsum(-1)
-          : torch::zeros({B, heads_, S}, w.options());
-  return torch::cat({w, beta.transpose(1, 2).unsqueeze(-1), c.unsqueeze(-1)}, -1);  // [B, H, S, D + 2]
+  const torch::Tensor c = l->g_proj
+                              ? torch::log_sigmoid(at::linear(x, l->g_proj->weight, l->g_proj->bias).to(acc)).cumsum(1)
+                              : torch::zeros({B, S, heads_}, w.options());
+  // [B, H, S, D + 2] whose memory is [B, S, H, D + 2]: the blocks read it in place, and its gradient
+  // reaches w, beta and c as slices.
+  return torch::cat({w, beta.unsqueeze(-1), c.unsqueeze(-1)}, -1).transpose(1, 2);
 }
 
 torch::Tensor PathImpl::content_scores(const torch::Tensor& q, const torch::Tensor& k,
@@ -204,8 +211,7 @@ std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, 
   const auto acc = state.scalar_type();
   const torch::Tensor values = v.to(acc);
   if (!ops::path_block_attention_takes(values, config_.block)) return std::nullopt;
-  const ops::PathBlocks blocks =
-      ops::path_blocks(q.to(acc), k.to(acc), state.narrow(-1, 0, D), state.select(-1, D), config_.block);
+  const ops::PathBlocks blocks = ops::path_blocks(q.to(acc), k.to(acc), state, config_.block);
   const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
   return ops::path_block_attention(blocks, values, gate, scale).to(v.scalar_type());
 }

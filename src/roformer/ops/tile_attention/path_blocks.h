@@ -19,18 +19,20 @@ struct PathBlocks {
   torch::Tensor product;  // [n, BH, D, D]: each block's product of transforms, applied as rows x product
 };
 
-// PaTH's blocks from q, k, w [B, H, S, D] (w unit rows) and beta [B, H, S], blocks of
-// min(block, S rounded up to 8) tokens: what model/position/path.h's path_key_blocks and
-// path_query_blocks form, in one pass per (batch x head, block); differentiable in all four.
-PathBlocks path_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
-                       const torch::Tensor& beta, int64_t block);
+// PaTH's blocks from q, k [B, H, S, D] and PaTH's layer state [B, H, S, > D] (w, unit rows, its
+// first D columns and beta the next; columns after those are not read and get zero gradients),
+// blocks of min(block, S rounded up to 8) tokens: what model/position/path.h's path_key_blocks and
+// path_query_blocks form, in one pass per (batch x head, block); differentiable in all three. Any
+// strides with contiguous rows are read in place (the projections' [B, S, H, D] views), and the
+// gradients handed back are laid out [B, S, H, ...] the same way.
+PathBlocks path_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& state, int64_t block);
 
 // Whether the blocks take this pass: the CPU, float or double, b and D multiples of 8.
 bool path_block_attention_takes(const torch::Tensor& v, int64_t block);
 
 // softmax_j(scale (S_ij + c_i - c_j)) over keys j <= i, times v [B, H, S, D] -> [B, H, S, D]: S the
 // blocks' raw scores, c (gate [B, H, S]) FoX's running sums or undefined. Differentiable in every
-// tensor of `blocks`, v and gate.
+// tensor of `blocks`, v and gate; v read in place as in path_blocks, the output laid out [B, S, H, D].
 torch::Tensor path_block_attention(const PathBlocks& blocks, const torch::Tensor& v, const torch::Tensor& gate,
                                    double scale);
 

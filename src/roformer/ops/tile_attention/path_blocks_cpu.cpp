@@ -26,7 +26,7 @@ namespace path_blocks {
 
 using small_gemm::Strided;
 
-// The launch's tensors as T: blocks of the block-major ones, rows of the per-pair ones.
+// The launch's tensors as T: blocks of the block-major ones, rows of the [B, H, S, ...] ones.
 template <typename T>
 struct View {
   const PathBlockLaunch& p;
@@ -42,10 +42,8 @@ struct View {
   P* block(P* base, int64_t m, int64_t pair, int64_t size) const {
     return base + (m * p.pairs + pair) * size;
   }
-  template <typename P>
-  P* row(P* base, int64_t pair, int64_t index, int64_t width) const {
-    return base + (pair * padded + index) * width;
-  }
+  const T* in_row(const PairRows& x, int64_t pair, int64_t t) const { return x.row<const T>(pair, t); }
+  T* out_row(const PairRows& x, int64_t pair, int64_t t) const { return x.row<T>(pair, t); }
   const T* in(const void* x) const { return static_cast<const T*>(x); }
   T* out(void* x) const { return static_cast<T*>(x); }
   int64_t rows_of(int64_t c) const { return std::min(b, S - c * b); }
@@ -57,14 +55,17 @@ template <typename T>
 ROFORMER_ALWAYS_INLINE void scale_scores(const View<T>& v, int64_t pair, int64_t c, int64_t m, int64_t rows, T* s) {
   const T scale = static_cast<T>(v.p.scale);
   const int64_t b = v.b;
-  if (v.p.gate == nullptr) {
+  if (v.p.gate.data == nullptr) {
     for (int64_t e = 0; e < rows * b; ++e) s[e] *= scale;
     return;
   }
-  const T* g = v.in(v.p.gate) + pair * v.padded;
+  const T* g = v.in_row(v.p.gate, pair, 0);
+  const int64_t stride = v.p.gate.token_stride, keys = std::min(b, v.S - m * b);
   for (int64_t r = 0; r < rows; ++r) {
-    const T at_query = g[c * b + r];
-    for (int64_t j = 0; j < b; ++j) s[r * b + j] = s[r * b + j] * scale + (at_query - g[m * b + j]) * scale;
+    const T at_query = g[(c * b + r) * stride];
+    for (int64_t j = 0; j < keys; ++j)
+      s[r * b + j] = s[r * b + j] * scale + (at_query - g[(m * b + j) * stride]) * scale;
+    for (int64_t j = keys; j < b; ++j) s[r * b + j] *= scale;  // keys past the end: no query sees them
   }
 }
 
@@ -85,7 +86,9 @@ ROFORMER_ALWAYS_INLINE void forward_item(const View<T>& v, int64_t pair, int64_t
     w.sum[r] = 0;
     tile_loop::softmax_step<kBytes>(s + r * b, r + 1, b, w.maximum[r], w.sum[r]);  // keys j <= i
   }
-  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, c * b, D), D, acc, D);
+  const int64_t v_stride = v.p.v.token_stride;
+  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.in_row(v.p.v, pair, c * b), v_stride, acc,
+                                     D);
   if (c > 0) std::copy_n(v.block(v.in(v.p.rows), c, pair, b * D), rows * D, walk);
   for (int64_t m = c - 1; m >= 0; --m) {
     small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.carried_t), m, pair, D * b),
@@ -96,17 +99,17 @@ ROFORMER_ALWAYS_INLINE void forward_item(const View<T>& v, int64_t pair, int64_t
       if (factor != T(1))
         for (int64_t d = 0; d < D; ++d) acc[r * D + d] *= factor;
     }
-    small_gemm::gemm<T, true, kBytes>(rows, D, b, Strided<T>{s, b, 1}, v.row(v.in(v.p.v), pair, m * b, D), D, acc, D);
+    small_gemm::gemm<T, true, kBytes>(rows, D, b, Strided<T>{s, b, 1}, v.in_row(v.p.v, pair, m * b), v_stride, acc, D);
     if (m == 0) break;
     small_gemm::gemm<T, false, kBytes>(rows, D, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.product), m, pair, D * D),
                                        D, next, D);
     std::swap(walk, next);
   }
-  T* out = v.row(v.out(v.p.out), pair, c * b, D);
   T* lse = v.out(v.p.lse) + pair * v.padded + c * b;
   for (int64_t r = 0; r < rows; ++r) {
     const T inv = T(1) / w.sum[r];
-    for (int64_t d = 0; d < D; ++d) out[r * D + d] = acc[r * D + d] * inv;
+    T* out = v.out_row(v.p.out, pair, c * b + r);
+    for (int64_t d = 0; d < D; ++d) out[d] = acc[r * D + d] * inv;
     lse[r] = w.maximum[r] + std::log(w.sum[r]);
   }
 }
@@ -127,16 +130,17 @@ ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int6
   const int64_t b = v.b, D = v.D;
   const T* lse = v.in(v.p.lse) + pair * v.padded + c * b;
   const T* delta = v.in(v.p.delta) + pair * v.padded + c * b;
-  const T* dout = v.row(v.in(v.p.grad_out), pair, c * b, D);
+  const T* dout = v.in_row(v.p.grad_out, pair, c * b);
+  const int64_t dout_stride = v.p.grad_out.token_stride;
+  const int64_t keys = own ? rows : b;  // the own block's keys past its last row are past every query
   for (int64_t r = 0; r < rows; ++r) tile_grad_loop::weights_from_lse<kBytes>(s + r * b, own ? r + 1 : b, b, lse[r]);
-  small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{dout, D, 1}, v.in(v.p.vt) + pair * D * v.padded + m * b,
-                                     v.padded, dp, b);
+  small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{dout, dout_stride, 1},
+                                     v.in(v.p.vt) + pair * D * v.padded + m * b, v.padded, dp, b);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < b; ++j) dp[r * b + j] = s[r * b + j] * (dp[r * b + j] - delta[r]);
-  const int64_t keys = own ? rows : b;  // the own block's keys past its last row are past every query
-  small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, D, v.row(v.out(v.p.d_v), pair, m * b, D),
-                                    D);
-  if (v.p.gate == nullptr) return;
+  small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, dout_stride,
+                                    v.out_row(v.p.d_v, pair, m * b), v.p.d_v.token_stride);
+  if (v.p.gate.data == nullptr) return;
   const T scale = static_cast<T>(v.p.scale);
   T* dg = v.out(v.p.d_gate) + pair * v.padded;
   for (int64_t r = 0; r < rows; ++r) {
@@ -197,8 +201,16 @@ template <typename T, int kBytes>
 ROFORMER_ALWAYS_INLINE void backward_pairs(const PathBlockLaunch& p, int64_t first, int64_t last) {
   const View<T> v(p);
   BackwardScratch<T> scratch(v.n, v.b, v.D);
-  for (int64_t pair = first; pair < last; ++pair)
+  for (int64_t pair = first; pair < last; ++pair) {
+    T* delta = v.out(p.delta) + pair * v.padded;  // rowsum(d out * out)
+    for (int64_t t = 0; t < v.S; ++t) {
+      const T *dout = v.in_row(p.grad_out, pair, t), *out = v.in_row(p.out, pair, t);
+      T sum = 0;
+      for (int64_t d = 0; d < v.D; ++d) sum += dout[d] * out[d];
+      delta[t] = sum;
+    }
     for (int64_t c = 0; c < v.n; ++c) backward_query_block<kBytes>(v, pair, c, scratch);
+  }
 }
 
 // Float compiled per x86-64 level and with AVX-512's 64-byte vectors where the CPU has them;

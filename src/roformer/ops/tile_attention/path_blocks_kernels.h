@@ -8,8 +8,21 @@
 
 namespace roformer::ops {
 
-// Every tensor contiguous in the launch's dtype (f32 or f64). Block-major ones are [n, pairs, ...]
-// (PaTH's key blocks); per-pair ones are [pairs, n * block, ...], zero past `length`.
+// Rows of a [B, H, S, width] tensor whose rows are contiguous: the row of token t of pair p (batch
+// p / heads, head p % heads) starts at data + (p / heads) * batch_stride + (p % heads) * head_stride
+// + t * token_stride elements, so the kernels read and write LibTorch's views of the projections
+// ([B, S, H, D] memory seen as [B, H, S, D]) without copies.
+struct PairRows {
+  void* data = nullptr;
+  int64_t heads = 1, batch_stride = 0, head_stride = 0, token_stride = 0;
+  template <typename T>
+  T* row(int64_t pair, int64_t t) const {
+    return static_cast<T*>(data) + (pair / heads) * batch_stride + (pair % heads) * head_stride + t * token_stride;
+  }
+};
+
+// The launch's tensors in its dtype (f32 or f64). Block-major ones are [n, pairs, ...] (PaTH's
+// key blocks), contiguous; lse and delta are per pair [pairs, n * block].
 struct PathBlockLaunch {
   KernelDType dtype = KernelDType::f32;
   int64_t pairs = 0, blocks = 0, block = 0, head_dim = 0, length = 0;
@@ -20,16 +33,16 @@ struct PathBlockLaunch {
   const void* carried_t = nullptr;  // [n, pairs, D, b]: the same transposed
   const void* product = nullptr;    // [n, pairs, D, D]: each block's product of transforms
   const void* product_t = nullptr;  // [n, pairs, D, D]: the same transposed (backward)
-  const void* v = nullptr;          // [pairs, n * b, D]
-  const void* vt = nullptr;         // [pairs, D, n * b] (backward)
-  const void* gate = nullptr;       // [pairs, n * b]: FoX's running sums c, or null
-  void* out = nullptr;              // [pairs, n * b, D]
+  PairRows v;                       // [B, H, S, D]
+  const void* vt = nullptr;         // [pairs, D, n * b]: v transposed, zero past S (backward)
+  PairRows gate;                    // [B, H, S] (width 1): FoX's running sums c, or data null
+  PairRows out;                     // [B, H, S, D]
   void* lse = nullptr;              // [pairs, n * b]: each row's log-sum-exp of its scores
-  // Backward: d out and delta = rowsum(d out * out) in, the gradients out (zero-filled by the caller).
-  const void* grad_out = nullptr;  // [pairs, n * b, D]
-  const void* delta = nullptr;     // [pairs, n * b]
-  void *d_own = nullptr, *d_rows = nullptr, *d_carried = nullptr, *d_product = nullptr, *d_v = nullptr,
-       *d_gate = nullptr;
+  // Backward: d out in, the gradients out (zero-filled by the caller); delta = rowsum(d out * out)
+  // is scratch the backward fills.
+  PairRows grad_out, d_v;
+  void* delta = nullptr;  // [pairs, n * b]
+  void *d_own = nullptr, *d_rows = nullptr, *d_carried = nullptr, *d_product = nullptr, *d_gate = nullptr;
 };
 
 // The forward over (pair, query block) items and the backward over pairs, each item computed by
@@ -41,19 +54,21 @@ void path_block_backward_cpu(const PathBlockLaunch& launch);
 
 namespace roformer::ops {
 
-// What PaTH's blocks are formed from, per pair [pairs, n * b, ...] zero past `length` (w and beta
-// 0 there: H = I), and what the forward keeps for the backward, block-major [n, pairs, b, b]:
-// each block's UT transform T and strictly_lower(W K^T) R.
+// What PaTH's blocks are formed from: q, k [B, H, S, D] and PaTH's layer state [B, H, S, >= D + 1]
+// (w its first D columns, beta the next; past S a block takes zeros: w and beta 0 there, H = I), and
+// what the forward keeps for the backward, block-major [n, pairs, b, b]: each block's UT transform
+// T and strictly_lower(W K^T) R.
 struct PathInputsLaunch {
   KernelDType dtype = KernelDType::f32;
-  int64_t pairs = 0, blocks = 0, block = 0, head_dim = 0;
-  const void *q = nullptr, *k = nullptr, *w = nullptr;  // [pairs, n * b, D]
-  const void* beta = nullptr;                           // [pairs, n * b]
-  void *transform = nullptr, *reach = nullptr;          // written by the forward, read by the backward
+  int64_t pairs = 0, blocks = 0, block = 0, head_dim = 0, length = 0;
+  PairRows q, k, state;
+  void *transform = nullptr, *reach = nullptr;  // written by the forward, read by the backward
   void *own = nullptr, *rows = nullptr, *carried = nullptr, *product = nullptr;  // PathBlocks' tensors
-  // Backward: PathBlocks' gradients in, q's, k's, w's and beta's out (every entry written).
+  // Backward: PathBlocks' gradients in, q's, k's and the state's out (every entry of the state's
+  // rows written: its columns past D + 1 zero).
   const void *d_own = nullptr, *d_rows = nullptr, *d_carried = nullptr, *d_product = nullptr;
-  void *d_q = nullptr, *d_k = nullptr, *d_w = nullptr, *d_beta = nullptr;
+  PairRows d_q, d_k, d_state;
+  int64_t state_width = 0;
 };
 
 // Both over (pair, block) items, each on one thread.

@@ -79,14 +79,17 @@ Product<double> pick_product(double*) {
 template <typename T>
 struct Block {
   const PathInputsLaunch& p;
-  int64_t b, D, padded;
+  int64_t b, D;
   Product<T> product = pick_product(static_cast<T*>(nullptr));
-  std::vector<T> Wt, Kt, L, tr, R, U, V, X, A, bb, bD, DD, Rt, Tt;
+  std::vector<T> Q, K, W, beta, Wt, Kt, L, tr, R, U, V, X, A, bb, bD, DD, Rt, Tt;
   explicit Block(const PathInputsLaunch& launch)
       : p(launch),
         b(launch.block),
         D(launch.head_dim),
-        padded(launch.blocks * launch.block),
+        Q(b * D),
+        K(b * D),
+        W(b * D),
+        beta(b),
         Wt(b * D),
         Kt(b * D),
         L(b * b),
@@ -107,8 +110,22 @@ struct Block {
   void mul(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b_, T* c) const {
     product(m, n, k, ta ? Strided<T>{a, 1, m} : Strided<T>{a, k, 1}, b_, c, kAdd);
   }
-  const T* token_rows(const void* x, int64_t pair, int64_t c) const {
-    return static_cast<const T*>(x) + (pair * padded + c * b) * D;
+  // The tokens of block c that exist (the last block may be short).
+  int64_t tokens(int64_t c) const { return std::min(b, p.length - c * b); }
+  // Block c's q, k, w rows and betas into Q, K, W and beta, zeros past the sequence's end.
+  void load(int64_t pair, int64_t c) {
+    const int64_t n = tokens(c);
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy_n(p.q.template row<const T>(pair, c * b + r), D, Q.data() + r * D);
+      std::copy_n(p.k.template row<const T>(pair, c * b + r), D, K.data() + r * D);
+      const T* state = p.state.template row<const T>(pair, c * b + r);
+      std::copy_n(state, D, W.data() + r * D);
+      beta[r] = state[D];
+    }
+    std::fill(Q.begin() + n * D, Q.end(), T(0));
+    std::fill(K.begin() + n * D, K.end(), T(0));
+    std::fill(W.begin() + n * D, W.end(), T(0));
+    std::fill(beta.begin() + n, beta.end(), T(0));
   }
   template <typename P>
   P* block(P* x, int64_t pair, int64_t c, int64_t size) const {
@@ -131,46 +148,45 @@ struct Block {
 
   // What both passes need: W^T, K^T, L, R (T from `saved` or solved) and U = T R, V = T W,
   // X = tril(Q W^T), A = X T.
-  void common(const T* W, const T* K, const T* Q, const T* beta, const T* saved_transform, const T* saved_reach) {
-    transpose(W, b, D, Wt.data());
-    transpose(K, b, D, Kt.data());
-    mul(b, b, D, W, false, Wt.data(), L.data());
+  void common(const T* saved_transform, const T* saved_reach) {
+    transpose(W.data(), b, D, Wt.data());
+    transpose(K.data(), b, D, Kt.data());
+    mul(b, b, D, W.data(), false, Wt.data(), L.data());
     keep_lower(L.data(), b, false);
     if (saved_transform != nullptr) {
       std::copy_n(saved_transform, b * b, tr.data());
       std::copy_n(saved_reach, b * b, R.data());
     } else {
-      solve_transform(beta);
-      mul(b, b, D, W, false, Kt.data(), R.data());
+      solve_transform(beta.data());
+      mul(b, b, D, W.data(), false, Kt.data(), R.data());
       keep_lower(R.data(), b, false);
     }
     mul(b, b, b, tr.data(), false, R.data(), U.data());
-    mul(b, D, b, tr.data(), false, W, V.data());
-    mul(b, b, D, Q, false, Wt.data(), X.data());
+    mul(b, D, b, tr.data(), false, W.data(), V.data());
+    mul(b, b, D, Q.data(), false, Wt.data(), X.data());
     keep_lower(X.data(), b, true);
     mul(b, b, b, X.data(), false, tr.data(), A.data());
   }
 
   void forward(int64_t pair, int64_t c) {
-    const T *W = token_rows(p.w, pair, c), *K = token_rows(p.k, pair, c), *Q = token_rows(p.q, pair, c);
-    const T* beta = static_cast<const T*>(p.beta) + pair * padded + c * b;
-    common(W, K, Q, beta, nullptr, nullptr);
+    load(pair, c);
+    common(nullptr, nullptr);
     std::copy_n(tr.data(), b * b, block(static_cast<T*>(p.transform), pair, c, b * b));
     std::copy_n(R.data(), b * b, block(static_cast<T*>(p.reach), pair, c, b * b));
     T* carried = block(static_cast<T*>(p.carried), pair, c, b * D);
-    mul(b, D, b, U.data(), true, W, bD.data());  // U^T W
+    mul(b, D, b, U.data(), true, W.data(), bD.data());  // U^T W
     for (int64_t e = 0; e < b * D; ++e) carried[e] = K[e] - bD[e];
     T* product = block(static_cast<T*>(p.product), pair, c, D * D);
-    mul(D, D, b, W, true, V.data(), product);  // W^T V
+    mul(D, D, b, W.data(), true, V.data(), product);  // W^T V
     negate(product, D * D);
     for (int64_t d = 0; d < D; ++d) product[d * D + d] += T(1);
     T* own = block(static_cast<T*>(p.own), pair, c, b * b);
-    mul(b, b, D, Q, false, Kt.data(), own);
+    mul(b, b, D, Q.data(), false, Kt.data(), own);
     mul(b, b, b, A.data(), false, R.data(), bb.data());
     subtract(own, bb.data(), b * b);
     keep_lower(own, b, true);
     T* rows = block(static_cast<T*>(p.rows), pair, c, b * D);
-    mul(b, D, b, A.data(), false, W, bD.data());
+    mul(b, D, b, A.data(), false, W.data(), bD.data());
     for (int64_t e = 0; e < b * D; ++e) rows[e] = Q[e] - bD[e];
   }
 };
@@ -178,7 +194,7 @@ struct Block {
 // The scratch of the backward: gradients of Q, K, W, A, X, T, R, U, V and the masked d own.
 template <typename T>
 struct Grads {
-  std::vector<T> dq, dk, dw, da, dx, dt, dr, du, dv, om, dct, dpt, y;
+  std::vector<T> dq, dk, dw, da, dx, dt, dr, du, dv, om, dct, dpt, y, d_beta;
   Grads(int64_t b, int64_t D)
       : dq(b * D),
         dk(b * D),
@@ -192,7 +208,8 @@ struct Grads {
         om(b * b),
         dct(b * D),
         dpt(D * D),
-        y(b * b) {}
+        y(b * b),
+        d_beta(b) {}
 };
 
 // The query side's lines backwards: rows = Q - A W, own = tril(Q K^T - A R), A = X T and
@@ -280,9 +297,9 @@ template <typename T>
 void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
   const PathInputsLaunch& p = k.p;
   const int64_t b = k.b, D = k.D;
-  const T *W = k.token_rows(p.w, pair, c), *K = k.token_rows(p.k, pair, c), *Q = k.token_rows(p.q, pair, c);
-  const T* beta = static_cast<const T*>(p.beta) + pair * k.padded + c * b;
-  k.common(W, K, Q, beta, k.block(static_cast<const T*>(p.transform), pair, c, b * b),
+  k.load(pair, c);
+  const T *W = k.W.data(), *K = k.K.data(), *Q = k.Q.data();
+  k.common(k.block(static_cast<const T*>(p.transform), pair, c, b * b),
            k.block(static_cast<const T*>(p.reach), pair, c, b * b));
   transpose(k.R.data(), b, b, k.Rt.data());
   transpose(k.tr.data(), b, b, k.Tt.data());
@@ -290,13 +307,15 @@ void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
                    k.block(static_cast<const T*>(p.d_rows), pair, c, b * D));
   key_side_grads(k, g, K, W, k.block(static_cast<const T*>(p.d_carried), pair, c, b * D),
                  k.block(static_cast<const T*>(p.d_product), pair, c, D * D));
-  transform_grads(k, g, W, beta, static_cast<T*>(p.d_beta) + pair * k.padded + c * b);
-  auto put = [&](void* base, const std::vector<T>& from) {
-    std::copy_n(from.data(), b * D, static_cast<T*>(base) + (pair * k.padded + c * b) * D);
-  };
-  put(p.d_q, g.dq);
-  put(p.d_k, g.dk);
-  put(p.d_w, g.dw);
+  transform_grads(k, g, W, k.beta.data(), g.d_beta.data());
+  for (int64_t r = 0; r < k.tokens(c); ++r) {  // the rows of tokens that exist
+    std::copy_n(g.dq.data() + r * D, D, p.d_q.template row<T>(pair, c * b + r));
+    std::copy_n(g.dk.data() + r * D, D, p.d_k.template row<T>(pair, c * b + r));
+    T* d_state = p.d_state.template row<T>(pair, c * b + r);
+    std::copy_n(g.dw.data() + r * D, D, d_state);
+    d_state[D] = g.d_beta[r];
+    std::fill(d_state + D + 1, d_state + p.state_width, T(0));
+  }
 }
 
 template <typename T>

@@ -21,8 +21,9 @@ constexpr double kEps = 1e-6;
 
 torch::Tensor reference(const torch::Tensor& x, const torch::Tensor& weight) {
   const int64_t B = x.size(0), S = x.size(1), G = x.size(2), D = x.size(3);
-  const torch::Tensor u =
-      torch::conv1d(x.reshape({B, S, G * D}).transpose(1, 2), weight, {}, 1, 2, 1, G * D).narrow(2, 0, S).transpose(1, 2);
+  const torch::Tensor u = torch::conv1d(x.reshape({B, S, G * D}).transpose(1, 2), weight, {}, 1, 2, 1, G * D)
+                              .narrow(2, 0, S)
+                              .transpose(1, 2);
   const torch::Tensor y = torch::silu(u).reshape({B, S, G, D});
   return y * torch::rsqrt((y * y).sum(-1, true) + kEps);
 }
@@ -41,7 +42,8 @@ Leaves draw(int64_t B, int64_t S, int64_t G, int64_t D, torch::Dtype dtype, uint
 // (the w columns of a [B, S, G, D + 2] gradient, as PaTH's state hands them back).
 std::vector<torch::Tensor> with_gradients(const Leaves& l, const torch::Tensor& out) {
   const auto sizes = out.sizes();
-  const torch::Tensor wide = torch::randn({sizes[0], sizes[1], sizes[2], sizes[3] + 2}, torch::kFloat64).to(out.dtype());
+  const torch::Tensor wide =
+      torch::randn({sizes[0], sizes[1], sizes[2], sizes[3] + 2}, torch::kFloat64).to(out.dtype());
   const torch::Tensor weights = wide.narrow(3, 0, sizes[3]);
   const auto g = torch::autograd::grad({out}, {l.x, l.weight}, {weights});
   return {out.detach(), g[0], g[1]};

@@ -44,7 +44,8 @@ class ConvSiluNormFunction : public torch::autograd::Function<ConvSiluNormFuncti
     const torch::Tensor &x = saved[0], &weight = saved[1];
     const torch::Tensor grad = grads[0].stride(3) == 1 ? grads[0] : grads[0].contiguous();
     const int64_t chunks = (x.size(1) + kConvSiluNormChunk - 1) / kConvSiluNormChunk;
-    torch::Tensor d_x = torch::empty_like(x), parts = torch::empty({x.size(0) * chunks, 3, weight.size(0)}, x.options());
+    torch::Tensor d_x = torch::empty_like(x),
+                  parts = torch::empty({x.size(0) * chunks, 3, weight.size(0)}, x.options());
     ConvSiluNormLaunch p = describe(x, weight, ctx->saved_data["eps"].toDouble());
     p.grad = grad.data_ptr();
     p.grad_batch_stride = grad.stride(0);
@@ -64,12 +65,13 @@ bool conv_silu_norm_takes(const torch::Tensor& x) {
 }
 
 torch::Tensor conv_silu_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  TORCH_CHECK(conv_silu_norm_takes(x), "roformer::conv_silu_norm: needs x [B, S, G, D] on the CPU in float or double, got ",
-              x.sizes(), " ", x.scalar_type(), " on ", x.device());
+  TORCH_CHECK(conv_silu_norm_takes(x),
+              "roformer::conv_silu_norm: needs x [B, S, G, D] on the CPU in float or double, got ", x.sizes(), " ",
+              x.scalar_type(), " on ", x.device());
   TORCH_CHECK(weight.numel() == x.size(2) * x.size(3) * 3 && weight.size(-1) == 3 &&
                   weight.scalar_type() == x.scalar_type() && weight.is_cpu(),
-              "roformer::conv_silu_norm: the weight must hold 3 taps per channel of x ", x.sizes(), " in its dtype, got ",
-              weight.sizes(), " ", weight.scalar_type());
+              "roformer::conv_silu_norm: the weight must hold 3 taps per channel of x ", x.sizes(),
+              " in its dtype, got ", weight.sizes(), " ", weight.scalar_type());
   return ConvSiluNormFunction::apply(x, weight, eps);
 }
 

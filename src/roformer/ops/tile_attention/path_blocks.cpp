@@ -117,17 +117,18 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& own,
                                const torch::Tensor& rows, const torch::Tensor& carried, const torch::Tensor& product,
-                               const torch::Tensor& v_in, const torch::Tensor& gate, double scale) {
+                               const torch::Tensor& v_in, const torch::Tensor& gate_in, double scale) {
     const std::vector<torch::Tensor> blocks{own.contiguous(), rows.contiguous(), carried.contiguous(),
                                             product.contiguous()};
     const torch::Tensor v = with_contiguous_rows(v_in);
     const int64_t B = v.size(0), H = v.size(1), S = v.size(2), D = v.size(3), padded = own.size(0) * own.size(2);
     const torch::Tensor carried_t = blocks[2].transpose(-1, -2).contiguous();
-    const bool gated = gate.numel() > 0;  // no gate: an empty tensor (apply takes no undefined one)
+    const bool gated = gate_in.numel() > 0;           // no gate: an empty tensor (apply takes no undefined one)
+    const torch::Tensor gate = gate_in.contiguous();  // [B, H, S]: each value read by many products
     torch::Tensor out = tokens_major(B, H, S, D, v.options(), false), lse = torch::empty({B * H, padded}, v.options());
     PathBlockLaunch p = launch_for(blocks, v, scale);
     p.carried_t = carried_t.data_ptr();
-    if (gated) p.gate = {gate.data_ptr(), H, gate.stride(0), gate.stride(1), gate.stride(2)};
+    if (gated) p.gate = gate.data_ptr();
     p.out = rows_of(out);
     p.lse = lse.data_ptr();
     path_block_forward_cpu(p);
@@ -156,7 +157,7 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     p.carried_t = carried_t.data_ptr();
     p.product_t = product_t.data_ptr();
     p.vt = vt.data_ptr();
-    if (gated) p.gate = {gate.data_ptr(), H, gate.stride(0), gate.stride(1), gate.stride(2)};
+    if (gated) p.gate = gate.data_ptr();
     p.out = rows_of(out);
     p.lse = lse.data_ptr();
     p.grad_out = rows_of(d_out);

@@ -55,16 +55,15 @@ template <typename T>
 ROFORMER_ALWAYS_INLINE void scale_scores(const View<T>& v, int64_t pair, int64_t c, int64_t m, int64_t rows, T* s) {
   const T scale = static_cast<T>(v.p.scale);
   const int64_t b = v.b;
-  if (v.p.gate.data == nullptr) {
+  if (v.p.gate == nullptr) {
     for (int64_t e = 0; e < rows * b; ++e) s[e] *= scale;
     return;
   }
-  const T* g = v.in_row(v.p.gate, pair, 0);
-  const int64_t stride = v.p.gate.token_stride, keys = std::min(b, v.S - m * b);
+  const T* g = v.in(v.p.gate) + pair * v.S;
+  const int64_t keys = std::min(b, v.S - m * b);
   for (int64_t r = 0; r < rows; ++r) {
-    const T at_query = g[(c * b + r) * stride];
-    for (int64_t j = 0; j < keys; ++j)
-      s[r * b + j] = s[r * b + j] * scale + (at_query - g[(m * b + j) * stride]) * scale;
+    const T at_query = g[c * b + r];
+    for (int64_t j = 0; j < keys; ++j) s[r * b + j] = s[r * b + j] * scale + (at_query - g[m * b + j]) * scale;
     for (int64_t j = keys; j < b; ++j) s[r * b + j] *= scale;  // keys past the end: no query sees them
   }
 }
@@ -140,7 +139,7 @@ ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int6
     for (int64_t j = 0; j < b; ++j) dp[r * b + j] = s[r * b + j] * (dp[r * b + j] - delta[r]);
   small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, dout_stride,
                                     v.out_row(v.p.d_v, pair, m * b), v.p.d_v.token_stride);
-  if (v.p.gate.data == nullptr) return;
+  if (v.p.gate == nullptr) return;
   const T scale = static_cast<T>(v.p.scale);
   T* dg = v.out(v.p.d_gate) + pair * v.padded;
   for (int64_t r = 0; r < rows; ++r) {

@@ -35,7 +35,7 @@ struct PathBlockLaunch {
   const void* product_t = nullptr;  // [n, pairs, D, D]: the same transposed (backward)
   PairRows v;                       // [B, H, S, D]
   const void* vt = nullptr;         // [pairs, D, n * b]: v transposed, zero past S (backward)
-  PairRows gate;                    // [B, H, S] (width 1): FoX's running sums c, or data null
+  const void* gate = nullptr;       // [pairs, S]: FoX's running sums c, or null
   PairRows out;                     // [B, H, S, D]
   void* lse = nullptr;              // [pairs, n * b]: each row's log-sum-exp of its scores
   // Backward: d out in, the gradients out (zero-filled by the caller); delta = rowsum(d out * out)

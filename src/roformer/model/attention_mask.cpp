@@ -71,8 +71,10 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   // work instead of O(S^2) at long lengths (short ones stay one block).
   const int64_t band_rows = std::max<int64_t>(kMinBandRows, (window_.size + 15) / 16 * 16);
   if (window_.size > 0 && S >= 4 * band_rows) block_rows_ = std::min(block_rows_, band_rows);
-  if (block_rows_ == S && only_relative_bias() && device.is_cpu()) {
-    whole_deferred_ = true;  // the short kernel adds the bias rows itself: build it only if asked
+  if (block_rows_ == S && (only_relative_bias() || nothing_beyond_causality()) && device.is_cpu()) {
+    // The short kernel adds the bias rows itself, and the kernels with a term take causality as a
+    // flag: build it only if asked (a 1024-token causal mask is 4 MiB a pass).
+    whole_deferred_ = true;
     deferred_grad_mode_ = torch::GradMode::is_enabled();
   } else if (block_rows_ == S) {
     whole_ = rows(0, S);

@@ -161,9 +161,9 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor&
   const int64_t B = x.size(0), S = x.size(1), hidden = x.size(2), D = hidden / heads_;
   torch::Tensor wx = at::linear(at::linear(x, l->w_proj[0]->as<torch::nn::Linear>()->weight),
                                 l->w_proj[1]->as<torch::nn::Linear>()->weight);  // [B, S, hidden]
-  torch::Tensor w;
-  if (l->w_conv1d && !segments.defined() && ops::conv_silu_norm_takes(wx.view({B, S, heads_, D}))) {
-    w = ops::conv_silu_norm(wx.view({B, S, heads_, D}), l->w_conv1d->weight, kL2NormEps);  // one fused pass
+  torch::Tensor w = wx.view({B, S, heads_, D});
+  if (l->w_conv1d && !segments.defined() && ops::conv_silu_norm_takes(w)) {
+    w = ops::conv_silu_norm(w, l->w_conv1d->weight, kL2NormEps);  // one fused pass
   } else {
     if (l->w_conv1d) wx = torch::silu(short_convolution(wx, l->w_conv1d->weight, segments));
     w = wx.to(acc).view({B, S, heads_, D});

@@ -4,11 +4,11 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
-
 #include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
 #include "roformer/ops/tile_attention/path_blocks_kernels.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace roformer::ops {
 namespace {
@@ -147,8 +147,7 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     const int64_t B = v.size(0), H = v.size(1), S = v.size(2), D = v.size(3);
     const torch::Tensor d_out = with_contiguous_rows(grads[0].to(v.scalar_type()));
     const torch::Tensor product_t = saved[3].transpose(-1, -2).contiguous();
-    torch::Tensor vt = torch::zeros({B, H, D, saved[0].size(0) * saved[0].size(2)}, v.options());
-    vt.narrow(3, 0, S).copy_(v.transpose(2, 3));  // [B, H, D, n * b]
+    const torch::Tensor vt = transposed_keys(v, saved[0].size(0) * saved[0].size(2));  // [B, H, D, n * b]
     torch::Tensor d_own = torch::zeros_like(saved[0]), d_rows = torch::zeros_like(saved[1]),
                   d_carried = torch::zeros_like(saved[2]), d_product = torch::zeros_like(saved[3]),
                   d_v = tokens_major(B, H, S, D, v.options(), true), delta = torch::empty_like(lse),

@@ -13,16 +13,15 @@
 
 namespace roformer::ops {
 // Named, not anonymous: in a unity batch an anonymous namespace merges with its neighbours'.
-namespace tile_attention_setup {
-
-constexpr int64_t kMaxHeadDim = 512;
-
-// k [B, H, S, D] as the kernel reads keys: [B, H, D, ld] contiguous, zero past S.
 at::Tensor transposed_keys(const at::Tensor& k, int64_t ld) {
   at::Tensor kt = at::zeros({k.size(0), k.size(1), k.size(3), ld}, k.options());
   kt.narrow(3, 0, k.size(2)).copy_(k.transpose(2, 3));
   return kt;
 }
+
+namespace tile_attention_setup {
+
+constexpr int64_t kMaxHeadDim = 512;
 
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, const TileTerm& term) {
   TORCH_CHECK(tile_attention_supports(q, k, v),
@@ -222,7 +221,7 @@ TileAttentionGrads tile_attention_backward(const torch::Tensor& q_in, const torc
   const at::Tensor delta = (dout_rows * out).sum(-1).contiguous();
   const at::Tensor lse_rows = softmax ? lse.to(q.scalar_type()).contiguous() : at::Tensor();
   const at::Tensor k_rows = k.stride(3) == 1 ? k : k.contiguous();
-  const at::Tensor vt = tile_attention_setup::transposed_keys(v, p.kt_ld);
+  const at::Tensor vt = transposed_keys(v, p.kt_ld);
   TileAttentionGrad g;
   g.lse = softmax ? lse_rows.data_ptr() : nullptr;
   g.delta = delta.data_ptr();

@@ -28,6 +28,10 @@ enum class TileNormalizer { softmax, stick_breaking, stick_breaking_remainder_to
 // device (the shape part of tile_attention_supports).
 bool tile_attention_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
 
+// k (or v) [B, H, S, D] as the CPU kernels read keys for their products: [B, H, D, ld]
+// contiguous, zero past S (ld >= S).
+torch::Tensor transposed_keys(const torch::Tensor& k, int64_t ld);
+
 // Whether tile_attention takes these tensors: [B, H, S, D] CPU tensors of one dtype (float32 or
 // float64), equal shapes, q and v with unit stride along D, D a positive multiple of 8 up to 512.
 bool tile_attention_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);

@@ -7,6 +7,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "roformer/model/position/cope.h"
 #include "roformer/ops/cope_term/cope_table.h"
@@ -49,6 +51,38 @@ TEST(CopeTable, EqualsTheProductWhereFormedAndZeroBeyondInValuesAndGradients) {
       EXPECT_TRUE(torch::allclose(q.grad(), rq.grad(), 0, 1e-11));
       EXPECT_TRUE(torch::allclose(e.grad(), re.grad(), 0, 1e-11));
     }
+  }
+}
+
+// With each row's gate total given (as CoPE's tile forward writes it), the backward's products
+// stop past entry floor(total) + 2 of each block's rows: the gradients equal the whole products'
+// for an upstream gradient that is zero past each row's floor(total) + 1 (what the tile term
+// writes), and they differ when it is not (the products did stop); totals not written (NaN) or
+// beyond the table leave the products whole.
+TEST(CopeTable, RowTotalsBoundTheBackwardsProductsExactly) {
+  torch::manual_seed(6);
+  const int64_t S = 300, P = 300;
+  const torch::Tensor q0 = torch::randn({2, 3, S, 8}, torch::kFloat64), e0 = torch::randn({8, P}, torch::kFloat64);
+  const torch::Tensor totals =
+      torch::rand({2, 3, S}, torch::kFloat64) * torch::arange(1, S + 1).to(torch::kFloat64) * 0.4;
+  const torch::Tensor beyond =
+      torch::arange(P).view({1, 1, 1, P}).to(torch::kFloat64) > totals.floor().unsqueeze(-1) + 1;
+  auto gradients = [&](const torch::Tensor& hint, const torch::Tensor& upstream) {
+    const torch::Tensor q = q0.clone().requires_grad_(), e = e0.clone().requires_grad_();
+    (ops::causal_table_products(q, e, hint) * upstream).sum().backward();
+    return std::make_pair(q.grad(), e.grad());
+  };
+  const torch::Tensor upstream = torch::randn({2, 3, S, P}, torch::kFloat64);
+  const torch::Tensor bounded = upstream.masked_fill(beyond, 0.0);
+  const auto whole = gradients({}, bounded), hinted = gradients(totals, bounded);
+  EXPECT_TRUE(torch::allclose(hinted.first, whole.first, 0, 1e-12));
+  EXPECT_TRUE(torch::allclose(hinted.second, whole.second, 0, 1e-12));
+  const auto stopped = gradients(totals, upstream), full = gradients({}, upstream);
+  EXPECT_GT((stopped.first - full.first).abs().max().item<double>(), 1e-3);
+  for (const torch::Tensor& unknown : {torch::full_like(totals, NAN), totals + 1e6}) {
+    const auto kept = gradients(unknown, upstream);
+    EXPECT_TRUE(torch::allclose(kept.first, full.first, 0, 1e-12));
+    EXPECT_TRUE(torch::allclose(kept.second, full.second, 0, 1e-12));
   }
 }
 

@@ -417,6 +417,41 @@ TEST(TileAttentionGrad, FloatFollowsDoubleWithinItsRounding) {
   }
 }
 
+// CoPE in float (its keys a vector at a time, common/cope_vectors.h: a table of 300 positions read
+// through windows of the row, one of 20 too short for a window of 16-lane vectors and read key by
+// key) within float's rounding of double, gates near 0 and 1 as well as between. The tables vary
+// smoothly along the positions: d term / d count jumps at each integer count from one table
+// difference to the next, and a count within rounding of an integer would take different sides
+// in float and double; smooth rows keep those jumps small, while a wrong index still reads a value
+// off by a step of the row.
+TEST(TileAttentionGrad, CopeInFloatFollowsDoubleWithinItsRounding) {
+  torch::manual_seed(45);
+  const int64_t S = 300, H = 2, D = 16;
+  const torch::Tensor q = heads(2, H, S, D, 3.0), k = heads(2, H, S, D), v = heads(2, H, S, D);
+  const torch::Tensor weights = torch::randn({2, H, S, D}, torch::kFloat64);
+  for (const int64_t P : {300, 20}) {
+    const torch::Tensor p = torch::arange(P, torch::kFloat64);
+    const torch::Tensor phase = torch::rand({2, H, S, 1}, torch::kFloat64) * 6.28;
+    const torch::Tensor table =
+        torch::sin(p / 7 + phase) + torch::randn({2, H, S, 1}, torch::kFloat64) * (p / P).pow(2);
+    std::vector<std::vector<torch::Tensor>> results;
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      const torch::Tensor lq = leaf(q.to(dtype)), lk = leaf(k.to(dtype)), lv = leaf(v.to(dtype)),
+                          lt = leaf(table.to(dtype));
+      const torch::Tensor out =
+          ops::tile_attention_trainable(lq, lk, lv, 0.25, true, TileTerm{ops::CopeTerm{lt}}, kSoftmax, {});
+      results.push_back(torch::autograd::grad({(out * weights.to(dtype)).sum()}, {lq, lk, lv, lt}));
+      results.back().push_back(out.detach());
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      const double size = results[0][i].abs().max().item<double>();
+      // 5e-4: counts are float sums of up to 300 gates, each term read at its count.
+      EXPECT_LE((results[1][i].to(torch::kFloat64) - results[0][i]).abs().max().item<double>(), 5e-4 * size)
+          << "P " << P << ", input " << i << " (4: the output)";
+    }
+  }
+}
+
 // Each (batch, head) pair's gradients come from one thread in a fixed order, and the tables' sum
 // over the batch runs in batch order: the same bits at one thread and at two.
 TEST(TileAttentionGrad, GradientsAreBitwiseEqualAcrossThreadCounts) {

@@ -3,6 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <memory>
+
 #include "roformer/ops/cope_term/cope_table.h"
 #include "roformer/ops/cope_term/cope_term.h"
 #include "roformer/ops/short_attention/short_attention.h"
@@ -60,8 +63,13 @@ std::optional<ops::TileTerm> CopeImpl::tile_term(const torch::Tensor& q, const t
                                                  const torch::Tensor& /*state*/, bool causal) {
   const auto acc = q.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const torch::Tensor rows = q.to(acc), table = layers_[layer_index]->pos_emb.to(acc);
-  // [B, H, S, P]; causal rows read only the entries their counts reach (a row's count <= its index + 1)
-  return ops::TileTerm{ops::CopeTerm{causal ? ops::causal_table_products(rows, table) : torch::matmul(rows, table)}};
+  if (!causal) return ops::TileTerm{ops::CopeTerm{torch::matmul(rows, table)}};
+  // The rows' gate totals, written by the tile forward (NaN until then), bound the table gradient's
+  // products; causal rows read only the entries their counts reach (a row's count <= its index + 1).
+  auto totals = std::make_shared<torch::Tensor>(torch::full(q.sizes().slice(0, 3), NAN, q.options()));
+  ops::CopeTerm term{ops::causal_table_products(rows, table, *totals)};
+  term.totals = totals;
+  return ops::TileTerm{term};
 }
 
 torch::Tensor CopeImpl::short_attention_with_term(const torch::Tensor& q, const torch::Tensor& k,

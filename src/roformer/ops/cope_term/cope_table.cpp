@@ -7,6 +7,8 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace roformer::ops {
 namespace {
@@ -22,6 +24,28 @@ int64_t reachable(int64_t end, int64_t positions) {
 // dims 0 and 1 are contiguous with each other; view() fails rather than copy).
 at::Tensor batched(const at::Tensor& t) {
   return t.view({t.size(0) * t.size(1), t.size(2), t.size(3)});
+}
+
+// Per block of rows, the entries whose gradient can be nonzero: reachable(), or less where the
+// rows' gate totals (row_totals, [B, H, S]) bound their counts lower.
+std::vector<int64_t> gradient_reach(const at::Tensor& row_totals, int64_t seq, int64_t positions) {
+  std::vector<int64_t> reach;
+  for (int64_t begin = 0; begin < seq; begin += kBlockRows)
+    reach.push_back(reachable(std::min(seq, begin + kBlockRows), positions));
+  if (row_totals.numel() == 0) return reach;
+  const at::Tensor most = row_totals.to(at::kDouble).amax({0, 1});  // [S]; NaN where not written
+  const double* m = most.data_ptr<double>();
+  for (size_t block = 0; block < reach.size(); ++block) {
+    const int64_t begin = int64_t(block) * kBlockRows, end = std::min(seq, begin + kBlockRows);
+    double top = -1;
+    bool known = true;
+    for (int64_t i = begin; i < end; ++i) {
+      known = known && m[i] == m[i];
+      top = std::max(top, m[i]);
+    }
+    if (known && top < double(positions)) reach[block] = std::min(reach[block], int64_t(std::floor(top)) + 3);
+  }
+  return reach;
 }
 
 at::Tensor table_products_forward(const at::Tensor& q, const at::Tensor& table) {
@@ -40,8 +64,10 @@ at::Tensor table_products_forward(const at::Tensor& q, const at::Tensor& table) 
 
 class CausalTableProducts : public torch::autograd::Function<CausalTableProducts> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& table) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& table,
+                            const at::Tensor& row_totals) {
     ctx->save_for_backward({q, table});
+    ctx->saved_data["row_totals"] = row_totals;  // written after this forward: not a saved variable
     return table_products_forward(q, table);
   }
 
@@ -56,8 +82,10 @@ class CausalTableProducts : public torch::autograd::Function<CausalTableProducts
     const int64_t seq = q.size(2), positions = table.size(1), pairs = q.size(0) * q.size(1);
     at::Tensor grad_q = at::empty_like(q, at::MemoryFormat::Contiguous);
     at::Tensor grad_table = at::zeros_like(table, at::MemoryFormat::Contiguous);
+    const at::IValue& totals = ctx->saved_data["row_totals"];  // empty: none given
+    const std::vector<int64_t> reaches = gradient_reach(totals.toTensor(), seq, positions);
     for (int64_t begin = 0; begin < seq; begin += kBlockRows) {
-      const int64_t rows = std::min(kBlockRows, seq - begin), reach = reachable(begin + rows, positions);
+      const int64_t rows = std::min(kBlockRows, seq - begin), reach = reaches[begin / kBlockRows];
       const at::Tensor g = batched(grad.narrow(2, begin, rows).narrow(3, 0, reach));  // [B H, n, reach]
       const at::Tensor e = table.narrow(1, 0, reach);
       at::Tensor grad_rows = batched(grad_q.narrow(2, begin, rows));  // a view into grad_q
@@ -65,13 +93,14 @@ class CausalTableProducts : public torch::autograd::Function<CausalTableProducts
       const at::Tensor qb = batched(q.narrow(2, begin, rows));  // [B H, n, D]
       grad_table.narrow(1, 0, reach).add_(at::bmm(qb.transpose(1, 2), g).sum(0));
     }
-    return {grad_q, grad_table};
+    return {grad_q, grad_table, at::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor& table) {
+torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor& table,
+                                    const torch::Tensor& row_totals) {
   TORCH_CHECK(q.dim() == 4 && table.dim() == 2 && table.size(0) == q.size(3),
               "roformer::causal_table_products: needs q [B, H, S, D] and table [D, P], got ", q.sizes(), " and ",
               table.sizes());
@@ -87,7 +116,8 @@ torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor&
   const at::Tensor qc = q.contiguous();
   if (!at::GradMode::is_enabled() || (!q.requires_grad() && !table.requires_grad()))
     return table_products_forward(qc, table);
-  return CausalTableProducts::apply(qc, table);
+  const bool totals = row_totals.defined() && row_totals.sizes() == q.sizes().slice(0, 3) && row_totals.is_cpu();
+  return CausalTableProducts::apply(qc, table, totals ? row_totals : at::empty({0}, q.options()));
 }
 
 }  // namespace roformer::ops

@@ -17,6 +17,13 @@ constexpr int64_t kCausalTableBlockRows = 128;
 // kCausalTableBlockRows (so for every p <= i + 1), and 0 beyond; differentiable in both as that
 // formula (the zeros carry no gradient). For causal attention only: a row that sees keys after it
 // could count past i + 1.
-torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor& table);
+//
+// row_totals (optional, [B, H, S]): CoPE's gate total of each row, which its tile term writes in
+// its forward (ops::CopeTerm::totals). A row's count never passes its total, so its incoming
+// gradient is zero past entry floor(total) + 1, and the backward's products stop there too (an
+// entry later, for a recount's rounding). Read at the backward; a NaN (not written) leaves the
+// block's products whole.
+torch::Tensor causal_table_products(const torch::Tensor& q, const torch::Tensor& table,
+                                    const torch::Tensor& row_totals = {});
 
 }  // namespace roformer::ops

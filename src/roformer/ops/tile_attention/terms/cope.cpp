@@ -22,9 +22,12 @@ void run_tiles(const CopeTerm& term, const torch::Tensor& q, const TileAttention
   CopeTables tables;
   tables.at_integers = table.data_ptr();
   tables.positions = table.size(-1);
-  if (term.totals) {
-    *term.totals = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
-    tables.totals = term.totals->data_ptr();
+  if (term.totals) {  // the term's own tensor where it has one of this shape and dtype (cope_table.h reads it)
+    at::Tensor& totals = *term.totals;
+    if (!totals.defined() || totals.sizes() != q.sizes().slice(0, 3) || totals.scalar_type() != q.scalar_type() ||
+        !totals.is_contiguous())
+      totals = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+    tables.totals = totals.data_ptr();
   }
   tile_attention_cpu(launch, cope_items(launch.dtype), &tables);
 }
@@ -37,9 +40,10 @@ std::vector<torch::Tensor> run_tile_grads(const CopeTerm& term, const torch::Ten
                                           const TileAttentionLaunch& launch, const TileAttentionGrad& grad) {
   check_cope(term, q);
   const at::Tensor table = term.at_integers.to(q.scalar_type()).contiguous();
-  // One column more per row: the kernel adds weight 0 at index top + 1 instead of branching.
+  // One column more per row: the kernel adds weight 0 at index top + 1 instead of branching. Each
+  // query tile zeroes its rows before adding to them.
   const at::Tensor grad_table =
-      at::zeros({table.size(0), table.size(1), table.size(2), table.size(3) + 1}, table.options());
+      at::empty({table.size(0), table.size(1), table.size(2), table.size(3) + 1}, table.options());
   CopeTables tables;
   tables.at_integers = table.data_ptr();
   tables.positions = table.size(-1);

@@ -18,7 +18,8 @@ namespace roformer::ops {
 struct CopeTerm {
   torch::Tensor at_integers;
   // Each row's gate total, [B, H, S]: the forward's, kept for the backward of the same term (its
-  // copies share it), which then need not count the gates again.
+  // copies share it), which then need not count the gates again. Written into the tensor already
+  // here where it has the launch's shape and dtype (ops::causal_table_products reads it too).
   std::shared_ptr<torch::Tensor> totals = std::make_shared<torch::Tensor>();
   // ops::short_attention_cope computes the same term in its rows.
   static constexpr TileTermProperties properties() {

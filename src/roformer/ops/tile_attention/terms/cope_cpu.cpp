@@ -1,13 +1,16 @@
-// CoPE's tile term in the CPU loop: the gates of a tile's keys in one vectorisable pass, then the
-// running sum from the row's last key back (carried between tiles) and the interpolation, in
-// ops::cope_term's order.
+// CoPE's tile term in the CPU loop: the gates of a tile's keys in one vectorisable pass, then, a
+// vector of keys at a time (common/cope_vectors.h), the running sum from the row's last key back
+// (carried between vectors and tiles) and the interpolation; the backward's counts, d loss / d
+// gate and d score likewise, its table gradient key by key.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "roformer/ops/common/cope_math.h"
+#include "roformer/ops/common/cope_vectors.h"
 #include "roformer/ops/common/small_gemm.h"
 #include "roformer/ops/tile_attention/terms/cope_kernel.h"
 #include "roformer/ops/tile_attention/tile_attention_grad_loop.h"
@@ -18,6 +21,10 @@ namespace cope_tiles {
 
 template <typename T, int kBytes = 32>
 struct Cope {
+  using Lanes = cope_vectors::Lanes<T, kBytes>;
+  using vec = typename Lanes::vec;
+  using index_t = typename Lanes::index_t;
+  static constexpr int64_t W = Lanes::W;
   // The backward visits a row's keys from key 0 up (tile_attention_grad_loop.h): a key's count is
   // then the row's total less the gates before it, and d loss / d gate_t sums the keys up to t.
   static constexpr bool kKeysAscending = true;
@@ -30,6 +37,7 @@ struct Cope {
         positions(cope.positions),
         top(static_cast<T>(positions - 1)),
         grads(cope.grad_at_integers != nullptr) {
+    gates.resize(kTileKeys);
     if (!grads) return;
     total.resize(kTileQueryRows);
     before.resize(kTileQueryRows);
@@ -55,16 +63,29 @@ struct Cope {
   }
   ROFORMER_ALWAYS_INLINE void add(int64_t r, int64_t i, int64_t j0, int64_t n, T* row) {
     if (grads) return add_ascending(r, i, j0, n, row);
-    if (static_cast<int64_t>(gates.size()) < n) gates.resize(n);
+    const int64_t padded = (n + W - 1) / W * W;
     for (int64_t c = 0; c < n; ++c) gates[c] = sigmoid(row[c]);
+    std::fill(gates.data() + n, gates.data() + padded, T(0));
     const T* a = rows_table + r * positions;
     T position = counted[r];
-    for (int64_t c = n - 1; c >= 0; --c) {
-      position += gates[c];
-      const auto at = cope_math::interpolation(position, top);
-      row[c] += a[at.high] * at.w + a[at.low] * (T(1) - at.w);
+    for (int64_t c0 = padded - W; c0 >= 0; c0 -= W) {
+      const vec counts =
+          cope_vectors::running_sums<false, T, kBytes>(small_gemm::load<kBytes>(gates.data() + c0)) + position;
+      position = counts[0];
+      cope_vectors::Interpolated<T, kBytes> at;
+      const vec s = small_gemm::load<kBytes>(row + c0);
+      if (cope_vectors::interpolate(a, positions, counts, at)) {
+        small_gemm::store<kBytes>(row + c0, cope_vectors::first_lanes<T, kBytes>(n - c0, s + at.term(), s));
+      } else {
+        for (int64_t c = 0; c < std::min(W, n - c0); ++c) {
+          const auto one = cope_math::interpolation(counts[c], top);
+          row[c0 + c] += a[one.high] * one.w + a[one.low] * (T(1) - one.w);
+        }
+      }
     }
     counted[r] = position;
+    if (position == position)
+      cope_vectors::prefetch_entries(a, positions, int64_t(position), int64_t(position) + kTileKeys);
   }
 
   // ---- Backward ----
@@ -74,6 +95,7 @@ struct Cope {
     std::fill(before.begin(), before.end(), T(0));
     std::fill(by_gate.begin(), by_gate.end(), T(0));
     rows_grad = static_cast<T*>(cope.grad_at_integers) + (pair * seq + first_row) * (positions + 1);
+    std::fill(rows_grad, rows_grad + row_count * (positions + 1), T(0));  // zeroed here, while the rows are in cache
     if (cope.known_totals != nullptr) {
       const T* known = static_cast<const T*>(cope.known_totals) + pair * seq + first_row;
       std::copy(known, known + row_count, total.begin());
@@ -104,23 +126,46 @@ struct Cope {
   // before it. Kept per key for grad_row: the gate, the count's floor index and upper weight, and
   // d term / d count (0 where the count is clamped).
   ROFORMER_ALWAYS_INLINE void add_ascending(int64_t r, int64_t, int64_t, int64_t n, T* row) {
+    const int64_t padded = (n + W - 1) / W * W;
     const T* a = rows_table + r * positions;
     T* gate = tile_gates.data() + r * kTileKeys;
     T* weight = tile_counts.data() + r * kTileKeys;
     T* by_count = tile_slopes.data() + r * kTileKeys;
-    int32_t* low = tile_lows.data() + r * kTileKeys;
+    index_t* low = tile_lows.data() + r * kTileKeys;
     for (int64_t c = 0; c < n; ++c) gate[c] = sigmoid(row[c]);  // vectorises
+    std::fill(gate + n, gate + padded, T(0));
+    const vec zero{}, top_lanes = zero + top;
     T seen = before[r];
-    for (int64_t c = 0; c < n; ++c) {
-      const T count = total[r] - seen;
-      seen += gate[c];
-      const auto at = cope_math::interpolation(count, top);
-      row[c] += a[at.high] * at.w + a[at.low] * (T(1) - at.w);
-      low[c] = static_cast<int32_t>(at.low);
-      weight[c] = at.w;
-      by_count[c] = count >= T(0) && count <= top ? a[at.high] - a[at.low] : T(0);
+    for (int64_t c0 = 0; c0 < padded; c0 += W) {
+      const vec g = small_gemm::load<kBytes>(gate + c0), through = cope_vectors::running_sums<true, T, kBytes>(g);
+      const vec counts = total[r] - (seen + (through - g));
+      seen += through[W - 1];
+      cope_vectors::Interpolated<T, kBytes> at;
+      if (!cope_vectors::interpolate(a, positions, counts, at)) {
+        ascending_keys_one_by_one(a, counts, std::min(W, n - c0), row + c0, low + c0, weight + c0, by_count + c0);
+        continue;
+      }
+      const vec s = small_gemm::load<kBytes>(row + c0);
+      small_gemm::store<kBytes>(row + c0, cope_vectors::first_lanes<T, kBytes>(n - c0, s + at.term(), s));
+      std::memcpy(low + c0, &at.low, sizeof(at.low));
+      small_gemm::store<kBytes>(weight + c0, at.w);
+      const vec inside = counts >= zero && counts <= top_lanes ? at.at_high - at.at_low : zero;
+      small_gemm::store<kBytes>(by_count + c0, inside);
     }
     before[r] = seen;
+    const T next = total[r] - seen;  // the next tile's counts fall from here
+    if (next == next) cope_vectors::prefetch_entries(a, positions, int64_t(next) - kTileKeys, int64_t(next) + 1);
+  }
+  // add_ascending's step for keys whose indices do not fit one window of the table row.
+  ROFORMER_ALWAYS_INLINE void ascending_keys_one_by_one(const T* a, const vec& counts, int64_t n, T* row, index_t* low,
+                                                        T* weight, T* by_count) {
+    for (int64_t c = 0; c < W; ++c) {
+      const auto at = cope_math::interpolation(counts[c], top);
+      if (c < n) row[c] += a[at.high] * at.w + a[at.low] * (T(1) - at.w);
+      low[c] = static_cast<index_t>(at.low);
+      weight[c] = at.w;
+      by_count[c] = counts[c] >= T(0) && counts[c] <= top ? a[at.high] - a[at.low] : T(0);
+    }
   }
   ROFORMER_ALWAYS_INLINE void grad_tile(const T*, int64_t) {}
   ROFORMER_ALWAYS_INLINE void grad_dp(int64_t, int64_t, int64_t, int64_t, T*) {}
@@ -133,14 +178,22 @@ struct Cope {
     const T* gate = tile_gates.data() + r * kTileKeys;
     const T* weight = tile_counts.data() + r * kTileKeys;
     const T* by_count = tile_slopes.data() + r * kTileKeys;
-    const int32_t* low = tile_lows.data() + r * kTileKeys;
-    T d_gate = by_gate[r];
+    const index_t* low = tile_lows.data() + r * kTileKeys;
     for (int64_t c = 0; c < n; ++c) {
       const T dz = ds[c];
       da[low[c]] += dz * (T(1) - weight[c]);
       da[low[c] + 1] += dz * weight[c];
-      d_gate += dz * by_count[c];
-      ds[c] = dz + d_gate * gate[c] * (T(1) - gate[c]);
+    }
+    const vec zero{};
+    T d_gate = by_gate[r];
+    for (int64_t c0 = 0; c0 < n; c0 += W) {
+      const vec dz = small_gemm::load<kBytes>(ds + c0), g = small_gemm::load<kBytes>(gate + c0);
+      const vec to_gate =
+          cope_vectors::first_lanes<T, kBytes>(n - c0, dz * small_gemm::load<kBytes>(by_count + c0), zero);
+      const vec d_gates = cope_vectors::running_sums<true, T, kBytes>(to_gate) + d_gate;
+      d_gate = d_gates[W - 1];
+      small_gemm::store<kBytes>(ds + c0,
+                                cope_vectors::first_lanes<T, kBytes>(n - c0, dz + d_gates * g * (T(1) - g), dz));
     }
     by_gate[r] = d_gate;
   }
@@ -162,7 +215,7 @@ struct Cope {
   // over them; per key of the tile: its gate, its count's upper weight (and, in grad_begin, the
   // scores), d term / d count and the floor index.
   std::vector<T> total, before, by_gate, tile_gates, tile_counts, tile_slopes;
-  std::vector<int32_t> tile_lows;
+  std::vector<index_t> tile_lows;
 };
 
 }  // namespace cope_tiles

@@ -8,8 +8,8 @@
 namespace roformer::ops {
 
 // q . e at the integer positions, [B, H, S, P] contiguous in the launch's dtype.
-// The backward's gradient of the table, [B, H, S, P + 1] (a column more than the table), zeroed
-// (each row's its own). Each row's gate total over its visible keys, [B, H, S]: written by the
+// The backward's gradient of the table, [B, H, S, P + 1] (a column more than the table), written
+// whole by the kernel (each row's its own). Each row's gate total over its visible keys, [B, H, S]: written by the
 // forward where `totals` is set, read by the backward where `known_totals` is (else recounted).
 struct CopeTables {
   const void* at_integers = nullptr;

@@ -32,26 +32,31 @@ torch::Tensor formed(int64_t S, int64_t P) {
 
 }  // namespace
 
+// Head sizes 8 (the CPU kernels, cope_table_cpu.cpp) and 6 (not a whole 32 bytes: the batched
+// GEMMs), in double at 1e-12; float with 64 columns per block beyond whole vectors as well.
 TEST(CopeTable, EqualsTheProductWhereFormedAndZeroBeyondInValuesAndGradients) {
   torch::manual_seed(5);
-  for (int64_t S : {int64_t{1}, int64_t{47}, int64_t{128}, int64_t{129}, int64_t{300}}) {
-    for (int64_t P : {int64_t{1}, int64_t{50}, int64_t{300}, int64_t{1000}}) {
-      SCOPED_TRACE("S " + std::to_string(S) + ", P " + std::to_string(P));
-      const torch::Tensor q0 = torch::randn({2, 3, S, 8}, torch::kFloat64);
-      const torch::Tensor e0 = torch::randn({8, P}, torch::kFloat64);
-      const torch::Tensor upstream = torch::randn({2, 3, S, P}, torch::kFloat64);
-      const torch::Tensor q = q0.clone().requires_grad_(), e = e0.clone().requires_grad_();
-      const torch::Tensor rq = q0.clone().requires_grad_(), re = e0.clone().requires_grad_();
-      const torch::Tensor got = ops::causal_table_products(q, e);
-      const torch::Tensor want = torch::matmul(rq, re) * formed(S, P).to(torch::kFloat64);
-      (got * upstream).sum().backward();
-      (want * upstream).sum().backward();
-      EXPECT_TRUE(torch::allclose(got, want, 0, 1e-12));
-      EXPECT_EQ(got.masked_select(formed(S, P).logical_not()).abs().sum().item<double>(), 0.0);
-      EXPECT_TRUE(torch::allclose(q.grad(), rq.grad(), 0, 1e-11));
-      EXPECT_TRUE(torch::allclose(e.grad(), re.grad(), 0, 1e-11));
+  for (const auto& [dtype, D] :
+       {std::pair{torch::kFloat64, 8}, std::pair{torch::kFloat64, 6}, std::pair{torch::kFloat32, 32}})
+    for (int64_t S : {int64_t{1}, int64_t{47}, int64_t{128}, int64_t{129}, int64_t{300}}) {
+      for (int64_t P : {int64_t{1}, int64_t{50}, int64_t{300}, int64_t{1000}}) {
+        SCOPED_TRACE("S " + std::to_string(S) + ", P " + std::to_string(P) + ", D " + std::to_string(D));
+        const double tolerance = dtype == torch::kFloat64 ? 1e-11 : 1e-4;
+        const torch::Tensor q0 = torch::randn({2, 3, S, D}, torch::kFloat64);
+        const torch::Tensor e0 = torch::randn({D, P}, torch::kFloat64);
+        const torch::Tensor upstream = torch::randn({2, 3, S, P}, torch::kFloat64);
+        const torch::Tensor q = q0.to(dtype).clone().requires_grad_(), e = e0.to(dtype).clone().requires_grad_();
+        const torch::Tensor rq = q0.clone().requires_grad_(), re = e0.clone().requires_grad_();
+        const torch::Tensor got = ops::causal_table_products(q, e);
+        const torch::Tensor want = torch::matmul(rq, re) * formed(S, P).to(torch::kFloat64);
+        (got * upstream.to(dtype)).sum().backward();
+        (want * upstream).sum().backward();
+        EXPECT_TRUE(torch::allclose(got.to(torch::kFloat64), want, 0, tolerance));
+        EXPECT_EQ(got.masked_select(formed(S, P).logical_not()).abs().sum().item<double>(), 0.0);
+        EXPECT_TRUE(torch::allclose(q.grad().to(torch::kFloat64), rq.grad(), 0, tolerance * std::sqrt(double(P))));
+        EXPECT_TRUE(torch::allclose(e.grad().to(torch::kFloat64), re.grad(), 0, tolerance * std::sqrt(double(S * 6))));
+      }
     }
-  }
 }
 
 // With each row's gate total given (as CoPE's tile forward writes it), the backward's products

@@ -61,10 +61,10 @@ ROFORMER_ALWAYS_INLINE typename Lanes<T, kBytes>::vec shifted(typename Lanes<T, 
 // out[c] = sum_{t <= c} v[t] (kForward) or sum_{t >= c} v[t], in log2(W) shifted adds.
 template <bool kForward, typename T, int kBytes>
 ROFORMER_ALWAYS_INLINE typename Lanes<T, kBytes>::vec running_sums(typename Lanes<T, kBytes>::vec v) {
-  v += shifted<kForward ? 1 : -1, T, kBytes>(v);
-  if constexpr (Lanes<T, kBytes>::W > 2) v += shifted<kForward ? 2 : -2, T, kBytes>(v);
-  if constexpr (Lanes<T, kBytes>::W > 4) v += shifted<kForward ? 4 : -4, T, kBytes>(v);
-  if constexpr (Lanes<T, kBytes>::W > 8) v += shifted<kForward ? 8 : -8, T, kBytes>(v);
+  v += shifted < kForward ? 1 : -1, T, kBytes > (v);
+  if constexpr (Lanes<T, kBytes>::W > 2) v += shifted < kForward ? 2 : -2, T, kBytes > (v);
+  if constexpr (Lanes<T, kBytes>::W > 4) v += shifted < kForward ? 4 : -4, T, kBytes > (v);
+  if constexpr (Lanes<T, kBytes>::W > 8) v += shifted < kForward ? 8 : -8, T, kBytes > (v);
   static_assert(Lanes<T, kBytes>::W <= 16, "vectors of at most 16 lanes");
   return v;
 }
@@ -87,9 +87,7 @@ struct Interpolated {
   typename Lanes<T, kBytes>::ivec low;
   typename Lanes<T, kBytes>::vec w, at_low, at_high;
   // The term: a[ceil p] w + a[floor p] (1 - w).
-  ROFORMER_ALWAYS_INLINE typename Lanes<T, kBytes>::vec term() const {
-    return at_high * w + at_low * (T(1) - w);
-  }
+  ROFORMER_ALWAYS_INLINE typename Lanes<T, kBytes>::vec term() const { return at_high * w + at_low * (T(1) - w); }
 };
 
 // Interpolates row a (positions entries) at the counts `raw`; false (out unset) where the lanes'
@@ -110,7 +108,8 @@ ROFORMER_ALWAYS_INLINE bool interpolate(const T* a, int64_t positions, typename 
   const typename L::index_t first = extreme_lane<true, 1, W>(low)[0];
   const typename L::index_t last = extreme_lane<false, 1, W>(high)[0];
   if (last - first >= 2 * W) return false;
-  const typename L::index_t start = first < positions - 2 * W ? first : static_cast<typename L::index_t>(positions - 2 * W);
+  const typename L::index_t start =
+      first < positions - 2 * W ? first : static_cast<typename L::index_t>(positions - 2 * W);
   const vec lo = small_gemm::load<kBytes>(a + start), hi = small_gemm::load<kBytes>(a + start + W);
   out.low = low;
   out.w = raw == raw ? w : raw;  // NaN stays NaN, as the formula's would

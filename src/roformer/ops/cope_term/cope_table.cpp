@@ -1,6 +1,7 @@
 // CoPE's causal table products (see cope_table.h): blocks of query rows, each product written
-// straight into its window of the result (batched GEMMs with the result's row stride), forward
-// and backward.
+// straight into its window of the result, forward and backward: on the CPU kernels of
+// cope_table_cpu.cpp where they take the dtype and head size, else batched GEMMs with the
+// result's row stride.
 #include "roformer/ops/cope_term/cope_table.h"
 
 #include <ATen/ATen.h>
@@ -9,6 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/cope_term/cope_table_kernels.h"
 
 namespace roformer::ops {
 namespace {
@@ -32,7 +36,7 @@ std::vector<int64_t> gradient_reach(const at::Tensor& row_totals, int64_t seq, i
   std::vector<int64_t> reach;
   for (int64_t begin = 0; begin < seq; begin += kBlockRows)
     reach.push_back(reachable(std::min(seq, begin + kBlockRows), positions));
-  if (row_totals.numel() == 0) return reach;
+  if (!row_totals.defined() || row_totals.numel() == 0) return reach;
   const at::Tensor most = row_totals.to(at::kDouble).amax({0, 1});  // [S]; NaN where not written
   const double* m = most.data_ptr<double>();
   for (size_t block = 0; block < reach.size(); ++block) {
@@ -48,9 +52,36 @@ std::vector<int64_t> gradient_reach(const at::Tensor& row_totals, int64_t seq, i
   return reach;
 }
 
+// Whether cope_table_cpu.cpp's kernels take q (contiguous) and its table.
+bool kernels_take(const at::Tensor& q) {
+  return q.is_cpu() && (q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble) &&
+         cope_table_kernels_take(to_kernel_dtype(q.scalar_type(), "roformer::causal_table_products"), q.size(3));
+}
+
+CopeTableLaunch launch_of(const at::Tensor& q, const at::Tensor& table, const std::vector<int64_t>& reach) {
+  CopeTableLaunch p;
+  p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::causal_table_products");
+  p.pairs = q.size(0) * q.size(1);
+  p.seq = q.size(2);
+  p.dim = q.size(3);
+  p.positions = table.size(1);
+  p.reach = reach.data();
+  p.q = q.data_ptr();
+  p.table = table.data_ptr();
+  return p;
+}
+
 at::Tensor table_products_forward(const at::Tensor& q, const at::Tensor& table) {
   const int64_t seq = q.size(2), positions = table.size(1);
   at::Tensor out = at::empty({q.size(0), q.size(1), seq, positions}, q.options());
+  if (kernels_take(q)) {
+    const at::Tensor e = table.contiguous();
+    const std::vector<int64_t> reach = gradient_reach(at::Tensor(), seq, positions);
+    CopeTableLaunch p = launch_of(q, e, reach);
+    p.out = out.data_ptr();
+    cope_table_forward_cpu(p);
+    return out;
+  }
   for (int64_t begin = 0; begin < seq; begin += kBlockRows) {
     const int64_t rows = std::min(kBlockRows, seq - begin), reach = reachable(begin + rows, positions);
     at::Tensor window = out.narrow(2, begin, rows);
@@ -81,9 +112,22 @@ class CausalTableProducts : public torch::autograd::Function<CausalTableProducts
     if (grad.stride(0) != grad.stride(1) * grad.size(1) || grad.stride(3) != 1) grad = grad.contiguous();
     const int64_t seq = q.size(2), positions = table.size(1), pairs = q.size(0) * q.size(1);
     at::Tensor grad_q = at::empty_like(q, at::MemoryFormat::Contiguous);
-    at::Tensor grad_table = at::zeros_like(table, at::MemoryFormat::Contiguous);
     const at::IValue& totals = ctx->saved_data["row_totals"];  // empty: none given
     const std::vector<int64_t> reaches = gradient_reach(totals.toTensor(), seq, positions);
+    if (kernels_take(q)) {
+      const at::Tensor e = table.contiguous(), et = table.t().contiguous();
+      const at::Tensor parts = at::empty({pairs, table.size(0), positions}, q.options());
+      CopeTableLaunch p = launch_of(q, e, reaches);
+      p.grad = grad.data_ptr();
+      p.grad_pair_stride = grad.stride(1);
+      p.grad_ld = grad.stride(2);
+      p.table_t = et.data_ptr();
+      p.grad_q = grad_q.data_ptr();
+      p.grad_table_parts = parts.data_ptr();
+      cope_table_backward_cpu(p);
+      return {grad_q, parts.sum(0), at::Tensor()};
+    }
+    at::Tensor grad_table = at::zeros_like(table, at::MemoryFormat::Contiguous);
     for (int64_t begin = 0; begin < seq; begin += kBlockRows) {
       const int64_t rows = std::min(kBlockRows, seq - begin), reach = reaches[begin / kBlockRows];
       const at::Tensor g = batched(grad.narrow(2, begin, rows).narrow(3, 0, reach));  // [B H, n, reach]

@@ -57,7 +57,7 @@ ROFORMER_ALWAYS_INLINE void backward_pairs(const CopeTableLaunch& p, int64_t fir
       const T* g = static_cast<const T*>(p.grad) + pair * p.grad_pair_stride + begin * p.grad_ld;
       const T* q = static_cast<const T*>(p.q) + (pair * S + begin) * D;
       T* dq = static_cast<T*>(p.grad_q) + (pair * S + begin) * D;
-      small_gemm::gemm<T, false, kBytes>(rows, D, reach, {g, p.grad_ld, 1}, et, D, dq, D);  // G e^T
+      small_gemm::gemm<T, false, kBytes>(rows, D, reach, {g, p.grad_ld, 1}, et, D, dq, D);                // G e^T
       if (main > 0) small_gemm::gemm<T, true, kBytes>(D, main, rows, {q, 1, D}, g, p.grad_ld, parts, P);  // q^T G
       for (int64_t d = 0; d < D; ++d)
         for (int64_t c = main; c < reach; ++c) {

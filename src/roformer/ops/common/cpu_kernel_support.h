@@ -74,6 +74,28 @@ void for_each_claim(int64_t count, int64_t per_claim, Fn fn) {
   });
 }
 
+// Defines, in the current namespace, `name(KernelDType)`: a `void (*)(const Launch&, int64_t first,
+// int64_t last)` that runs body<T, kBytes>(launch, first, last) compiled for the dtype (f32 or
+// f64) and the CPU's vector width: float per x86-64 level with 32-byte vectors, or with AVX-512's
+// 64-byte vectors where cpu_vector_bytes() says so; double (the tests' precision) with 32-byte
+// vectors. body must be always inlined. Needs common/cpu_vectors.h.
+#define ROFORMER_VECTOR_WIDTH_KERNELS(name, Launch, body)                               \
+  namespace name##_compiled {                                                           \
+    ROFORMER_CLONES void f32(const Launch& p, int64_t first, int64_t last) {            \
+      body<float, 32>(p, first, last);                                                  \
+    }                                                                                   \
+    ROFORMER_WIDE_TARGET void f32_wide(const Launch& p, int64_t first, int64_t last) {  \
+      body<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);                     \
+    }                                                                                   \
+    void f64(const Launch& p, int64_t first, int64_t last) {                            \
+      body<double, 32>(p, first, last);                                                 \
+    }                                                                                   \
+  }                                                                                     \
+  inline void (*name(KernelDType dtype))(const Launch&, int64_t, int64_t) {             \
+    if (dtype == KernelDType::f64) return name##_compiled::f64;                         \
+    return cpu_vector_bytes() == 64 ? name##_compiled::f32_wide : name##_compiled::f32; \
+  }
+
 // Calls f with a value of the storage type of `dtype`.
 template <typename F>
 void with_storage_type(KernelDType dtype, F&& f) {

@@ -30,9 +30,9 @@ at::Tensor batched(const at::Tensor& t) {
   return t.view({t.size(0) * t.size(1), t.size(2), t.size(3)});
 }
 
-// Per block of rows, the entries whose gradient can be nonzero: reachable(), or less where the
-// rows' gate totals (row_totals, [B, H, S]) bound their counts lower.
-std::vector<int64_t> gradient_reach(const at::Tensor& row_totals, int64_t seq, int64_t positions) {
+// Per block of rows, the entries its rows can read (reachable()), or, given the rows' gate totals
+// (row_totals, [B, H, S]; undefined or empty: none), fewer where those bound their counts lower.
+std::vector<int64_t> block_reach(const at::Tensor& row_totals, int64_t seq, int64_t positions) {
   std::vector<int64_t> reach;
   for (int64_t begin = 0; begin < seq; begin += kBlockRows)
     reach.push_back(reachable(std::min(seq, begin + kBlockRows), positions));
@@ -76,7 +76,7 @@ at::Tensor table_products_forward(const at::Tensor& q, const at::Tensor& table) 
   at::Tensor out = at::empty({q.size(0), q.size(1), seq, positions}, q.options());
   if (kernels_take(q)) {
     const at::Tensor e = table.contiguous();
-    const std::vector<int64_t> reach = gradient_reach(at::Tensor(), seq, positions);
+    const std::vector<int64_t> reach = block_reach(at::Tensor(), seq, positions);
     CopeTableLaunch p = launch_of(q, e, reach);
     p.out = out.data_ptr();
     cope_table_forward_cpu(p);
@@ -113,7 +113,7 @@ class CausalTableProducts : public torch::autograd::Function<CausalTableProducts
     const int64_t seq = q.size(2), positions = table.size(1), pairs = q.size(0) * q.size(1);
     at::Tensor grad_q = at::empty_like(q, at::MemoryFormat::Contiguous);
     const at::IValue& totals = ctx->saved_data["row_totals"];  // empty: none given
-    const std::vector<int64_t> reaches = gradient_reach(totals.toTensor(), seq, positions);
+    const std::vector<int64_t> reaches = block_reach(totals.toTensor(), seq, positions);
     if (kernels_take(q)) {
       const at::Tensor e = table.contiguous(), et = table.t().contiguous();
       const at::Tensor parts = at::empty({pairs, table.size(0), positions}, q.options());

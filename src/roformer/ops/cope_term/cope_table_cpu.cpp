@@ -69,30 +69,8 @@ ROFORMER_ALWAYS_INLINE void backward_pairs(const CopeTableLaunch& p, int64_t fir
   }
 }
 
-using Items = void (*)(const CopeTableLaunch&, int64_t, int64_t);
-ROFORMER_CLONES void forward_f32(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void forward_f32_wide(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void forward_f64(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  forward_items<double, 32>(p, first, last);
-}
-ROFORMER_CLONES void backward_f32(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void backward_f32_wide(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void backward_f64(const CopeTableLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<double, 32>(p, first, last);
-}
-
-Items pick(KernelDType dtype, Items f64, Items f32, Items f32_wide) {
-  if (dtype == KernelDType::f64) return f64;
-  return cpu_vector_bytes() == 64 ? f32_wide : f32;
-}
+ROFORMER_VECTOR_WIDTH_KERNELS(forward_kernel, CopeTableLaunch, forward_items)
+ROFORMER_VECTOR_WIDTH_KERNELS(backward_kernel, CopeTableLaunch, backward_pairs)
 
 }  // namespace cope_table_cpu
 
@@ -103,14 +81,14 @@ bool cope_table_kernels_take(KernelDType dtype, int64_t dim) {
 
 void cope_table_forward_cpu(const CopeTableLaunch& p) {
   using namespace cope_table_cpu;
-  const Items items = pick(p.dtype, forward_f64, forward_f32, forward_f32_wide);
+  const auto items = forward_kernel(p.dtype);
   const int64_t count = p.pairs * ((p.seq + kRows - 1) / kRows);
   for_each_claim(count, 1, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 
 void cope_table_backward_cpu(const CopeTableLaunch& p) {
   using namespace cope_table_cpu;
-  const Items items = pick(p.dtype, backward_f64, backward_f32, backward_f32_wide);
+  const auto items = backward_kernel(p.dtype);
   for_each_claim(p.pairs, 1, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 

@@ -212,44 +212,20 @@ ROFORMER_ALWAYS_INLINE void backward_pairs(const PathBlockLaunch& p, int64_t fir
   }
 }
 
-// Float compiled per x86-64 level and with AVX-512's 64-byte vectors where the CPU has them;
-// double (the tests' precision) with 32-byte vectors.
-using Items = void (*)(const PathBlockLaunch&, int64_t, int64_t);
-ROFORMER_CLONES void forward_f32(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void forward_f32_wide(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  forward_items<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void forward_f64(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  forward_items<double, 32>(p, first, last);
-}
-ROFORMER_CLONES void backward_f32(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<float, 32>(p, first, last);
-}
-ROFORMER_WIDE_TARGET void backward_f32_wide(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(p, first, last);
-}
-void backward_f64(const PathBlockLaunch& p, int64_t first, int64_t last) {
-  backward_pairs<double, 32>(p, first, last);
-}
-
-Items pick(const PathBlockLaunch& p, Items f64, Items f32, Items f32_wide) {
-  if (p.dtype == KernelDType::f64) return f64;
-  return cpu_vector_bytes() == 64 ? f32_wide : f32;
-}
+ROFORMER_VECTOR_WIDTH_KERNELS(forward_kernel, PathBlockLaunch, forward_items)
+ROFORMER_VECTOR_WIDTH_KERNELS(backward_kernel, PathBlockLaunch, backward_pairs)
 
 }  // namespace path_blocks
 
 void path_block_forward_cpu(const PathBlockLaunch& p) {
   using namespace path_blocks;
-  const Items items = pick(p, forward_f64, forward_f32, forward_f32_wide);
+  const auto items = forward_kernel(p.dtype);
   for_each_claim(p.pairs * p.blocks, 1, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 
 void path_block_backward_cpu(const PathBlockLaunch& p) {
   using namespace path_blocks;
-  const Items pairs = pick(p, backward_f64, backward_f32, backward_f32_wide);
+  const auto pairs = backward_kernel(p.dtype);
   for_each_claim(p.pairs, 1, [&](int64_t first, int64_t last) { pairs(p, first, last); });
 }
 

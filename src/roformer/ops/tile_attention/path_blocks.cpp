@@ -40,14 +40,15 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
     const auto opts = q.options();
     torch::Tensor own = torch::empty({n, BH, b, b}, opts), rows = torch::empty({n, BH, b, D}, opts),
                   carried = torch::empty({n, BH, b, D}, opts), product = torch::empty({n, BH, D, D}, opts),
-                  transform = torch::empty({n, BH, b, b}, opts), reach = torch::empty({n, BH, b, b}, opts);
-    PathInputsLaunch p = inputs_launch(q, k, state, transform, reach, n, b);
+                  saved = torch::empty({n, BH, path_inputs_saved_size(b, D)}, opts);
+    PathInputsLaunch p = inputs_launch(q, k, state, saved, b);
     p.own = own.data_ptr();
     p.rows = rows.data_ptr();
     p.carried = carried.data_ptr();
     p.product = product.data_ptr();
     path_inputs_forward_cpu(p);
-    ctx->save_for_backward({q, k, state, transform, reach});
+    ctx->save_for_backward({q, k, state, saved});
+    ctx->saved_data["block"] = b;
     return {own, rows, carried, product};
   }
 
@@ -55,7 +56,7 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
                                                  torch::autograd::variable_list grads) {
     const std::vector<torch::Tensor> s = ctx->get_saved_variables();
     const torch::Tensor &q = s[0], &state = s[2];
-    const int64_t n = s[3].size(0), BH = s[3].size(1), b = s[3].size(2), D = q.size(3);
+    const int64_t n = s[3].size(0), BH = s[3].size(1), b = ctx->saved_data["block"].toInt(), D = q.size(3);
     const std::vector<int64_t> sizes[4] = {{n, BH, b, b}, {n, BH, b, D}, {n, BH, b, D}, {n, BH, D, D}};
     for (size_t i = 0; i < 4; ++i)
       grads[i] = grads[i].defined() ? grads[i].contiguous() : torch::zeros(sizes[i], q.options());
@@ -63,7 +64,7 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
     torch::Tensor d_q = tokens_major(B, H, S, D, q.options(), false),
                   d_k = tokens_major(B, H, S, D, q.options(), false),
                   d_state = tokens_major(B, H, S, state.size(3), q.options(), false);
-    PathInputsLaunch p = inputs_launch(q, s[1], state, s[3], s[4], n, b);
+    PathInputsLaunch p = inputs_launch(q, s[1], state, s[3], b);
     p.d_own = grads[0].data_ptr();
     p.d_rows = grads[1].data_ptr();
     p.d_carried = grads[2].data_ptr();
@@ -77,12 +78,11 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
 
  private:
   static PathInputsLaunch inputs_launch(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& state,
-                                        const torch::Tensor& transform, const torch::Tensor& reach, int64_t n,
-                                        int64_t b) {
+                                        const torch::Tensor& saved, int64_t b) {
     PathInputsLaunch p;
     p.dtype = to_kernel_dtype(q.scalar_type(), "roformer::path_blocks");
     p.pairs = q.size(0) * q.size(1);
-    p.blocks = n;
+    p.blocks = saved.size(0);
     p.block = b;
     p.head_dim = q.size(3);
     p.length = q.size(2);
@@ -90,8 +90,7 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
     p.k = rows_of(k);
     p.state = rows_of(state);
     p.state_width = state.size(3);
-    p.transform = transform.data_ptr();
-    p.reach = reach.data_ptr();
+    p.saved = saved.data_ptr();
     return p;
   }
 };

@@ -56,13 +56,14 @@ namespace roformer::ops {
 
 // What PaTH's blocks are formed from: q, k [B, H, S, D] and PaTH's layer state [B, H, S, >= D + 1]
 // (w its first D columns, beta the next; past S a block takes zeros: w and beta 0 there, H = I), and
-// what the forward keeps for the backward, block-major [n, pairs, b, b]: each block's UT transform
-// T and strictly_lower(W K^T) R.
+// what the forward keeps for the backward, block-major [n, pairs, path_inputs_saved_size(b, D)]:
+// each block's UT transform T, strictly_lower(W K^T) R, strictly_lower(W W^T), tril(Q W^T), T R and
+// T W (path_inputs_cpu.cpp's lines).
 struct PathInputsLaunch {
   KernelDType dtype = KernelDType::f32;
   int64_t pairs = 0, blocks = 0, block = 0, head_dim = 0, length = 0;
   PairRows q, k, state;
-  void *transform = nullptr, *reach = nullptr;  // written by the forward, read by the backward
+  void* saved = nullptr;  // written by the forward, read by the backward
   void *own = nullptr, *rows = nullptr, *carried = nullptr, *product = nullptr;  // PathBlocks' tensors
   // Backward: PathBlocks' gradients in, q's, k's and the state's out (every entry of the state's
   // rows written: its columns past D + 1 zero).
@@ -70,6 +71,11 @@ struct PathInputsLaunch {
   PairRows d_q, d_k, d_state;
   int64_t state_width = 0;
 };
+
+// Elements a block keeps for the backward: five [b, b] matrices and one [b, D].
+inline int64_t path_inputs_saved_size(int64_t block, int64_t head_dim) {
+  return 5 * block * block + block * head_dim;
+}
 
 // Both over (pair, block) items, each on one thread.
 void path_inputs_forward_cpu(const PathInputsLaunch& launch);

@@ -3,10 +3,11 @@
 // registers (small_gemm) and its UT transform by substitution, and their backward by hand.
 // Per block, W, K, Q its w, keys and queries [b, D] and beta its beta:
 //   L = strictly_lower(W W^T), M = I + diag(beta) L, T = M^-1 diag(beta), R = strictly_lower(W K^T),
-//   carried = K - (T R)^T W, product = I - W^T (T W),
-//   X = tril(Q W^T), A = X T, own = tril(Q K^T - A R), rows = Q - A W.
-// The backward runs the chain rule through the same lines in reverse, T's through
-// Y = M^-T dT (d diag(beta) = Y's diagonal, dM = -Y T^T).
+//   U = T R, V = T W, X = tril(Q W^T),
+//   carried = K - U^T W, product = I - W^T V, own = tril(Q K^T - X U), rows = Q - X V.
+// The forward keeps T, R, L, X, U and V; the backward runs the chain rule through the same lines in
+// reverse from them (20 products, none formed again), T's through Y = M^-T dT (d diag(beta) =
+// Y's diagonal, dM = -Y T^T).
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
@@ -75,13 +76,27 @@ Product<double> pick_product(double*) {
   return product_f64;
 }
 
-// One block's tensors and scratch; every matrix [b, b], [b, D] or [D, D] row-major.
+// Where block (pair, c) keeps what its forward formed for its backward: T, R, L, X, U ([b, b] each)
+// and V ([b, D]) in a row of `saved` ([n, pairs, 5 b^2 + b D]).
+struct SavedLayout {
+  int64_t b, D;
+  int64_t size() const { return 5 * b * b + b * D; }
+  int64_t transform() const { return 0; }
+  int64_t reach() const { return b * b; }
+  int64_t gram() const { return 2 * b * b; }
+  int64_t query_reach() const { return 3 * b * b; }
+  int64_t carry() const { return 4 * b * b; }
+  int64_t spread() const { return 5 * b * b; }
+};
+
+// One block's inputs and scratch; every matrix [b, b], [b, D] or [D, D] row-major.
 template <typename T>
 struct Block {
   const PathInputsLaunch& p;
   int64_t b, D;
+  SavedLayout saved{b, D};
   Product<T> product = pick_product(static_cast<T*>(nullptr));
-  std::vector<T> Q, K, W, beta, Wt, Kt, L, tr, R, U, V, X, A, bb, bD, DD, Rt, Tt;
+  std::vector<T> Q, K, W, beta, Wt, Kt, bb, bD;
   explicit Block(const PathInputsLaunch& launch)
       : p(launch),
         b(launch.block),
@@ -92,18 +107,8 @@ struct Block {
         beta(b),
         Wt(b * D),
         Kt(b * D),
-        L(b * b),
-        tr(b * b),
-        R(b * b),
-        U(b * b),
-        V(b * D),
-        X(b * b),
-        A(b * b),
         bb(b * b),
-        bD(b * D),
-        DD(D * D),
-        Rt(b * b),
-        Tt(b * b) {}
+        bD(b * D) {}
 
   // C (= or +=) A B for row-major operands; `ta`: A read transposed.
   template <bool kAdd = false>
@@ -132,132 +137,126 @@ struct Block {
     return x + (c * p.pairs + pair) * size;
   }
 
-  // M = I + diag(beta) L unit lower: T = M^-1 diag(beta) row by row (T lower triangular).
-  void solve_transform(const T* beta) {
-    std::fill(tr.begin(), tr.end(), T(0));
+  // M = I + diag(beta) L unit lower: tr = T = M^-1 diag(beta) row by row (T lower triangular).
+  void solve_transform(const T* L, T* tr) const {
+    std::fill(tr, tr + b * b, T(0));
     for (int64_t i = 0; i < b; ++i) {
-      T* row = tr.data() + i * b;
+      T* row = tr + i * b;
       row[i] = beta[i];
       for (int64_t j = 0; j < i; ++j) {
         const T m = beta[i] * L[i * b + j];
-        const T* earlier = tr.data() + j * b;
+        const T* earlier = tr + j * b;
         for (int64_t c = 0; c <= j; ++c) row[c] -= m * earlier[c];
       }
     }
   }
 
-  // What both passes need: W^T, K^T, L, R (T from `saved` or solved) and U = T R, V = T W,
-  // X = tril(Q W^T), A = X T.
-  void common(const T* saved_transform, const T* saved_reach) {
-    transpose(W.data(), b, D, Wt.data());
-    transpose(K.data(), b, D, Kt.data());
-    mul(b, b, D, W.data(), false, Wt.data(), L.data());
-    keep_lower(L.data(), b, false);
-    if (saved_transform != nullptr) {
-      std::copy_n(saved_transform, b * b, tr.data());
-      std::copy_n(saved_reach, b * b, R.data());
-    } else {
-      solve_transform(beta.data());
-      mul(b, b, D, W.data(), false, Kt.data(), R.data());
-      keep_lower(R.data(), b, false);
-    }
-    mul(b, b, b, tr.data(), false, R.data(), U.data());
-    mul(b, D, b, tr.data(), false, W.data(), V.data());
-    mul(b, b, D, Q.data(), false, Wt.data(), X.data());
-    keep_lower(X.data(), b, true);
-    mul(b, b, b, X.data(), false, tr.data(), A.data());
-  }
-
   void forward(int64_t pair, int64_t c) {
     load(pair, c);
-    common(nullptr, nullptr);
-    std::copy_n(tr.data(), b * b, block(static_cast<T*>(p.transform), pair, c, b * b));
-    std::copy_n(R.data(), b * b, block(static_cast<T*>(p.reach), pair, c, b * b));
+    T* s = block(static_cast<T*>(p.saved), pair, c, saved.size());
+    T *tr = s + saved.transform(), *R = s + saved.reach(), *L = s + saved.gram(), *X = s + saved.query_reach(),
+      *U = s + saved.carry(), *V = s + saved.spread();
+    transpose(W.data(), b, D, Wt.data());
+    transpose(K.data(), b, D, Kt.data());
+    mul(b, b, D, W.data(), false, Wt.data(), L);
+    keep_lower(L, b, false);
+    solve_transform(L, tr);
+    mul(b, b, D, W.data(), false, Kt.data(), R);
+    keep_lower(R, b, false);
+    mul(b, b, b, tr, false, R, U);
+    mul(b, D, b, tr, false, W.data(), V);
+    mul(b, b, D, Q.data(), false, Wt.data(), X);
+    keep_lower(X, b, true);
     T* carried = block(static_cast<T*>(p.carried), pair, c, b * D);
-    mul(b, D, b, U.data(), true, W.data(), bD.data());  // U^T W
+    mul(b, D, b, U, true, W.data(), bD.data());  // U^T W
     for (int64_t e = 0; e < b * D; ++e) carried[e] = K[e] - bD[e];
     T* product = block(static_cast<T*>(p.product), pair, c, D * D);
-    mul(D, D, b, W.data(), true, V.data(), product);  // W^T V
+    mul(D, D, b, W.data(), true, V, product);  // W^T V
     negate(product, D * D);
     for (int64_t d = 0; d < D; ++d) product[d * D + d] += T(1);
     T* own = block(static_cast<T*>(p.own), pair, c, b * b);
     mul(b, b, D, Q.data(), false, Kt.data(), own);
-    mul(b, b, b, A.data(), false, R.data(), bb.data());
+    mul(b, b, b, X, false, U, bb.data());
     subtract(own, bb.data(), b * b);
     keep_lower(own, b, true);
     T* rows = block(static_cast<T*>(p.rows), pair, c, b * D);
-    mul(b, D, b, A.data(), false, W.data(), bD.data());
+    mul(b, D, b, X, false, V, bD.data());
     for (int64_t e = 0; e < b * D; ++e) rows[e] = Q[e] - bD[e];
   }
 };
 
-// The scratch of the backward: gradients of Q, K, W, A, X, T, R, U, V and the masked d own.
+// The scratch of the backward: transposes of the saved matrices and of two incoming gradients, the
+// gradients of Q, K, W, X, U, V, T, R and beta, and the masked d own.
 template <typename T>
 struct Grads {
-  std::vector<T> dq, dk, dw, da, dx, dt, dr, du, dv, om, dct, dpt, y, d_beta;
+  std::vector<T> Rt, Tt, Ut, Vt, dct, dpt, dq, dk, dw, dx, du, dv, dt, dr, om, y, d_beta;
   Grads(int64_t b, int64_t D)
-      : dq(b * D),
-        dk(b * D),
-        dw(b * D),
-        da(b * b),
-        dx(b * b),
-        dt(b * b),
-        dr(b * b),
-        du(b * b),
-        dv(b * D),
-        om(b * b),
+      : Rt(b * b),
+        Tt(b * b),
+        Ut(b * b),
+        Vt(b * D),
         dct(b * D),
         dpt(D * D),
+        dq(b * D),
+        dk(b * D),
+        dw(b * D),
+        dx(b * b),
+        du(b * b),
+        dv(b * D),
+        dt(b * b),
+        dr(b * b),
+        om(b * b),
         y(b * b),
         d_beta(b) {}
 };
 
-// The query side's lines backwards: rows = Q - A W, own = tril(Q K^T - A R), A = X T and
-// X = tril(Q W^T); sets dq, dk, dw, dt, dr.
+// The block's saved matrices, read in place.
 template <typename T>
-void query_side_grads(Block<T>& k, Grads<T>& g, const T* Q, const T* K, const T* W, const T* d_own, const T* d_rows) {
+struct Saved {
+  const T *tr, *R, *L, *X, *U, *V;
+};
+
+// The outputs' lines backwards: own = tril(Q K^T - X U), rows = Q - X V, carried = K - U^T W and
+// product = I - W^T V; sets dq, dk, dw (from carried and product), dx (masked), du, dv.
+template <typename T>
+void output_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s, const T* d_own, const T* d_rows, const T* d_carried,
+                  const T* d_product) {
   const int64_t b = k.b, D = k.D;
-  std::copy_n(d_rows, b * D, g.dq.data());
-  k.mul(b, b, D, d_rows, false, k.Wt.data(), g.da.data());
-  negate(g.da.data(), b * b);
-  k.mul(b, D, b, k.A.data(), true, d_rows, g.dw.data());
-  negate(g.dw.data(), b * D);
+  const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
   std::copy_n(d_own, b * b, g.om.data());  // own's gradient where own is kept
   keep_lower(g.om.data(), b, true);
-  k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data());
-  k.mul(b, D, b, g.om.data(), true, Q, g.dk.data());
-  k.mul(b, b, b, g.om.data(), false, k.Rt.data(), k.bb.data());
-  subtract(g.da.data(), k.bb.data(), b * b);
-  k.mul(b, b, b, k.A.data(), true, g.om.data(), g.dr.data());
-  negate(g.dr.data(), b * b);
-  k.mul(b, b, b, g.da.data(), false, k.Tt.data(), g.dx.data());
-  keep_lower(g.dx.data(), b, true);
-  k.mul(b, b, b, k.X.data(), true, g.da.data(), g.dt.data());
-  k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data());
-  k.template mul<true>(b, D, b, g.dx.data(), true, Q, g.dw.data());
+  std::copy_n(d_rows, b * D, g.dq.data());
+  k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data());  // om K
+  k.mul(b, D, b, g.om.data(), true, Q, g.dk.data());                  // om^T Q
+  for (int64_t e = 0; e < b * D; ++e) g.dk[e] += d_carried[e];
+  k.mul(b, b, b, g.om.data(), false, g.Ut.data(), g.dx.data());  // -dX = om U^T + d_rows V^T
+  k.template mul<true>(b, b, D, d_rows, false, g.Vt.data(), g.dx.data());
+  negate(g.dx.data(), b * b);
+  keep_lower(g.dx.data(), b, true);                     // X's gradient where X is kept
+  k.mul(b, b, b, s.X, true, g.om.data(), g.du.data());  // -dU = X^T om + W d_carried^T
+  k.template mul<true>(b, b, D, W, false, g.dct.data(), g.du.data());
+  negate(g.du.data(), b * b);
+  k.mul(b, D, b, s.X, true, d_rows, g.dv.data());  // -dV = X^T d_rows + W d_product
+  k.template mul<true>(b, D, D, W, false, d_product, g.dv.data());
+  negate(g.dv.data(), b * D);
+  k.mul(b, D, b, s.U, false, d_carried, g.dw.data());  // -dW = U d_carried + V d_product^T
+  k.template mul<true>(b, D, D, s.V, false, g.dpt.data(), g.dw.data());
+  negate(g.dw.data(), b * D);
 }
 
-// The key side's lines backwards: product = I - W^T V, V = T W, carried = K - U^T W, U = T R and
-// R = strictly_lower(W K^T); adds to dk, dw, dt, dr.
+// The inner lines backwards: X = tril(Q W^T), U = T R, V = T W and R = strictly_lower(W K^T); adds to
+// dq, dk, dw and sets dt.
 template <typename T>
-void key_side_grads(Block<T>& k, Grads<T>& g, const T* K, const T* W, const T* d_carried, const T* d_product) {
+void inner_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s) {
   const int64_t b = k.b, D = k.D;
-  k.mul(b, D, D, W, false, d_product, g.dv.data());
-  negate(g.dv.data(), b * D);
-  transpose(d_product, D, D, g.dpt.data());
-  k.mul(b, D, D, k.V.data(), false, g.dpt.data(), k.bD.data());
-  subtract(g.dw.data(), k.bD.data(), b * D);
+  const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
+  k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data());  // dX W
+  k.template mul<true>(b, D, b, g.dx.data(), true, Q, g.dw.data());   // dX^T Q
+  k.mul(b, b, b, g.du.data(), false, g.Rt.data(), g.dt.data());       // dT = dU R^T + dV W^T
   k.template mul<true>(b, b, D, g.dv.data(), false, k.Wt.data(), g.dt.data());
-  k.template mul<true>(b, D, b, k.tr.data(), true, g.dv.data(), g.dw.data());
-  for (int64_t e = 0; e < b * D; ++e) g.dk[e] += d_carried[e];
-  transpose(d_carried, b, D, g.dct.data());
-  k.mul(b, b, D, W, false, g.dct.data(), g.du.data());
-  negate(g.du.data(), b * b);
-  k.mul(b, D, b, k.U.data(), false, d_carried, k.bD.data());
-  subtract(g.dw.data(), k.bD.data(), b * D);
-  k.template mul<true>(b, b, b, g.du.data(), false, k.Rt.data(), g.dt.data());
-  k.template mul<true>(b, b, b, k.tr.data(), true, g.du.data(), g.dr.data());
-  keep_lower(g.dr.data(), b, false);  // R's gradient where R is kept
+  k.template mul<true>(b, D, b, s.tr, true, g.dv.data(), g.dw.data());  // T^T dV
+  k.mul(b, b, b, s.tr, true, g.du.data(), g.dr.data());                 // dR = T^T dU
+  keep_lower(g.dr.data(), b, false);                                    // R's gradient where R is kept
   k.template mul<true>(b, D, b, g.dr.data(), false, K, g.dw.data());
   k.template mul<true>(b, D, b, g.dr.data(), true, W, g.dk.data());
 }
@@ -266,31 +265,32 @@ void key_side_grads(Block<T>& k, Grads<T>& g, const T* K, const T* W, const T* d
 // (M_ij = beta_i L_ij, i > j), d beta = diag(Y) + (dM . L) by row, dM = -Y T^T, dL = diag(beta) dM;
 // writes d beta, adds (dL + dL^T) W to dw.
 template <typename T>
-void transform_grads(Block<T>& k, Grads<T>& g, const T* W, const T* beta, T* d_beta) {
+void transform_grads(Block<T>& k, Grads<T>& g, const T* L) {
   const int64_t b = k.b;
+  const T* beta = k.beta.data();
   T* y = g.y.data();
   for (int64_t i = b - 1; i >= 0; --i) {
     T* row = y + i * b;
     std::copy_n(g.dt.data() + i * b, b, row);
     for (int64_t j = i + 1; j < b; ++j) {
-      const T m = beta[j] * k.L[j * b + i];
+      const T m = beta[j] * L[j * b + i];
       for (int64_t e = 0; e < b; ++e) row[e] -= m * y[j * b + e];
     }
   }
-  k.mul(b, b, b, y, false, k.Tt.data(), k.bb.data());  // -dM = Y T^T
+  k.mul(b, b, b, y, false, g.Tt.data(), k.bb.data());  // -dM = Y T^T
   T* dl = g.om.data();                                 // d L, strictly lower
   for (int64_t i = 0; i < b; ++i) {
     T from_m = 0;
     for (int64_t j = 0; j < b; ++j) {
       const T dm = j < i ? -k.bb[i * b + j] : T(0);
-      from_m += dm * k.L[i * b + j];
+      from_m += dm * L[i * b + j];
       dl[i * b + j] = beta[i] * dm;
     }
-    d_beta[i] = y[i * b + i] + from_m;
+    g.d_beta[i] = y[i * b + i] + from_m;
   }
   for (int64_t i = 0; i < b; ++i)  // L = strictly_lower(W W^T): dW += (dL + dL^T) W
     for (int64_t j = 0; j < i; ++j) dl[j * b + i] = dl[i * b + j];
-  k.template mul<true>(b, k.D, b, dl, false, W, g.dw.data());
+  k.template mul<true>(b, k.D, b, dl, false, k.W.data(), g.dw.data());
 }
 
 template <typename T>
@@ -298,16 +298,22 @@ void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
   const PathInputsLaunch& p = k.p;
   const int64_t b = k.b, D = k.D;
   k.load(pair, c);
-  const T *W = k.W.data(), *K = k.K.data(), *Q = k.Q.data();
-  k.common(k.block(static_cast<const T*>(p.transform), pair, c, b * b),
-           k.block(static_cast<const T*>(p.reach), pair, c, b * b));
-  transpose(k.R.data(), b, b, k.Rt.data());
-  transpose(k.tr.data(), b, b, k.Tt.data());
-  query_side_grads(k, g, Q, K, W, k.block(static_cast<const T*>(p.d_own), pair, c, b * b),
-                   k.block(static_cast<const T*>(p.d_rows), pair, c, b * D));
-  key_side_grads(k, g, K, W, k.block(static_cast<const T*>(p.d_carried), pair, c, b * D),
-                 k.block(static_cast<const T*>(p.d_product), pair, c, D * D));
-  transform_grads(k, g, W, k.beta.data(), g.d_beta.data());
+  const T* saved = k.block(static_cast<const T*>(p.saved), pair, c, k.saved.size());
+  const Saved<T> s{saved + k.saved.transform(),   saved + k.saved.reach(), saved + k.saved.gram(),
+                   saved + k.saved.query_reach(), saved + k.saved.carry(), saved + k.saved.spread()};
+  const T* d_carried = k.block(static_cast<const T*>(p.d_carried), pair, c, b * D);
+  const T* d_product = k.block(static_cast<const T*>(p.d_product), pair, c, D * D);
+  transpose(k.W.data(), b, D, k.Wt.data());
+  transpose(s.R, b, b, g.Rt.data());
+  transpose(s.tr, b, b, g.Tt.data());
+  transpose(s.U, b, b, g.Ut.data());
+  transpose(s.V, b, D, g.Vt.data());
+  transpose(d_carried, b, D, g.dct.data());
+  transpose(d_product, D, D, g.dpt.data());
+  output_grads(k, g, s, k.block(static_cast<const T*>(p.d_own), pair, c, b * b),
+               k.block(static_cast<const T*>(p.d_rows), pair, c, b * D), d_carried, d_product);
+  inner_grads(k, g, s);
+  transform_grads(k, g, s.L);
   for (int64_t r = 0; r < k.tokens(c); ++r) {  // the rows of tokens that exist
     std::copy_n(g.dq.data() + r * D, D, p.d_q.template row<T>(pair, c * b + r));
     std::copy_n(g.dk.data() + r * D, D, p.d_k.template row<T>(pair, c * b + r));

@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "roformer/ops/common/cpu_kernel_support.h"
@@ -23,10 +24,59 @@ namespace path_inputs {
 
 using small_gemm::Strided;
 
+// x [rows, cols] -> out [cols, rows] in 32-byte tiles (8 x 8 floats, 4 x 4 doubles) through vector
+// registers; rows and cols multiples of 8 (the blocks' b and D are).
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+using D4 = double __attribute__((vector_size(32)));
+using L4 = int64_t __attribute__((vector_size(32)));
+
+template <typename V, typename T>
+ROFORMER_ALWAYS_INLINE V load_vector(const T* x) {
+  V v;
+  std::memcpy(&v, x, sizeof(V));
+  return v;
+}
+template <typename V, typename T>
+ROFORMER_ALWAYS_INLINE void store_vector(T* x, const V& v) {
+  std::memcpy(x, &v, sizeof(V));
+}
+
+ROFORMER_ALWAYS_INLINE void transpose_tile(const float* x, int64_t ldx, float* out, int64_t ldo) {
+  F8 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = load_vector<F8>(x + i * ldx);
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved: t0 = (x00 x10 x01 x11 x04 x14 x05 x15)
+    t[i] = __builtin_shuffle(r[i], r[i + 1], I8{0, 8, 1, 9, 4, 12, 5, 13});
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], I8{2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int i = 0; i < 8; i += 4) {  // fours of rows: u0 = (x00 x10 x20 x30 x04 x14 x24 x34)
+    u[i] = __builtin_shuffle(t[i], t[i + 2], I8{0, 1, 8, 9, 4, 5, 12, 13});
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], I8{2, 3, 10, 11, 6, 7, 14, 15});
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], I8{0, 1, 8, 9, 4, 5, 12, 13});
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], I8{2, 3, 10, 11, 6, 7, 14, 15});
+  }
+  for (int i = 0; i < 4; ++i) {  // the halves joined: columns i and i + 4
+    store_vector(out + i * ldo, __builtin_shuffle(u[i], u[i + 4], I8{0, 1, 2, 3, 8, 9, 10, 11}));
+    store_vector(out + (i + 4) * ldo, __builtin_shuffle(u[i], u[i + 4], I8{4, 5, 6, 7, 12, 13, 14, 15}));
+  }
+}
+
+ROFORMER_ALWAYS_INLINE void transpose_tile(const double* x, int64_t ldx, double* out, int64_t ldo) {
+  D4 r[4];
+  for (int i = 0; i < 4; ++i) r[i] = load_vector<D4>(x + i * ldx);
+  const D4 t0 = __builtin_shuffle(r[0], r[1], L4{0, 4, 2, 6}), t1 = __builtin_shuffle(r[0], r[1], L4{1, 5, 3, 7});
+  const D4 t2 = __builtin_shuffle(r[2], r[3], L4{0, 4, 2, 6}), t3 = __builtin_shuffle(r[2], r[3], L4{1, 5, 3, 7});
+  store_vector(out, __builtin_shuffle(t0, t2, L4{0, 1, 4, 5}));
+  store_vector(out + ldo, __builtin_shuffle(t1, t3, L4{0, 1, 4, 5}));
+  store_vector(out + 2 * ldo, __builtin_shuffle(t0, t2, L4{2, 3, 6, 7}));
+  store_vector(out + 3 * ldo, __builtin_shuffle(t1, t3, L4{2, 3, 6, 7}));
+}
+
 template <typename T>
-void transpose(const T* x, int64_t rows, int64_t cols, T* out) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = x[r * cols + c];
+ROFORMER_ALWAYS_INLINE void transpose(const T* x, int64_t rows, int64_t cols, T* out) {
+  constexpr int64_t kTile = 32 / sizeof(T);
+  for (int64_t r = 0; r < rows; r += kTile)
+    for (int64_t c = 0; c < cols; c += kTile) transpose_tile(x + r * cols + c, cols, out + c * rows + r, rows);
 }
 
 // Zeroes the entries above the diagonal of x [b, b] (and the diagonal unless keep_diagonal).
@@ -137,16 +187,18 @@ struct Block {
     return x + (c * p.pairs + pair) * size;
   }
 
-  // M = I + diag(beta) L unit lower: tr = T = M^-1 diag(beta) row by row (T lower triangular).
+  // M = I + diag(beta) L unit lower: tr = T = M^-1 diag(beta) (T lower triangular), from
+  // T_i = beta_i e_i - beta_i sum_{j < i} L_ij T_j with each row j, once final, taken from the rows
+  // below it (consecutive updates touch different rows: no chain through memory).
   void solve_transform(const T* L, T* tr) const {
     std::fill(tr, tr + b * b, T(0));
-    for (int64_t i = 0; i < b; ++i) {
-      T* row = tr + i * b;
-      row[i] = beta[i];
-      for (int64_t j = 0; j < i; ++j) {
+    for (int64_t i = 0; i < b; ++i) tr[i * b + i] = beta[i];
+    for (int64_t j = 0; j < b; ++j) {
+      const T* final_row = tr + j * b;
+      for (int64_t i = j + 1; i < b; ++i) {
         const T m = beta[i] * L[i * b + j];
-        const T* earlier = tr + j * b;
-        for (int64_t c = 0; c <= j; ++c) row[c] -= m * earlier[c];
+        T* row = tr + i * b;
+        for (int64_t c = 0; c <= j; ++c) row[c] -= m * final_row[c];
       }
     }
   }
@@ -268,13 +320,14 @@ template <typename T>
 void transform_grads(Block<T>& k, Grads<T>& g, const T* L) {
   const int64_t b = k.b;
   const T* beta = k.beta.data();
-  T* y = g.y.data();
-  for (int64_t i = b - 1; i >= 0; --i) {
-    T* row = y + i * b;
-    std::copy_n(g.dt.data() + i * b, b, row);
-    for (int64_t j = i + 1; j < b; ++j) {
+  T* y = g.y.data();  // Y_i = dT_i - sum_{j > i} beta_j L_ji Y_j, each final row j taken from those above
+  std::copy_n(g.dt.data(), b * b, y);
+  for (int64_t j = b - 1; j > 0; --j) {
+    const T* final_row = y + j * b;
+    for (int64_t i = 0; i < j; ++i) {
       const T m = beta[j] * L[j * b + i];
-      for (int64_t e = 0; e < b; ++e) row[e] -= m * y[j * b + e];
+      T* row = y + i * b;
+      for (int64_t e = 0; e < b; ++e) row[e] -= m * final_row[e];
     }
   }
   k.mul(b, b, b, y, false, g.Tt.data(), k.bb.data());  // -dM = Y T^T
@@ -337,23 +390,38 @@ void backward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
   for (int64_t item = first; item < last; ++item) backward_block(k, g, item / p.blocks, item % p.blocks);
 }
 
+// The entry points: the block code compiled per x86-64 level and for AVX-512 with everything but
+// the products inlined (flatten), so its substitutions and element loops take the CPU's vectors
+// too; double (the tests' precision) plain.
 using Items = void (*)(const PathInputsLaunch&, int64_t, int64_t);
-
-Items pick(const PathInputsLaunch& p, Items f64, Items f32) {
-  return p.dtype == KernelDType::f64 ? f64 : f32;
-}
+#define ROFORMER_PATH_INPUTS_ENTRIES(pass)                                                                           \
+  ROFORMER_CLONES __attribute__((flatten)) void pass##_f32(const PathInputsLaunch& p, int64_t first, int64_t last) { \
+    pass##_items<float>(p, first, last);                                                                             \
+  }                                                                                                                  \
+  ROFORMER_WIDE_TARGET                                                                                               \
+      __attribute__((flatten)) void pass##_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {        \
+    pass##_items<float>(p, first, last);                                                                             \
+  }                                                                                                                  \
+  void pass##_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {                                          \
+    pass##_items<double>(p, first, last);                                                                            \
+  }                                                                                                                  \
+  Items pick_##pass(KernelDType dtype) {                                                                             \
+    if (dtype == KernelDType::f64) return pass##_f64;                                                                \
+    return cpu_vector_bytes() == 64 ? pass##_f32_wide : pass##_f32;                                                  \
+  }
+ROFORMER_PATH_INPUTS_ENTRIES(forward)
+ROFORMER_PATH_INPUTS_ENTRIES(backward)
+#undef ROFORMER_PATH_INPUTS_ENTRIES
 
 }  // namespace path_inputs
 
 void path_inputs_forward_cpu(const PathInputsLaunch& p) {
-  using namespace path_inputs;
-  const Items items = pick(p, forward_items<double>, forward_items<float>);
+  const path_inputs::Items items = path_inputs::pick_forward(p.dtype);
   for_each_claim(p.pairs * p.blocks, 4, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 
 void path_inputs_backward_cpu(const PathInputsLaunch& p) {
-  using namespace path_inputs;
-  const Items items = pick(p, backward_items<double>, backward_items<float>);
+  const path_inputs::Items items = path_inputs::pick_backward(p.dtype);
   for_each_claim(p.pairs * p.blocks, 4, [&](int64_t first, int64_t last) { items(p, first, last); });
 }
 

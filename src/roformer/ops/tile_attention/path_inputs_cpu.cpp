@@ -186,6 +186,29 @@ struct Block {
   P* block(P* x, int64_t pair, int64_t c, int64_t size) const {
     return x + (c * p.pairs + pair) * size;
   }
+  // Asks the caches for what block (pair, c) reads: its q, k and state rows and, for the backward,
+  // its saved matrices and incoming gradients (the rows are scattered over the projections' memory
+  // and the blocks come from other kernels, so a block's first reads would otherwise wait on them).
+  void prefetch(int64_t pair, int64_t c, bool backward) const {
+    const int64_t n = tokens(c);
+    for (int64_t r = 0; r < n; ++r) {
+      prefetch_bytes(p.q.template row<const T>(pair, c * b + r), D * sizeof(T));
+      prefetch_bytes(p.k.template row<const T>(pair, c * b + r), D * sizeof(T));
+      prefetch_bytes(p.state.template row<const T>(pair, c * b + r), (D + 1) * sizeof(T));
+    }
+    if (!backward) return;
+    prefetch_bytes(block(static_cast<const T*>(p.saved), pair, c, saved.size()), saved.size() * sizeof(T));
+    prefetch_bytes(block(static_cast<const T*>(p.d_own), pair, c, b * b), b * b * sizeof(T));
+    prefetch_bytes(block(static_cast<const T*>(p.d_rows), pair, c, b * D), b * D * sizeof(T));
+    prefetch_bytes(block(static_cast<const T*>(p.d_carried), pair, c, b * D), b * D * sizeof(T));
+    prefetch_bytes(block(static_cast<const T*>(p.d_product), pair, c, D * D), D * D * sizeof(T));
+  }
+  static void prefetch_bytes(const void* x, int64_t bytes) {
+    constexpr int64_t kLine = 64;
+    const char* first = static_cast<const char*>(x);
+    for (int64_t offset = 0; offset < bytes; offset += kLine) __builtin_prefetch(first + offset, 0, 2);
+    __builtin_prefetch(first + bytes - 1, 0, 2);
+  }
 
   // M = I + diag(beta) L unit lower: tr = T = M^-1 diag(beta) (T lower triangular), from
   // T_i = beta_i e_i - beta_i sum_{j < i} L_ij T_j with each row j, once final, taken from the rows
@@ -380,14 +403,20 @@ void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
 template <typename T>
 void forward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
   Block<T> k(p);
-  for (int64_t item = first; item < last; ++item) k.forward(item / p.blocks, item % p.blocks);
+  for (int64_t item = first; item < last; ++item) {
+    if (item + 1 < last) k.prefetch((item + 1) / p.blocks, (item + 1) % p.blocks, false);
+    k.forward(item / p.blocks, item % p.blocks);
+  }
 }
 
 template <typename T>
 void backward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
   Block<T> k(p);
   Grads<T> g(p.block, p.head_dim);
-  for (int64_t item = first; item < last; ++item) backward_block(k, g, item / p.blocks, item % p.blocks);
+  for (int64_t item = first; item < last; ++item) {
+    if (item + 1 < last) k.prefetch((item + 1) / p.blocks, (item + 1) % p.blocks, true);
+    backward_block(k, g, item / p.blocks, item % p.blocks);
+  }
 }
 
 // The entry points: the block code compiled per x86-64 level and for AVX-512 with everything but

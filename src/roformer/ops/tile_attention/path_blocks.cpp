@@ -23,9 +23,8 @@ PairRows rows_of(const torch::Tensor& x) {
 
 // A new [B, H, S, W] whose memory is [B, S, H, W], as the projections' views are: gradients
 // handed back this way reach the projection's [B, S, H * W] without a copy.
-torch::Tensor tokens_major(int64_t B, int64_t H, int64_t S, int64_t W, const torch::TensorOptions& options,
-                           bool zeroed) {
-  return (zeroed ? torch::zeros({B, S, H, W}, options) : torch::empty({B, S, H, W}, options)).transpose(1, 2);
+torch::Tensor tokens_major(int64_t B, int64_t H, int64_t S, int64_t W, const torch::TensorOptions& options) {
+  return torch::empty({B, S, H, W}, options).transpose(1, 2);
 }
 
 class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> {
@@ -61,9 +60,8 @@ class PathInputsFunction : public torch::autograd::Function<PathInputsFunction> 
     for (size_t i = 0; i < 4; ++i)
       grads[i] = grads[i].defined() ? grads[i].contiguous() : torch::zeros(sizes[i], q.options());
     const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
-    torch::Tensor d_q = tokens_major(B, H, S, D, q.options(), false),
-                  d_k = tokens_major(B, H, S, D, q.options(), false),
-                  d_state = tokens_major(B, H, S, state.size(3), q.options(), false);
+    torch::Tensor d_q = tokens_major(B, H, S, D, q.options()), d_k = tokens_major(B, H, S, D, q.options()),
+                  d_state = tokens_major(B, H, S, state.size(3), q.options());
     PathInputsLaunch p = inputs_launch(q, s[1], state, s[3], b);
     p.d_own = grads[0].data_ptr();
     p.d_rows = grads[1].data_ptr();
@@ -124,7 +122,7 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     const torch::Tensor carried_t = blocks[2].transpose(-1, -2).contiguous();
     const bool gated = gate_in.numel() > 0;           // no gate: an empty tensor (apply takes no undefined one)
     const torch::Tensor gate = gate_in.contiguous();  // [B, H, S]: each value read by many products
-    torch::Tensor out = tokens_major(B, H, S, D, v.options(), false), lse = torch::empty({B * H, padded}, v.options());
+    torch::Tensor out = tokens_major(B, H, S, D, v.options()), lse = torch::empty({B * H, padded}, v.options());
     PathBlockLaunch p = launch_for(blocks, v, scale);
     p.carried_t = carried_t.data_ptr();
     if (gated) p.gate = gate.data_ptr();
@@ -147,9 +145,9 @@ class PathBlockFunction : public torch::autograd::Function<PathBlockFunction> {
     const torch::Tensor d_out = with_contiguous_rows(grads[0].to(v.scalar_type()));
     const torch::Tensor product_t = saved[3].transpose(-1, -2).contiguous();
     const torch::Tensor vt = transposed_keys(v, saved[0].size(0) * saved[0].size(2));  // [B, H, D, n * b]
-    torch::Tensor d_own = torch::zeros_like(saved[0]), d_rows = torch::zeros_like(saved[1]),
-                  d_carried = torch::zeros_like(saved[2]), d_product = torch::zeros_like(saved[3]),
-                  d_v = tokens_major(B, H, S, D, v.options(), true), delta = torch::empty_like(lse),
+    torch::Tensor d_own = torch::empty_like(saved[0]), d_rows = torch::empty_like(saved[1]),
+                  d_carried = torch::empty_like(saved[2]), d_product = torch::empty_like(saved[3]),
+                  d_v = tokens_major(B, H, S, D, v.options()), delta = torch::empty_like(lse),
                   d_gate = gated ? torch::zeros_like(lse) : torch::Tensor();
     PathBlockLaunch p = launch_for(saved, v, ctx->saved_data["scale"].toDouble());
     p.carried_t = carried_t.data_ptr();

@@ -86,8 +86,8 @@ ROFORMER_ALWAYS_INLINE void forward_item(const View<T>& v, int64_t pair, int64_t
     tile_loop::softmax_step<kBytes>(s + r * b, r + 1, b, w.maximum[r], w.sum[r]);  // keys j <= i
   }
   const int64_t v_stride = v.p.v.token_stride;
-  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.in_row(v.p.v, pair, c * b), v_stride, acc,
-                                     D);
+  small_gemm::gemm<T, false, kBytes>(rows, D, rows, Strided<T>{s, b, 1}, v.in_row(v.p.v, pair, c * b), v_stride, acc, D,
+                                     small_gemm::Limit::sum_to_row_end);  // weights past the diagonal are 0
   if (c > 0) std::copy_n(v.block(v.in(v.p.rows), c, pair, b * D), rows * D, walk);
   for (int64_t m = c - 1; m >= 0; --m) {
     small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walk, D, 1}, v.block(v.in(v.p.carried_t), m, pair, D * b),
@@ -137,8 +137,13 @@ ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int6
                                      v.in(v.p.vt) + pair * D * v.padded + m * b, v.padded, dp, b);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < b; ++j) dp[r * b + j] = s[r * b + j] * (dp[r * b + j] - delta[r]);
-  small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, dout_stride,
-                                    v.out_row(v.p.d_v, pair, m * b), v.p.d_v.token_stride);
+  T* d_v = v.out_row(v.p.d_v, pair, m * b);
+  if (own) {  // key block m's first gradient (query blocks before it do not see it): written
+    small_gemm::gemm<T, false, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, dout_stride, d_v, v.p.d_v.token_stride,
+                                       small_gemm::Limit::sum_from_row);
+  } else {
+    small_gemm::gemm<T, true, kBytes>(keys, D, rows, Strided<T>{s, 1, b}, dout, dout_stride, d_v, v.p.d_v.token_stride);
+  }
   if (v.p.gate == nullptr) return;
   const T scale = static_cast<T>(v.p.scale);
   T* dg = v.out(v.p.d_gate) + pair * v.padded;
@@ -149,6 +154,16 @@ ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int6
       dg[m * b + j] -= dp[r * b + j] * scale;
     }
     dg[c * b + r] += total * scale;
+  }
+}
+
+// C = A B (first) or C += A B, C [m, n] row-major and B [k, n].
+template <int kBytes, typename T>
+ROFORMER_ALWAYS_INLINE void accumulate(bool first, int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c) {
+  if (first) {
+    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n);
+  } else {
+    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n);
   }
 }
 
@@ -167,17 +182,19 @@ ROFORMER_ALWAYS_INLINE void backward_query_block(const View<T>& v, int64_t pair,
   key_block_grads<kBytes>(v, pair, c, c, rows, true, s, dp);
   T* d_own = v.block(v.out(v.p.d_own), c, pair, b * b);
   for (int64_t e = 0; e < rows * b; ++e) d_own[e] = dp[e] * scale;
+  std::fill(d_own + rows * b, d_own + b * b, T(0));  // rows past the sequence's end
   for (int64_t m = 0; m < c; ++m) {
     small_gemm::gemm<T, false, kBytes>(rows, b, D, Strided<T>{walked(m), D, 1},
                                        v.block(v.in(v.p.carried_t), m, pair, D * b), b, s, b);
     scale_scores(v, pair, c, m, rows, s);
     key_block_grads<kBytes>(v, pair, c, m, rows, false, s, dp);
     for (int64_t e = 0; e < rows * b; ++e) dp[e] *= scale;  // d loss / d raw score
-    small_gemm::gemm<T, true, kBytes>(b, D, rows, Strided<T>{dp, 1, b}, walked(m), D,
-                                      v.block(v.out(v.p.d_carried), m, pair, b * D), D);
+    // Key block m's gradients: written by the first query block after it, added to by the rest.
+    accumulate<kBytes>(c == m + 1, b, D, rows, Strided<T>{dp, 1, b}, walked(m),
+                       v.block(v.out(v.p.d_carried), m, pair, b * D));
     if (m > 0)  // walked(m - 1) = walked(m) product_m: product_m's gradient, then the walk's back through it
-      small_gemm::gemm<T, true, kBytes>(D, D, rows, Strided<T>{walked(m), 1, D}, grad, D,
-                                        v.block(v.out(v.p.d_product), m, pair, D * D), D);
+      accumulate<kBytes>(c == m + 1, D, D, rows, Strided<T>{walked(m), 1, D}, grad,
+                         v.block(v.out(v.p.d_product), m, pair, D * D));
     small_gemm::gemm<T, false, kBytes>(rows, D, b, Strided<T>{dp, b, 1}, v.block(v.in(v.p.carried), m, pair, b * D), D,
                                        next, D);
     if (m > 0)
@@ -185,7 +202,9 @@ ROFORMER_ALWAYS_INLINE void backward_query_block(const View<T>& v, int64_t pair,
                                         v.block(v.in(v.p.product_t), m, pair, D * D), D, next, D);
     std::swap(grad, next);
   }
-  if (c > 0) std::copy_n(grad, rows * D, v.block(v.out(v.p.d_rows), c, pair, b * D));
+  T* d_rows = v.block(v.out(v.p.d_rows), c, pair, b * D);
+  if (c > 0) std::copy_n(grad, rows * D, d_rows);
+  std::fill(d_rows + (c > 0 ? rows * D : 0), d_rows + b * D, T(0));  // block 0's rows walk nowhere
 }
 
 template <typename T, int kBytes>
@@ -209,6 +228,11 @@ ROFORMER_ALWAYS_INLINE void backward_pairs(const PathBlockLaunch& p, int64_t fir
       delta[t] = sum;
     }
     for (int64_t c = 0; c < v.n; ++c) backward_query_block<kBytes>(v, pair, c, scratch);
+    // What no query block after it reaches: the last block's keys and products, the first's product.
+    const int64_t final_block = v.n - 1;
+    std::fill_n(v.block(v.out(p.d_carried), final_block, pair, v.b * v.D), v.b * v.D, T(0));
+    std::fill_n(v.block(v.out(p.d_product), final_block, pair, v.D * v.D), v.D * v.D, T(0));
+    std::fill_n(v.block(v.out(p.d_product), 0, pair, v.D * v.D), v.D * v.D, T(0));
   }
 }
 

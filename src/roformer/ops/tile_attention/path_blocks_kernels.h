@@ -38,8 +38,8 @@ struct PathBlockLaunch {
   const void* gate = nullptr;       // [pairs, S]: FoX's running sums c, or null
   PairRows out;                     // [B, H, S, D]
   void* lse = nullptr;              // [pairs, n * b]: each row's log-sum-exp of its scores
-  // Backward: d out in, the gradients out (zero-filled by the caller); delta = rowsum(d out * out)
-  // is scratch the backward fills.
+  // Backward: d out in, the gradients out (every entry written by the kernel, d_gate zero-filled
+  // by the caller); delta = rowsum(d out * out) is scratch the backward fills.
   PairRows grad_out, d_v;
   void* delta = nullptr;  // [pairs, n * b]
   void *d_own = nullptr, *d_rows = nullptr, *d_carried = nullptr, *d_product = nullptr, *d_gate = nullptr;

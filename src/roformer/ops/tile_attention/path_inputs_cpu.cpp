@@ -22,6 +22,7 @@
 namespace roformer::ops {
 namespace path_inputs {
 
+using small_gemm::Limit;
 using small_gemm::Strided;
 
 // x [rows, cols] -> out [cols, rows] in 32-byte tiles (8 x 8 floats, 4 x 4 doubles) through vector
@@ -99,25 +100,27 @@ void negate(T* x, int64_t count) {
 // in these functions alone (each 32 x 32 product one call): the block code around them is plain
 // and not inlined into every level, which kept this file compiling for minutes.
 template <typename T>
-using Product = void (*)(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add);
+using Product = void (*)(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add, Limit limit);
 template <typename T, int kBytes>
-ROFORMER_ALWAYS_INLINE void product_of(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add) {
+ROFORMER_ALWAYS_INLINE void product_of(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add,
+                                       Limit limit) {
   if (add) {
-    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n);
+    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n, limit);
   } else {
-    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n);
+    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n, limit);
   }
 }
-ROFORMER_CLONES void product_f32(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c,
-                                 bool add) {
-  product_of<float, 32>(m, n, k, a, b, c, add);
+ROFORMER_CLONES void product_f32(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c, bool add,
+                                 Limit limit) {
+  product_of<float, 32>(m, n, k, a, b, c, add, limit);
 }
 ROFORMER_WIDE_TARGET void product_f32_wide(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c,
-                                           bool add) {
-  product_of<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(m, n, k, a, b, c, add);
+                                           bool add, Limit limit) {
+  product_of<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(m, n, k, a, b, c, add, limit);
 }
-void product_f64(int64_t m, int64_t n, int64_t k, Strided<double> a, const double* b, double* c, bool add) {
-  product_of<double, 32>(m, n, k, a, b, c, add);
+void product_f64(int64_t m, int64_t n, int64_t k, Strided<double> a, const double* b, double* c, bool add,
+                 Limit limit) {
+  product_of<double, 32>(m, n, k, a, b, c, add, limit);
 }
 Product<float> pick_product(float*) {
   return cpu_vector_bytes() == 64 ? product_f32_wide : product_f32;
@@ -160,10 +163,12 @@ struct Block {
         bb(b * b),
         bD(b * D) {}
 
-  // C (= or +=) A B for row-major operands; `ta`: A read transposed.
+  // C (= or +=) A B for row-major operands; `ta`: A read transposed. A square A that is lower
+  // triangular as read (zero past the diagonal: Limit::sum_to_row_end) or upper (zero before it:
+  // sum_from_row) sums only where it can be nonzero, by small_gemm's tiles of rows.
   template <bool kAdd = false>
-  void mul(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b_, T* c) const {
-    product(m, n, k, ta ? Strided<T>{a, 1, m} : Strided<T>{a, k, 1}, b_, c, kAdd);
+  void mul(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b_, T* c, Limit limit = Limit::none) const {
+    product(m, n, k, ta ? Strided<T>{a, 1, m} : Strided<T>{a, k, 1}, b_, c, kAdd, limit);
   }
   // The tokens of block c that exist (the last block may be short).
   int64_t tokens(int64_t c) const { return std::min(b, p.length - c * b); }
@@ -238,12 +243,12 @@ struct Block {
     solve_transform(L, tr);
     mul(b, b, D, W.data(), false, Kt.data(), R);
     keep_lower(R, b, false);
-    mul(b, b, b, tr, false, R, U);
-    mul(b, D, b, tr, false, W.data(), V);
+    mul(b, b, b, tr, false, R, U, Limit::sum_to_row_end);
+    mul(b, D, b, tr, false, W.data(), V, Limit::sum_to_row_end);
     mul(b, b, D, Q.data(), false, Wt.data(), X);
     keep_lower(X, b, true);
     T* carried = block(static_cast<T*>(p.carried), pair, c, b * D);
-    mul(b, D, b, U, true, W.data(), bD.data());  // U^T W
+    mul(b, D, b, U, true, W.data(), bD.data(), Limit::sum_from_row);  // U^T W
     for (int64_t e = 0; e < b * D; ++e) carried[e] = K[e] - bD[e];
     T* product = block(static_cast<T*>(p.product), pair, c, D * D);
     mul(D, D, b, W.data(), true, V, product);  // W^T V
@@ -251,11 +256,11 @@ struct Block {
     for (int64_t d = 0; d < D; ++d) product[d * D + d] += T(1);
     T* own = block(static_cast<T*>(p.own), pair, c, b * b);
     mul(b, b, D, Q.data(), false, Kt.data(), own);
-    mul(b, b, b, X, false, U, bb.data());
+    mul(b, b, b, X, false, U, bb.data(), Limit::sum_to_row_end);
     subtract(own, bb.data(), b * b);
     keep_lower(own, b, true);
     T* rows = block(static_cast<T*>(p.rows), pair, c, b * D);
-    mul(b, D, b, X, false, V, bD.data());
+    mul(b, D, b, X, false, V, bD.data(), Limit::sum_to_row_end);
     for (int64_t e = 0; e < b * D; ++e) rows[e] = Q[e] - bD[e];
   }
 };
@@ -301,20 +306,20 @@ void output_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s, const T* d_own, c
   std::copy_n(d_own, b * b, g.om.data());  // own's gradient where own is kept
   keep_lower(g.om.data(), b, true);
   std::copy_n(d_rows, b * D, g.dq.data());
-  k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data());  // om K
-  k.mul(b, D, b, g.om.data(), true, Q, g.dk.data());                  // om^T Q
+  k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data(), Limit::sum_to_row_end);  // om K
+  k.mul(b, D, b, g.om.data(), true, Q, g.dk.data(), Limit::sum_from_row);                    // om^T Q
   for (int64_t e = 0; e < b * D; ++e) g.dk[e] += d_carried[e];
-  k.mul(b, b, b, g.om.data(), false, g.Ut.data(), g.dx.data());  // -dX = om U^T + d_rows V^T
+  k.mul(b, b, b, g.om.data(), false, g.Ut.data(), g.dx.data(), Limit::sum_to_row_end);  // -dX = om U^T + d_rows V^T
   k.template mul<true>(b, b, D, d_rows, false, g.Vt.data(), g.dx.data());
   negate(g.dx.data(), b * b);
-  keep_lower(g.dx.data(), b, true);                     // X's gradient where X is kept
-  k.mul(b, b, b, s.X, true, g.om.data(), g.du.data());  // -dU = X^T om + W d_carried^T
+  keep_lower(g.dx.data(), b, true);                                          // X's gradient where X is kept
+  k.mul(b, b, b, s.X, true, g.om.data(), g.du.data(), Limit::sum_from_row);  // -dU = X^T om + W d_carried^T
   k.template mul<true>(b, b, D, W, false, g.dct.data(), g.du.data());
   negate(g.du.data(), b * b);
-  k.mul(b, D, b, s.X, true, d_rows, g.dv.data());  // -dV = X^T d_rows + W d_product
+  k.mul(b, D, b, s.X, true, d_rows, g.dv.data(), Limit::sum_from_row);  // -dV = X^T d_rows + W d_product
   k.template mul<true>(b, D, D, W, false, d_product, g.dv.data());
   negate(g.dv.data(), b * D);
-  k.mul(b, D, b, s.U, false, d_carried, g.dw.data());  // -dW = U d_carried + V d_product^T
+  k.mul(b, D, b, s.U, false, d_carried, g.dw.data(), Limit::sum_to_row_end);  // -dW = U d_carried + V d_product^T
   k.template mul<true>(b, D, D, s.V, false, g.dpt.data(), g.dw.data());
   negate(g.dw.data(), b * D);
 }
@@ -325,15 +330,15 @@ template <typename T>
 void inner_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s) {
   const int64_t b = k.b, D = k.D;
   const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
-  k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data());  // dX W
-  k.template mul<true>(b, D, b, g.dx.data(), true, Q, g.dw.data());   // dX^T Q
-  k.mul(b, b, b, g.du.data(), false, g.Rt.data(), g.dt.data());       // dT = dU R^T + dV W^T
+  k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data(), Limit::sum_to_row_end);  // dX W
+  k.template mul<true>(b, D, b, g.dx.data(), true, Q, g.dw.data(), Limit::sum_from_row);     // dX^T Q
+  k.mul(b, b, b, g.du.data(), false, g.Rt.data(), g.dt.data());                              // dT = dU R^T + dV W^T
   k.template mul<true>(b, b, D, g.dv.data(), false, k.Wt.data(), g.dt.data());
-  k.template mul<true>(b, D, b, s.tr, true, g.dv.data(), g.dw.data());  // T^T dV
-  k.mul(b, b, b, s.tr, true, g.du.data(), g.dr.data());                 // dR = T^T dU
-  keep_lower(g.dr.data(), b, false);                                    // R's gradient where R is kept
-  k.template mul<true>(b, D, b, g.dr.data(), false, K, g.dw.data());
-  k.template mul<true>(b, D, b, g.dr.data(), true, W, g.dk.data());
+  k.template mul<true>(b, D, b, s.tr, true, g.dv.data(), g.dw.data(), Limit::sum_from_row);  // T^T dV
+  k.mul(b, b, b, s.tr, true, g.du.data(), g.dr.data(), Limit::sum_from_row);                 // dR = T^T dU
+  keep_lower(g.dr.data(), b, false);  // R's gradient where R is kept
+  k.template mul<true>(b, D, b, g.dr.data(), false, K, g.dw.data(), Limit::sum_to_row_end);
+  k.template mul<true>(b, D, b, g.dr.data(), true, W, g.dk.data(), Limit::sum_from_row);
 }
 
 // T = M^-1 diag(beta) and L = strictly_lower(W W^T) backwards: Y = M^-T dT by back substitution
@@ -428,7 +433,7 @@ using Items = void (*)(const PathInputsLaunch&, int64_t, int64_t);
     pass##_items<float>(p, first, last);                                                                             \
   }                                                                                                                  \
   ROFORMER_WIDE_TARGET                                                                                               \
-      __attribute__((flatten)) void pass##_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {        \
+  __attribute__((flatten)) void pass##_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {            \
     pass##_items<float>(p, first, last);                                                                             \
   }                                                                                                                  \
   void pass##_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {                                          \

@@ -80,10 +80,25 @@ ROFORMER_ALWAYS_INLINE void transpose(const T* x, int64_t rows, int64_t cols, T*
     for (int64_t c = 0; c < cols; c += kTile) transpose_tile(x + r * cols + c, cols, out + c * rows + r, rows);
 }
 
+// Element loops for a block's rows of 32-128 bytes: inlined and vectorized where a library call
+// (what std::copy_n and std::fill become, and what the entry points' optimize attribute keeps
+// these loops from becoming) costs as much as the copy.
+template <typename T>
+void copy_elements(const T* from, int64_t count, T* to) {
+  for (int64_t e = 0; e < count; ++e) to[e] = from[e];
+}
+template <typename T>
+void zero_elements(T* x, int64_t count) {
+  for (int64_t e = 0; e < count; ++e) x[e] = T(0);
+}
+
 // Zeroes the entries above the diagonal of x [b, b] (and the diagonal unless keep_diagonal).
 template <typename T>
 void keep_lower(T* x, int64_t b, bool keep_diagonal) {
-  for (int64_t i = 0; i < b; ++i) std::fill(x + i * b + i + (keep_diagonal ? 1 : 0), x + (i + 1) * b, T(0));
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t kept = i + (keep_diagonal ? 1 : 0);
+    for (int64_t j = 0; j < b; ++j) x[i * b + j] = j < kept ? x[i * b + j] : T(0);
+  }
 }
 
 template <typename T>
@@ -176,16 +191,16 @@ struct Block {
   void load(int64_t pair, int64_t c) {
     const int64_t n = tokens(c);
     for (int64_t r = 0; r < n; ++r) {
-      std::copy_n(p.q.template row<const T>(pair, c * b + r), D, Q.data() + r * D);
-      std::copy_n(p.k.template row<const T>(pair, c * b + r), D, K.data() + r * D);
+      copy_elements(p.q.template row<const T>(pair, c * b + r), D, Q.data() + r * D);
+      copy_elements(p.k.template row<const T>(pair, c * b + r), D, K.data() + r * D);
       const T* state = p.state.template row<const T>(pair, c * b + r);
-      std::copy_n(state, D, W.data() + r * D);
+      copy_elements(state, D, W.data() + r * D);
       beta[r] = state[D];
     }
-    std::fill(Q.begin() + n * D, Q.end(), T(0));
-    std::fill(K.begin() + n * D, K.end(), T(0));
-    std::fill(W.begin() + n * D, W.end(), T(0));
-    std::fill(beta.begin() + n, beta.end(), T(0));
+    zero_elements(Q.data() + n * D, (b - n) * D);
+    zero_elements(K.data() + n * D, (b - n) * D);
+    zero_elements(W.data() + n * D, (b - n) * D);
+    zero_elements(beta.data() + n, b - n);
   }
   template <typename P>
   P* block(P* x, int64_t pair, int64_t c, int64_t size) const {
@@ -219,7 +234,7 @@ struct Block {
   // T_i = beta_i e_i - beta_i sum_{j < i} L_ij T_j with each row j, once final, taken from the rows
   // below it (consecutive updates touch different rows: no chain through memory).
   void solve_transform(const T* L, T* tr) const {
-    std::fill(tr, tr + b * b, T(0));
+    zero_elements(tr, b * b);
     for (int64_t i = 0; i < b; ++i) tr[i * b + i] = beta[i];
     for (int64_t j = 0; j < b; ++j) {
       const T* final_row = tr + j * b;
@@ -303,9 +318,9 @@ void output_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s, const T* d_own, c
                   const T* d_product) {
   const int64_t b = k.b, D = k.D;
   const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
-  std::copy_n(d_own, b * b, g.om.data());  // own's gradient where own is kept
+  copy_elements(d_own, b * b, g.om.data());  // own's gradient where own is kept
   keep_lower(g.om.data(), b, true);
-  std::copy_n(d_rows, b * D, g.dq.data());
+  copy_elements(d_rows, b * D, g.dq.data());
   k.template mul<true>(b, D, b, g.om.data(), false, K, g.dq.data(), Limit::sum_to_row_end);  // om K
   k.mul(b, D, b, g.om.data(), true, Q, g.dk.data(), Limit::sum_from_row);                    // om^T Q
   for (int64_t e = 0; e < b * D; ++e) g.dk[e] += d_carried[e];
@@ -349,7 +364,7 @@ void transform_grads(Block<T>& k, Grads<T>& g, const T* L) {
   const int64_t b = k.b;
   const T* beta = k.beta.data();
   T* y = g.y.data();  // Y_i = dT_i - sum_{j > i} beta_j L_ji Y_j, each final row j taken from those above
-  std::copy_n(g.dt.data(), b * b, y);
+  copy_elements(g.dt.data(), b * b, y);
   for (int64_t j = b - 1; j > 0; --j) {
     const T* final_row = y + j * b;
     for (int64_t i = 0; i < j; ++i) {
@@ -396,12 +411,12 @@ void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
   inner_grads(k, g, s);
   transform_grads(k, g, s.L);
   for (int64_t r = 0; r < k.tokens(c); ++r) {  // the rows of tokens that exist
-    std::copy_n(g.dq.data() + r * D, D, p.d_q.template row<T>(pair, c * b + r));
-    std::copy_n(g.dk.data() + r * D, D, p.d_k.template row<T>(pair, c * b + r));
+    copy_elements(g.dq.data() + r * D, D, p.d_q.template row<T>(pair, c * b + r));
+    copy_elements(g.dk.data() + r * D, D, p.d_k.template row<T>(pair, c * b + r));
     T* d_state = p.d_state.template row<T>(pair, c * b + r);
-    std::copy_n(g.dw.data() + r * D, D, d_state);
+    copy_elements(g.dw.data() + r * D, D, d_state);
     d_state[D] = g.d_beta[r];
-    std::fill(d_state + D + 1, d_state + p.state_width, T(0));
+    zero_elements(d_state + D + 1, p.state_width - D - 1);
   }
 }
 
@@ -426,26 +441,29 @@ void backward_items(const PathInputsLaunch& p, int64_t first, int64_t last) {
 
 // The entry points: the block code compiled per x86-64 level and for AVX-512 with everything but
 // the products inlined (flatten), so its substitutions and element loops take the CPU's vectors
-// too; double (the tests' precision) plain.
+// too, and its element loops kept as loops (not memmove and memset calls); double (the tests'
+// precision) plain.
 using Items = void (*)(const PathInputsLaunch&, int64_t, int64_t);
-#define ROFORMER_PATH_INPUTS_ENTRIES(pass)                                                                           \
-  ROFORMER_CLONES __attribute__((flatten)) void pass##_f32(const PathInputsLaunch& p, int64_t first, int64_t last) { \
-    pass##_items<float>(p, first, last);                                                                             \
-  }                                                                                                                  \
-  ROFORMER_WIDE_TARGET                                                                                               \
-  __attribute__((flatten)) void pass##_f32_wide(const PathInputsLaunch& p, int64_t first, int64_t last) {            \
-    pass##_items<float>(p, first, last);                                                                             \
-  }                                                                                                                  \
-  void pass##_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {                                          \
-    pass##_items<double>(p, first, last);                                                                            \
-  }                                                                                                                  \
-  Items pick_##pass(KernelDType dtype) {                                                                             \
-    if (dtype == KernelDType::f64) return pass##_f64;                                                                \
-    return cpu_vector_bytes() == 64 ? pass##_f32_wide : pass##_f32;                                                  \
+#define ROFORMER_BLOCK_CODE __attribute__((flatten, optimize("no-tree-loop-distribute-patterns")))
+#define ROFORMER_PATH_INPUTS_ENTRIES(pass)                                                                      \
+  ROFORMER_CLONES ROFORMER_BLOCK_CODE void pass##_f32(const PathInputsLaunch& p, int64_t first, int64_t last) { \
+    pass##_items<float>(p, first, last);                                                                        \
+  }                                                                                                             \
+  ROFORMER_WIDE_TARGET ROFORMER_BLOCK_CODE void pass##_f32_wide(const PathInputsLaunch& p, int64_t first,       \
+                                                                int64_t last) {                                 \
+    pass##_items<float>(p, first, last);                                                                        \
+  }                                                                                                             \
+  void pass##_f64(const PathInputsLaunch& p, int64_t first, int64_t last) {                                     \
+    pass##_items<double>(p, first, last);                                                                       \
+  }                                                                                                             \
+  Items pick_##pass(KernelDType dtype) {                                                                        \
+    if (dtype == KernelDType::f64) return pass##_f64;                                                           \
+    return cpu_vector_bytes() == 64 ? pass##_f32_wide : pass##_f32;                                             \
   }
 ROFORMER_PATH_INPUTS_ENTRIES(forward)
 ROFORMER_PATH_INPUTS_ENTRIES(backward)
 #undef ROFORMER_PATH_INPUTS_ENTRIES
+#undef ROFORMER_BLOCK_CODE
 
 }  // namespace path_inputs
 

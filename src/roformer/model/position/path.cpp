@@ -159,8 +159,20 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor&
   const auto acc = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   PathLayer& l = layers_[layer_index];
   const int64_t B = x.size(0), S = x.size(1), hidden = x.size(2), D = hidden / heads_;
-  torch::Tensor wx = at::linear(at::linear(x, l->w_proj[0]->as<torch::nn::Linear>()->weight),
-                                l->w_proj[1]->as<torch::nn::Linear>()->weight);  // [B, S, hidden]
+  // The three small projections of x (w's down projection, beta's and the gate's logits) as one
+  // product: one pass over x forward and one per gradient backward.
+  const torch::Tensor& down = l->w_proj[0]->as<torch::nn::Linear>()->weight;
+  std::vector<torch::Tensor> weights{down, l->bt_proj->weight},
+      biases{torch::zeros({down.size(0)}, down.options()), l->bt_proj->bias};
+  std::vector<int64_t> widths{down.size(0), heads_};
+  if (l->g_proj) {
+    weights.push_back(l->g_proj->weight);
+    biases.push_back(l->g_proj->bias);
+    widths.push_back(heads_);
+  }
+  const std::vector<torch::Tensor> projected =
+      at::linear(x, torch::cat(weights), torch::cat(biases)).split_with_sizes(widths, -1);
+  torch::Tensor wx = at::linear(projected[0], l->w_proj[1]->as<torch::nn::Linear>()->weight);  // [B, S, hidden]
   torch::Tensor w = wx.view({B, S, heads_, D});
   if (l->w_conv1d && !segments.defined() && ops::conv_silu_norm_takes(w)) {
     w = ops::conv_silu_norm(w, l->w_conv1d->weight, kL2NormEps);  // one fused pass
@@ -169,10 +181,9 @@ torch::Tensor PathImpl::layer_state(const torch::Tensor& x, const torch::Tensor&
     w = wx.to(acc).view({B, S, heads_, D});
     w = w * torch::rsqrt((w * w).sum(-1, /*keepdim=*/true) + kL2NormEps);
   }
-  const torch::Tensor beta = 2.0 * torch::sigmoid(at::linear(x, l->bt_proj->weight, l->bt_proj->bias).to(acc));
-  const torch::Tensor c = l->g_proj
-                              ? torch::log_sigmoid(at::linear(x, l->g_proj->weight, l->g_proj->bias).to(acc)).cumsum(1)
-                              : torch::zeros({B, S, heads_}, w.options());
+  const torch::Tensor beta = 2.0 * torch::sigmoid(projected[1].to(acc));
+  const torch::Tensor c =
+      l->g_proj ? torch::log_sigmoid(projected[2].to(acc)).cumsum(1) : torch::zeros({B, S, heads_}, w.options());
   // [B, H, S, D + 2] whose memory is [B, S, H, D + 2]: the blocks read it in place, and its gradient
   // reaches w, beta and c as slices.
   return torch::cat({w, beta.unsqueeze(-1), c.unsqueeze(-1)}, -1).transpose(1, 2);

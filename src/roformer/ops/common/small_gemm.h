@@ -130,6 +130,18 @@ ROFORMER_ALWAYS_INLINE void gemm(int64_t M, int64_t N, int64_t K, Strided<T> a, 
   }
 }
 
+// gemm with the choice of writing C or adding to it made at run time (a gradient's first share
+// written, the rest added).
+template <typename T, int kBytes = 32>
+ROFORMER_ALWAYS_INLINE void gemm_set_or_add(bool add, int64_t M, int64_t N, int64_t K, Strided<T> a, const T* b,
+                                            int64_t ldb, T* c, int64_t ldc, Limit limit = Limit::none, int64_t d = 0) {
+  if (add) {
+    gemm<T, true, kBytes>(M, N, K, a, b, ldb, c, ldc, limit, d);
+  } else {
+    gemm<T, false, kBytes>(M, N, K, a, b, ldb, c, ldc, limit, d);
+  }
+}
+
 }  // namespace roformer::ops::small_gemm
 
 #pragma GCC diagnostic pop

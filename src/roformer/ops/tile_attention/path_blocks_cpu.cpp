@@ -157,16 +157,6 @@ ROFORMER_ALWAYS_INLINE void key_block_grads(const View<T>& v, int64_t pair, int6
   }
 }
 
-// C = A B (first) or C += A B, C [m, n] row-major and B [k, n].
-template <int kBytes, typename T>
-ROFORMER_ALWAYS_INLINE void accumulate(bool first, int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c) {
-  if (first) {
-    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n);
-  } else {
-    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n);
-  }
-}
-
 template <int kBytes, typename T>
 ROFORMER_ALWAYS_INLINE void backward_query_block(const View<T>& v, int64_t pair, int64_t c, BackwardScratch<T>& w) {
   const int64_t b = v.b, D = v.D, rows = v.rows_of(c);
@@ -190,11 +180,11 @@ ROFORMER_ALWAYS_INLINE void backward_query_block(const View<T>& v, int64_t pair,
     key_block_grads<kBytes>(v, pair, c, m, rows, false, s, dp);
     for (int64_t e = 0; e < rows * b; ++e) dp[e] *= scale;  // d loss / d raw score
     // Key block m's gradients: written by the first query block after it, added to by the rest.
-    accumulate<kBytes>(c == m + 1, b, D, rows, Strided<T>{dp, 1, b}, walked(m),
-                       v.block(v.out(v.p.d_carried), m, pair, b * D));
+    small_gemm::gemm_set_or_add<T, kBytes>(c > m + 1, b, D, rows, Strided<T>{dp, 1, b}, walked(m), D,
+                                           v.block(v.out(v.p.d_carried), m, pair, b * D), D);
     if (m > 0)  // walked(m - 1) = walked(m) product_m: product_m's gradient, then the walk's back through it
-      accumulate<kBytes>(c == m + 1, D, D, rows, Strided<T>{walked(m), 1, D}, grad,
-                         v.block(v.out(v.p.d_product), m, pair, D * D));
+      small_gemm::gemm_set_or_add<T, kBytes>(c > m + 1, D, D, rows, Strided<T>{walked(m), 1, D}, grad, D,
+                                             v.block(v.out(v.p.d_product), m, pair, D * D), D);
     small_gemm::gemm<T, false, kBytes>(rows, D, b, Strided<T>{dp, b, 1}, v.block(v.in(v.p.carried), m, pair, b * D), D,
                                        next, D);
     if (m > 0)

@@ -112,30 +112,22 @@ void negate(T* x, int64_t count) {
 }
 
 // C (= or +=) A B through small_gemm, compiled per x86-64 level and for AVX-512's 64-byte vectors
-// in these functions alone (each 32 x 32 product one call): the block code around them is plain
-// and not inlined into every level, which kept this file compiling for minutes.
+// in these functions alone (each 32 x 32 product one call): the block code around them is compiled
+// per level too (the entry points below) but calls them rather than inlining them, since inlined
+// into every level they kept this file compiling for minutes.
 template <typename T>
 using Product = void (*)(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add, Limit limit);
-template <typename T, int kBytes>
-ROFORMER_ALWAYS_INLINE void product_of(int64_t m, int64_t n, int64_t k, Strided<T> a, const T* b, T* c, bool add,
-                                       Limit limit) {
-  if (add) {
-    small_gemm::gemm<T, true, kBytes>(m, n, k, a, b, n, c, n, limit);
-  } else {
-    small_gemm::gemm<T, false, kBytes>(m, n, k, a, b, n, c, n, limit);
-  }
-}
 ROFORMER_CLONES void product_f32(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c, bool add,
                                  Limit limit) {
-  product_of<float, 32>(m, n, k, a, b, c, add, limit);
+  small_gemm::gemm_set_or_add<float, 32>(add, m, n, k, a, b, n, c, n, limit);
 }
 ROFORMER_WIDE_TARGET void product_f32_wide(int64_t m, int64_t n, int64_t k, Strided<float> a, const float* b, float* c,
                                            bool add, Limit limit) {
-  product_of<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(m, n, k, a, b, c, add, limit);
+  small_gemm::gemm_set_or_add<float, ROFORMER_WIDE_VECTORS ? 64 : 32>(add, m, n, k, a, b, n, c, n, limit);
 }
 void product_f64(int64_t m, int64_t n, int64_t k, Strided<double> a, const double* b, double* c, bool add,
                  Limit limit) {
-  product_of<double, 32>(m, n, k, a, b, c, add, limit);
+  small_gemm::gemm_set_or_add<double, 32>(add, m, n, k, a, b, n, c, n, limit);
 }
 Product<float> pick_product(float*) {
   return cpu_vector_bytes() == 64 ? product_f32_wide : product_f32;
@@ -144,17 +136,13 @@ Product<double> pick_product(double*) {
   return product_f64;
 }
 
-// Where block (pair, c) keeps what its forward formed for its backward: T, R, L, X, U ([b, b] each)
-// and V ([b, D]) in a row of `saved` ([n, pairs, 5 b^2 + b D]).
-struct SavedLayout {
-  int64_t b, D;
-  int64_t size() const { return 5 * b * b + b * D; }
-  int64_t transform() const { return 0; }
-  int64_t reach() const { return b * b; }
-  int64_t gram() const { return 2 * b * b; }
-  int64_t query_reach() const { return 3 * b * b; }
-  int64_t carry() const { return 4 * b * b; }
-  int64_t spread() const { return 5 * b * b; }
+// Block (pair, c)'s row of `saved` ([n, pairs, path_inputs_saved_size(b, D)]): what its forward formed
+// for its backward, T, R, L, X, U ([b, b] each) and V ([b, D]). P: T or const T.
+template <typename P>
+struct SavedBlock {
+  P *tr, *R, *L, *X, *U, *V;
+  SavedBlock(P* row, int64_t b)
+      : tr(row), R(row + b * b), L(row + 2 * b * b), X(row + 3 * b * b), U(row + 4 * b * b), V(row + 5 * b * b) {}
 };
 
 // One block's inputs and scratch; every matrix [b, b], [b, D] or [D, D] row-major.
@@ -162,7 +150,7 @@ template <typename T>
 struct Block {
   const PathInputsLaunch& p;
   int64_t b, D;
-  SavedLayout saved{b, D};
+  int64_t saved_size = path_inputs_saved_size(b, D);
   Product<T> product = pick_product(static_cast<T*>(nullptr));
   std::vector<T> Q, K, W, beta, Wt, Kt, bb, bD;
   explicit Block(const PathInputsLaunch& launch)
@@ -217,7 +205,7 @@ struct Block {
       prefetch_bytes(p.state.template row<const T>(pair, c * b + r), (D + 1) * sizeof(T));
     }
     if (!backward) return;
-    prefetch_bytes(block(static_cast<const T*>(p.saved), pair, c, saved.size()), saved.size() * sizeof(T));
+    prefetch_bytes(block(static_cast<const T*>(p.saved), pair, c, saved_size), saved_size * sizeof(T));
     prefetch_bytes(block(static_cast<const T*>(p.d_own), pair, c, b * b), b * b * sizeof(T));
     prefetch_bytes(block(static_cast<const T*>(p.d_rows), pair, c, b * D), b * D * sizeof(T));
     prefetch_bytes(block(static_cast<const T*>(p.d_carried), pair, c, b * D), b * D * sizeof(T));
@@ -248,9 +236,8 @@ struct Block {
 
   void forward(int64_t pair, int64_t c) {
     load(pair, c);
-    T* s = block(static_cast<T*>(p.saved), pair, c, saved.size());
-    T *tr = s + saved.transform(), *R = s + saved.reach(), *L = s + saved.gram(), *X = s + saved.query_reach(),
-      *U = s + saved.carry(), *V = s + saved.spread();
+    const SavedBlock<T> s(block(static_cast<T*>(p.saved), pair, c, saved_size), b);
+    T *tr = s.tr, *R = s.R, *L = s.L, *X = s.X, *U = s.U, *V = s.V;
     transpose(W.data(), b, D, Wt.data());
     transpose(K.data(), b, D, Kt.data());
     mul(b, b, D, W.data(), false, Wt.data(), L);
@@ -305,17 +292,11 @@ struct Grads {
         d_beta(b) {}
 };
 
-// The block's saved matrices, read in place.
-template <typename T>
-struct Saved {
-  const T *tr, *R, *L, *X, *U, *V;
-};
-
 // The outputs' lines backwards: own = tril(Q K^T - X U), rows = Q - X V, carried = K - U^T W and
 // product = I - W^T V; sets dq, dk, dw (from carried and product), dx (masked), du, dv.
 template <typename T>
-void output_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s, const T* d_own, const T* d_rows, const T* d_carried,
-                  const T* d_product) {
+void output_grads(Block<T>& k, Grads<T>& g, const SavedBlock<const T>& s, const T* d_own, const T* d_rows,
+                  const T* d_carried, const T* d_product) {
   const int64_t b = k.b, D = k.D;
   const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
   copy_elements(d_own, b * b, g.om.data());  // own's gradient where own is kept
@@ -342,7 +323,7 @@ void output_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s, const T* d_own, c
 // The inner lines backwards: X = tril(Q W^T), U = T R, V = T W and R = strictly_lower(W K^T); adds to
 // dq, dk, dw and sets dt.
 template <typename T>
-void inner_grads(Block<T>& k, Grads<T>& g, const Saved<T>& s) {
+void inner_grads(Block<T>& k, Grads<T>& g, const SavedBlock<const T>& s) {
   const int64_t b = k.b, D = k.D;
   const T *Q = k.Q.data(), *K = k.K.data(), *W = k.W.data();
   k.template mul<true>(b, D, b, g.dx.data(), false, W, g.dq.data(), Limit::sum_to_row_end);  // dX W
@@ -394,9 +375,7 @@ void backward_block(Block<T>& k, Grads<T>& g, int64_t pair, int64_t c) {
   const PathInputsLaunch& p = k.p;
   const int64_t b = k.b, D = k.D;
   k.load(pair, c);
-  const T* saved = k.block(static_cast<const T*>(p.saved), pair, c, k.saved.size());
-  const Saved<T> s{saved + k.saved.transform(),   saved + k.saved.reach(), saved + k.saved.gram(),
-                   saved + k.saved.query_reach(), saved + k.saved.carry(), saved + k.saved.spread()};
+  const SavedBlock<const T> s(k.block(static_cast<const T*>(p.saved), pair, c, k.saved_size), b);
   const T* d_carried = k.block(static_cast<const T*>(p.d_carried), pair, c, b * D);
   const T* d_product = k.block(static_cast<const T*>(p.d_product), pair, c, D * D);
   transpose(k.W.data(), b, D, k.Wt.data());

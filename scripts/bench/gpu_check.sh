@@ -24,12 +24,14 @@
 # --eval-kinds K1,K2,... evaluates these position kinds in the eval stage (default rope,alibi; `all`:
 # every family that evaluates beyond its training length), each under the stage's cap; with --quick
 # the eval stage runs too.
-# Usage: scripts/bench/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--stages LIST] [--eval-kinds LIST] [--data DIR]
+# --eval-fused evaluates each kind of the eval stage a second time under model.attention_kernel
+# fused (its rows say "fused"): the CUDA tiles for ALiBi, T5, KERPLE, Sandwich and FoX.
+# Usage: scripts/bench/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--stages LIST] [--eval-kinds LIST] [--eval-fused] [--data DIR]
 #                             [--out FILE.md] [--logs DIR]
 #   On a GPU node, from the project root: scripts/bench/gpu_check.sh --out gpu_check.md --logs gpu_check_logs
 set -uo pipefail  # no -e: a failing run is a row of the table, not the end of the check
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/preamble.sh"
-dry=0 quick=0 out="" logs="" hf_compile=1 ds="" eval_kinds="" stages=""
+dry=0 quick=0 out="" logs="" hf_compile=1 ds="" eval_kinds="" eval_fused=0 stages=""
 usage() { sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 need() { [ -n "${2:-}" ] || { echo "gpu_check: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
     --no-hf-compile) hf_compile=0 ;;
     --data) need "$1" "${2:-}"; ds="$2"; shift ;;
     --eval-kinds) need "$1" "${2:-}"; eval_kinds="$2"; shift ;;
+    --eval-fused) eval_fused=1 ;;
     --stages) need "$1" "${2:-}"; stages="$2"; shift ;;
     --out) need "$1" "${2:-}"; out="$2"; shift ;;
     --logs) need "$1" "${2:-}"; logs="$2"; shift ;;
@@ -97,6 +100,7 @@ else
   bench_shape bert-base && big=("${SHAPE[@]}" 200)
   bench_shape small && small=("${SHAPE[@]}" 400)
 fi
+caps[4]=$((caps[4] + eval_fused * caps[4] / 2))  # the second evaluation of each kind
 # --quick: 60 s for the train stage cut the compiled peer off on an H100.
 if [ $quick = 1 ]; then caps[1]=$((caps[1] < 90 ? caps[1] : 90)) caps[2]=$((caps[2] < 130 ? caps[2] : 130)); fi
 
@@ -297,6 +301,12 @@ stage_eval() {  # each kind: a 3-step checkpoint of BERT-base width, then `rofor
         --set eval.precision=$precision --out "$run/eval"; then
       "$py" scripts/bench/gpu_check_rows.py eval "$kind (${h}x$l)" "$run/eval/eval.json" >> "$rows"
     else failed_row "$kind eval" "$run.eval.log" $?; fi
+    if [ $eval_fused = 1 ]; then
+      if capped "$run.eval-fused.log" "$bin" eval "$ckpt" --lengths "$eval_lengths" --protocol chunks \
+          --set eval.max_tokens=32768 --set eval.precision=$precision --set model.attention_kernel=fused --out "$run/eval-fused"; then
+        "$py" scripts/bench/gpu_check_rows.py eval "$kind fused (${h}x$l)" "$run/eval-fused/eval.json" >> "$rows"
+      else failed_row "$kind eval fused" "$run.eval-fused.log" $?; fi
+    fi
     rm -rf "${run:?}/checkpoints"
   done
 }

@@ -174,4 +174,27 @@ TEST(ShortAttentionBias, AutoKeepsTheBiasFamiliesInTheKernelUpToItsLimit) {
   EXPECT_EQ(model::plan_attention(fused).path, AttentionPath::short_projection);
 }
 
+// On CUDA (no short kernel there) the bias families take the CUDA tiles in evaluation under
+// fused alone: auto keeps SDPA with the mask, and training keeps it (the tiles have no backward).
+TEST(ShortAttentionBias, CudaTilesTakeTheBiasInFusedEvaluationOnly) {
+  using model::AttentionPath;
+  model::AttentionPassFacts f;
+  f.batch = 1, f.heads = 12, f.seq = 32768, f.head_dim = 64, f.causal = true;
+  f.mask_beyond_causality = f.relative_bias_alone = true;
+  f.cuda_tile_shape = true;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);  // auto
+  f.kernel = config::AttentionKernel::fused;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::bias_tiles);
+  f.causal = false;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::bias_tiles);
+  f.autograd = true;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
+  f.autograd = false;
+  f.cuda_tile_shape = false;  // head_dim 96, or fp16 before compute capability 8.0
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
+  f.cuda_tile_shape = true;
+  f.relative_bias_alone = false;  // a padding beside the bias
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
+}
+
 }  // namespace short_attention_bias_test

@@ -281,6 +281,28 @@ TEST(TileAttentionBidirectional, ThePlanTakesTilesOnlyForTermsThatServeBothDirec
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
 }
 
+// On CUDA the families that form their scores take tiles in fused evaluation where the CUDA kernel
+// has their term (FoX), and keep the explicit scores otherwise.
+TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
+  model::AttentionPassFacts f;
+  f.forms_scores = true;
+  f.batch = 1, f.heads = 4, f.seq = 4096, f.head_dim = 64;
+  f.cuda_tile_shape = f.right_padding_at_most = true;
+  f.term = ops::FoxTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);  // auto
+  f.kernel = config::AttentionKernel::fused;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.causal = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term = ops::RelativeTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.term = ops::FireTerm::properties();  // positions only: SDPA takes it as a mask
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::bias_to_sdpa);
+  f.term = ops::FoxTerm::properties();
+  f.training = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+}
+
 namespace {
 
 // The hidden states of an MLM model in double over 150 tokens, the second sequence padded after

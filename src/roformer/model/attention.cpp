@@ -350,6 +350,9 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.element_size = static_cast<int64_t>(x.element_size());
   f.short_shape = !cpu_autocast && ops::short_attention_shape_supported(f.seq, head_dim_, x.scalar_type(), x.device());
   f.tile_shape = !cpu_autocast && ops::tile_attention_shape_supported(head_dim_, x.scalar_type(), x.device());
+  const bool cuda_autocast = at::autocast::is_autocast_enabled(at::kCUDA);  // q, k, v in its dtype
+  f.cuda_tile_shape = ops::tile_attention_cuda_shape_supported(
+      head_dim_, cuda_autocast ? at::autocast::get_autocast_dtype(at::kCUDA) : x.scalar_type(), x.device());
   f.autograd = torch::GradMode::is_enabled();
   f.training = is_training();
   f.dropout = is_training() ? dropout_ : 0.0;
@@ -461,7 +464,8 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
   if (folds_key_bias(ctx, q)) return attend_with_key_bias(x, q, k, v, ctx, rows_from);
   // The whole-pass kernels (tiles, the short kernel with a term) rather than explicit rows for
   // more than a quarter of the queries.
-  const bool whole_only = path == AttentionPath::short_with_term || path == AttentionPath::tiles;
+  const bool whole_only =
+      path == AttentionPath::short_with_term || path == AttentionPath::tiles || path == AttentionPath::bias_tiles;
   if (rows_from > 0 && !(whole_only && 4 * (S - rows_from) > S))
     return attend_rows_from(x, q, k, v, ctx, path, rows_from);
   switch (path) {
@@ -473,6 +477,11 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
       return ops::short_attention_bias(q, k, v, ctx.mask.relative_bias(), ctx.causal);
     case AttentionPath::sdpa:
       return attend_sdpa(q, k, v, ctx);
+    case AttentionPath::bias_tiles:
+      record_kernel(attention_kernel::kTile);
+      return ops::tile_attention_bias(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), ctx.causal,
+                                      ctx.mask.relative_bias())
+          .narrow(2, rows_from, S - rows_from);
     default:
       break;
   }

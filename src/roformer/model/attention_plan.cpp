@@ -19,6 +19,16 @@ bool short_kernel_allowed(const AttentionPassFacts& f) {
   return (f.causal && f.relative_bias_alone) || f.relative_bias_learned;
 }
 
+// Why the pass may not run in CUDA tiles, which evaluate only (null: it may). They run under
+// model.attention_kernel fused alone: auto keeps SDPA and the explicit scores on CUDA until the
+// kernel has been measured on a GPU.
+const char* no_cuda_tiles(const AttentionPassFacts& f) {
+  if (f.kernel != AttentionKernel::fused) return "CUDA tiles run under model.attention_kernel fused";
+  if (f.autograd || f.training) return "CUDA tiles evaluate only (no backward)";
+  if (!f.softmax) return "CUDA tiles take softmax only";
+  return nullptr;
+}
+
 // Why the pass may not run in tiles (null: it may). Training takes them only without dropout
 // (the recomputation would draw other masks) and, under auto, at every length for a term with a
 // backward in tiles (measured faster than its explicit scores from 64 tokens on), else past
@@ -33,7 +43,12 @@ const char* no_tiles(const AttentionPassFacts& f) {
     return "the mask hides more than causality and a right padding, or packed documents";
   if (!f.causal && !(f.term->bidirectional && f.softmax)) return "the term or the normaliser is causal only";
   if (!f.shared_positions && !f.documents_alone) return "explicit positions per sequence";
-  if (!f.tile_shape) return "shapes or dtype the tile kernel does not take";
+  if (f.cuda_tile_shape) {
+    if (const char* why = no_cuda_tiles(f)) return why;
+    if (!f.term->cuda) return "the term has no CUDA tile form";
+  } else if (!f.tile_shape) {
+    return "shapes or dtype the tile kernel does not take";
+  }
   if (f.right_padding && !f.term->key_lengths) return "the term takes no right padding";
   if (!f.autograd && !f.training) return nullptr;
   if (f.dropout > 0.0) return "attention dropout in training";
@@ -74,6 +89,8 @@ const char* attention_path_name(AttentionPath path) {
       return "short-with-bias";
     case AttentionPath::tiles:
       return "tiles";
+    case AttentionPath::bias_tiles:
+      return "bias-tiles";
     case AttentionPath::bias_to_sdpa:
       return "bias-to-sdpa";
     case AttentionPath::explicit_scores:
@@ -98,6 +115,8 @@ AttentionPlan plan_attention(const AttentionPassFacts& f) {
   if (short_kernel && f.relative_bias_alone)
     return {AttentionPath::short_with_bias, "short sequence, the relative bias inside the kernel"};
   if (short_kernel) return {AttentionPath::short_kernel, "short sequence"};
+  if (f.relative_bias_alone && f.cuda_tile_shape && !no_cuda_tiles(f))
+    return {AttentionPath::bias_tiles, "the relative bias per score in CUDA tiles"};
   return {AttentionPath::sdpa, "no fused path applies"};
 }
 

@@ -21,6 +21,7 @@ enum class AttentionPath {
   short_with_term,   // ops::short_attention with the family's term in its rows (tile_term's tables)
   short_with_bias,   // ops::short_attention_bias: the family's relative bias in its rows, no mask
   tiles,             // ops::tile_attention: scores, term and weights per tile (no S x S tensor)
+  bias_tiles,        // ops::tile_attention_bias: CUDA tiles with the family's relative bias per score
   bias_to_sdpa,      // SDPA with the family's positions-only term added to the mask
   explicit_scores,   // the scores formed in attention, whole or per block of query rows
   sdpa,              // at::scaled_dot_product_attention with the encoder's mask or causal flag
@@ -45,6 +46,7 @@ struct AttentionPassFacts {
   int64_t element_size = 4;            // bytes per score element
   bool short_shape = false;            // ops::short_attention takes [B, H, S, D] of this dtype on this device
   bool tile_shape = false;             // ops::tile_attention takes them
+  bool cuda_tile_shape = false;        // ... on CUDA (ops::tile_attention_cuda_shape_supported)
   bool autograd = false;               // torch::GradMode on
   bool training = false;               // the module in training mode
   double dropout = 0;                  // attention dropout of this pass (0 in evaluation)

@@ -41,6 +41,7 @@ struct Index3 {
 constexpr int kWarpSize = 32;
 constexpr size_t kMaxDynamicShared = 48 * 1024;  // without cudaFuncSetAttribute opt-in
 constexpr auto kDeadlockTimeout = std::chrono::seconds(60);
+constexpr size_t kMaxGatherBytes = 64;  // warp_all_gather's largest value
 
 // A barrier whose party can shrink (threads that leave); releases when all remaining arrived.
 struct Barrier {
@@ -52,13 +53,14 @@ struct Barrier {
 // State of the block being run; shared by its threads, guarded by `mutex`.
 struct Block {
   std::mutex mutex;
-  Barrier sync;                       // __syncthreads: parties = threads still in the kernel
-  Barrier end;                        // every thread, between blocks
-  std::unique_ptr<Barrier[]> warps;   // __shfl_xor_sync: parties = lanes of the warp
-  std::vector<int> warp_alive;        // lanes of each warp still in the kernel
-  std::vector<uint64_t> slots;        // two 8-byte values per thread, exchanged by shuffles
-  std::vector<unsigned char> shared;  // dynamic shared memory
-  std::string error;                  // first error of the launch (empty: none)
+  Barrier sync;                         // __syncthreads: parties = threads still in the kernel
+  Barrier end;                          // every thread, between blocks
+  std::unique_ptr<Barrier[]> warps;     // __shfl_xor_sync: parties = lanes of the warp
+  std::vector<int> warp_alive;          // lanes of each warp still in the kernel
+  std::vector<uint64_t> slots;          // two 8-byte values per thread, exchanged by shuffles
+  std::vector<unsigned char> gathered;  // two values of kMaxGatherBytes per thread (warp_all_gather)
+  std::vector<unsigned char> shared;    // dynamic shared memory
+  std::string error;                    // first error of the launch (empty: none)
 };
 
 inline thread_local Block* current = nullptr;
@@ -143,6 +145,25 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = roformer::o
 
 namespace roformer::ops::cuda_host {
 
+// Not a CUDA built-in: every lane's `value` of the calling warp, in lane order, for emulating a
+// warp-wide instruction (each lane computes its share of the result from them). A full warp
+// only, like __shfl_xor_sync; the same alternating slot sets, so one barrier suffices.
+template <typename T>
+void warp_all_gather(const T& value, T (&all)[kWarpSize]) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= kMaxGatherBytes, "gather of a small value");
+  Block& b = *current;
+  const unsigned thread = threadIdx.x, w = thread / kWarpSize;
+  std::unique_lock<std::mutex> lock(b.mutex);
+  if (b.warp_alive[w] != kWarpSize)
+    fail_locked(b, "a warp-wide instruction in warp " + std::to_string(w) + ", which has " +
+                       std::to_string(b.warp_alive[w]) + " live lanes (undefined on the GPU)");
+  const size_t set = (b.warps[w].generation & 1) * b.gathered.size() / 2;
+  std::memcpy(b.gathered.data() + set + thread * kMaxGatherBytes, &value, sizeof(T));
+  arrive_and_wait(b, b.warps[w], lock, "a warp-wide instruction");  // every lane has written
+  for (unsigned lane = 0; lane < kWarpSize; ++lane)
+    std::memcpy(&all[lane], b.gathered.data() + set + (w * kWarpSize + lane) * kMaxGatherBytes, sizeof(T));
+}
+
 // The block's dynamic shared memory (`extern __shared__` on the GPU), 16-byte aligned.
 inline unsigned char* dynamic_shared_memory() {
   return current->shared.data();
@@ -161,6 +182,7 @@ void run_grid(unsigned grid, unsigned block, size_t shared_bytes, const Body& bo
   b.warps.reset(new Barrier[warps]);
   b.warp_alive.resize(warps);
   b.slots.resize(2 * block);
+  b.gathered.resize(2 * block * kMaxGatherBytes);
   b.shared.resize(shared_bytes + 16);
   b.end.parties = static_cast<int>(block);
   auto reset = [&] {  // before each block (caller holds the mutex or runs alone)

@@ -54,6 +54,28 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
                                                                 const TileTerm& term, TileNormalizer normalizer,
                                                                 const torch::Tensor& key_lengths, bool keep_lse);
 
+// CUDA tile attention (tile_attention_cuda_launch.h), evaluation only: whether it takes [B, H, S, D]
+// tensors of head dimension D and this dtype on this device (D 32, 64 or 128; float32, float64, and
+// float16 or bfloat16 on compute capability 8.0+; false in a build without CUDA kernels), and
+// whether it takes these tensors (one device and dtype, equal shapes, unit stride along D).
+bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
+bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
+// tile_attention_with_lse on CUDA tensors (it dispatches there): softmax with no term or FoX's
+// term, causal or bidirectional, right padding as key lengths; no rotations. The log-sum-exp in
+// float32 (float64 for float64 inputs).
+std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
+                                                                     const torch::Tensor& v, double scale, bool causal,
+                                                                     const TileTerm& term,
+                                                                     const torch::Tensor& key_lengths, bool keep_lse);
+
+// softmax(q k^T scale + bias (+ the causal mask)) v on CUDA tensors in tiles, the relative bias of
+// ALiBi, T5, KERPLE or Sandwich read per score from its rows [H or 1, 2S - 1] (column S - 1 +
+// j - i for key j and query i, the attention mask's relative_bias()), so no S x S mask exists.
+// Evaluation only.
+torch::Tensor tile_attention_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
+                                  bool causal, const torch::Tensor& bias_rows);
+
 // Whether the backward in tiles takes the term: its type has one (tile_backward), no rotations;
 // with either normaliser.
 bool tile_attention_trains(const TileTerm& term);

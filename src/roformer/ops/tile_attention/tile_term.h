@@ -24,6 +24,7 @@ struct NoTerm {
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.tile_backward = true;
+    p.cuda = true;
     return p;
   }
 };

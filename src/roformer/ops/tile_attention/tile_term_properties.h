@@ -13,6 +13,7 @@ struct TileTermProperties {
   bool bidirectional = true;           // takes keys after the query too (attention without the causal mask)
   bool tile_backward = false;          // has a backward in tiles (tile_attention_trainable, or a family's blocks)
   bool backward_softmax_only = false;  // that backward takes softmax alone (PaTH's blocks), not stick-breaking
+  bool cuda = false;                   // the CUDA kernel computes it (tile_attention_cuda_launch.h; evaluation)
 };
 
 }  // namespace roformer::ops

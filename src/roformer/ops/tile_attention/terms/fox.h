@@ -13,7 +13,11 @@ namespace roformer::ops {
 // for query i is c_i - c_j (causal), or -|c_i - c_j| (bidirectional: the decay both ways).
 struct FoxTerm {
   torch::Tensor cumulative;
-  static constexpr TileTermProperties properties() { return {}; }
+  static constexpr TileTermProperties properties() {
+    TileTermProperties p;
+    p.cuda = true;
+    return p;
+  }
 };
 
 // Checks the term against q [B, H, S, D] and runs the launch with it.

@@ -1,0 +1,322 @@
+// CUDA tile attention's kernel and launch plan, for nvcc (tile_attention_cuda.cu) and a host
+// compiler (the host-emulation tests, through cuda_elem.cuh). A block of four warps takes 64
+// query rows of one (batch, head), each warp 16 of them, and visits the key tiles from key 0 up
+// to the last the block can see. Per tile the block stages keys and values in shared memory;
+// each warp forms its 16 rows' scores in the tensor-core fragment layout (cuda_mma.cuh; bf16 and
+// fp16 by mma.sync with q's fragments held in registers; float32 and float64 by the same layout
+// on the CUDA cores), scales them, adds the family's term per score, masks, and runs
+// FlashAttention-2's online softmax (each row's running maximum and sum, in log2 units) and the
+// product of the weights with the values. Each thread holds two rows' scores and outputs, so no
+// score leaves the registers on the tensor-core path. The kernels live in an unnamed namespace:
+// each including file gets its own copies (see rope_cuda_kernels.cuh). No LibTorch headers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "roformer/ops/common/cuda_elem.cuh"
+#include "roformer/ops/common/cuda_mma.cuh"
+#include "roformer/ops/tile_attention/tile_attention_cuda_launch.h"
+
+namespace roformer::ops {
+namespace {  // NOLINT(build/namespaces): per including file, see above
+
+namespace tile_cuda {
+
+using cuda_elem::Acc;
+using cuda_elem::from_acc;
+using cuda_elem::to_acc;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+static_assert(kTileCudaRows == 16 * kWarps, "a warp takes 16 query rows");
+
+template <typename T>
+constexpr bool kTensorCores = std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value;
+
+// Keys per tile: 64 for the tensor cores, fewer for the wider types (shared memory under 48 KiB).
+template <typename T>
+constexpr int kKeys = kTensorCores<T> ? 64 : (sizeof(T) == 4 ? 32 : 16);
+
+// Shared memory, in elements: keys [kKeys][D + kPad]; the tensor cores' values transposed
+// [D][kKeys + 8], the CUDA cores' as rows [kKeys][D] and each warp's weights [16][kKeys + 1].
+template <typename T>
+constexpr int kPad = kTensorCores<T> ? 8 : 1;
+template <typename T, int D>
+struct SharedLayout {
+  using acc_t = typename Acc<T>::type;
+  using elem = std::conditional_t<kTensorCores<T>, T, acc_t>;
+  static constexpr int key_ld = D + kPad<T>;
+  static constexpr int value_ld = kTensorCores<T> ? kKeys<T> + 8 : D;
+  static constexpr int weight_ld = kKeys<T> + 1;
+  static constexpr int keys = kKeys<T> * key_ld;
+  static constexpr int values = kTensorCores<T> ? D * value_ld : kKeys<T> * D;
+  static constexpr int weights = kTensorCores<T> ? 0 : kWarps * 16 * weight_ld;
+  static constexpr size_t bytes = sizeof(elem) * (keys + values) + sizeof(acc_t) * weights;
+};
+
+__device__ __forceinline__ float exp2_of(float x) {
+  return exp2f(x);
+}
+__device__ __forceinline__ double exp2_of(double x) {
+  return exp2(x);
+}
+
+// Where a block and a thread stand: (b, h), the warp's rows, the thread's two rows (g, g + 8 of
+// the warp's 16) and its pair of columns in each 8-wide fragment (2t, 2t + 1).
+struct Place {
+  int64_t b = 0, h = 0, first_row = 0, length = 0, key_end = 0;  // length: the keys row b has
+  int warp = 0, g = 0, t = 0;
+  __device__ __forceinline__ int64_t row(int r) const { return first_row + 16 * warp + g + 8 * r; }
+};
+
+__device__ __forceinline__ Place place_of(const TileCudaLaunch& p) {
+  Place at;
+  const int64_t pairs = p.batch * p.heads, tiles = (p.seq + kTileCudaRows - 1) / kTileCudaRows;
+  const int64_t pair = blockIdx.x % pairs;
+  at.b = pair / p.heads;
+  at.h = pair % p.heads;
+  at.first_row = (tiles - 1 - blockIdx.x / pairs) * kTileCudaRows;  // the longest rows first
+  at.length = p.key_lengths ? p.key_lengths[at.b] : p.seq;
+  const int64_t last = at.first_row + kTileCudaRows;
+  at.key_end = p.causal && last < at.length ? last : at.length;
+  if (at.key_end > p.seq) at.key_end = p.seq;
+  const int lane = threadIdx.x % 32;
+  at.warp = threadIdx.x / 32;
+  at.g = lane / 4;
+  at.t = lane % 4;
+  return at;
+}
+
+// The score of row i and key j after the scale and the term, in log2 units; -inf where hidden.
+template <typename acc_t>
+__device__ __forceinline__ acc_t scored(const TileCudaLaunch& p, const Place& at, int64_t i, int64_t j, acc_t dot) {
+  if (i >= p.seq || j >= at.length || (p.causal && j > i)) return -std::numeric_limits<acc_t>::infinity();
+  acc_t s = dot * static_cast<acc_t>(p.scale);
+  if (p.term == TileCudaTerm::bias_rows) {
+    s += static_cast<const acc_t*>(p.bias)[at.h * p.bias_head_stride + (p.seq - 1) + j - i];
+  } else if (p.term == TileCudaTerm::fox) {
+    const acc_t* c = static_cast<const acc_t*>(p.cumulative) + (at.b * p.heads + at.h) * p.seq;
+    const acc_t decay = c[i] - c[j];
+    s += p.causal ? decay : -(decay < 0 ? -decay : decay);
+  }
+  return s * static_cast<acc_t>(1.4426950408889634);  // log2(e)
+}
+
+// Keys [j0, j0 + kKeys) of the block's (b, h) into shared memory (zero past key_end): rows for the
+// keys; the values transposed (tensor cores) or as rows.
+template <typename T, int D>
+__device__ __forceinline__ void stage_tile(const TileCudaLaunch& p, const Place& at, int64_t j0, unsigned char* smem) {
+  using L = SharedLayout<T, D>;
+  using elem = typename L::elem;
+  elem* keys = reinterpret_cast<elem*>(smem);
+  elem* values = keys + L::keys;
+  const T* k = static_cast<const T*>(p.k) + at.b * p.k_stride[0] + at.h * p.k_stride[1];
+  const T* v = static_cast<const T*>(p.v) + at.b * p.v_stride[0] + at.h * p.v_stride[1];
+  for (int e = threadIdx.x; e < kKeys<T> * D; e += kThreads) {
+    const int r = e / D, c = e % D;
+    const int64_t j = j0 + r;
+    const bool live = j < at.key_end;
+    const elem kv = live ? static_cast<elem>(k[j * p.k_stride[2] + c]) : elem(0.0f);
+    const elem vv = live ? static_cast<elem>(v[j * p.v_stride[2] + c]) : elem(0.0f);
+    keys[r * L::key_ld + c] = kv;
+    if constexpr (kTensorCores<T>) {
+      values[c * L::value_ld + r] = vv;
+    } else {
+      values[r * L::value_ld + c] = vv;
+    }
+  }
+}
+
+// The warp's scores of the staged tile: s[n][e], rows g (e < 2) and g + 8, column 8n + 2t + e % 2.
+template <typename T, int D>
+__device__ __forceinline__ void tile_scores(const TileCudaLaunch& p, const Place& at, const uint32_t (*qa)[4],
+                                            const unsigned char* smem, typename Acc<T>::type (&s)[kKeys<T> / 8][4]) {
+  using L = SharedLayout<T, D>;
+  using acc_t = typename Acc<T>::type;
+  const auto* keys = reinterpret_cast<const typename L::elem*>(smem);
+  for (int n = 0; n < kKeys<T> / 8; ++n)
+    for (int e = 0; e < 4; ++e) s[n][e] = 0;
+  if constexpr (kTensorCores<T>) {
+#pragma unroll
+    for (int n = 0; n < kKeys<T> / 8; ++n) {
+      const T* key = keys + (8 * n + at.g) * L::key_ld + 2 * at.t;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t b[2] = {cuda_mma::load2(key + 16 * kk), cuda_mma::load2(key + 16 * kk + 8)};
+        cuda_mma::mma_16816<T>(s[n], qa[kk], b);
+      }
+    }
+  } else {
+    const T* q = static_cast<const T*>(p.q) + at.b * p.q_stride[0] + at.h * p.q_stride[1];
+    const bool live0 = at.row(0) < p.seq, live1 = at.row(1) < p.seq;
+    const T* q0 = q + (live0 ? at.row(0) : 0) * p.q_stride[2];
+    const T* q1 = q + (live1 ? at.row(1) : 0) * p.q_stride[2];
+    for (int d = 0; d < D; ++d) {
+      const acc_t a0 = live0 ? to_acc(q0[d]) : acc_t(0), a1 = live1 ? to_acc(q1[d]) : acc_t(0);
+#pragma unroll
+      for (int n = 0; n < kKeys<T> / 8; ++n) {
+        const acc_t k0 = keys[(8 * n + 2 * at.t) * L::key_ld + d], k1 = keys[(8 * n + 2 * at.t + 1) * L::key_ld + d];
+        s[n][0] += a0 * k0;
+        s[n][1] += a0 * k1;
+        s[n][2] += a1 * k0;
+        s[n][3] += a1 * k1;
+      }
+    }
+  }
+}
+
+// q's fragments of the warp's rows (tensor cores): qa[kk] for columns [16 kk, 16 kk + 16), zero past S.
+template <typename T, int D>
+__device__ __forceinline__ void load_query_fragments(const TileCudaLaunch& p, const Place& at, uint32_t (*qa)[4]) {
+  const T* q = static_cast<const T*>(p.q) + at.b * p.q_stride[0] + at.h * p.q_stride[1];
+  for (int r = 0; r < 2; ++r) {
+    const bool live = at.row(r) < p.seq;
+    const T* row = q + (live ? at.row(r) : 0) * p.q_stride[2] + 2 * at.t;
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qa[kk][r] = live ? cuda_mma::load2(row + 16 * kk) : 0u;
+      qa[kk][r + 2] = live ? cuda_mma::load2(row + 16 * kk + 8) : 0u;
+    }
+  }
+}
+
+// The four lanes of a row group (same g) combined: their maximum or their sum.
+template <typename A>
+__device__ __forceinline__ A group_max(A x) {
+  for (int m = 1; m < 4; m <<= 1) {
+    const A o = __shfl_xor_sync(0xffffffffu, x, m);
+    x = o > x ? o : x;
+  }
+  return x;
+}
+template <typename A>
+__device__ __forceinline__ A group_sum(A x) {
+  for (int m = 1; m < 4; m <<= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+
+// out += weights x values of the staged tile for the warp's rows (weights s as tile_scores lays them out).
+template <typename T, int D>
+__device__ __forceinline__ void add_weighted_values(const Place& at, unsigned char* smem,
+                                                    const typename Acc<T>::type (&s)[kKeys<T> / 8][4],
+                                                    typename Acc<T>::type (&o)[D / 8][4]) {
+  using L = SharedLayout<T, D>;
+  using acc_t = typename Acc<T>::type;
+  using elem = typename L::elem;
+  const elem* values = reinterpret_cast<const elem*>(smem) + L::keys;
+  if constexpr (kTensorCores<T>) {
+#pragma unroll
+    for (int kk = 0; kk < kKeys<T> / 16; ++kk) {
+      const uint32_t a[4] = {cuda_mma::pack2<T>(s[2 * kk][0], s[2 * kk][1]),
+                             cuda_mma::pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                             cuda_mma::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             cuda_mma::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const T* column = values + (8 * n + at.g) * L::value_ld + 16 * kk + 2 * at.t;
+        const uint32_t b[2] = {cuda_mma::load2(column), cuda_mma::load2(column + 8)};
+        cuda_mma::mma_16816<T>(o[n], a, b);
+      }
+    }
+  } else {
+    acc_t* weights = reinterpret_cast<acc_t*>(const_cast<elem*>(values) + L::values) + at.warp * 16 * L::weight_ld;
+    for (int n = 0; n < kKeys<T> / 8; ++n)
+      for (int e = 0; e < 4; ++e) weights[(at.g + 8 * (e >> 1)) * L::weight_ld + 8 * n + 2 * at.t + (e & 1)] = s[n][e];
+    __syncthreads();  // the warp's weights written (every warp runs the same tiles)
+    for (int j = 0; j < kKeys<T>; ++j) {
+      const acc_t w0 = weights[at.g * L::weight_ld + j], w1 = weights[(at.g + 8) * L::weight_ld + j];
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const acc_t v0 = values[j * L::value_ld + 8 * n + 2 * at.t],
+                    v1 = values[j * L::value_ld + 8 * n + 2 * at.t + 1];
+        o[n][0] += w0 * v0;
+        o[n][1] += w0 * v1;
+        o[n][2] += w1 * v0;
+        o[n][3] += w1 * v1;
+      }
+    }
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCudaLaunch p) {
+  using acc_t = typename Acc<T>::type;
+  constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
+  constexpr int N = kKeys<T> / 8;
+  unsigned char* smem = cuda_elem::dynamic_shared_memory();
+  const Place at = place_of(p);
+  uint32_t qa[kTensorCores<T> ? D / 16 : 1][4];
+  if constexpr (kTensorCores<T>) load_query_fragments<T, D>(p, at, qa);
+  acc_t o[D / 8][4], top[2] = {kNegInf, kNegInf}, sum[2] = {0, 0};
+  for (int n = 0; n < D / 8; ++n)
+    for (int e = 0; e < 4; ++e) o[n][e] = 0;
+  for (int64_t j0 = 0; j0 < at.key_end; j0 += kKeys<T>) {
+    stage_tile<T, D>(p, at, j0, smem);
+    __syncthreads();
+    acc_t s[N][4];
+    tile_scores<T, D>(p, at, qa, smem, s);
+    acc_t tile_top[2] = {kNegInf, kNegInf};
+    for (int n = 0; n < N; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        s[n][e] = scored<acc_t>(p, at, at.row(r), j0 + 8 * n + 2 * at.t + (e & 1), s[n][e]);
+        tile_top[r] = s[n][e] > tile_top[r] ? s[n][e] : tile_top[r];
+      }
+    acc_t base[2], rescale[2];
+    for (int r = 0; r < 2; ++r) {
+      const acc_t grown = group_max(tile_top[r]);
+      const acc_t next = grown > top[r] ? grown : top[r];
+      base[r] = next == kNegInf ? acc_t(0) : next;  // a row with nothing visible yet stays at zero
+      rescale[r] = exp2_of(top[r] - base[r]);
+      top[r] = next;
+      sum[r] *= rescale[r];
+    }
+    for (int n = 0; n < N; ++n)
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2_of(s[n][e] - base[e >> 1]);
+        sum[e >> 1] += s[n][e];
+      }
+    for (int n = 0; n < D / 8; ++n)
+      for (int e = 0; e < 4; ++e) o[n][e] *= rescale[e >> 1];
+    add_weighted_values<T, D>(at, smem, s, o);
+    __syncthreads();  // the tile read by every warp before the next is staged
+  }
+  T* out = static_cast<T*>(p.out) + at.b * p.out_stride[0] + at.h * p.out_stride[1];
+  for (int r = 0; r < 2; ++r) {
+    const acc_t total = group_sum(sum[r]);
+    const int64_t i = at.row(r);
+    if (i >= p.seq) continue;
+    const acc_t inverse = acc_t(1) / total;
+    for (int n = 0; n < D / 8; ++n)
+      for (int e = 0; e < 2; ++e)
+        out[i * p.out_stride[2] + 8 * n + 2 * at.t + e] = from_acc<T>(o[n][2 * r + e] * inverse);
+    if (p.lse && at.t == 0)
+      static_cast<acc_t*>(p.lse)[(at.b * p.heads + at.h) * p.seq + i] =
+          (top[r] + log2(static_cast<double>(total))) * acc_t(0.6931471805599453);  // ln 2
+  }
+}
+
+template <typename T, int D, typename Launcher>
+void launch_with(const TileCudaLaunch& p, const Launcher& launch) {
+  const int64_t tiles = (p.seq + kTileCudaRows - 1) / kTileCudaRows;
+  launch(tile_attention_kernel<T, D>, static_cast<unsigned>(p.batch * p.heads * tiles), kThreads,
+         SharedLayout<T, D>::bytes, p);
+}
+
+}  // namespace tile_cuda
+
+// The launch plan: the kernel of the launch's dtype and head dimension (32, 64 or 128).
+template <typename Launcher>
+void tile_attention_launch(const TileCudaLaunch& p, const Launcher& launch) {
+  cuda_elem::with_storage_type(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.head_dim == 32) return tile_cuda::launch_with<T, 32>(p, launch);
+    if (p.head_dim == 64) return tile_cuda::launch_with<T, 64>(p, launch);
+    return tile_cuda::launch_with<T, 128>(p, launch);
+  });
+}
+
+}  // namespace
+}  // namespace roformer::ops

@@ -1,0 +1,54 @@
+// CUDA tile attention's launch description and entry point (no LibTorch types): softmax(q k^T
+// scale + term) v with a block's 64 query rows visiting the keys in tiles, an online softmax and
+// the position family's term computed per score in registers, so no S x S tensor exists (the
+// FlexAttention idea: the family as a score function, memory linear in S). Evaluation only (no
+// backward). tile_attention_cuda_setup.cpp fills the launch from tensors; the kernels and their
+// launch plan are in tile_attention_cuda_kernels.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "roformer/ops/common/kernel_dtype.h"
+
+namespace roformer::ops {
+
+// The terms the CUDA kernel computes per score.
+enum class TileCudaTerm : int {
+  none = 0,
+  bias_rows = 1,  // a relative bias per head and offset: bias[h, (S - 1) + j - i] (ALiBi, T5, KERPLE, Sandwich)
+  fox = 2,        // FoX's decay: c_i - c_j causal, -|c_i - c_j| bidirectional
+};
+
+struct TileCudaLaunch {
+  int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;  // head_dim: 32, 64 or 128
+  bool causal = false;
+  KernelDType dtype = KernelDType::f32;  // of q, k, v and out; the term's tables and lse in its accumulation type
+  double scale = 1;                      // on q . k
+  // [B, H, S, D] each, the strides of b, h and s below (D: 1); 16-bit types 4-byte aligned rows.
+  const void* q = nullptr;
+  int64_t q_stride[3] = {0, 0, 0};
+  const void* k = nullptr;
+  int64_t k_stride[3] = {0, 0, 0};
+  const void* v = nullptr;
+  int64_t v_stride[3] = {0, 0, 0};
+  void* out = nullptr;
+  int64_t out_stride[3] = {0, 0, 0};
+  void* lse = nullptr;                   // each row's log-sum-exp of its scores, [B, H, S] contiguous, or null
+  const int64_t* key_lengths = nullptr;  // right padding: per batch row the keys [0, length), each in [1, S]; or null
+  TileCudaTerm term = TileCudaTerm::none;
+  const void* bias = nullptr;  // bias_rows: [H, 2S - 1] rows, row h at h * bias_head_stride (0: shared)
+  int64_t bias_head_stride = 0;
+  const void* cumulative = nullptr;  // fox: the gates' running sums [B, H, S] contiguous
+};
+
+// The query rows of one block and the head dimensions the kernel takes.
+constexpr int64_t kTileCudaRows = 64;
+inline bool tile_cuda_head_dim_supported(int64_t d) {
+  return d == 32 || d == 64 || d == 128;
+}
+
+// Runs the launch on `stream` (a cudaStream_t) of the current device. 16-bit types need compute
+// capability 8.0 or later (tensor cores); float32 and float64 run on any device.
+void tile_attention_cuda(const TileCudaLaunch& launch, void* stream);
+
+}  // namespace roformer::ops

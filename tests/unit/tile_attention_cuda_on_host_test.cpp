@@ -1,0 +1,159 @@
+// CUDA tile attention's kernel (tile_attention_cuda_kernels.cuh) run on this CPU through
+// cuda_host_emulator.h, the tensor cores' mma.sync emulated from the PTX ISA's fragment layout:
+// its output and log-sum-exp against the explicit scores in double, softmax(q k^T scale + term +
+// mask) v from the same inputs, for every dtype (bf16 and fp16 on the tensor-core path, float32
+// and float64 on the CUDA cores), each term (none, a relative bias row per head, FoX's decay),
+// causal and bidirectional, right padding, lengths that end inside a tile and strided [B, S, H, D]
+// inputs. A check of the emulated product itself pins the fragment layout to a plain matrix
+// product. The GPU test (tile_attention_cuda_test.cpp) decides on a GPU.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/tile_attention/tile_attention_cuda_kernels.cuh"
+
+namespace tile_attention_cuda_on_host_test {
+
+using namespace roformer::ops;
+
+namespace {
+
+struct Case {
+  torch::ScalarType dtype = torch::kFloat32;
+  TileCudaTerm term = TileCudaTerm::none;
+  bool causal = true;
+  bool padded = false;
+  int64_t batch = 2, heads = 2, seq = 37, head_dim = 32;
+  std::string name() const {
+    return std::string(c10::toString(dtype)) + " term " + std::to_string(static_cast<int>(term)) +
+           (causal ? " causal" : " bidirectional") + (padded ? " padded" : "") + " S " + std::to_string(seq) + " D " +
+           std::to_string(head_dim);
+  }
+};
+
+// The explicit scores in double: output [B, H, S, D] and log-sum-exp [B, H, S].
+std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, double scale, const torch::Tensor& bias,
+                                                  const torch::Tensor& cumulative, const torch::Tensor& lengths) {
+  const int64_t S = c.seq;
+  torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3)) * scale;
+  const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}), j = torch::arange(S, torch::kLong).view({1, S});
+  if (c.term == TileCudaTerm::bias_rows)
+    s = s + bias.to(torch::kDouble).index_select(1, ((S - 1) + j - i).flatten()).view({1, c.heads, S, S});
+  if (c.term == TileCudaTerm::fox) {
+    const torch::Tensor cu = cumulative.to(torch::kDouble);
+    const torch::Tensor decay = cu.unsqueeze(3) - cu.unsqueeze(2);
+    s = s + (c.causal ? decay : -decay.abs());
+  }
+  torch::Tensor hidden = torch::zeros({c.batch, 1, S, S}, torch::kBool);
+  if (c.causal) hidden = hidden | (j > i).view({1, 1, S, S});
+  if (lengths.defined()) hidden = hidden | (j.view({1, 1, 1, S}) >= lengths.view({c.batch, 1, 1, 1}));
+  s = s.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  return {torch::matmul(torch::softmax(s, -1), v.to(torch::kDouble)), torch::logsumexp(s, -1)};
+}
+
+// [B, H, S, D] views of [B, S, H, D] storage, as attention hands them over.
+torch::Tensor heads_view(const Case& c, torch::ScalarType dtype) {
+  return torch::randn({c.batch, c.seq, c.heads, c.head_dim}, torch::kDouble).to(dtype).transpose(1, 2);
+}
+
+void check_case(const Case& c) {
+  SCOPED_TRACE(c.name());
+  torch::manual_seed(7);
+  const torch::ScalarType acc = c.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const torch::Tensor q = heads_view(c, c.dtype), k = heads_view(c, c.dtype), v = heads_view(c, c.dtype);
+  const torch::Tensor out = torch::full({c.batch, c.heads, c.seq, c.head_dim}, 7.0, torch::TensorOptions(c.dtype));
+  const torch::Tensor lse = torch::empty({c.batch, c.heads, c.seq}, torch::TensorOptions(acc));
+  const torch::Tensor bias = (torch::randn({c.heads, 2 * c.seq - 1}, torch::kDouble) * 2).to(acc);
+  const torch::Tensor cumulative =
+      torch::log_sigmoid(torch::randn({c.batch, c.heads, c.seq}, torch::kDouble) + 2).cumsum(-1).to(acc);
+  torch::Tensor lengths;
+  if (c.padded) lengths = torch::tensor(std::vector<int64_t>{c.seq, std::max<int64_t>(1, c.seq / 2 - 3)});
+  TileCudaLaunch p;
+  p.batch = c.batch, p.heads = c.heads, p.seq = c.seq, p.head_dim = c.head_dim;
+  p.causal = c.causal;
+  p.dtype = to_kernel_dtype(c.dtype, "test");
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.out = out.data_ptr();
+  for (int a = 0; a < 3; ++a) {
+    p.q_stride[a] = q.stride(a), p.k_stride[a] = k.stride(a), p.v_stride[a] = v.stride(a);
+    p.out_stride[a] = out.stride(a);
+  }
+  p.lse = lse.data_ptr();
+  if (c.padded) p.key_lengths = lengths.data_ptr<int64_t>();
+  p.term = c.term;
+  p.bias = bias.data_ptr();
+  p.bias_head_stride = bias.stride(0);
+  p.cumulative = cumulative.data_ptr();
+  cuda_host::HostLauncher launcher;
+  tile_attention_launch(p, launcher);
+  ASSERT_EQ(launcher.launches, 1);
+  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths);
+  // float64 to rounding; float32 at the 1e-5 the GPU test asks; the 16-bit types round the
+  // weights before their product with the values and the output to storage.
+  const double tol = c.dtype == torch::kFloat64   ? 1e-11
+                     : c.dtype == torch::kFloat32 ? 1e-5
+                     : c.dtype == torch::kHalf    ? 4e-3
+                                                  : 2.5e-2;
+  const torch::Tensor err = (out.to(torch::kDouble) - want).abs() - tol * (1 + want.abs());
+  EXPECT_LE(err.max().item<double>(), 0.0) << "output, worst at " << err.flatten().argmax().item<int64_t>();
+  const torch::Tensor lse_err =
+      (lse.to(torch::kDouble) - want_lse).abs() - (c.dtype == torch::kFloat64 ? 1e-11 : 1e-4) * (1 + want_lse.abs());
+  EXPECT_LE(lse_err.max().item<double>(), 0.0) << "log-sum-exp";
+}
+
+}  // namespace
+
+// The emulated mma.sync against a plain product: A 16 x 16 and B 16 x 8 in the PTX fragment
+// layout, with C added.
+TEST(TileAttentionCudaOnHost, EmulatedMmaIsTheMatrixProductInTheFragmentLayout) {
+  torch::manual_seed(3);
+  const torch::Tensor A = torch::randn({16, 16}).to(torch::kBFloat16), B = torch::randn({16, 8}).to(torch::kBFloat16);
+  const torch::Tensor C = torch::randn({16, 8});
+  const torch::Tensor D = torch::empty({16, 8});
+  const auto* a = static_cast<const __nv_bfloat16*>(A.data_ptr());
+  const torch::Tensor Bt = B.t().contiguous();  // column g's 16 values in a row
+  const auto* bt = static_cast<const __nv_bfloat16*>(Bt.data_ptr());
+  const float* c = C.data_ptr<float>();
+  float* d = D.data_ptr<float>();
+  cuda_host::run_grid(1, 32, 0, [&] {
+    const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+    const uint32_t ra[4] = {cuda_mma::load2(a + g * 16 + 2 * t), cuda_mma::load2(a + (g + 8) * 16 + 2 * t),
+                            cuda_mma::load2(a + g * 16 + 2 * t + 8), cuda_mma::load2(a + (g + 8) * 16 + 2 * t + 8)};
+    const uint32_t rb[2] = {cuda_mma::load2(bt + g * 16 + 2 * t), cuda_mma::load2(bt + g * 16 + 2 * t + 8)};
+    float acc[4];
+    for (int i = 0; i < 4; ++i) acc[i] = c[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+    cuda_mma::mma_16816<__nv_bfloat16>(acc, ra, rb);
+    for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+  });
+  const torch::Tensor want = torch::matmul(A.to(torch::kDouble), B.to(torch::kDouble)) + C.to(torch::kDouble);
+  EXPECT_LE((D.to(torch::kDouble) - want).abs().max().item<double>(), 1e-5);
+}
+
+TEST(TileAttentionCudaOnHost, EveryDtypeAndTermEqualsTheExplicitScores) {
+  for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kHalf})
+    for (TileCudaTerm term : {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox})
+      for (bool causal : {true, false}) {
+        Case c;
+        c.dtype = dtype, c.term = term, c.causal = causal;
+        c.padded = term == TileCudaTerm::bias_rows;
+        c.seq = causal ? 100 : 37;
+        check_case(c);
+      }
+}
+
+TEST(TileAttentionCudaOnHost, HeadDimensionsAndLengthsAtTileEdges) {
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat32})
+    for (int64_t head_dim : {64, 128})
+      for (int64_t seq : {1, 64, 130}) {
+        Case c;
+        c.dtype = dtype, c.head_dim = head_dim, c.seq = seq, c.batch = 1, c.heads = 1;
+        c.term = TileCudaTerm::bias_rows;
+        check_case(c);
+      }
+}
+
+}  // namespace tile_attention_cuda_on_host_test

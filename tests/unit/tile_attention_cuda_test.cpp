@@ -1,0 +1,136 @@
+// GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device. The op against
+// the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16
+// and fp16 to their rounding of the weights and outputs), with no term, FoX's decay and a
+// relative bias row per head, causal and bidirectional, right padding, lengths inside and at the
+// ends of tiles, head dimensions 32, 64 and 128; and the families it serves (ALiBi, T5, KERPLE,
+// Sandwich, FoX) evaluated under model.attention_kernel fused as under reference, with the probe
+// saying the tiles ran. The same kernel runs on the CPU under emulation in
+// tile_attention_cuda_on_host_test.cpp.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "roformer/model/attention_kernel.h"
+#include "roformer/model/encoder.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
+
+namespace tile_attention_cuda_test {
+
+using namespace roformer;
+
+namespace {
+
+enum class Term { none, fox, bias };
+
+double tolerance(torch::ScalarType dtype) {
+  return dtype == torch::kFloat64 ? 1e-11 : dtype == torch::kFloat32 ? 1e-5 : dtype == torch::kHalf ? 4e-3 : 2.5e-2;
+}
+
+// One case on the device: the op's output against softmax(q k^T / sqrt(D) + term + mask) v in double.
+void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_t D, bool padded) {
+  SCOPED_TRACE(std::string(c10::toString(dtype)) + " term " + std::to_string(static_cast<int>(term)) +
+               (causal ? " causal" : " bidirectional") + " S " + std::to_string(S) + " D " + std::to_string(D) +
+               (padded ? " padded" : ""));
+  const int64_t B = 2, H = 3;
+  const auto dev = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(11);
+  auto heads = [&] { return torch::randn({B, S, H, D}, dev.dtype(torch::kDouble)).to(dtype).transpose(1, 2); };
+  const torch::Tensor q = heads(), k = heads(), v = heads();
+  const torch::Tensor bias = torch::randn({H, 2 * S - 1}, dev.dtype(torch::kDouble)) * 2;
+  const torch::Tensor cumulative =
+      torch::log_sigmoid(torch::randn({B, H, S}, dev.dtype(torch::kDouble)) + 2).cumsum(-1);
+  const torch::Tensor lengths =
+      padded ? torch::tensor(std::vector<int64_t>{S, std::max<int64_t>(1, S / 2 - 3)}) : torch::Tensor();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  torch::NoGradGuard no_grad;
+  torch::Tensor got;
+  if (term == Term::bias) {
+    got = ops::tile_attention_bias(q, k, v, scale, causal, bias);
+  } else {
+    ops::TileTerm t;
+    if (term == Term::fox) t.added = ops::FoxTerm{cumulative};
+    got = ops::tile_attention(q, k, v, scale, causal, t, ops::TileNormalizer::softmax, lengths);
+  }
+  torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3)) * scale;
+  const torch::Tensor i = torch::arange(S, dev.dtype(torch::kLong)).view({S, 1});
+  const torch::Tensor j = torch::arange(S, dev.dtype(torch::kLong)).view({1, S});
+  if (term == Term::bias) s = s + bias.index_select(1, ((S - 1) + j - i).flatten()).view({1, H, S, S});
+  if (term == Term::fox) {
+    const torch::Tensor decay = cumulative.unsqueeze(3) - cumulative.unsqueeze(2);
+    s = s + (causal ? decay : -decay.abs());
+  }
+  torch::Tensor hidden = torch::zeros({B, 1, S, S}, dev.dtype(torch::kBool));
+  if (causal) hidden = hidden | (j > i).view({1, 1, S, S});
+  if (padded) hidden = hidden | (j.view({1, 1, 1, S}) >= lengths.to(torch::kCUDA).view({B, 1, 1, 1}));
+  const torch::Tensor want = torch::matmul(
+      torch::softmax(s.masked_fill(hidden, -std::numeric_limits<double>::infinity()), -1), v.to(torch::kDouble));
+  const double tol = tolerance(dtype);
+  const torch::Tensor excess = (got.to(torch::kDouble) - want).abs() - tol * (1 + want.abs());
+  EXPECT_LE(excess.max().item<double>(), 0.0);
+}
+
+// A two-layer causal or MLM model of `kind` with head dimension 64, in float32 on the GPU, the
+// same weights whatever the kernel.
+model::EncoderModel cuda_model(config::PositionKind kind, config::Objective objective, config::AttentionKernel kernel) {
+  config::ModelConfig c;
+  c.attention_kernel = kernel;
+  c.objective = objective;
+  c.vocab_size = 64;
+  c.hidden_size = 128;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.ffn_size = 256;
+  c.position.kind = kind;
+  c.position.max_positions = 1024;
+  model::EncoderModel m = model::build_model(c, 5);
+  m->to(torch::kCUDA);
+  m->eval();
+  return m;
+}
+
+}  // namespace
+
+TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16, torch::kHalf, torch::kFloat64})
+    for (Term term : {Term::none, Term::fox, Term::bias})
+      for (bool causal : {true, false}) check_op(dtype, term, causal, 300, 64, term == Term::fox);
+  for (int64_t D : {32, 128})
+    for (int64_t S : {1, 64, 65, 1000}) check_op(torch::kBFloat16, Term::bias, true, S, D, false);
+  check_op(torch::kFloat32, Term::none, false, 513, 128, true);
+}
+
+// The families the CUDA tiles serve evaluate under fused as under reference (SDPA with the mask, or
+// the explicit scores), and the tiles ran.
+TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  using config::PositionKind;
+  for (PositionKind kind :
+       {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich, PositionKind::fox})
+    for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " objective " +
+                   std::to_string(static_cast<int>(objective)));
+      torch::manual_seed(4);
+      model::EncoderInput in;
+      in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
+      torch::NoGradGuard no_grad;
+      auto run = [&](config::AttentionKernel kernel, std::string* ran) {
+        model::EncoderModel m = cuda_model(kind, objective, kernel);
+        model::AttentionKernelProbe probe;
+        const torch::Tensor out = m->forward(in);
+        torch::cuda::synchronize();
+        *ran = probe.summary();
+        return out;
+      };
+      std::string fused_ran, reference_ran;
+      const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
+      const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
+      EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
+      EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
+    }
+}
+
+}  // namespace tile_attention_cuda_test

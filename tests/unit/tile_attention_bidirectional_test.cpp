@@ -282,7 +282,7 @@ TEST(TileAttentionBidirectional, ThePlanTakesTilesOnlyForTermsThatServeBothDirec
 }
 
 // On CUDA the families that form their scores take tiles in fused evaluation where the CUDA kernel
-// has their term (FoX), and keep the explicit scores otherwise.
+// has their term (FoX, FIRE), and keep their other paths otherwise.
 TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   model::AttentionPassFacts f;
   f.forms_scores = true;
@@ -294,10 +294,14 @@ TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.causal = true;
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term = ops::FireTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::RelativeTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.kernel = config::AttentionKernel::auto_;
   f.term = ops::FireTerm::properties();  // positions only: SDPA takes it as a mask
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::bias_to_sdpa);
+  f.kernel = config::AttentionKernel::fused;
   f.term = ops::FoxTerm::properties();
   f.training = true;
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);

@@ -2,7 +2,8 @@
 // cuda_host_emulator.h, the tensor cores' mma.sync emulated from the PTX ISA's fragment layout:
 // its output and log-sum-exp against the explicit scores in double, softmax(q k^T scale + term +
 // mask) v from the same inputs, for every dtype (bf16 and fp16 on the tensor-core path, float32
-// and float64 on the CUDA cores), each term (none, a relative bias row per head, FoX's decay),
+// and float64 on the CUDA cores), each term (none, a relative bias row per head, FoX's decay,
+// FIRE's piecewise-linear map on both sides),
 // causal and bidirectional, right padding, lengths that end inside a tile and strided [B, S, H, D]
 // inputs. A check of the emulated product itself pins the fragment layout to a plain matrix
 // product. The GPU test (tile_attention_cuda_test.cpp) decides on a GPU.
@@ -12,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "random_fire_term.h"
 #include "roformer/ops/common/kernel_dtype_torch.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 #include "roformer/ops/tile_attention/tile_attention_cuda_kernels.cuh"
+#include "roformer/ops/tile_attention/tile_attention_cuda_setup.h"
 
 namespace tile_attention_cuda_on_host_test {
 
@@ -34,10 +38,48 @@ struct Case {
   }
 };
 
+// FIRE's tables in double: psi, each side's denominators, kinks, slopes and intercepts, the
+// intercepts chosen so that the map is continuous at the kinks (as FIRE's MLP is).
+struct FireTables {
+  double c = 0.3, threshold = 6, eps = 1e-6;
+  torch::Tensor psi, denominator[2], kinks[2], slope[2], intercept[2];
+  FireTables(int64_t H, int64_t S) {
+    psi = torch::log1p(torch::arange(S, torch::kDouble) * c);
+    for (int side = 0; side < 2; ++side) {
+      const torch::Tensor pos = torch::arange(S, torch::kDouble);
+      denominator[side] = torch::log1p((side == 0 ? pos : (S - 1) - pos).clamp_min(threshold) * c) + eps;
+      kinks[side] = std::get<0>(torch::sort(torch::rand({5 + side}, torch::kDouble) * 1.2));
+      slope[side] = torch::randn({H, 6 + side}, torch::kDouble) * 2;
+      intercept[side] = torch::zeros({H, 6 + side}, torch::kDouble);
+      intercept[side].select(1, 0).copy_(torch::randn({H}, torch::kDouble));
+      for (int w = 0; w < 5 + side; ++w)  // equal at kink w: slope_w k + b_w = slope_{w+1} k + b_{w+1}
+        intercept[side].select(1, w + 1).copy_(
+            intercept[side].select(1, w) + (slope[side].select(1, w) - slope[side].select(1, w + 1)) * kinks[side][w]);
+    }
+  }
+  // The term [H, S, S] of query i and key j.
+  torch::Tensor term(int64_t S) const {
+    const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}),
+                        j = torch::arange(S, torch::kLong).view({1, S});
+    torch::Tensor out;
+    for (int side = 0; side < 2; ++side) {
+      const torch::Tensor d = side == 0 ? (i - j).clamp_min(0) : (j - i).clamp_min(0);
+      const torch::Tensor x = psi.index_select(0, d.flatten()).view({S, S}) / denominator[side].view({S, 1});
+      const torch::Tensor segment = (kinks[side].view({1, 1, -1}) < x.unsqueeze(-1)).sum(-1);  // [S, S]
+      const torch::Tensor at = segment.flatten();
+      const torch::Tensor value =
+          slope[side].index_select(1, at).view({-1, S, S}) * x + intercept[side].index_select(1, at).view({-1, S, S});
+      out = side == 0 ? value : torch::where((j > i).view({1, S, S}), value, out);
+    }
+    return out;
+  }
+};
+
 // The explicit scores in double: output [B, H, S, D] and log-sum-exp [B, H, S].
 std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, double scale, const torch::Tensor& bias,
-                                                  const torch::Tensor& cumulative, const torch::Tensor& lengths) {
+                                                  const torch::Tensor& cumulative, const torch::Tensor& lengths,
+                                                  const FireTables& fire) {
   const int64_t S = c.seq;
   torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3)) * scale;
   const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}), j = torch::arange(S, torch::kLong).view({1, S});
@@ -48,6 +90,7 @@ std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Te
     const torch::Tensor decay = cu.unsqueeze(3) - cu.unsqueeze(2);
     s = s + (c.causal ? decay : -decay.abs());
   }
+  if (c.term == TileCudaTerm::fire) s = s + fire.term(S).unsqueeze(0);
   torch::Tensor hidden = torch::zeros({c.batch, 1, S, S}, torch::kBool);
   if (c.causal) hidden = hidden | (j > i).view({1, 1, S, S});
   if (lengths.defined()) hidden = hidden | (j.view({1, 1, 1, S}) >= lengths.view({c.batch, 1, 1, 1}));
@@ -70,6 +113,12 @@ void check_case(const Case& c) {
   const torch::Tensor bias = (torch::randn({c.heads, 2 * c.seq - 1}, torch::kDouble) * 2).to(acc);
   const torch::Tensor cumulative =
       torch::log_sigmoid(torch::randn({c.batch, c.heads, c.seq}, torch::kDouble) + 2).cumsum(-1).to(acc);
+  const FireTables fire(c.heads, c.seq);
+  std::vector<torch::Tensor> fire_acc;  // the tables in the accumulation dtype, alive during the launch
+  auto acc_ptr = [&](const torch::Tensor& t) {
+    fire_acc.push_back(t.to(acc).contiguous());
+    return fire_acc.back().data_ptr();
+  };
   torch::Tensor lengths;
   if (c.padded) lengths = torch::tensor(std::vector<int64_t>{c.seq, std::max<int64_t>(1, c.seq / 2 - 3)});
   TileCudaLaunch p;
@@ -88,10 +137,19 @@ void check_case(const Case& c) {
   p.bias = bias.data_ptr();
   p.bias_head_stride = bias.stride(0);
   p.cumulative = cumulative.data_ptr();
+  p.fire.psi = acc_ptr(fire.psi);
+  TileCudaFireSide* sides[2] = {&p.fire.past, &p.fire.future};
+  for (int side = 0; side < 2; ++side) {
+    sides[side]->denominator = acc_ptr(fire.denominator[side]);
+    sides[side]->kinks = acc_ptr(fire.kinks[side]);
+    sides[side]->kink_count = fire.kinks[side].size(0);
+    sides[side]->slope = acc_ptr(fire.slope[side]);
+    sides[side]->intercept = acc_ptr(fire.intercept[side]);
+  }
   cuda_host::HostLauncher launcher;
   tile_attention_launch(p, launcher);
   ASSERT_EQ(launcher.launches, 1);
-  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths);
+  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths, fire);
   // float64 to rounding; float32 at the 1e-5 the GPU test asks; the 16-bit types round the
   // weights before their product with the values and the output to storage.
   const double tol = c.dtype == torch::kFloat64   ? 1e-11
@@ -135,7 +193,7 @@ TEST(TileAttentionCudaOnHost, EmulatedMmaIsTheMatrixProductInTheFragmentLayout) 
 
 TEST(TileAttentionCudaOnHost, EveryDtypeAndTermEqualsTheExplicitScores) {
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kHalf})
-    for (TileCudaTerm term : {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox})
+    for (TileCudaTerm term : {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox, TileCudaTerm::fire})
       for (bool causal : {true, false}) {
         Case c;
         c.dtype = dtype, c.term = term, c.causal = causal;
@@ -153,6 +211,49 @@ TEST(TileAttentionCudaOnHost, HeadDimensionsAndLengthsAtTileEdges) {
         c.dtype = dtype, c.head_dim = head_dim, c.seq = seq, c.batch = 1, c.heads = 1;
         c.term = TileCudaTerm::bias_rows;
         check_case(c);
+      }
+}
+
+// The LibTorch side (tile_attention_cuda_setup.h) on CPU tensors, run through the emulator: no
+// term with right padding, FoX's running sums and FIRE's tables give the CPU tile kernel's output
+// (held to each family's formula in double by its own tests), and the bias rows the explicit
+// scores; float64 to rounding, float32 at 1e-5.
+TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelComputesIt) {
+  const int64_t B = 2, H = 2, S = 90, D = 32;
+  for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32})
+    for (bool causal : {true, false})
+      for (int term = 0; term < 4; ++term) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + (causal ? " causal" : " bidirectional") + " term " +
+                     std::to_string(term));
+        torch::manual_seed(8);
+        auto heads = [&] { return torch::randn({B, S, H, D}, torch::kDouble).to(dtype).transpose(1, 2); };
+        const torch::Tensor q = heads(), k = heads(), v = heads();
+        const torch::Tensor out = torch::empty({B, S, H, D}, torch::TensorOptions(dtype)).transpose(1, 2);
+        const double scale = 0.2;
+        TileTerm t;
+        torch::Tensor lengths, want;
+        const torch::Tensor bias = torch::randn({H, 2 * S - 1}, torch::kDouble);
+        if (term == 1) t.added = FoxTerm{torch::log_sigmoid(torch::randn({B, H, S}, torch::kDouble)).cumsum(-1)};
+        if (term == 2) t.added = roformer::testing::random_fire_term(H, torch::kCPU);
+        if (term == 0) lengths = torch::tensor(std::vector<int64_t>{S, 41});
+        std::vector<torch::Tensor> keep;
+        const TileCudaLaunch p = term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
+                                           : describe_tile_cuda(q, k, v, out, scale, causal, t, lengths, keep);
+        tile_attention_launch(p, cuda_host::HostLauncher{});
+        auto dbl = [](const torch::Tensor& x) { return x.to(torch::kDouble); };
+        if (term == 3) {
+          const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+          torch::Tensor s = torch::matmul(dbl(q), dbl(k).transpose(2, 3)) * scale +
+                            bias.index_select(1, ((S - 1) + j - i).flatten()).view({1, H, S, S});
+          if (causal) s = s.masked_fill((j > i).view({1, 1, S, S}), -std::numeric_limits<double>::infinity());
+          want = torch::matmul(torch::softmax(s, -1), dbl(v));
+        } else {
+          if (term == 1) t.added = FoxTerm{std::get<FoxTerm>(t.added).cumulative};
+          torch::NoGradGuard no_grad;
+          want = tile_attention(dbl(q), dbl(k), dbl(v), scale, causal, t, TileNormalizer::softmax, lengths);
+        }
+        const double tol = dtype == torch::kFloat64 ? 1e-11 : 1e-5;
+        EXPECT_LE(((dbl(out) - want).abs() - tol * (1 + want.abs())).max().item<double>(), 0.0);
       }
 }
 

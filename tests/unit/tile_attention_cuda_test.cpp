@@ -1,9 +1,9 @@
 // GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device. The op against
 // the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16
-// and fp16 to their rounding of the weights and outputs), with no term, FoX's decay and a
-// relative bias row per head, causal and bidirectional, right padding, lengths inside and at the
-// ends of tiles, head dimensions 32, 64 and 128; and the families it serves (ALiBi, T5, KERPLE,
-// Sandwich, FoX) evaluated under model.attention_kernel fused as under reference, with the probe
+// and fp16 to their rounding of the weights and outputs; FIRE against the CPU tile kernel in
+// double), with no term, FoX's decay, FIRE's map and a relative bias row per head, causal and bidirectional, right
+// padding, lengths inside and at the ends of tiles, head dimensions 32, 64 and 128; and the families it serves (ALiBi,
+// T5, KERPLE, Sandwich, FoX, FIRE) evaluated under model.attention_kernel fused as under reference, with the probe
 // saying the tiles ran. The same kernel runs on the CPU under emulation in
 // tile_attention_cuda_on_host_test.cpp.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "random_fire_term.h"
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
@@ -23,7 +24,7 @@ using namespace roformer;
 
 namespace {
 
-enum class Term { none, fox, bias };
+enum class Term { none, fox, bias, fire };
 
 double tolerance(torch::ScalarType dtype) {
   return dtype == torch::kFloat64 ? 1e-11 : dtype == torch::kFloat32 ? 1e-5 : dtype == torch::kHalf ? 4e-3 : 2.5e-2;
@@ -49,6 +50,15 @@ void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_
   torch::Tensor got;
   if (term == Term::bias) {
     got = ops::tile_attention_bias(q, k, v, scale, causal, bias);
+  } else if (term == Term::fire) {  // against the CPU tile kernel in double (held to FIRE's formula by its tests)
+    const ops::FireTerm fire = roformer::testing::random_fire_term(H, torch::kCUDA);
+    got = ops::tile_attention(q, k, v, scale, causal, ops::TileTerm{fire});
+    const ops::FireTerm fire_cpu = roformer::testing::random_fire_term(H, torch::kCPU);
+    auto cpu = [](const torch::Tensor& t) { return t.to(torch::kCPU, torch::kDouble); };
+    const torch::Tensor want = ops::tile_attention(cpu(q), cpu(k), cpu(v), scale, causal, ops::TileTerm{fire_cpu});
+    const torch::Tensor excess = (got.cpu().to(torch::kDouble) - want).abs() - tolerance(dtype) * (1 + want.abs());
+    EXPECT_LE(excess.max().item<double>(), 0.0);
+    return;
   } else {
     ops::TileTerm t;
     if (term == Term::fox) t.added = ops::FoxTerm{cumulative};
@@ -96,7 +106,7 @@ model::EncoderModel cuda_model(config::PositionKind kind, config::Objective obje
 TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16, torch::kHalf, torch::kFloat64})
-    for (Term term : {Term::none, Term::fox, Term::bias})
+    for (Term term : {Term::none, Term::fox, Term::bias, Term::fire})
       for (bool causal : {true, false}) check_op(dtype, term, causal, 300, 64, term == Term::fox);
   for (int64_t D : {32, 128})
     for (int64_t S : {1, 64, 65, 1000}) check_op(torch::kBFloat16, Term::bias, true, S, D, false);
@@ -108,8 +118,8 @@ TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
 TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   using config::PositionKind;
-  for (PositionKind kind :
-       {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich, PositionKind::fox})
+  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich,
+                            PositionKind::fox, PositionKind::fire})
     for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm}) {
       SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " objective " +
                    std::to_string(static_cast<int>(objective)));

@@ -90,6 +90,26 @@ __device__ __forceinline__ Place place_of(const TileCudaLaunch& p) {
   return at;
 }
 
+// FIRE's term of a pair at distance d >= 0 on one side of row i.
+template <typename acc_t>
+__device__ __forceinline__ acc_t fire_term(const TileCudaFire& fire, const TileCudaFireSide& side, int64_t h, int64_t i,
+                                           int64_t d) {
+  const acc_t x = static_cast<const acc_t*>(fire.psi)[d] / static_cast<const acc_t*>(side.denominator)[i];
+  const acc_t* kinks = static_cast<const acc_t*>(side.kinks);
+  int64_t below = 0, count = side.kink_count;  // bisection: the kinks below x
+  while (count > 0) {
+    const int64_t half = count / 2;
+    if (kinks[below + half] < x) {
+      below += half + 1;
+      count -= half + 1;
+    } else {
+      count = half;
+    }
+  }
+  const int64_t at = h * (side.kink_count + 1) + below;
+  return static_cast<const acc_t*>(side.slope)[at] * x + static_cast<const acc_t*>(side.intercept)[at];
+}
+
 // The score of row i and key j after the scale and the term, in log2 units; -inf where hidden.
 template <typename acc_t>
 __device__ __forceinline__ acc_t scored(const TileCudaLaunch& p, const Place& at, int64_t i, int64_t j, acc_t dot) {
@@ -101,6 +121,9 @@ __device__ __forceinline__ acc_t scored(const TileCudaLaunch& p, const Place& at
     const acc_t* c = static_cast<const acc_t*>(p.cumulative) + (at.b * p.heads + at.h) * p.seq;
     const acc_t decay = c[i] - c[j];
     s += p.causal ? decay : -(decay < 0 ? -decay : decay);
+  } else if (p.term == TileCudaTerm::fire) {
+    s += j <= i ? fire_term<acc_t>(p.fire, p.fire.past, at.h, i, i - j)
+                : fire_term<acc_t>(p.fire, p.fire.future, at.h, i, j - i);
   }
   return s * static_cast<acc_t>(1.4426950408889634);  // log2(e)
 }

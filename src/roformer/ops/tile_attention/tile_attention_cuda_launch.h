@@ -17,6 +17,23 @@ enum class TileCudaTerm : int {
   none = 0,
   bias_rows = 1,  // a relative bias per head and offset: bias[h, (S - 1) + j - i] (ALiBi, T5, KERPLE, Sandwich)
   fox = 2,        // FoX's decay: c_i - c_j causal, -|c_i - c_j| bidirectional
+  fire = 3,       // FIRE's piecewise-linear map of psi(|i - j|) / its row's denominator (TileCudaFire)
+};
+
+// One side of FIRE (keys at or before the query; or after it, bidirectional): each row's
+// denominator [S]; the kinks [W] ascending; slopes and intercepts [H, W + 1]. The term of a pair at
+// distance d is slope[h, s] x + intercept[h, s], x = psi[d] / denominator[i], s the number of kinks
+// below x (ops::fire_bias's map).
+struct TileCudaFireSide {
+  const void* denominator = nullptr;
+  const void* kinks = nullptr;
+  int64_t kink_count = 0;
+  const void* slope = nullptr;
+  const void* intercept = nullptr;
+};
+struct TileCudaFire {
+  const void* psi = nullptr;  // psi(d) = log(|c d| + 1) for d in [0, S)
+  TileCudaFireSide past, future;
 };
 
 struct TileCudaLaunch {
@@ -39,6 +56,7 @@ struct TileCudaLaunch {
   const void* bias = nullptr;  // bias_rows: [H, 2S - 1] rows, row h at h * bias_head_stride (0: shared)
   int64_t bias_head_stride = 0;
   const void* cumulative = nullptr;  // fox: the gates' running sums [B, H, S] contiguous
+  TileCudaFire fire;                 // fire: its tables, each in the accumulation type
 };
 
 // The query rows of one block and the head dimensions the kernel takes.

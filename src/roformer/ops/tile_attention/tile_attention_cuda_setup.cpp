@@ -1,14 +1,16 @@
-// Tile attention on CUDA tensors: argument checks, the term's table in the accumulation dtype on
-// the device, and the launch (tile_attention_cuda_launch.h). Evaluation only; a build without our CUDA
-// kernels says so.
+// Tile attention on CUDA tensors: argument checks, the launch description with the term's tables
+// in the accumulation dtype on the tensors' device (tile_attention_cuda_setup.h), and the launch
+// (tile_attention_cuda_launch.h). Evaluation only; a build without our CUDA kernels says so.
 #include <ATen/ATen.h>
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "roformer/ops/common/kernel_dtype_torch.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
 #include "roformer/ops/tile_attention/tile_attention_cuda_launch.h"
+#include "roformer/ops/tile_attention/tile_attention_cuda_setup.h"
 
 #ifdef ROFORMER_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -68,6 +70,43 @@ at::ScalarType accumulation(const at::Tensor& q) {
   return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+// FIRE's tables on the device in the accumulation dtype, kept alive in `keep`: psi(d) for d in
+// [0, S), and per side each row's denominator psi(max(reach, threshold)) + eps (reach: i, or
+// S - 1 - i for the keys after it), its kinks, slopes and intercepts. A row's segment is found
+// from x by bisection in the kernel; the map is continuous at the kinks, so x rounded an ulp
+// apart picks either side of one at no cost.
+TileCudaFire fire_tables(const FireTerm& t, const at::Tensor& q, bool causal, std::vector<at::Tensor>& keep) {
+  const int64_t H = q.size(1), S = q.size(2);
+  const at::TensorOptions options = q.options().dtype(accumulation(q));
+  auto psi = [&](const at::Tensor& x) { return at::log1p((x * t.c).abs()); };
+  const at::Tensor positions = at::arange(S, options);
+  auto side = [&](const at::Tensor& kinks, const at::Tensor& slope, const at::Tensor& intercept, bool future) {
+    TORCH_CHECK(kinks.defined() && slope.defined() && intercept.defined() && kinks.dim() == 1 &&
+                    slope.sizes() == intercept.sizes() && slope.dim() == 2 && slope.size(0) == H &&
+                    slope.size(1) == kinks.size(0) + 1,
+                "roformer::tile_attention: FIRE's ", future ? "future (bidirectional)" : "past",
+                " side needs kinks [W] and slope, intercept [H, W + 1] for H = ", H);
+    const at::Tensor reach = future ? (S - 1) - positions : positions;
+    keep.push_back(psi(reach.clamp_min(t.threshold)) + t.eps);
+    TileCudaFireSide s;
+    s.denominator = keep.back().data_ptr();
+    keep.push_back(kinks.to(options).contiguous());
+    s.kinks = keep.back().data_ptr();
+    s.kink_count = kinks.size(0);
+    keep.push_back(slope.to(options).contiguous());
+    s.slope = keep.back().data_ptr();
+    keep.push_back(intercept.to(options).contiguous());
+    s.intercept = keep.back().data_ptr();
+    return s;
+  };
+  TileCudaFire fire;
+  keep.push_back(psi(positions));
+  fire.psi = keep.back().data_ptr();
+  fire.past = side(t.kinks, t.slope, t.intercept, false);
+  if (!causal) fire.future = side(t.future_kinks, t.future_slope, t.future_intercept, true);
+  return fire;
+}
+
 }  // namespace tile_attention_cuda_setup
 
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
@@ -93,6 +132,56 @@ bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k
   return tile_attention_cuda_shape_supported(q.size(3), q.scalar_type(), q.device());
 }
 
+TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& out, double scale, bool causal, const TileTerm& term,
+                                  const torch::Tensor& key_lengths, std::vector<torch::Tensor>& keep) {
+  using namespace tile_attention_cuda_setup;
+  TORCH_CHECK(!term.far_q.defined() && term.chunk == 0,
+              "roformer::tile_attention on CUDA: no second rotation or chunks (the CPU kernel has them)");
+  const bool fox = std::holds_alternative<FoxTerm>(term.added), fire = std::holds_alternative<FireTerm>(term.added);
+  TORCH_CHECK(
+      fox || fire || std::holds_alternative<NoTerm>(term.added),
+      "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX and FIRE)");
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
+  TileCudaLaunch p = describe(q, k, v, out, scale * term.score_factor, causal);
+  if (key_lengths.defined()) {
+    TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
+                "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
+    keep.push_back(key_lengths.to(q.device(), at::kLong).contiguous());
+    p.key_lengths = keep.back().data_ptr<int64_t>();
+  }
+  if (fox) {
+    keep.push_back(std::get<FoxTerm>(term.added).cumulative.to(q.device(), accumulation(q)).contiguous());
+    TORCH_CHECK(keep.back().sizes() == at::IntArrayRef({B, H, S}),
+                "roformer::tile_attention: FoX's running sums must be [B, H, S] = [", B, ", ", H, ", ", S, "], got ",
+                keep.back().sizes());
+    p.term = TileCudaTerm::fox;
+    p.cumulative = keep.back().data_ptr();
+  }
+  if (fire) {
+    p.term = TileCudaTerm::fire;
+    p.fire = fire_tables(std::get<FireTerm>(term.added), q, causal, keep);
+  }
+  return p;
+}
+
+TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& out, double scale, bool causal,
+                                       const torch::Tensor& bias_rows, std::vector<torch::Tensor>& keep) {
+  using namespace tile_attention_cuda_setup;
+  const int64_t H = q.size(1), S = q.size(2);
+  TORCH_CHECK(
+      bias_rows.dim() == 2 && (bias_rows.size(0) == H || bias_rows.size(0) == 1) && bias_rows.size(1) == 2 * S - 1,
+      "roformer::tile_attention_bias: the bias rows must be [H or 1, 2S - 1] = [", H, ", ", 2 * S - 1, "], got ",
+      bias_rows.sizes());
+  keep.push_back(bias_rows.to(q.device(), accumulation(q)).contiguous());
+  TileCudaLaunch p = describe(q, k, v, out, scale, causal);
+  p.term = TileCudaTerm::bias_rows;
+  p.bias = keep.back().data_ptr();
+  p.bias_head_stride = keep.back().size(0) == 1 ? 0 : keep.back().stride(0);
+  return p;
+}
+
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
                                                                      const torch::Tensor& v, double scale, bool causal,
                                                                      const TileTerm& term,
@@ -101,32 +190,13 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch
   const at::Tensor& sq = term.q.defined() ? term.q : q;
   const at::Tensor& sk = term.k.defined() ? term.k : k;
   check_tensors(sq, sk, v);
-  TORCH_CHECK(!term.far_q.defined() && term.chunk == 0,
-              "roformer::tile_attention on CUDA: no second rotation or chunks (the CPU kernel has them)");
-  const bool fox = std::holds_alternative<FoxTerm>(term.added);
-  TORCH_CHECK(fox || std::holds_alternative<NoTerm>(term.added),
-              "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none and FoX)");
   const int64_t B = sq.size(0), H = sq.size(1), S = sq.size(2), D = sq.size(3);
   at::Tensor out = at::empty({B, S, H, D}, sq.options()).transpose(1, 2);
   at::Tensor lse = keep_lse ? at::empty({B, H, S}, sq.options().dtype(accumulation(sq))) : at::Tensor();
+  std::vector<at::Tensor> keep;  // the launch's tables, alive until the kernel is queued (stream-ordered reuse)
+  TileCudaLaunch p = describe_tile_cuda(sq, sk, v, out, scale, causal, term, key_lengths, keep);
   if (sq.numel() == 0) return {out, lse};
-  TileCudaLaunch p = describe(sq, sk, v, out, scale * term.score_factor, causal);
   if (keep_lse) p.lse = lse.data_ptr();
-  at::Tensor lengths, cumulative;
-  if (key_lengths.defined()) {
-    TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
-                "roformer::tile_attention: key lengths must be [B] for q ", sq.sizes(), ", got ", key_lengths.sizes());
-    lengths = key_lengths.to(sq.device(), at::kLong).contiguous();
-    p.key_lengths = lengths.data_ptr<int64_t>();
-  }
-  if (fox) {
-    cumulative = std::get<FoxTerm>(term.added).cumulative.to(sq.device(), accumulation(sq)).contiguous();
-    TORCH_CHECK(cumulative.sizes() == at::IntArrayRef({B, H, S}),
-                "roformer::tile_attention: FoX's running sums must be [B, H, S] = [", B, ", ", H, ", ", S, "], got ",
-                cumulative.sizes());
-    p.term = TileCudaTerm::fox;
-    p.cumulative = cumulative.data_ptr();
-  }
   run(p, sq.device());
   return {out, lse};
 }
@@ -136,17 +206,10 @@ torch::Tensor tile_attention_bias(const torch::Tensor& q, const torch::Tensor& k
   using namespace tile_attention_cuda_setup;
   check_tensors(q, k, v);
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
-  TORCH_CHECK(
-      bias_rows.dim() == 2 && (bias_rows.size(0) == H || bias_rows.size(0) == 1) && bias_rows.size(1) == 2 * S - 1,
-      "roformer::tile_attention_bias: the bias rows must be [H or 1, 2S - 1] = [", H, ", ", 2 * S - 1, "], got ",
-      bias_rows.sizes());
   at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
+  std::vector<at::Tensor> keep;
+  const TileCudaLaunch p = describe_tile_cuda_bias(q, k, v, out, scale, causal, bias_rows, keep);
   if (q.numel() == 0) return out;
-  const at::Tensor bias = bias_rows.to(q.device(), accumulation(q)).contiguous();
-  TileCudaLaunch p = describe(q, k, v, out, scale, causal);
-  p.term = TileCudaTerm::bias_rows;
-  p.bias = bias.data_ptr();
-  p.bias_head_stride = bias.size(0) == 1 ? 0 : bias.stride(0);
   run(p, q.device());
   return out;
 }

@@ -30,6 +30,7 @@ struct FireTerm {
     TileTermProperties p;
     p.positions_only = true;
     p.tile_backward = true;
+    p.cuda = true;
     return p;
   }
 };

@@ -17,6 +17,7 @@
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
+#include "tiny_models.h"
 
 namespace tile_attention_cuda_test {
 
@@ -82,18 +83,12 @@ void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_
   EXPECT_LE(excess.max().item<double>(), 0.0);
 }
 
-// A two-layer causal or MLM model of `kind` with head dimension 64, in float32 on the GPU, the
-// same weights whatever the kernel.
+// The tiny two-layer causal or MLM model of `kind` widened to head dimension 64, in float32 on the
+// GPU, the same weights whatever the kernel.
 model::EncoderModel cuda_model(config::PositionKind kind, config::Objective objective, config::AttentionKernel kernel) {
-  config::ModelConfig c;
+  config::ModelConfig c = tiny_models::tiny_model(kind, objective);
   c.attention_kernel = kernel;
-  c.objective = objective;
-  c.vocab_size = 64;
-  c.hidden_size = 128;
-  c.num_heads = 2;
-  c.num_layers = 2;
-  c.ffn_size = 256;
-  c.position.kind = kind;
+  c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
   c.position.max_positions = 1024;
   model::EncoderModel m = model::build_model(c, 5);
   m->to(torch::kCUDA);

@@ -282,7 +282,7 @@ TEST(TileAttentionBidirectional, ThePlanTakesTilesOnlyForTermsThatServeBothDirec
 }
 
 // On CUDA the families that form their scores take tiles in fused evaluation where the CUDA kernel
-// has their term (FoX, FIRE), and keep their other paths otherwise.
+// has their term (FoX, FIRE, DeBERTa's buckets), and keep their other paths otherwise.
 TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   model::AttentionPassFacts f;
   f.forms_scores = true;
@@ -295,6 +295,8 @@ TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   f.causal = true;
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::FireTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term = ops::BucketTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::RelativeTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);

@@ -3,7 +3,7 @@
 // its output and log-sum-exp against the explicit scores in double, softmax(q k^T scale + term +
 // mask) v from the same inputs, for every dtype (bf16 and fp16 on the tensor-core path, float32
 // and float64 on the CUDA cores), each term (none, a relative bias row per head, FoX's decay,
-// FIRE's piecewise-linear map on both sides),
+// FIRE's piecewise-linear map on both sides, DeBERTa's bucketed tables),
 // causal and bidirectional, right padding, lengths that end inside a tile and strided [B, S, H, D]
 // inputs. A check of the emulated product itself pins the fragment layout to a plain matrix
 // product. The GPU test (tile_attention_cuda_test.cpp) decides on a GPU.
@@ -75,13 +75,39 @@ struct FireTables {
   }
 };
 
+// Bucketed tables in double: by_query [B, H, S, R], by_key [B, H, R, S] and the two bucket indices
+// of distance d at [S - 1 + d] (every distance from -(S - 1) to S - 1).
+struct BucketTables {
+  static constexpr int64_t R = 6;
+  torch::Tensor by_query, by_key, query_bucket, key_bucket;
+  BucketTables(int64_t B, int64_t H, int64_t S) {
+    by_query = torch::randn({B, H, S, R}, torch::kDouble);
+    by_key = torch::randn({B, H, R, S}, torch::kDouble);
+    const torch::Tensor at = torch::arange(2 * S - 1, torch::kLong);
+    query_bucket = at.remainder(R);
+    key_bucket = (at * 3 + 1).remainder(R);
+  }
+  // by_query[b, h, i, qb(i - j)] + by_key[b, h, kb(i - j), j], [B, H, S, S].
+  torch::Tensor term(int64_t S) const {
+    const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}),
+                        j = torch::arange(S, torch::kLong).view({1, S});
+    const torch::Tensor d = ((S - 1) + i - j).expand({S, S});
+    const int64_t B = by_query.size(0), H = by_query.size(1);
+    const torch::Tensor qb = query_bucket.index({d}).view({1, 1, S, S}).expand({B, H, S, S});
+    const torch::Tensor kb = key_bucket.index({d}).view({1, 1, S, S}).expand({B, H, S, S});
+    return by_query.gather(3, qb) + by_key.gather(2, kb);
+  }
+};
+
 // The explicit scores in double: output [B, H, S, D] and log-sum-exp [B, H, S].
 std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, double scale, const torch::Tensor& bias,
                                                   const torch::Tensor& cumulative, const torch::Tensor& lengths,
-                                                  const FireTables& fire) {
+                                                  const FireTables& fire, const BucketTables& buckets) {
   const int64_t S = c.seq;
-  torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3)) * scale;
+  torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3));
+  if (c.term == TileCudaTerm::buckets) s = s + buckets.term(S);
+  s = s * scale;
   const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}), j = torch::arange(S, torch::kLong).view({1, S});
   if (c.term == TileCudaTerm::bias_rows)
     s = s + bias.to(torch::kDouble).index_select(1, ((S - 1) + j - i).flatten()).view({1, c.heads, S, S});
@@ -114,6 +140,7 @@ void check_case(const Case& c) {
   const torch::Tensor cumulative =
       torch::log_sigmoid(torch::randn({c.batch, c.heads, c.seq}, torch::kDouble) + 2).cumsum(-1).to(acc);
   const FireTables fire(c.heads, c.seq);
+  const BucketTables buckets(c.batch, c.heads, c.seq);
   std::vector<torch::Tensor> fire_acc;  // the tables in the accumulation dtype, alive during the launch
   auto acc_ptr = [&](const torch::Tensor& t) {
     fire_acc.push_back(t.to(acc).contiguous());
@@ -146,10 +173,15 @@ void check_case(const Case& c) {
     sides[side]->slope = acc_ptr(fire.slope[side]);
     sides[side]->intercept = acc_ptr(fire.intercept[side]);
   }
+  p.buckets.by_query = acc_ptr(buckets.by_query);
+  p.buckets.by_key = acc_ptr(buckets.by_key);
+  p.buckets.query_bucket = buckets.query_bucket.data_ptr<int64_t>() + (c.seq - 1);
+  p.buckets.key_bucket = buckets.key_bucket.data_ptr<int64_t>() + (c.seq - 1);
+  p.buckets.buckets = BucketTables::R;
   cuda_host::HostLauncher launcher;
   tile_attention_launch(p, launcher);
   ASSERT_EQ(launcher.launches, 1);
-  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths, fire);
+  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths, fire, buckets);
   // float64 to rounding; float32 at the 1e-5 the GPU test asks; the 16-bit types round the
   // weights before their product with the values and the output to storage.
   const double tol = c.dtype == torch::kFloat64   ? 1e-11
@@ -193,7 +225,8 @@ TEST(TileAttentionCudaOnHost, EmulatedMmaIsTheMatrixProductInTheFragmentLayout) 
 
 TEST(TileAttentionCudaOnHost, EveryDtypeAndTermEqualsTheExplicitScores) {
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kHalf})
-    for (TileCudaTerm term : {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox, TileCudaTerm::fire})
+    for (TileCudaTerm term :
+         {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox, TileCudaTerm::fire, TileCudaTerm::buckets})
       for (bool causal : {true, false}) {
         Case c;
         c.dtype = dtype, c.term = term, c.causal = causal;
@@ -215,14 +248,14 @@ TEST(TileAttentionCudaOnHost, HeadDimensionsAndLengthsAtTileEdges) {
 }
 
 // The LibTorch side (tile_attention_cuda_setup.h) on CPU tensors, run through the emulator: no
-// term with right padding, FoX's running sums and FIRE's tables give the CPU tile kernel's output
+// term with right padding, FoX's running sums, FIRE's and the buckets' tables give the CPU tile kernel's output
 // (held to each family's formula in double by its own tests), and the bias rows the explicit
 // scores; float64 to rounding, float32 at 1e-5.
 TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelComputesIt) {
   const int64_t B = 2, H = 2, S = 90, D = 32;
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32})
     for (bool causal : {true, false})
-      for (int term = 0; term < 4; ++term) {
+      for (int term = 0; term < 5; ++term) {
         SCOPED_TRACE(std::string(c10::toString(dtype)) + (causal ? " causal" : " bidirectional") + " term " +
                      std::to_string(term));
         torch::manual_seed(8);
@@ -236,6 +269,10 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
         if (term == 1) t.added = FoxTerm{torch::log_sigmoid(torch::randn({B, H, S}, torch::kDouble)).cumsum(-1)};
         if (term == 2) t.added = roformer::testing::random_fire_term(H, torch::kCPU);
         if (term == 0) lengths = torch::tensor(std::vector<int64_t>{S, 41});
+        if (term == 4) {
+          const BucketTables b(B, H, S);
+          t.added = BucketTerm{b.by_query, b.by_key, b.query_bucket, b.key_bucket, S - 1};
+        }
         std::vector<torch::Tensor> keep;
         const TileCudaLaunch p = term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
                                            : describe_tile_cuda(q, k, v, out, scale, causal, t, lengths, keep);

@@ -1,10 +1,10 @@
 // GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device. The op against
 // the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16
 // and fp16 to their rounding of the weights and outputs; FIRE against the CPU tile kernel in
-// double), with no term, FoX's decay, FIRE's map and a relative bias row per head, causal and bidirectional, right
-// padding, lengths inside and at the ends of tiles, head dimensions 32, 64 and 128; and the families it serves (ALiBi,
-// T5, KERPLE, Sandwich, FoX, FIRE) evaluated under model.attention_kernel fused as under reference, with the probe
-// saying the tiles ran. The same kernel runs on the CPU under emulation in
+// double), with no term, FoX's decay, FIRE's map, DeBERTa's buckets and a relative bias row per head, causal and
+// bidirectional, right padding, lengths inside and at the ends of tiles, head dimensions 32, 64 and 128; and the
+// families it serves (ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, DeBERTa) evaluated under model.attention_kernel fused as
+// under reference, with the probe saying the tiles ran. The same kernel runs on the CPU under emulation in
 // tile_attention_cuda_on_host_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -25,7 +25,7 @@ using namespace roformer;
 
 namespace {
 
-enum class Term { none, fox, bias, fire };
+enum class Term { none, fox, bias, fire, buckets };
 
 double tolerance(torch::ScalarType dtype) {
   return dtype == torch::kFloat64 ? 1e-11 : dtype == torch::kFloat32 ? 1e-5 : dtype == torch::kHalf ? 4e-3 : 2.5e-2;
@@ -51,12 +51,19 @@ void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_
   torch::Tensor got;
   if (term == Term::bias) {
     got = ops::tile_attention_bias(q, k, v, scale, causal, bias);
-  } else if (term == Term::fire) {  // against the CPU tile kernel in double (held to FIRE's formula by its tests)
-    const ops::FireTerm fire = roformer::testing::random_fire_term(H, torch::kCUDA);
-    got = ops::tile_attention(q, k, v, scale, causal, ops::TileTerm{fire});
-    const ops::FireTerm fire_cpu = roformer::testing::random_fire_term(H, torch::kCPU);
+  } else if (term == Term::fire || term == Term::buckets) {  // against the CPU tile kernel in double (held to the
+                                                             // family's formula by its tests)
+    auto on = [&](torch::Device device) {
+      if (term == Term::fire) return ops::TileTerm{roformer::testing::random_fire_term(H, device)};
+      torch::manual_seed(6);
+      const torch::Tensor at = torch::arange(2 * S - 1, torch::kLong);
+      return ops::TileTerm{ops::BucketTerm{torch::randn({B, H, S, 6}, torch::kDouble).to(device),
+                                           torch::randn({B, H, 6, S}, torch::kDouble).to(device),
+                                           at.remainder(6).to(device), (at * 3 + 1).remainder(6).to(device), S - 1}};
+    };
+    got = ops::tile_attention(q, k, v, scale, causal, on(torch::kCUDA));
     auto cpu = [](const torch::Tensor& t) { return t.to(torch::kCPU, torch::kDouble); };
-    const torch::Tensor want = ops::tile_attention(cpu(q), cpu(k), cpu(v), scale, causal, ops::TileTerm{fire_cpu});
+    const torch::Tensor want = ops::tile_attention(cpu(q), cpu(k), cpu(v), scale, causal, on(torch::kCPU));
     const torch::Tensor excess = (got.cpu().to(torch::kDouble) - want).abs() - tolerance(dtype) * (1 + want.abs());
     EXPECT_LE(excess.max().item<double>(), 0.0);
     return;
@@ -101,7 +108,7 @@ model::EncoderModel cuda_model(config::PositionKind kind, config::Objective obje
 TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16, torch::kHalf, torch::kFloat64})
-    for (Term term : {Term::none, Term::fox, Term::bias, Term::fire})
+    for (Term term : {Term::none, Term::fox, Term::bias, Term::fire, Term::buckets})
       for (bool causal : {true, false}) check_op(dtype, term, causal, 300, 64, term == Term::fox);
   for (int64_t D : {32, 128})
     for (int64_t S : {1, 64, 65, 1000}) check_op(torch::kBFloat16, Term::bias, true, S, D, false);
@@ -114,7 +121,7 @@ TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   using config::PositionKind;
   for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich,
-                            PositionKind::fox, PositionKind::fire})
+                            PositionKind::fox, PositionKind::fire, PositionKind::deberta})
     for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm}) {
       SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " objective " +
                    std::to_string(static_cast<int>(objective)));

@@ -90,23 +90,23 @@ void ModelConfig::visit(FieldVisitor& v) {
              "residual add + LayerNorm in post-LN layers: fused (one custom CPU/CUDA op that never stores the sum), "
              "reference (add, then LibTorch's layer_norm), auto = fused (on CUDA 1.04-1.05x end to end for BERT-base, "
              "H200, data/results/gpu/)");
-  enum_field(
-      v, "attention_kernel", attention_kernel, kernels,
-      "softmax self-attention without a mask (or with the family's relative bias alone: ALiBi, T5, KERPLE, "
-      "Sandwich, added inside the kernel) or attention dropout, on the CPU: fused (ops/short_attention: "
-      "one head's scores in cache, whole up to 512 tokens and in blocks of query rows past it, register-tiled "
-      "products; float32/64, length <= 2048, "
-      "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
-      "faster than SDPA (causal up to 512 tokens, or length <= 128; with a relative bias up to 2048: causal, "
-      "or learned in training; "
-      "docs/kernels.md); on CUDA SDPA, except that fused evaluates ALiBi, T5, KERPLE, Sandwich, FoX and FIRE in the "
-      "CUDA tile kernel (no S x S mask or scores; head_dim 32, 64 or 128; bf16/fp16 on compute capability "
-      "8.0+). Families that form "
-      "their scores on the CPU (causal; bidirectional too for FIRE, FoX, Shaw, Transformer-XL, DeBERTa): tile "
-      "attention in evaluation, and in training without attention dropout "
-      "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
-      "recomputes them per block of query rows); causal FoX trains in float32/64 with its decay folded into "
-      "the keys (its kernels as a family without a term); reference keeps the explicit scores");
+  enum_field(v, "attention_kernel", attention_kernel, kernels,
+             "softmax self-attention without a mask (or with the family's relative bias alone: ALiBi, T5, KERPLE, "
+             "Sandwich, added inside the kernel) or attention dropout, on the CPU: fused (ops/short_attention: "
+             "one head's scores in cache, whole up to 512 tokens and in blocks of query rows past it, register-tiled "
+             "products; float32/64, length <= 2048, "
+             "head_dim a multiple of 8), reference (LibTorch's SDPA, its flash kernel), auto = fused where it measured "
+             "faster than SDPA (causal up to 512 tokens, or length <= 128; with a relative bias up to 2048: causal, "
+             "or learned in training; "
+             "docs/kernels.md); on CUDA SDPA, except that fused evaluates ALiBi, T5, KERPLE, Sandwich, FoX, FIRE and "
+             "DeBERTa in the "
+             "CUDA tile kernel (no S x S mask or scores; head_dim 32, 64 or 128; bf16/fp16 on compute capability "
+             "8.0+). Families that form "
+             "their scores on the CPU (causal; bidirectional too for FIRE, FoX, Shaw, Transformer-XL, DeBERTa): tile "
+             "attention in evaluation, and in training without attention dropout "
+             "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
+             "recomputes them per block of query rows); causal FoX trains in float32/64 with its decay folded into "
+             "the keys (its kernels as a family without a term); reference keeps the explicit scores");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

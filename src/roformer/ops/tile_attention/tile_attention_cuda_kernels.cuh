@@ -114,6 +114,12 @@ __device__ __forceinline__ acc_t fire_term(const TileCudaFire& fire, const TileC
 template <typename acc_t>
 __device__ __forceinline__ acc_t scored(const TileCudaLaunch& p, const Place& at, int64_t i, int64_t j, acc_t dot) {
   if (i >= p.seq || j >= at.length || (p.causal && j > i)) return -std::numeric_limits<acc_t>::infinity();
+  if (p.term == TileCudaTerm::buckets) {  // inside the scale, as DeBERTa adds c2p and p2c to q . k
+    const TileCudaBuckets& t = p.buckets;
+    const int64_t pair = at.b * p.heads + at.h, d = i - j;
+    dot += static_cast<const acc_t*>(t.by_query)[(pair * p.seq + i) * t.buckets + t.query_bucket[d]] +
+           static_cast<const acc_t*>(t.by_key)[(pair * t.buckets + t.key_bucket[d]) * p.seq + j];
+  }
   acc_t s = dot * static_cast<acc_t>(p.scale);
   if (p.term == TileCudaTerm::bias_rows) {
     s += static_cast<const acc_t*>(p.bias)[at.h * p.bias_head_stride + (p.seq - 1) + j - i];

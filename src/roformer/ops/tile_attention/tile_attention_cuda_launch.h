@@ -18,6 +18,19 @@ enum class TileCudaTerm : int {
   bias_rows = 1,  // a relative bias per head and offset: bias[h, (S - 1) + j - i] (ALiBi, T5, KERPLE, Sandwich)
   fox = 2,        // FoX's decay: c_i - c_j causal, -|c_i - c_j| bidirectional
   fire = 3,       // FIRE's piecewise-linear map of psi(|i - j|) / its row's denominator (TileCudaFire)
+  buckets = 4,    // DeBERTa's bucketed tables, added to q . k before the scale (TileCudaBuckets)
+};
+
+// Bucketed query and key tables: by_query [B, H, S, R] and by_key [B, H, R, S] contiguous, and the
+// two bucket indices of distance d = i - j at query_bucket[d] and key_bucket[d] (pointers already
+// offset by the origin, so d from -origin to S - 1). A pair scores q . k + by_query[b, h, i,
+// query_bucket[d]] + by_key[b, h, key_bucket[d], j], then the scale.
+struct TileCudaBuckets {
+  const void* by_query = nullptr;
+  const void* by_key = nullptr;
+  const int64_t* query_bucket = nullptr;
+  const int64_t* key_bucket = nullptr;
+  int64_t buckets = 0;
 };
 
 // One side of FIRE (keys at or before the query; or after it, bidirectional): each row's
@@ -57,6 +70,7 @@ struct TileCudaLaunch {
   int64_t bias_head_stride = 0;
   const void* cumulative = nullptr;  // fox: the gates' running sums [B, H, S] contiguous
   TileCudaFire fire;                 // fire: its tables, each in the accumulation type
+  TileCudaBuckets buckets;           // buckets: its tables in the accumulation type
 };
 
 // The query rows of one block and the head dimensions the kernel takes.

@@ -107,6 +107,40 @@ TileCudaFire fire_tables(const FireTerm& t, const at::Tensor& q, bool causal, st
   return fire;
 }
 
+// DeBERTa's bucketed tables on the device in the accumulation dtype (checked as the CPU kernel
+// checks them), kept alive in `keep`.
+TileCudaBuckets bucket_tables(const BucketTerm& t, const at::Tensor& q, bool causal, std::vector<at::Tensor>& keep) {
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
+  const bool shaped = t.by_query.defined() && t.by_key.defined() && t.query_bucket.defined() &&
+                      t.key_bucket.defined() && t.by_query.dim() == 4 && t.by_key.dim() == 4 &&
+                      t.by_query.sizes().slice(0, 3) == q.sizes().slice(0, 3) && t.by_key.size(0) == B &&
+                      t.by_key.size(1) == H && t.by_key.size(2) == t.by_query.size(3) && t.by_key.size(3) == S &&
+                      t.origin >= 0 && t.query_bucket.numel() == t.origin + S && t.key_bucket.numel() == t.origin + S;
+  TORCH_CHECK(shaped,
+              "roformer::tile_attention: buckets need by_query [B, H, S, R], by_key [B, H, R, S] and two bucket "
+              "indices [origin + S] for q ",
+              q.sizes(), " and origin ", t.origin);
+  TORCH_CHECK(causal || t.origin == S - 1,
+              "roformer::tile_attention: buckets for bidirectional attention need origin S - 1 = ", S - 1, "; got ",
+              t.origin);
+  const int64_t R = t.by_query.size(3);
+  for (const at::Tensor& b : {t.query_bucket, t.key_bucket})  // a wrong index would read outside the tables
+    TORCH_CHECK(b.numel() == 0 || (b.min().item<int64_t>() >= 0 && b.max().item<int64_t>() < R),
+                "roformer::tile_attention: bucket indices must lie in [0, ", R, ")");
+  const at::ScalarType acc = accumulation(q);
+  TileCudaBuckets tables;
+  keep.push_back(t.by_query.to(q.device(), acc).contiguous());
+  tables.by_query = keep.back().data_ptr();
+  keep.push_back(t.by_key.to(q.device(), acc).contiguous());
+  tables.by_key = keep.back().data_ptr();
+  keep.push_back(t.query_bucket.to(q.device(), at::kLong).contiguous());
+  tables.query_bucket = keep.back().data_ptr<int64_t>() + t.origin;
+  keep.push_back(t.key_bucket.to(q.device(), at::kLong).contiguous());
+  tables.key_bucket = keep.back().data_ptr<int64_t>() + t.origin;
+  tables.buckets = R;
+  return tables;
+}
+
 }  // namespace tile_attention_cuda_setup
 
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
@@ -139,9 +173,10 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
   TORCH_CHECK(!term.far_q.defined() && term.chunk == 0,
               "roformer::tile_attention on CUDA: no second rotation or chunks (the CPU kernel has them)");
   const bool fox = std::holds_alternative<FoxTerm>(term.added), fire = std::holds_alternative<FireTerm>(term.added);
-  TORCH_CHECK(
-      fox || fire || std::holds_alternative<NoTerm>(term.added),
-      "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX and FIRE)");
+  const bool buckets = std::holds_alternative<BucketTerm>(term.added);
+  TORCH_CHECK(fox || fire || buckets || std::holds_alternative<NoTerm>(term.added),
+              "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX, FIRE and "
+              "DeBERTa's buckets)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
   TileCudaLaunch p = describe(q, k, v, out, scale * term.score_factor, causal);
   if (key_lengths.defined()) {
@@ -161,6 +196,10 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
   if (fire) {
     p.term = TileCudaTerm::fire;
     p.fire = fire_tables(std::get<FireTerm>(term.added), q, causal, keep);
+  }
+  if (buckets) {
+    p.term = TileCudaTerm::buckets;
+    p.buckets = bucket_tables(std::get<BucketTerm>(term.added), q, causal, keep);
   }
   return p;
 }

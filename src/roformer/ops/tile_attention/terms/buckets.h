@@ -22,6 +22,7 @@ struct BucketTerm {
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.tile_backward = true;
+    p.cuda = true;
     return p;
   }
 };

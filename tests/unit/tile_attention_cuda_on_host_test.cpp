@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "random_fire_term.h"
+#include "roformer/config/config.h"
+#include "roformer/model/position/position_encoding.h"
 #include "roformer/ops/common/kernel_dtype_torch.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
 #include "roformer/ops/tile_attention/tile_attention_cuda_kernels.cuh"
 #include "roformer/ops/tile_attention/tile_attention_cuda_setup.h"
+#include "tiny_models.h"
 
 namespace tile_attention_cuda_on_host_test {
 
@@ -292,6 +295,62 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
         const double tol = dtype == torch::kFloat64 ? 1e-11 : 1e-5;
         EXPECT_LE(((dbl(out) - want).abs() - tol * (1 + want.abs())).max().item<double>(), 0.0);
       }
+}
+
+// Every family (and RoPE's remaps) whose traits claim a CUDA tile form hands tile attention a term
+// the CUDA setup takes, and the kernel, run under emulation in float64, gives the CPU tile
+// kernel's output on that term, causal and (where the term serves it) bidirectional. A family
+// claiming a form the CUDA kernel lacks fails here instead of on a GPU.
+TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsOutput) {
+  using roformer::config::PositionKind;
+  const int64_t B = 1, S = 70, H = 2, D = 32;
+  int checked = 0;
+  std::vector<std::pair<PositionKind, roformer::config::RopeMode>> cases;
+  for (const auto& [kind, name] : roformer::config::position_kind_names().entries)
+    cases.push_back({kind, roformer::config::RopeMode::rotate});
+  for (auto mode : {roformer::config::RopeMode::rerope, roformer::config::RopeMode::string,
+                    roformer::config::RopeMode::self_extend, roformer::config::RopeMode::dual_chunk})
+    cases.push_back({PositionKind::rope, mode});
+  for (const auto& [kind, mode] : cases)
+    for (bool causal : {true, false}) {
+      roformer::config::ModelConfig c = tiny_models::tiny_model(
+          kind, causal ? roformer::config::Objective::causal_lm : roformer::config::Objective::mlm);
+      c.hidden_size = H * D, c.num_heads = H;
+      c.position.max_positions = 128;
+      c.position.rope.rotary_dim = D;
+      c.position.rope.mode = mode;
+      SCOPED_TRACE(roformer::config::position_kind_names().name(kind) + " mode " + std::to_string(int(mode)) +
+                   (causal ? " causal" : " bidirectional"));
+      std::shared_ptr<roformer::model::PositionEncodingImpl> pe;
+      try {
+        pe = roformer::model::make_position_encoding(c);
+      } catch (const std::exception&) {
+        continue;  // a combination the config refuses (e.g. a causal-only mode in MLM)
+      }
+      pe->to(torch::kDouble);
+      const auto& term_properties = pe->traits().term;
+      if (!pe->traits().forms_scores || !term_properties || !term_properties->cuda) continue;
+      if (!causal && !term_properties->bidirectional) continue;
+      torch::manual_seed(9);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor x = torch::randn({B, S, H * D}, torch::kDouble);
+      const torch::Tensor q = torch::randn({B, H, S, D}, torch::kDouble),
+                          k = torch::randn({B, H, S, D}, torch::kDouble);
+      const torch::Tensor v = torch::randn({B, H, S, D}, torch::kDouble), positions = torch::arange(S);
+      const torch::Tensor state = pe->layer_state(x, k, positions, 0, {});
+      const std::optional<TileTerm> term = pe->tile_term(q, k, positions, 0, state, causal);
+      if (!term) continue;
+      const torch::Tensor out = torch::empty({B, S, H, D}, torch::kDouble).transpose(1, 2);
+      std::vector<torch::Tensor> keep;
+      const torch::Tensor& sq = term->q.defined() ? term->q : q;
+      const torch::Tensor& sk = term->k.defined() ? term->k : k;
+      ASSERT_NO_THROW(tile_attention_launch(describe_tile_cuda(sq, sk, v, out, 0.17, causal, *term, {}, keep),
+                                            cuda_host::HostLauncher{}));
+      const torch::Tensor want = tile_attention(q, k, v, 0.17, causal, *term);
+      EXPECT_LE((out - want).abs().max().item<double>(), 1e-11);
+      ++checked;
+    }
+  EXPECT_GE(checked, 6);  // FoX and FIRE both ways, DeBERTa both ways at least
 }
 
 }  // namespace tile_attention_cuda_on_host_test

@@ -25,8 +25,8 @@
 # every family that evaluates beyond its training length), each under the stage's cap; with --quick
 # the eval stage runs too.
 # --eval-fused evaluates each kind of the eval stage a second time under model.attention_kernel
-# fused (its rows say "fused"): the CUDA tiles for ALiBi, T5, KERPLE, Sandwich, FoX, FIRE and
-# DeBERTa.
+# fused (its rows say "fused"): the CUDA tiles for ALiBi, T5, KERPLE, Sandwich, FoX, FIRE,
+# DeBERTa and RoPE's remaps.
 # Usage: scripts/bench/gpu_check.sh [--dry-run] [--quick] [--no-hf-compile] [--stages LIST] [--eval-kinds LIST] [--eval-fused] [--data DIR]
 #                             [--out FILE.md] [--logs DIR]
 #   On a GPU node, from the project root: scripts/bench/gpu_check.sh --out gpu_check.md --logs gpu_check_logs

@@ -250,6 +250,51 @@ TEST(TileAttentionCudaOnHost, HeadDimensionsAndLengthsAtTileEdges) {
       }
 }
 
+// Two rotations (a far pair, i - j >= 40, scores far_q . far_k) and chunks of 24 (the chunk gap
+// picks q . k, mid_q . k or far_q . far_k) against the explicit scores in double: every pair takes
+// its own product, in tiles of one product and tiles that mix them, the far keys staged over the keys.
+TEST(TileAttentionCudaOnHost, RotationsGiveEachPairItsOwnProduct) {
+  const int64_t B = 1, H = 2, S = 150;
+  for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16})
+    for (int64_t D : {32, 64})
+      for (bool chunks : {false, true}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + " D " + std::to_string(D) + (chunks ? " chunks" : " two"));
+        torch::manual_seed(12);
+        auto heads = [&] { return torch::randn({B, S, H, D}, torch::kDouble).to(dtype).transpose(1, 2); };
+        const torch::Tensor q = heads(), k = heads(), v = heads(), mid_q = heads(), far_q = heads(), far_k = heads();
+        const torch::Tensor out = torch::empty({B, S, H, D}, torch::TensorOptions(dtype)).transpose(1, 2);
+        TileCudaLaunch p;
+        p.batch = B, p.heads = H, p.seq = S, p.head_dim = D, p.causal = true, p.scale = 0.2;
+        p.dtype = to_kernel_dtype(dtype, "test");
+        auto rows = [](const torch::Tensor& t, const void*& data, int64_t(&stride)[3]) {
+          data = t.data_ptr();
+          for (int a = 0; a < 3; ++a) stride[a] = t.stride(a);
+        };
+        const void* out_data = nullptr;
+        rows(q, p.q, p.q_stride), rows(k, p.k, p.k_stride), rows(v, p.v, p.v_stride), rows(out, out_data, p.out_stride);
+        p.out = out.data_ptr();
+        rows(far_q, p.far_q, p.far_q_stride), rows(far_k, p.far_k, p.far_k_stride);
+        if (chunks) {
+          rows(mid_q, p.mid_q, p.mid_q_stride);
+          p.chunk = 24;
+        } else {
+          p.far_from = 40;
+        }
+        tile_attention_launch(p, cuda_host::HostLauncher{});
+        auto dot = [](const torch::Tensor& a, const torch::Tensor& b) {
+          return torch::matmul(a.to(torch::kDouble), b.to(torch::kDouble).transpose(2, 3));
+        };
+        const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+        const torch::Tensor gap = torch::div(i, 24, "floor") - torch::div(j, 24, "floor");
+        const torch::Tensor far = chunks ? gap >= 2 : (i - j) >= 40, mid = chunks ? gap == 1 : torch::zeros_like(far);
+        torch::Tensor scores = torch::where(far, dot(far_q, far_k), torch::where(mid, dot(mid_q, k), dot(q, k))) * 0.2;
+        scores = scores.masked_fill(j > i, -std::numeric_limits<double>::infinity());
+        const torch::Tensor want = torch::matmul(torch::softmax(scores, -1), v.to(torch::kDouble));
+        const double tol = dtype == torch::kFloat64 ? 1e-11 : dtype == torch::kFloat32 ? 1e-5 : 2.5e-2;
+        EXPECT_LE(((out.to(torch::kDouble) - want).abs() - tol * (1 + want.abs())).max().item<double>(), 0.0);
+      }
+}
+
 // The LibTorch side (tile_attention_cuda_setup.h) on CPU tensors, run through the emulator: no
 // term with right padding, FoX's running sums, FIRE's and the buckets' tables give the CPU tile kernel's output
 // (held to each family's formula in double by its own tests), and the bias rows the explicit
@@ -319,6 +364,7 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
       c.position.max_positions = 128;
       c.position.rope.rotary_dim = D;
       c.position.rope.mode = mode;
+      c.position.rope.dual_chunk.chunk_size = 24, c.position.rope.dual_chunk.local_window = 4;  // chunks of 20
       SCOPED_TRACE(roformer::config::position_kind_names().name(kind) + " mode " + std::to_string(int(mode)) +
                    (causal ? " causal" : " bidirectional"));
       std::shared_ptr<roformer::model::PositionEncodingImpl> pe;
@@ -347,10 +393,11 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
       ASSERT_NO_THROW(tile_attention_launch(describe_tile_cuda(sq, sk, v, out, 0.17, causal, *term, {}, keep),
                                             cuda_host::HostLauncher{}));
       const torch::Tensor want = tile_attention(q, k, v, 0.17, causal, *term);
+      ASSERT_TRUE(want.isfinite().all().item<bool>());
       EXPECT_LE((out - want).abs().max().item<double>(), 1e-11);
       ++checked;
     }
-  EXPECT_GE(checked, 6);  // FoX and FIRE both ways, DeBERTa both ways at least
+  EXPECT_GE(checked, 10);  // FoX, FIRE and DeBERTa both ways, RoPE's four remaps causal
 }
 
 }  // namespace tile_attention_cuda_on_host_test

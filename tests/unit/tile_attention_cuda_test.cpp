@@ -1,16 +1,18 @@
 // GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device. The op against
-// the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16
-// and fp16 to their rounding of the weights and outputs; FIRE against the CPU tile kernel in
-// double), with no term, FoX's decay, FIRE's map, DeBERTa's buckets and a relative bias row per head, causal and
-// bidirectional, right padding, lengths inside and at the ends of tiles, head dimensions 32, 64 and 128; and the
-// families it serves (ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, DeBERTa) evaluated under model.attention_kernel fused as
-// under reference, with the probe saying the tiles ran. The same kernel runs on the CPU under emulation in
-// tile_attention_cuda_on_host_test.cpp.
+// the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16 and
+// fp16 to their rounding of the weights and outputs; FIRE, DeBERTa's buckets and the rotations
+// against the CPU tile kernel in double), with no term, FoX's decay, FIRE's map, the buckets and a
+// relative bias row per head, causal and bidirectional, right padding, lengths inside and at the
+// ends of tiles, head dimensions 32, 64 and 128, two rotations and chunks; and the families it
+// serves (ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, DeBERTa, RoPE's remaps) evaluated under
+// model.attention_kernel fused as under reference, with the probe saying the tiles ran. The same
+// kernel runs on the CPU under emulation in tile_attention_cuda_on_host_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "random_fire_term.h"
@@ -90,10 +92,13 @@ void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_
   EXPECT_LE(excess.max().item<double>(), 0.0);
 }
 
-// The tiny two-layer causal or MLM model of `kind` widened to head dimension 64, in float32 on the
-// GPU, the same weights whatever the kernel.
-model::EncoderModel cuda_model(config::PositionKind kind, config::Objective objective, config::AttentionKernel kernel) {
+// The tiny two-layer causal or MLM model of `kind` (RoPE's remaps: `mode`, chunks of 224 for DCA)
+// widened to head dimension 64, in float32 on the GPU, the same weights whatever the kernel.
+model::EncoderModel cuda_model(config::PositionKind kind, config::Objective objective, config::AttentionKernel kernel,
+                               config::RopeMode mode = config::RopeMode::rotate) {
   config::ModelConfig c = tiny_models::tiny_model(kind, objective);
+  c.position.rope.mode = mode;
+  c.position.rope.dual_chunk.chunk_size = 256, c.position.rope.dual_chunk.local_window = 32;
   c.attention_kernel = kernel;
   c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
   c.position.max_positions = 1024;
@@ -115,34 +120,66 @@ TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
   check_op(torch::kFloat32, Term::none, false, 513, 128, true);
 }
 
+// Two rotations (far pairs past 300) and chunks of 200, on the device, against the CPU tile kernel in
+// double on the same term.
+TEST(TileAttentionCuda, RotationsEqualTheCpuTileKernel) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  const int64_t B = 2, H = 3, S = 1000, D = 64;
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
+    for (bool chunks : {false, true}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (chunks ? " chunks" : " two rotations"));
+      torch::manual_seed(13);
+      auto heads = [&] { return torch::randn({B, S, H, D}, torch::kDouble).to(dtype).cuda().transpose(1, 2); };
+      const torch::Tensor q = heads(), k = heads(), v = heads();
+      ops::TileTerm t;
+      t.far_q = heads(), t.far_k = heads();
+      if (chunks) t.mid_q = heads(), t.chunk = 200;
+      if (!chunks) t.far_threshold = 300;
+      torch::NoGradGuard no_grad;
+      const torch::Tensor got = ops::tile_attention(q, k, v, 0.125, true, t);
+      auto cpu = [](const torch::Tensor& x) { return x.defined() ? x.to(torch::kCPU, torch::kDouble) : x; };
+      ops::TileTerm on_cpu = t;
+      on_cpu.far_q = cpu(t.far_q), on_cpu.far_k = cpu(t.far_k), on_cpu.mid_q = cpu(t.mid_q);
+      const torch::Tensor want = ops::tile_attention(cpu(q), cpu(k), cpu(v), 0.125, true, on_cpu);
+      const torch::Tensor excess = (got.cpu().to(torch::kDouble) - want).abs() - tolerance(dtype) * (1 + want.abs());
+      EXPECT_LE(excess.max().item<double>(), 0.0);
+    }
+}
+
 // The families the CUDA tiles serve evaluate under fused as under reference (SDPA with the mask, or
 // the explicit scores), and the tiles ran.
 TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   using config::PositionKind;
+  using config::RopeMode;
+  std::vector<std::tuple<PositionKind, RopeMode, config::Objective>> cases;
   for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich,
                             PositionKind::fox, PositionKind::fire, PositionKind::deberta})
-    for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm}) {
-      SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " objective " +
-                   std::to_string(static_cast<int>(objective)));
-      torch::manual_seed(4);
-      model::EncoderInput in;
-      in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
-      torch::NoGradGuard no_grad;
-      auto run = [&](config::AttentionKernel kernel, std::string* ran) {
-        model::EncoderModel m = cuda_model(kind, objective, kernel);
-        model::AttentionKernelProbe probe;
-        const torch::Tensor out = m->forward(in);
-        torch::cuda::synchronize();
-        *ran = probe.summary();
-        return out;
-      };
-      std::string fused_ran, reference_ran;
-      const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
-      const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
-      EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
-      EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
-    }
+    for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm})
+      cases.push_back({kind, RopeMode::rotate, objective});
+  for (RopeMode mode : {RopeMode::rerope, RopeMode::string, RopeMode::self_extend, RopeMode::dual_chunk})
+    cases.push_back({PositionKind::rope, mode, config::Objective::causal_lm});
+  for (const auto& [kind, mode, objective] : cases) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " mode " + std::to_string(static_cast<int>(mode)) +
+                 " objective " + std::to_string(static_cast<int>(objective)));
+    torch::manual_seed(4);
+    model::EncoderInput in;
+    in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
+    torch::NoGradGuard no_grad;
+    auto run = [&](config::AttentionKernel kernel, std::string* ran) {
+      model::EncoderModel m = cuda_model(kind, objective, kernel, mode);
+      model::AttentionKernelProbe probe;
+      const torch::Tensor out = m->forward(in);
+      torch::cuda::synchronize();
+      *ran = probe.summary();
+      return out;
+    };
+    std::string fused_ran, reference_ran;
+    const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
+    const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
+    EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
+    EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
+  }
 }
 
 }  // namespace tile_attention_cuda_test

@@ -22,7 +22,6 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
   traits_.term = ops::NoTerm::properties();  // scores from its own rotations, no term on top
   traits_.term->bidirectional = false;       // the kernel's rotations are causal
   traits_.term->tile_backward = false;       // nor do they have a backward in tiles
-  traits_.term->cuda = false;                // nor a CUDA form (CUDA tiles take no rotations)
   traits_.reads_pass_length = config_.mode == config::RopeMode::string ||
                               config_.scaling.kind == config::RopeScalingKind::dynamic_ntk ||
                               config_.scaling.kind == config::RopeScalingKind::longrope;

@@ -62,8 +62,8 @@ bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dty
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // tile_attention_with_lse on CUDA tensors (it dispatches there): softmax with no term, FoX's,
-// FIRE's or DeBERTa's buckets, causal or bidirectional, right padding as key lengths; no rotations. The log-sum-exp in
-// float32 (float64 for float64 inputs).
+// FIRE's or DeBERTa's buckets, causal or bidirectional, right padding as key lengths; the rotations and chunks of
+// RoPE's remaps (causal). The log-sum-exp in float32 (float64 for float64 inputs).
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
                                                                      const torch::Tensor& v, double scale, bool causal,
                                                                      const TileTerm& term,

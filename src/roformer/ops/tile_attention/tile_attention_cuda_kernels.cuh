@@ -90,13 +90,14 @@ __device__ __forceinline__ Place place_of(const TileCudaLaunch& p) {
   return at;
 }
 
-// FIRE's term of a pair at distance d >= 0 on one side of row i.
+// FIRE's term of a pair at distance d >= 0 on one side of row i (the side's fields passed as values:
+// a reference chosen at run time would copy the launch out of parameter memory).
 template <typename acc_t>
-__device__ __forceinline__ acc_t fire_term(const TileCudaFire& fire, const TileCudaFireSide& side, int64_t h, int64_t i,
-                                           int64_t d) {
-  const acc_t x = static_cast<const acc_t*>(fire.psi)[d] / static_cast<const acc_t*>(side.denominator)[i];
-  const acc_t* kinks = static_cast<const acc_t*>(side.kinks);
-  int64_t below = 0, count = side.kink_count;  // bisection: the kinks below x
+__device__ __forceinline__ acc_t fire_term(const acc_t* psi, const acc_t* denominator, const acc_t* kinks,
+                                           int64_t kink_count, const acc_t* slope, const acc_t* intercept, int64_t h,
+                                           int64_t i, int64_t d) {
+  const acc_t x = psi[d] / denominator[i];
+  int64_t below = 0, count = kink_count;  // bisection: the kinks below x
   while (count > 0) {
     const int64_t half = count / 2;
     if (kinks[below + half] < x) {
@@ -106,8 +107,8 @@ __device__ __forceinline__ acc_t fire_term(const TileCudaFire& fire, const TileC
       count = half;
     }
   }
-  const int64_t at = h * (side.kink_count + 1) + below;
-  return static_cast<const acc_t*>(side.slope)[at] * x + static_cast<const acc_t*>(side.intercept)[at];
+  const int64_t at = h * (kink_count + 1) + below;
+  return slope[at] * x + intercept[at];
 }
 
 // The score of row i and key j after the scale and the term, in log2 units; -inf where hidden.
@@ -128,29 +129,46 @@ __device__ __forceinline__ acc_t scored(const TileCudaLaunch& p, const Place& at
     const acc_t decay = c[i] - c[j];
     s += p.causal ? decay : -(decay < 0 ? -decay : decay);
   } else if (p.term == TileCudaTerm::fire) {
-    s += j <= i ? fire_term<acc_t>(p.fire, p.fire.past, at.h, i, i - j)
-                : fire_term<acc_t>(p.fire, p.fire.future, at.h, i, j - i);
+    const bool past = j <= i;
+    auto pick = [past](const void* a, const void* b) { return static_cast<const acc_t*>(past ? a : b); };
+    const TileCudaFireSide &before = p.fire.past, &after = p.fire.future;
+    s += fire_term<acc_t>(static_cast<const acc_t*>(p.fire.psi), pick(before.denominator, after.denominator),
+                          pick(before.kinks, after.kinks), past ? before.kink_count : after.kink_count,
+                          pick(before.slope, after.slope), pick(before.intercept, after.intercept), at.h, i,
+                          past ? i - j : j - i);
   }
   return s * static_cast<acc_t>(1.4426950408889634);  // log2(e)
 }
 
-// Keys [j0, j0 + kKeys) of the block's (b, h) into shared memory (zero past key_end): rows for the
-// keys; the values transposed (tensor cores) or as rows.
+// A [B, H, S, D] tensor of the launch (D: 1) at the block's (b, h): its rows and their stride.
+template <typename T>
+struct Rows {
+  const T* data;
+  int64_t stride;
+};
+template <typename T>
+__device__ __forceinline__ Rows<T> rows_of(const void* data, int64_t batch_stride, int64_t head_stride,
+                                           int64_t row_stride, const Place& at) {
+  return {static_cast<const T*>(data) + at.b * batch_stride + at.h * head_stride, row_stride};
+}
+
+// Keys [j0, j0 + kKeys) of `keys_in` into shared memory (zero past key_end), and with `values` the
+// launch's values too: rows for the keys; the values transposed (tensor cores) or as rows.
 template <typename T, int D>
-__device__ __forceinline__ void stage_tile(const TileCudaLaunch& p, const Place& at, int64_t j0, unsigned char* smem) {
+__device__ __forceinline__ void stage_tile(const TileCudaLaunch& p, const Place& at, int64_t j0, Rows<T> keys_in,
+                                           bool with_values, unsigned char* smem) {
   using L = SharedLayout<T, D>;
   using elem = typename L::elem;
   elem* keys = reinterpret_cast<elem*>(smem);
   elem* values = keys + L::keys;
-  const T* k = static_cast<const T*>(p.k) + at.b * p.k_stride[0] + at.h * p.k_stride[1];
-  const T* v = static_cast<const T*>(p.v) + at.b * p.v_stride[0] + at.h * p.v_stride[1];
+  const Rows<T> v = rows_of<T>(p.v, p.v_stride[0], p.v_stride[1], p.v_stride[2], at);
   for (int e = threadIdx.x; e < kKeys<T> * D; e += kThreads) {
     const int r = e / D, c = e % D;
     const int64_t j = j0 + r;
     const bool live = j < at.key_end;
-    const elem kv = live ? static_cast<elem>(k[j * p.k_stride[2] + c]) : elem(0.0f);
-    const elem vv = live ? static_cast<elem>(v[j * p.v_stride[2] + c]) : elem(0.0f);
-    keys[r * L::key_ld + c] = kv;
+    keys[r * L::key_ld + c] = live ? static_cast<elem>(keys_in.data[j * keys_in.stride + c]) : elem(0.0f);
+    if (!with_values) continue;
+    const elem vv = live ? static_cast<elem>(v.data[j * v.stride + c]) : elem(0.0f);
     if constexpr (kTensorCores<T>) {
       values[c * L::value_ld + r] = vv;
     } else {
@@ -160,9 +178,11 @@ __device__ __forceinline__ void stage_tile(const TileCudaLaunch& p, const Place&
 }
 
 // The warp's scores of the staged tile: s[n][e], rows g (e < 2) and g + 8, column 8n + 2t + e % 2.
+// The tensor cores take the queries' fragments qa; the CUDA cores read their rows from `queries`.
 template <typename T, int D>
 __device__ __forceinline__ void tile_scores(const TileCudaLaunch& p, const Place& at, const uint32_t (*qa)[4],
-                                            const unsigned char* smem, typename Acc<T>::type (&s)[kKeys<T> / 8][4]) {
+                                            Rows<T> queries, const unsigned char* smem,
+                                            typename Acc<T>::type (&s)[kKeys<T> / 8][4]) {
   using L = SharedLayout<T, D>;
   using acc_t = typename Acc<T>::type;
   const auto* keys = reinterpret_cast<const typename L::elem*>(smem);
@@ -179,10 +199,9 @@ __device__ __forceinline__ void tile_scores(const TileCudaLaunch& p, const Place
       }
     }
   } else {
-    const T* q = static_cast<const T*>(p.q) + at.b * p.q_stride[0] + at.h * p.q_stride[1];
     const bool live0 = at.row(0) < p.seq, live1 = at.row(1) < p.seq;
-    const T* q0 = q + (live0 ? at.row(0) : 0) * p.q_stride[2];
-    const T* q1 = q + (live1 ? at.row(1) : 0) * p.q_stride[2];
+    const T* q0 = queries.data + (live0 ? at.row(0) : 0) * queries.stride;
+    const T* q1 = queries.data + (live1 ? at.row(1) : 0) * queries.stride;
     for (int d = 0; d < D; ++d) {
       const acc_t a0 = live0 ? to_acc(q0[d]) : acc_t(0), a1 = live1 ? to_acc(q1[d]) : acc_t(0);
 #pragma unroll
@@ -197,13 +216,14 @@ __device__ __forceinline__ void tile_scores(const TileCudaLaunch& p, const Place
   }
 }
 
-// q's fragments of the warp's rows (tensor cores): qa[kk] for columns [16 kk, 16 kk + 16), zero past S.
+// The queries' fragments of the warp's rows (tensor cores): qa[kk] for columns [16 kk, 16 kk + 16),
+// zero past S.
 template <typename T, int D>
-__device__ __forceinline__ void load_query_fragments(const TileCudaLaunch& p, const Place& at, uint32_t (*qa)[4]) {
-  const T* q = static_cast<const T*>(p.q) + at.b * p.q_stride[0] + at.h * p.q_stride[1];
+__device__ __forceinline__ void load_query_fragments(const TileCudaLaunch& p, const Place& at, Rows<T> queries,
+                                                     uint32_t (*qa)[4]) {
   for (int r = 0; r < 2; ++r) {
     const bool live = at.row(r) < p.seq;
-    const T* row = q + (live ? at.row(r) : 0) * p.q_stride[2] + 2 * at.t;
+    const T* row = queries.data + (live ? at.row(r) : 0) * queries.stride + 2 * at.t;
     for (int kk = 0; kk < D / 16; ++kk) {
       qa[kk][r] = live ? cuda_mma::load2(row + 16 * kk) : 0u;
       qa[kk][r + 2] = live ? cuda_mma::load2(row + 16 * kk + 8) : 0u;
@@ -269,7 +289,74 @@ __device__ __forceinline__ void add_weighted_values(const Place& at, unsigned ch
   }
 }
 
+// Which product scores the pair (i, j): 0 q . k, 1 mid_q . k, 2 far_q . far_k (see the launch).
+__device__ __forceinline__ int product_of(const TileCudaLaunch& p, int64_t i, int64_t j) {
+  if (p.chunk > 0) {
+    const int64_t gap = i / p.chunk - j / p.chunk;
+    return gap <= 0 ? 0 : gap == 1 ? 1 : 2;
+  }
+  return p.far_q && i - j >= p.far_from ? 2 : 0;
+}
+
+// The products some pair of rows [i0, i1] and keys [j0, j1] takes, as bits 1 << product_of.
+__device__ __forceinline__ unsigned products_between(const TileCudaLaunch& p, int64_t i0, int64_t i1, int64_t j0,
+                                                     int64_t j1) {
+  if (p.chunk > 0) {
+    const int64_t low = i0 / p.chunk - j1 / p.chunk, high = i1 / p.chunk - j0 / p.chunk;
+    return (low <= 0 ? 1u : 0u) | (low <= 1 && high >= 1 ? 2u : 0u) | (high >= 2 ? 4u : 0u);
+  }
+  if (!p.far_q) return 1u;
+  return (i0 - j1 < p.far_from ? 1u : 0u) | (i1 - j0 >= p.far_from ? 4u : 0u);
+}
+
+// The warp's raw scores of the tile at j0 whose keys and values are staged: q . k, or with
+// rotations each pair's own product (the far keys staged over the keys when a warp of the block
+// needs them; every thread of the block calls this, for its barriers).
 template <typename T, int D>
+__device__ __forceinline__ void rotated_scores(const TileCudaLaunch& p, const Place& at, int64_t j0,
+                                               const uint32_t (*qa)[4], unsigned char* smem,
+                                               typename Acc<T>::type (&s)[kKeys<T> / 8][4]) {
+  using acc_t = typename Acc<T>::type;
+  constexpr int N = kKeys<T> / 8;
+  const int64_t j1 = j0 + kKeys<T> - 1, warp_row = at.first_row + 16 * at.warp;
+  const unsigned warp_needs = products_between(p, warp_row, warp_row + 15, j0, j1);
+  const unsigned block_needs = products_between(p, at.first_row, at.first_row + kTileCudaRows - 1, j0, j1);
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = 0;
+#pragma unroll
+  for (int kind = 0; kind < 3; ++kind) {
+    if (kind == 2 && (block_needs & 4u)) {  // the far keys over the keys: every warp is past them
+      __syncthreads();
+      stage_tile<T, D>(p, at, j0, rows_of<T>(p.far_k, p.far_k_stride[0], p.far_k_stride[1], p.far_k_stride[2], at),
+                       false, smem);
+      __syncthreads();
+    }
+    if (!(warp_needs & (1u << kind))) continue;
+    acc_t t[N][4];
+    if (kind == 0) {
+      tile_scores<T, D>(p, at, qa, rows_of<T>(p.q, p.q_stride[0], p.q_stride[1], p.q_stride[2], at), smem, t);
+    } else {  // the middle or far queries' fragments, loaded for this tile
+      const Rows<T> queries = kind == 1
+                                  ? rows_of<T>(p.mid_q, p.mid_q_stride[0], p.mid_q_stride[1], p.mid_q_stride[2], at)
+                                  : rows_of<T>(p.far_q, p.far_q_stride[0], p.far_q_stride[1], p.far_q_stride[2], at);
+      uint32_t own[kTensorCores<T> ? D / 16 : 1][4];
+      if constexpr (kTensorCores<T>) load_query_fragments<T, D>(p, at, queries, own);
+      tile_scores<T, D>(p, at, own, queries, smem, t);
+    }
+    const bool alone = warp_needs == (1u << kind);  // every pair of the warp's tile takes this product
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (alone || product_of(p, at.row(e >> 1), j0 + 8 * n + 2 * at.t + (e & 1)) == kind) s[n][e] = t[n][e];
+  }
+}
+
+// kRotations: the launch has two rotations or chunks (a kernel of its own, so that the plain one
+// keeps its registers).
+template <typename T, int D, bool kRotations>
 __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCudaLaunch p) {
   using acc_t = typename Acc<T>::type;
   constexpr acc_t kNegInf = -std::numeric_limits<acc_t>::infinity();
@@ -277,23 +364,33 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
   unsigned char* smem = cuda_elem::dynamic_shared_memory();
   const Place at = place_of(p);
   uint32_t qa[kTensorCores<T> ? D / 16 : 1][4];
-  if constexpr (kTensorCores<T>) load_query_fragments<T, D>(p, at, qa);
+  if constexpr (kTensorCores<T>)
+    load_query_fragments<T, D>(p, at, rows_of<T>(p.q, p.q_stride[0], p.q_stride[1], p.q_stride[2], at), qa);
   acc_t o[D / 8][4], top[2] = {kNegInf, kNegInf}, sum[2] = {0, 0};
+#pragma unroll
   for (int n = 0; n < D / 8; ++n)
+#pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0;
   for (int64_t j0 = 0; j0 < at.key_end; j0 += kKeys<T>) {
-    stage_tile<T, D>(p, at, j0, smem);
+    stage_tile<T, D>(p, at, j0, rows_of<T>(p.k, p.k_stride[0], p.k_stride[1], p.k_stride[2], at), true, smem);
     __syncthreads();
     acc_t s[N][4];
-    tile_scores<T, D>(p, at, qa, smem, s);
+    if constexpr (kRotations) {
+      rotated_scores<T, D>(p, at, j0, qa, smem, s);
+    } else {
+      tile_scores<T, D>(p, at, qa, rows_of<T>(p.q, p.q_stride[0], p.q_stride[1], p.q_stride[2], at), smem, s);
+    }
     acc_t tile_top[2] = {kNegInf, kNegInf};
+#pragma unroll
     for (int n = 0; n < N; ++n)
+#pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
         s[n][e] = scored<acc_t>(p, at, at.row(r), j0 + 8 * n + 2 * at.t + (e & 1), s[n][e]);
         tile_top[r] = s[n][e] > tile_top[r] ? s[n][e] : tile_top[r];
       }
     acc_t base[2], rescale[2];
+#pragma unroll
     for (int r = 0; r < 2; ++r) {
       const acc_t grown = group_max(tile_top[r]);
       const acc_t next = grown > top[r] ? grown : top[r];
@@ -302,23 +399,30 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
       top[r] = next;
       sum[r] *= rescale[r];
     }
+#pragma unroll
     for (int n = 0; n < N; ++n)
+#pragma unroll
       for (int e = 0; e < 4; ++e) {
         s[n][e] = exp2_of(s[n][e] - base[e >> 1]);
         sum[e >> 1] += s[n][e];
       }
+#pragma unroll
     for (int n = 0; n < D / 8; ++n)
+#pragma unroll
       for (int e = 0; e < 4; ++e) o[n][e] *= rescale[e >> 1];
     add_weighted_values<T, D>(at, smem, s, o);
     __syncthreads();  // the tile read by every warp before the next is staged
   }
   T* out = static_cast<T*>(p.out) + at.b * p.out_stride[0] + at.h * p.out_stride[1];
+#pragma unroll
   for (int r = 0; r < 2; ++r) {
     const acc_t total = group_sum(sum[r]);
     const int64_t i = at.row(r);
     if (i >= p.seq) continue;
     const acc_t inverse = acc_t(1) / total;
+#pragma unroll
     for (int n = 0; n < D / 8; ++n)
+#pragma unroll
       for (int e = 0; e < 2; ++e)
         out[i * p.out_stride[2] + 8 * n + 2 * at.t + e] = from_acc<T>(o[n][2 * r + e] * inverse);
     if (p.lse && at.t == 0)
@@ -330,8 +434,9 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
 template <typename T, int D, typename Launcher>
 void launch_with(const TileCudaLaunch& p, const Launcher& launch) {
   const int64_t tiles = (p.seq + kTileCudaRows - 1) / kTileCudaRows;
-  launch(tile_attention_kernel<T, D>, static_cast<unsigned>(p.batch * p.heads * tiles), kThreads,
-         SharedLayout<T, D>::bytes, p);
+  const unsigned grid = static_cast<unsigned>(p.batch * p.heads * tiles);
+  if (p.far_q) return launch(tile_attention_kernel<T, D, true>, grid, kThreads, SharedLayout<T, D>::bytes, p);
+  launch(tile_attention_kernel<T, D, false>, grid, kThreads, SharedLayout<T, D>::bytes, p);
 }
 
 }  // namespace tile_cuda

@@ -71,6 +71,18 @@ struct TileCudaLaunch {
   const void* cumulative = nullptr;  // fox: the gates' running sums [B, H, S] contiguous
   TileCudaFire fire;                 // fire: its tables, each in the accumulation type
   TileCudaBuckets buckets;           // buckets: its tables in the accumulation type
+  // Two rotations, causal (RoPE's remaps): a pair at distance i - j >= far_from scores far_q_i .
+  // far_k_j instead of q_i . k_j; far_q null: none. Chunks instead (chunk > 0): the chunk gap
+  // floor(i / chunk) - floor(j / chunk) picks q . k (0), mid_q . k (1) or far_q . far_k (2 or
+  // more). Each [B, H, S, D] like q, the strides of b, h and s (D: 1).
+  const void* far_q = nullptr;
+  int64_t far_q_stride[3] = {0, 0, 0};
+  const void* far_k = nullptr;
+  int64_t far_k_stride[3] = {0, 0, 0};
+  int64_t far_from = 0;
+  int64_t chunk = 0;
+  const void* mid_q = nullptr;
+  int64_t mid_q_stride[3] = {0, 0, 0};
 };
 
 // The query rows of one block and the head dimensions the kernel takes.

@@ -3,6 +3,8 @@
 // (tile_attention_cuda_launch.h). Evaluation only; a build without our CUDA kernels says so.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,25 +155,55 @@ bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dty
 #endif
 }
 
+namespace tile_attention_cuda_setup {
+
+// Whether t is laid out as the kernel reads q: q's shape, dtype and device, unit stride along D, and
+// for the 16-bit types (two values per 32-bit load) even offsets and strides.
+bool like_q(const at::Tensor& t, const at::Tensor& q) {
+  if (!t.defined() || t.sizes() != q.sizes() || t.scalar_type() != q.scalar_type() || t.device() != q.device())
+    return false;
+  if (t.stride(3) != 1) return false;
+  return t.element_size() != 2 ||
+         (t.storage_offset() % 2 == 0 && t.stride(0) % 2 == 0 && t.stride(1) % 2 == 0 && t.stride(2) % 2 == 0);
+}
+
+// The rotations of the term (two of them past a distance, or chunks) into the launch.
+void describe_rotations(const TileTerm& term, const at::Tensor& q, bool causal, TileCudaLaunch& p) {
+  auto rows = [](const at::Tensor& t, const void*& data, int64_t(&stride)[3]) {
+    data = t.data_ptr();
+    for (int a = 0; a < 3; ++a) stride[a] = t.stride(a);
+  };
+  if (term.chunk > 0) {
+    TORCH_CHECK(causal && like_q(term.far_q, q) && like_q(term.far_k, q) && like_q(term.mid_q, q),
+                "roformer::tile_attention: chunks need causal attention and mid_q, far_q, far_k like q");
+    rows(term.mid_q, p.mid_q, p.mid_q_stride);
+    p.chunk = term.chunk;
+  } else if (term.far_q.defined() || term.far_k.defined()) {
+    TORCH_CHECK(causal && like_q(term.far_q, q) && like_q(term.far_k, q) && !std::isnan(term.far_threshold),
+                "roformer::tile_attention: two rotations need causal attention, far_q and far_k like q, and a "
+                "threshold");
+    if (term.far_threshold >= static_cast<double>(q.size(2))) return;                 // no pair is far
+    p.far_from = static_cast<int64_t>(std::ceil(std::max(term.far_threshold, 0.0)));  // d >= t for whole d
+  } else {
+    return;
+  }
+  rows(term.far_q, p.far_q, p.far_q_stride);
+  rows(term.far_k, p.far_k, p.far_k_stride);
+}
+
+}  // namespace tile_attention_cuda_setup
+
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (!q.defined() || !k.defined() || !v.defined() || q.dim() != 4 || !q.is_cuda()) return false;
-  if (k.device() != q.device() || v.device() != q.device()) return false;
-  if (k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) return false;
-  if (k.sizes() != q.sizes() || v.sizes() != q.sizes()) return false;
-  if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return false;
-  if (q.element_size() == 2)  // two values per 32-bit load: even offsets and strides
-    for (const at::Tensor* t : {&q, &k, &v})
-      if (t->storage_offset() % 2 != 0 || t->stride(0) % 2 != 0 || t->stride(1) % 2 != 0 || t->stride(2) % 2 != 0)
-        return false;
-  return tile_attention_cuda_shape_supported(q.size(3), q.scalar_type(), q.device());
+  if (!q.defined() || q.dim() != 4 || !q.is_cuda()) return false;
+  using tile_attention_cuda_setup::like_q;
+  return like_q(q, q) && like_q(k, q) && like_q(v, q) &&
+         tile_attention_cuda_shape_supported(q.size(3), q.scalar_type(), q.device());
 }
 
 TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& out, double scale, bool causal, const TileTerm& term,
                                   const torch::Tensor& key_lengths, std::vector<torch::Tensor>& keep) {
   using namespace tile_attention_cuda_setup;
-  TORCH_CHECK(!term.far_q.defined() && term.chunk == 0,
-              "roformer::tile_attention on CUDA: no second rotation or chunks (the CPU kernel has them)");
   const bool fox = std::holds_alternative<FoxTerm>(term.added), fire = std::holds_alternative<FireTerm>(term.added);
   const bool buckets = std::holds_alternative<BucketTerm>(term.added);
   TORCH_CHECK(fox || fire || buckets || std::holds_alternative<NoTerm>(term.added),
@@ -179,6 +211,7 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
               "DeBERTa's buckets)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
   TileCudaLaunch p = describe(q, k, v, out, scale * term.score_factor, causal);
+  describe_rotations(term, q, causal, p);
   if (key_lengths.defined()) {
     TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
                 "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());

@@ -14,8 +14,8 @@
 namespace roformer::ops {
 
 // The launch of q, k (the term's scoring ones where it has them: the caller passes them), v and
-// out, [B, H, S, D] each, with the term (none, FoX, FIRE or buckets; no rotations) and right padding as
-// key lengths [B] (or undefined); its tables are kept alive in `keep`.
+// out, [B, H, S, D] each, with the term (none, FoX, FIRE or buckets; its rotations or chunks, causal) and right padding
+// as key lengths [B] (or undefined); its tables are kept alive in `keep`.
 TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& out, double scale, bool causal, const TileTerm& term,
                                   const torch::Tensor& key_lengths, std::vector<torch::Tensor>& keep);

@@ -1,12 +1,12 @@
-// GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device. The op against
-// the explicit scores in double on the same device (float32 at 1e-5, float64 to rounding, bf16 and
-// fp16 to their rounding of the weights and outputs; FIRE, DeBERTa's buckets and the rotations
-// against the CPU tile kernel in double), with no term, FoX's decay, FIRE's map, the buckets and a
-// relative bias row per head, causal and bidirectional, right padding, lengths inside and at the
-// ends of tiles, head dimensions 32, 64 and 128, two rotations and chunks; and the families it
-// serves (ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, DeBERTa, RoPE's remaps) evaluated under
-// model.attention_kernel fused as under reference, with the probe saying the tiles ran. The same
-// kernel runs on the CPU under emulation in tile_attention_cuda_on_host_test.cpp.
+// GPU (label gpu; skipped without a CUDA GPU): CUDA tile attention on the device, in what the GPU
+// build has (bf16 and float32, head dimensions 64 and 128). The op against the explicit scores in
+// double on the same device (float32 at 1e-5, bf16 to its rounding of the weights and outputs;
+// FIRE, DeBERTa's buckets and the rotations against the CPU tile kernel in double), with no term,
+// FoX's decay, FIRE's map, the buckets and a relative bias row per head, causal and bidirectional,
+// right padding, lengths inside and at the ends of tiles, two rotations and chunks; and the
+// families it serves (ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, DeBERTa, RoPE's remaps) evaluated
+// under model.attention_kernel fused as under reference, with the probe saying the tiles ran. The
+// same kernel runs on the CPU under emulation in tile_attention_cuda_on_host_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -30,7 +30,7 @@ namespace {
 enum class Term { none, fox, bias, fire, buckets };
 
 double tolerance(torch::ScalarType dtype) {
-  return dtype == torch::kFloat64 ? 1e-11 : dtype == torch::kFloat32 ? 1e-5 : dtype == torch::kHalf ? 4e-3 : 2.5e-2;
+  return dtype == torch::kFloat32 ? 1e-5 : 2.5e-2;  // bf16: its rounding of the weights and outputs
 }
 
 // One case on the device: the op's output against softmax(q k^T / sqrt(D) + term + mask) v in double.
@@ -112,10 +112,10 @@ model::EncoderModel cuda_model(config::PositionKind kind, config::Objective obje
 
 TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
-  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16, torch::kHalf, torch::kFloat64})
+  for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
     for (Term term : {Term::none, Term::fox, Term::bias, Term::fire, Term::buckets})
       for (bool causal : {true, false}) check_op(dtype, term, causal, 300, 64, term == Term::fox);
-  for (int64_t D : {32, 128})
+  for (int64_t D : {128})
     for (int64_t S : {1, 64, 65, 1000}) check_op(torch::kBFloat16, Term::bias, true, S, D, false);
   check_op(torch::kFloat32, Term::none, false, 513, 128, true);
 }

@@ -56,16 +56,15 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
                                                                 const torch::Tensor& key_lengths, bool keep_lse);
 
 // CUDA tile attention (tile_attention_cuda_launch.h), evaluation only: whether it takes [B, H, S, D]
-// tensors of head dimension D and this dtype on this device (D 32, 64 or 128; float32, float64, and
-// float16 or bfloat16 on compute capability 8.0+; false in a build without CUDA kernels), and
-// whether it takes these tensors (one device and dtype, equal shapes, unit stride along D).
+// tensors of head dimension D and this dtype on this device (D 64 or 128; float32, and bfloat16 on
+// compute capability 8.0+; false in a build without CUDA kernels), and whether it takes these
+// tensors (one device and dtype, equal shapes, unit stride along D).
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 // tile_attention_with_lse on CUDA tensors (it dispatches there): softmax with no term, FoX's,
 // FIRE's or DeBERTa's buckets, causal or bidirectional, right padding as key lengths; the
-// rotations and chunks of RoPE's remaps (causal). The log-sum-exp in float32 (float64 for float64
-// inputs).
+// rotations and chunks of RoPE's remaps (causal). The log-sum-exp in float32.
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
                                                                      const torch::Tensor& v, double scale, bool causal,
                                                                      const TileTerm& term,

@@ -22,9 +22,10 @@
 namespace roformer::ops {
 namespace tile_attention_cuda_setup {
 
+// float32 anywhere, bfloat16 from compute capability 8.0 (tensor cores).
 bool dtype_on_device(torch::ScalarType dtype, const torch::Device& device) {
-  if (dtype == at::kFloat || dtype == at::kDouble) return true;
-  if (dtype != at::kHalf && dtype != at::kBFloat16) return false;
+  if (dtype == at::kFloat) return true;
+  if (dtype != at::kBFloat16) return false;
 #ifdef ROFORMER_WITH_CUDA
   return at::cuda::getDeviceProperties(device.index() < 0 ? at::cuda::current_device() : device.index())->major >= 8;
 #else
@@ -35,8 +36,8 @@ bool dtype_on_device(torch::ScalarType dtype, const torch::Device& device) {
 void check_tensors(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(tile_attention_cuda_supports(q, k, v),
               "roformer::tile_attention on CUDA: q, k, v must be [B, H, S, D] CUDA tensors on one device, of one "
-              "dtype (float32, float64, or float16/bfloat16 on compute capability 8.0+), equal shapes, unit stride "
-              "along D, D 32, 64 or 128; got ",
+              "dtype (float32, or bfloat16 on compute capability 8.0+), equal shapes, unit stride "
+              "along D, D 64 or 128; got ",
               q.sizes(), " ", q.scalar_type(), " on ", q.device(), ", ", k.sizes(), ", ", v.sizes());
   TORCH_CHECK(!(at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())),
               "roformer::tile_attention on CUDA: no gradient (evaluation only); run it under NoGradGuard");
@@ -147,7 +148,7 @@ TileCudaBuckets bucket_tables(const BucketTerm& t, const at::Tensor& q, bool cau
 
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
 #ifdef ROFORMER_WITH_CUDA
-  return device.is_cuda() && tile_cuda_head_dim_supported(head_dim) &&
+  return device.is_cuda() && (head_dim == 64 || head_dim == 128) &&
          tile_attention_cuda_setup::dtype_on_device(dtype, device);
 #else
   (void)head_dim, (void)dtype, (void)device;

@@ -118,6 +118,13 @@ TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
   for (int64_t D : {128})
     for (int64_t S : {1, 64, 65, 1000}) check_op(torch::kBFloat16, Term::bias, true, S, D, false);
   check_op(torch::kFloat32, Term::none, false, 513, 128, true);
+  // Key lengths outside [1, S] are refused as on the CPU (an empty row would divide by zero).
+  const torch::Tensor x = torch::randn({2, 2, 10, 64}, torch::TensorOptions().device(torch::kCUDA));
+  torch::NoGradGuard no_grad;
+  for (int64_t bad : {0, 11})
+    EXPECT_THROW(ops::tile_attention(x, x, x, 0.125, true, ops::TileTerm{}, ops::TileNormalizer::softmax,
+                                     torch::tensor(std::vector<int64_t>{10, bad})),
+                 c10::Error);
 }
 
 // Two rotations (far pairs past 300) and chunks of 200, on the device, against the CPU tile kernel in

@@ -170,9 +170,11 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
                                                                 const torch::Tensor& v, double scale, bool causal,
                                                                 const TileTerm& term, TileNormalizer normalizer,
                                                                 const torch::Tensor& key_lengths, bool keep_lse) {
-  if (q_in.is_cuda()) {
+  if (q_in.is_cuda()) {  // the CUDA kernel, the key lengths checked as here (each in [1, S])
     TORCH_CHECK(normalizer == TileNormalizer::softmax, "roformer::tile_attention on CUDA: softmax only");
-    return tile_attention_cuda_with_lse(q_in, k_in, v, scale, causal, term, key_lengths, keep_lse);
+    const at::Tensor lengths =
+        key_lengths.defined() ? tile_attention_setup::checked_key_lengths(key_lengths, q_in, term) : key_lengths;
+    return tile_attention_cuda_with_lse(q_in, k_in, v, scale, causal, term, lengths, keep_lse);
   }
   const at::Tensor& q = tile_attention_setup::scoring_q(q_in, term);
   const at::Tensor& k = tile_attention_setup::scoring_k(k_in, term);

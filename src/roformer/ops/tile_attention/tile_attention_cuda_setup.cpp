@@ -22,10 +22,12 @@
 namespace roformer::ops {
 namespace tile_attention_cuda_setup {
 
-// float32 anywhere, bfloat16 from compute capability 8.0 (tensor cores).
-bool dtype_on_device(torch::ScalarType dtype, const torch::Device& device) {
+// Whether the GPU build has a kernel for the dtype and head dimension (tile_cuda_builds), on a
+// device that runs it: float32 anywhere, bfloat16 from compute capability 8.0 (tensor cores).
+bool built_for_device(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
+  if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
+  if (!tile_cuda_builds(head_dim, dtype == at::kFloat ? KernelDType::f32 : KernelDType::bf16)) return false;
   if (dtype == at::kFloat) return true;
-  if (dtype != at::kBFloat16) return false;
 #ifdef ROFORMER_WITH_CUDA
   return at::cuda::getDeviceProperties(device.index() < 0 ? at::cuda::current_device() : device.index())->major >= 8;
 #else
@@ -148,8 +150,7 @@ TileCudaBuckets bucket_tables(const BucketTerm& t, const at::Tensor& q, bool cau
 
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device) {
 #ifdef ROFORMER_WITH_CUDA
-  return device.is_cuda() && (head_dim == 64 || head_dim == 128) &&
-         tile_attention_cuda_setup::dtype_on_device(dtype, device);
+  return device.is_cuda() && tile_attention_cuda_setup::built_for_device(head_dim, dtype, device);
 #else
   (void)head_dim, (void)dtype, (void)device;
   return false;

@@ -94,7 +94,7 @@ inline std::vector<std::pair<std::string, roformer::config::ModelConfig>> tile_f
   config::ModelConfig path_fox = tiny_causal(PositionKind::path);
   path_fox.position.path.forget_gate = true;
   models.emplace_back("path_fox", path_fox);
-  for (const auto kind : {PositionKind::rope, PositionKind::none}) {
+  for (const auto kind : {PositionKind::rope, PositionKind::none, PositionKind::cope, PositionKind::fox}) {
     config::ModelConfig c = tiny_causal(kind);
     c.attention_normalizer = config::AttentionNormalizer::stick_breaking;
     if (kind == PositionKind::none) c.stick_breaking_remainder = config::StickBreakingRemainder::discard;

@@ -138,7 +138,8 @@ void expect_trains_in_tiles_as_on_the_explicit_scores(const config::ModelConfig&
     // under the softmax folds its key bias into the keys in training (the short kernel, or SDPA
     // with the padding's mask).
     const bool explicit_scores = length < tokens && c.position.kind == config::PositionKind::path;
-    const bool folded = c.position.kind == config::PositionKind::fox && c.objective == config::Objective::causal_lm;
+    const bool folded = c.position.kind == config::PositionKind::fox && c.objective == config::Objective::causal_lm &&
+                        c.attention_normalizer == config::AttentionNormalizer::softmax;
     EXPECT_EQ(tiled.kernels, folded            ? (length < tokens ? "sdpa-flash" : model::attention_kernel::kShort)
                              : explicit_scores ? model::attention_kernel::kExplicitScores
                                                : model::attention_kernel::kTile);

@@ -298,8 +298,17 @@ TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::BucketTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term = ops::CopeTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::RelativeTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  // Stick-breaking: over a term the scan takes (here none), not over RoPE's remaps.
+  f.softmax = false;
+  f.term = ops::NoTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.term->cuda_stick_breaking = false;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.softmax = true;
   f.kernel = config::AttentionKernel::auto_;
   f.term = ops::FireTerm::properties();  // positions only: SDPA takes it as a mask
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::bias_to_sdpa);

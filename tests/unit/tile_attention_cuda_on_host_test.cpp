@@ -322,8 +322,9 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
           t.added = BucketTerm{b.by_query, b.by_key, b.query_bucket, b.key_bucket, S - 1};
         }
         std::vector<torch::Tensor> keep;
-        const TileCudaLaunch p = term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
-                                           : describe_tile_cuda(q, k, v, out, scale, causal, t, lengths, keep);
+        const TileCudaLaunch p =
+            term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
+                      : describe_tile_cuda(q, k, v, out, scale, causal, t, TileNormalizer::softmax, lengths, keep);
         tile_attention_launch(p, cuda_host::HostLauncher{});
         auto dbl = [](const torch::Tensor& x) { return x.to(torch::kDouble); };
         if (term == 3) {
@@ -362,6 +363,7 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
           kind, causal ? roformer::config::Objective::causal_lm : roformer::config::Objective::mlm);
       c.hidden_size = H * D, c.num_heads = H;
       c.position.max_positions = 128;
+      c.position.cope.max_positions = 24;  // counts reach the clamp
       c.position.rope.rotary_dim = D;
       c.position.rope.mode = mode;
       c.position.rope.dual_chunk.chunk_size = 24, c.position.rope.dual_chunk.local_window = 4;  // chunks of 20
@@ -374,6 +376,11 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
         continue;  // a combination the config refuses (e.g. a causal-only mode in MLM)
       }
       pe->to(torch::kDouble);
+      {
+        torch::NoGradGuard init;
+        for (auto& p : pe->named_parameters())  // CoPE's table starts at zero, the authors' choice
+          if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
+      }
       const auto& term_properties = pe->traits().term;
       if (!pe->traits().forms_scores || !term_properties || !term_properties->cuda) continue;
       if (!causal && !term_properties->bidirectional) continue;
@@ -386,18 +393,25 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
       const torch::Tensor state = pe->layer_state(x, k, positions, 0, {});
       const std::optional<TileTerm> term = pe->tile_term(q, k, positions, 0, state, causal);
       if (!term) continue;
-      const torch::Tensor out = torch::empty({B, S, H, D}, torch::kDouble).transpose(1, 2);
-      std::vector<torch::Tensor> keep;
-      const torch::Tensor& sq = term->q.defined() ? term->q : q;
-      const torch::Tensor& sk = term->k.defined() ? term->k : k;
-      ASSERT_NO_THROW(tile_attention_launch(describe_tile_cuda(sq, sk, v, out, 0.17, causal, *term, {}, keep),
-                                            cuda_host::HostLauncher{}));
-      const torch::Tensor want = tile_attention(q, k, v, 0.17, causal, *term);
-      ASSERT_TRUE(want.isfinite().all().item<bool>());
-      EXPECT_LE((out - want).abs().max().item<double>(), 1e-11);
-      ++checked;
+      // Softmax, and stick-breaking (causal) where the term claims it.
+      for (TileNormalizer normalizer : {TileNormalizer::softmax, TileNormalizer::stick_breaking_remainder_to_query}) {
+        if (normalizer != TileNormalizer::softmax && (!causal || !term_properties->cuda_stick_breaking)) continue;
+        SCOPED_TRACE("normaliser " + std::to_string(static_cast<int>(normalizer)));
+        const torch::Tensor out = torch::empty({B, S, H, D}, torch::kDouble).transpose(1, 2);
+        std::vector<torch::Tensor> keep;
+        const torch::Tensor& sq = term->q.defined() ? term->q : q;
+        const torch::Tensor& sk = term->k.defined() ? term->k : k;
+        ASSERT_NO_THROW(tile_attention_launch(
+            describe_tile_cuda(sq, sk, v, out, 0.17, causal, *term, normalizer, {}, keep), cuda_host::HostLauncher{}));
+        const torch::Tensor want = tile_attention(q, k, v, 0.17, causal, *term, normalizer);
+        ASSERT_TRUE(want.isfinite().all().item<bool>());
+        EXPECT_LE((out - want).abs().max().item<double>(), 1e-11);
+        ++checked;
+      }
     }
-  EXPECT_GE(checked, 10);  // FoX, FIRE and DeBERTa both ways, RoPE's four remaps causal
+  // FoX, FIRE and DeBERTa both ways, CoPE causal, RoPE's four remaps causal (softmax only), and
+  // stick-breaking over FoX, FIRE, DeBERTa and CoPE
+  EXPECT_GE(checked, 15);
 }
 
 }  // namespace tile_attention_cuda_on_host_test

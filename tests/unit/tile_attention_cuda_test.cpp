@@ -95,14 +95,22 @@ void check_op(torch::ScalarType dtype, Term term, bool causal, int64_t S, int64_
 // The tiny two-layer causal or MLM model of `kind` (RoPE's remaps: `mode`, chunks of 224 for DCA)
 // widened to head dimension 64, in float32 on the GPU, the same weights whatever the kernel.
 model::EncoderModel cuda_model(config::PositionKind kind, config::Objective objective, config::AttentionKernel kernel,
-                               config::RopeMode mode = config::RopeMode::rotate) {
+                               config::RopeMode mode = config::RopeMode::rotate,
+                               config::AttentionNormalizer normalizer = config::AttentionNormalizer::softmax) {
   config::ModelConfig c = tiny_models::tiny_model(kind, objective);
   c.position.rope.mode = mode;
+  c.attention_normalizer = normalizer;
+  c.position.cope.max_positions = 24;  // counts reach the clamp
   c.position.rope.dual_chunk.chunk_size = 256, c.position.rope.dual_chunk.local_window = 32;
   c.attention_kernel = kernel;
   c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
   c.position.max_positions = 1024;
   model::EncoderModel m = model::build_model(c, 5);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->named_parameters())  // CoPE's table starts at zero, the authors' choice
+      if (p.key().find("pos_emb") != std::string::npos) p.value().normal_(0.0, 0.5);
+  }
   m->to(torch::kCUDA);
   m->eval();
   return m;
@@ -154,27 +162,33 @@ TEST(TileAttentionCuda, RotationsEqualTheCpuTileKernel) {
 }
 
 // The families the CUDA tiles serve evaluate under fused as under reference (SDPA with the mask, or
-// the explicit scores), and the tiles ran.
+// the explicit scores), and the tiles ran: CoPE, and stick-breaking over no term, RoPE, FoX and CoPE, too.
 TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  using config::AttentionNormalizer;
   using config::PositionKind;
   using config::RopeMode;
-  std::vector<std::tuple<PositionKind, RopeMode, config::Objective>> cases;
+  const auto softmax = AttentionNormalizer::softmax, sticks = AttentionNormalizer::stick_breaking;
+  std::vector<std::tuple<PositionKind, RopeMode, config::Objective, AttentionNormalizer>> cases;
   for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich,
                             PositionKind::fox, PositionKind::fire, PositionKind::deberta})
     for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm})
-      cases.push_back({kind, RopeMode::rotate, objective});
+      cases.push_back({kind, RopeMode::rotate, objective, softmax});
   for (RopeMode mode : {RopeMode::rerope, RopeMode::string, RopeMode::self_extend, RopeMode::dual_chunk})
-    cases.push_back({PositionKind::rope, mode, config::Objective::causal_lm});
-  for (const auto& [kind, mode, objective] : cases) {
+    cases.push_back({PositionKind::rope, mode, config::Objective::causal_lm, softmax});
+  cases.push_back({PositionKind::cope, RopeMode::rotate, config::Objective::causal_lm, softmax});
+  for (PositionKind kind : {PositionKind::none, PositionKind::rope, PositionKind::fox, PositionKind::cope})
+    cases.push_back({kind, RopeMode::rotate, config::Objective::causal_lm, sticks});
+  for (const auto& [kind, mode, objective, normalizer] : cases) {
     SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " mode " + std::to_string(static_cast<int>(mode)) +
-                 " objective " + std::to_string(static_cast<int>(objective)));
+                 " objective " + std::to_string(static_cast<int>(objective)) + " normaliser " +
+                 std::to_string(static_cast<int>(normalizer)));
     torch::manual_seed(4);
     model::EncoderInput in;
     in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
     torch::NoGradGuard no_grad;
     auto run = [&](config::AttentionKernel kernel, std::string* ran) {
-      model::EncoderModel m = cuda_model(kind, objective, kernel, mode);
+      model::EncoderModel m = cuda_model(kind, objective, kernel, mode, normalizer);
       model::AttentionKernelProbe probe;
       const torch::Tensor out = m->forward(in);
       torch::cuda::synchronize();

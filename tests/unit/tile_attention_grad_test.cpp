@@ -371,6 +371,34 @@ TEST(TileAttentionGrad, CopeEqualsAutogradThroughTheFusedTermOnTheExplicitScores
       }
 }
 
+// CoPE under stick-breaking: each count sums the gates of keys j to i, the diagonal's included
+// (CoPE's definition), though the sticks weigh only keys j < i; the forward in tiles against the
+// fused term on the explicit scores and the sticks' log-space definition. Its backward in tiles
+// visits keys from 0 up, which stick-breaking's scan from the query back cannot, so it is refused
+// (attention then recomputes the gradient from explicit rows).
+TEST(TileAttentionGrad, CopeUnderStickBreakingCountsTheDiagonalsGateAndHasNoBackwardInTiles) {
+  torch::manual_seed(53);
+  for (const int64_t S : kLengths)
+    for (const bool padded : {false, true}) {
+      SCOPED_TRACE("S " + std::to_string(S) + (padded ? " padded" : ""));
+      const int64_t H = 2, D = 8, P = 6;
+      const torch::Tensor q = heads(2, H, S, D), k = heads(2, H, S, D), v = heads(2, H, S, D);
+      const torch::Tensor at_integers = torch::randn({2, H, S, P}, torch::kFloat64);
+      const torch::Tensor lengths = padded ? key_lengths(S) : torch::Tensor();
+      const double scale = 1.0 / std::sqrt(double(D));
+      const auto to_query = ops::TileNormalizer::stick_breaking_remainder_to_query;
+      const TileTerm term{ops::CopeTerm{at_integers}};
+      torch::Tensor scores = (torch::matmul(q, k.transpose(-2, -1)) * scale).masked_fill(query_minus_key(S) < 0, -kInf);
+      if (lengths.defined())
+        scores = scores.masked_fill(torch::arange(S).view({1, 1, 1, S}) >= lengths.view({-1, 1, 1, 1}), -kInf);
+      const torch::Tensor want =
+          stick_breaking_reference(scores + ops::cope_term(scores, at_integers), v, lengths, true);
+      EXPECT_LE((ops::tile_attention(q, k, v, scale, true, term, to_query, lengths) - want).abs().max().item<double>(),
+                1e-12);
+      EXPECT_THROW(ops::tile_attention_trainable(q, k, v, scale, true, term, to_query, lengths), c10::Error);
+    }
+}
+
 // CoPE's backward adds its table's gradient once per run of keys sharing a count's floor index;
 // a query row with a NaN (every count NaN, clamped to index 0) leaves every other row's table
 // gradient as it is without the NaN, and nothing is written out of place (ASan in scripts/test.sh).

@@ -562,13 +562,15 @@ void expect_tiles_in_evaluation_only(const config::ModelConfig& c) {
   hidden_states(c, config::AttentionKernel::auto_, true, &training, tokens);
   // Causal FoX folds its decay into the keys in training (the short kernel at this length); a
   // term with a backward in tiles (stick-breaking's scores alone too, PaTH's blocks) trains in them.
-  const bool folded = c.position.kind == config::PositionKind::fox;
-  const bool sticks_alone = c.attention_normalizer == config::AttentionNormalizer::stick_breaking &&
-                            c.position.rope.mode == config::RopeMode::rotate;
+  const bool softmax = c.attention_normalizer == config::AttentionNormalizer::softmax;
+  const bool folded = c.position.kind == config::PositionKind::fox && softmax;
+  const bool sticks_alone =
+      !softmax && c.position.rope.mode == config::RopeMode::rotate &&
+      (c.position.kind == config::PositionKind::rope || c.position.kind == config::PositionKind::none);
   const bool tile_backward =
       c.position.kind == config::PositionKind::transformer_xl || c.position.kind == config::PositionKind::shaw ||
       c.position.kind == config::PositionKind::deberta || c.position.kind == config::PositionKind::fire ||
-      c.position.kind == config::PositionKind::cope || sticks_alone ||
+      (c.position.kind == config::PositionKind::cope && softmax) || sticks_alone ||
       (c.position.kind == config::PositionKind::path && c.attention_normalizer == config::AttentionNormalizer::softmax);
   EXPECT_EQ(training, folded          ? model::attention_kernel::kShort
                       : tile_backward ? model::attention_kernel::kTile

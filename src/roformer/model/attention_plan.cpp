@@ -25,7 +25,8 @@ bool short_kernel_allowed(const AttentionPassFacts& f) {
 const char* no_cuda_tiles(const AttentionPassFacts& f) {
   if (f.kernel != AttentionKernel::fused) return "CUDA tiles run under model.attention_kernel fused";
   if (f.autograd || f.training) return "CUDA tiles evaluate only (no backward)";
-  if (!f.softmax) return "CUDA tiles take softmax only";
+  if (!f.softmax && !(f.term && f.term->cuda_stick_breaking))
+    return "CUDA tiles take stick-breaking without RoPE's remaps";
   return nullptr;
 }
 

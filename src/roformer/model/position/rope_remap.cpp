@@ -17,11 +17,12 @@ RopeRemapImpl::RopeRemapImpl(const config::RopeConfig& config, int64_t head_dim,
       rotary_dim_(config.resolved_rotary_dim(head_dim)),
       bidirectional_(bidirectional),
       freqs_(config, rotary_dim_) {
-  traits_.forms_scores = true;               // content_scores rotates per (query, key) distance;
-  traits_.rotation = Rotation::none;         // attention rotates nothing
-  traits_.term = ops::NoTerm::properties();  // scores from its own rotations, no term on top
-  traits_.term->bidirectional = false;       // the kernel's rotations are causal
-  traits_.term->tile_backward = false;       // nor do they have a backward in tiles
+  traits_.forms_scores = true;                // content_scores rotates per (query, key) distance;
+  traits_.rotation = Rotation::none;          // attention rotates nothing
+  traits_.term = ops::NoTerm::properties();   // scores from its own rotations, no term on top
+  traits_.term->bidirectional = false;        // the kernel's rotations are causal
+  traits_.term->tile_backward = false;        // nor do they have a backward in tiles
+  traits_.term->cuda_stick_breaking = false;  // nor do CUDA tiles take them under stick-breaking
   traits_.reads_pass_length = config_.mode == config::RopeMode::string ||
                               config_.scaling.kind == config::RopeScalingKind::dynamic_ntk ||
                               config_.scaling.kind == config::RopeScalingKind::longrope;

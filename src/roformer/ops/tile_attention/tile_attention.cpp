@@ -171,10 +171,9 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
                                                                 const TileTerm& term, TileNormalizer normalizer,
                                                                 const torch::Tensor& key_lengths, bool keep_lse) {
   if (q_in.is_cuda()) {  // the CUDA kernel, the key lengths checked as here (each in [1, S])
-    TORCH_CHECK(normalizer == TileNormalizer::softmax, "roformer::tile_attention on CUDA: softmax only");
     const at::Tensor lengths =
         key_lengths.defined() ? tile_attention_setup::checked_key_lengths(key_lengths, q_in, term) : key_lengths;
-    return tile_attention_cuda_with_lse(q_in, k_in, v, scale, causal, term, lengths, keep_lse);
+    return tile_attention_cuda_with_lse(q_in, k_in, v, scale, causal, term, normalizer, lengths, keep_lse);
   }
   const at::Tensor& q = tile_attention_setup::scoring_q(q_in, term);
   const at::Tensor& k = tile_attention_setup::scoring_k(k_in, term);
@@ -213,6 +212,9 @@ TileAttentionGrads tile_attention_backward(const torch::Tensor& q_in, const torc
               "roformer::tile_attention_backward: out and grad_out must be like q ", q.sizes(),
               " and, for softmax, lse [B, H, S]");
   TORCH_CHECK(softmax || causal, "roformer::tile_attention: stick-breaking is causal");
+  TORCH_CHECK(softmax || !tile_term_properties(term.added).backward_softmax_only,
+              "roformer::tile_attention_backward: this term's backward in tiles takes softmax only (its keys visited "
+              "from 0 up, stick-breaking's from the query back)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   TileAttentionGrads grads{at::zeros({B, H, S, D}, q.options()),
                            at::zeros({B, H, S, D}, q.options()),

@@ -5,8 +5,8 @@
 // FlexAttention score_mod idea on the CPU). The terms are tile_term.h's list, each whole in
 // terms/; scores may also come from a second rotation of q and k past a distance or by chunks,
 // each tile forming the product it needs; right padding as per-row key lengths. CPU, float32 /
-// float64; CUDA tensors go to the CUDA kernel (evaluation, softmax; the terms whose properties
-// say cuda; tile_attention_cuda_launch.h). tile_attention itself has no autograd; for softmax and the terms with a
+// float64; CUDA tensors go to the CUDA kernel (evaluation; the terms whose properties say cuda;
+// tile_attention_cuda_launch.h). tile_attention itself has no autograd; for softmax and the terms with a
 // backward in tiles (no rotations), tile_attention_trainable differentiates it in tiles too. Knows nothing of configs
 // or families: a family describes its term (TileTerm) and attention calls this.
 #pragma once
@@ -62,12 +62,13 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
-// tile_attention_with_lse on CUDA tensors (it dispatches there): softmax with no term, FoX's,
-// FIRE's or DeBERTa's buckets, causal or bidirectional, right padding as key lengths; the
-// rotations and chunks of RoPE's remaps (causal). The log-sum-exp in float32.
+// tile_attention_with_lse on CUDA tensors (it dispatches there): no term, FoX's, FIRE's or
+// DeBERTa's buckets, causal or bidirectional, and CoPE's, causal; right padding as key lengths;
+// softmax, or stick-breaking (causal); the rotations and chunks of RoPE's remaps (causal, softmax).
+// The log-sum-exp (softmax only) in float32.
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
                                                                      const torch::Tensor& v, double scale, bool causal,
-                                                                     const TileTerm& term,
+                                                                     const TileTerm& term, TileNormalizer normalizer,
                                                                      const torch::Tensor& key_lengths, bool keep_lse);
 
 // softmax(q k^T scale + bias (+ the causal mask)) v on CUDA tensors in tiles, the relative bias of

@@ -3,7 +3,8 @@
 // the position family's term computed per score in registers, so no S x S tensor exists (the
 // FlexAttention idea: the family as a score function, memory linear in S). Evaluation only (no
 // backward). tile_attention_cuda_setup.cpp fills the launch from tensors; the kernels and their
-// launch plan are in tile_attention_cuda_kernels.cuh.
+// launch plan are in tile_attention_cuda_kernels.cuh (their parts in tile_attention_cuda_blocks.cuh
+// and tile_attention_cuda_scan.cuh).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,20 @@ enum class TileCudaTerm : int {
   fox = 2,        // FoX's decay: c_i - c_j causal, -|c_i - c_j| bidirectional
   fire = 3,       // FIRE's piecewise-linear map of psi(|i - j|) / its row's denominator (TileCudaFire)
   buckets = 4,    // DeBERTa's bucketed tables, added to q . k before the scale (TileCudaBuckets)
+  cope = 5,       // CoPE's term, causal: each row's gates counted from its diagonal back (TileCudaCope)
+};
+
+// How a row's scores become weights: softmax, or stick-breaking (Tan et al. 2025, causal: w_ij =
+// sigmoid(z_ij) prod_{j<t<i} sigmoid(-z_it) over keys j < i), what the sticks leave, 1 - sum_j
+// w_ij, dropped or put on the query's own value (ops::TileNormalizer's order).
+enum class TileCudaWeights : int { softmax = 0, stick_breaking = 1, stick_breaking_remainder_to_query = 2 };
+
+// CoPE (Golovneva et al. 2024): q_i . e[p] for p in [0, P), [B, H, S, P] contiguous. Key j's term is
+// row i interpolated at min(sum_{t=j..i} sigmoid(z_it), P - 1), z_it = scale x q_i . k_t over the
+// visible keys (ops::cope_term's map).
+struct TileCudaCope {
+  const void* at_integers = nullptr;
+  int64_t positions = 0;
 };
 
 // Bucketed query and key tables: by_query [B, H, S, R] and by_key [B, H, R, S] contiguous, and the
@@ -68,9 +83,11 @@ struct TileCudaLaunch {
   TileCudaTerm term = TileCudaTerm::none;
   const void* bias = nullptr;  // bias_rows: [H, 2S - 1] rows, row h at h * bias_head_stride (0: shared)
   int64_t bias_head_stride = 0;
-  const void* cumulative = nullptr;  // fox: the gates' running sums [B, H, S] contiguous
-  TileCudaFire fire;                 // fire: its tables, each in the accumulation type
-  TileCudaBuckets buckets;           // buckets: its tables in the accumulation type
+  const void* cumulative = nullptr;                    // fox: the gates' running sums [B, H, S] contiguous
+  TileCudaFire fire;                                   // fire: its tables, each in the accumulation type
+  TileCudaBuckets buckets;                             // buckets: its tables in the accumulation type
+  TileCudaCope cope;                                   // cope: its table in the accumulation type
+  TileCudaWeights weights = TileCudaWeights::softmax;  // stick-breaking: causal, no lse, no rotations
   // Two rotations, causal (RoPE's remaps): a pair at distance i - j >= far_from scores far_q_i .
   // far_k_j instead of q_i . k_j; far_q null: none. Chunks instead (chunk > 0): the chunk gap
   // floor(i / chunk) - floor(j / chunk) picks q . k (0), mid_q . k (1) or far_q . far_k (2 or

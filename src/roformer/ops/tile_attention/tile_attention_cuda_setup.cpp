@@ -204,16 +204,22 @@ bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k
 
 TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& out, double scale, bool causal, const TileTerm& term,
-                                  const torch::Tensor& key_lengths, std::vector<torch::Tensor>& keep) {
+                                  TileNormalizer normalizer, const torch::Tensor& key_lengths,
+                                  std::vector<torch::Tensor>& keep) {
   using namespace tile_attention_cuda_setup;
   const bool fox = std::holds_alternative<FoxTerm>(term.added), fire = std::holds_alternative<FireTerm>(term.added);
-  const bool buckets = std::holds_alternative<BucketTerm>(term.added);
-  TORCH_CHECK(fox || fire || buckets || std::holds_alternative<NoTerm>(term.added),
-              "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX, FIRE and "
-              "DeBERTa's buckets)");
+  const bool buckets = std::holds_alternative<BucketTerm>(term.added),
+             cope = std::holds_alternative<CopeTerm>(term.added);
+  TORCH_CHECK(fox || fire || buckets || cope || std::holds_alternative<NoTerm>(term.added),
+              "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX, FIRE, "
+              "DeBERTa's buckets and CoPE)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
   TileCudaLaunch p = describe(q, k, v, out, scale * term.score_factor, causal);
   describe_rotations(term, q, causal, p);
+  p.weights = static_cast<TileCudaWeights>(static_cast<int>(normalizer));
+  TORCH_CHECK((!cope && normalizer == TileNormalizer::softmax) || (causal && !p.far_q),
+              "roformer::tile_attention on CUDA: CoPE and stick-breaking need causal attention without RoPE's "
+              "remaps");
   if (key_lengths.defined()) {
     TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
                 "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
@@ -235,6 +241,15 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
   if (buckets) {
     p.term = TileCudaTerm::buckets;
     p.buckets = bucket_tables(std::get<BucketTerm>(term.added), q, causal, keep);
+  }
+  if (cope) {
+    keep.push_back(std::get<CopeTerm>(term.added).at_integers.to(q.device(), accumulation(q)).contiguous());
+    const at::Tensor& table = keep.back();
+    TORCH_CHECK(table.dim() == 4 && table.size(3) >= 1 && table.sizes().slice(0, 3) == q.sizes().slice(0, 3),
+                "roformer::tile_attention: CoPE needs q . e [B, H, S, P] for q ", q.sizes(), ", got ", table.sizes());
+    p.term = TileCudaTerm::cope;
+    p.cope.at_integers = table.data_ptr();
+    p.cope.positions = table.size(3);
   }
   return p;
 }
@@ -258,9 +273,11 @@ TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tens
 
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
                                                                      const torch::Tensor& v, double scale, bool causal,
-                                                                     const TileTerm& term,
+                                                                     const TileTerm& term, TileNormalizer normalizer,
                                                                      const torch::Tensor& key_lengths, bool keep_lse) {
   using namespace tile_attention_cuda_setup;
+  TORCH_CHECK(!keep_lse || normalizer == TileNormalizer::softmax,
+              "roformer::tile_attention: a log-sum-exp is kept for softmax only");
   const at::Tensor& sq = term.q.defined() ? term.q : q;
   const at::Tensor& sk = term.k.defined() ? term.k : k;
   check_tensors(sq, sk, v);
@@ -268,7 +285,7 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch
   at::Tensor out = at::empty({B, S, H, D}, sq.options()).transpose(1, 2);
   at::Tensor lse = keep_lse ? at::empty({B, H, S}, sq.options().dtype(accumulation(sq))) : at::Tensor();
   std::vector<at::Tensor> keep;  // the launch's tables, alive until the kernel is queued (stream-ordered reuse)
-  TileCudaLaunch p = describe_tile_cuda(sq, sk, v, out, scale, causal, term, key_lengths, keep);
+  TileCudaLaunch p = describe_tile_cuda(sq, sk, v, out, scale, causal, term, normalizer, key_lengths, keep);
   if (sq.numel() == 0) return {out, lse};
   if (keep_lse) p.lse = lse.data_ptr();
   run(p, sq.device());

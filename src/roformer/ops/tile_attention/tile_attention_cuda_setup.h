@@ -8,17 +8,20 @@
 
 #include <vector>
 
+#include "roformer/ops/tile_attention/tile_attention.h"
 #include "roformer/ops/tile_attention/tile_attention_cuda_launch.h"
 #include "roformer/ops/tile_attention/tile_term.h"
 
 namespace roformer::ops {
 
 // The launch of q, k (the term's scoring ones where it has them: the caller passes them), v and
-// out, [B, H, S, D] each, with the term (none, FoX, FIRE or buckets; its rotations or chunks, causal) and right padding
-// as key lengths [B] (or undefined); its tables are kept alive in `keep`.
+// out, [B, H, S, D] each, with the term (none, FoX, FIRE or buckets; CoPE, causal; its rotations
+// or chunks, causal, softmax), the normaliser (stick-breaking: causal) and right padding as key
+// lengths [B] (or undefined); its tables are kept alive in `keep`.
 TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& out, double scale, bool causal, const TileTerm& term,
-                                  const torch::Tensor& key_lengths, std::vector<torch::Tensor>& keep);
+                                  TileNormalizer normalizer, const torch::Tensor& key_lengths,
+                                  std::vector<torch::Tensor>& keep);
 
 // The launch with a relative bias read from its rows [H or 1, 2S - 1] (column S - 1 + j - i).
 TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

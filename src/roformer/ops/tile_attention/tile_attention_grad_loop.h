@@ -140,12 +140,13 @@ ROFORMER_ALWAYS_INLINE void run_query_tile(const TileAttentionLaunch& p, const T
     small_gemm::gemm<T, false, kBytes>(rows, padded, D, {dout, dout_ld, 1}, vt + j0, p.kt_ld, gw.dp.data(), kTileKeys);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      // Visible keys: j <= i (causal softmax), j < i (stick-breaking), all.
-      const int64_t n = p.causal ? std::clamp<int64_t>(i + (sticks ? 0 : 1) - j0, 0, width) : width;
+      // The term's keys (seen) and the weighted keys (n), as the forward's (tile_attention_loop.h).
+      const int64_t seen = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, width) : width;
+      const int64_t n = sticks && p.causal ? std::clamp<int64_t>(i - j0, 0, width) : seen;
       T* s = ds + r * kTileKeys;
       T* dp = gw.dp.data() + r * kTileKeys;
-      for (int64_t c = 0; c < n; ++c) s[c] *= scale;
-      if (n > 0) term.add(r, i, j0, n, s);
+      for (int64_t c = 0; c < seen; ++c) s[c] *= scale;
+      if (seen > 0) term.add(r, i, j0, seen, s);
       if (sticks) {
         term.grad_dp(r, i, j0, n, dp);
         stick_grads(s, dp, w.kept.data(), n, padded, gw.own[r], gw.total[r], gw.left[r], gw.later[r]);
@@ -160,7 +161,7 @@ ROFORMER_ALWAYS_INLINE void run_query_tile(const TileAttentionLaunch& p, const T
         }
         std::fill(dp + n, dp + padded, T(0));
       }
-      term.grad_row(r, i, j0, n, s, dp);  // every row, n = 0 too
+      term.grad_row(r, i, j0, seen, s, dp);  // every row, none seen too (the diagonal's dS: its gate's alone)
     }
     // dq += dS k, dk += dS^T q, dv += P^T dO (P now in dp).
     small_gemm::gemm<T, true, kBytes>(rows, D, width, {ds, kTileKeys, 1}, k + j0 * g.k_stride[2], g.k_stride[2],

@@ -251,11 +251,13 @@ ROFORMER_ALWAYS_INLINE void run_item(const TileAttentionLaunch& p, int64_t item,
     term.tile(j0, width);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      // Visible keys: j <= i (causal softmax), j < i (stick-breaking), all.
-      const int64_t n = p.causal ? std::clamp<int64_t>(i + (sticks ? 0 : 1) - j0, 0, width) : width;
+      // The term's keys: j <= i causal (CoPE counts the diagonal's gate under stick-breaking too),
+      // all; the weighted keys: those, but j < i under stick-breaking.
+      const int64_t seen = p.causal ? std::clamp<int64_t>(i + 1 - j0, 0, width) : width;
+      const int64_t n = sticks && p.causal ? std::clamp<int64_t>(i - j0, 0, width) : seen;
       T* row = w.scores.data() + r * kTileKeys;
-      for (int64_t c = 0; c < n; ++c) row[c] *= scale;
-      if (n > 0) term.add(r, i, j0, n, row);
+      for (int64_t c = 0; c < seen; ++c) row[c] *= scale;
+      if (seen > 0) term.add(r, i, j0, seen, row);
       if (sticks) {
         stick_step(row, n, width, w.left[r], w.sum[r], w.kept.data());
       } else {

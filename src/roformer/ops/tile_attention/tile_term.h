@@ -25,6 +25,7 @@ struct NoTerm {
     TileTermProperties p;
     p.tile_backward = true;
     p.cuda = true;
+    p.cuda_stick_breaking = true;
     return p;
   }
 };

@@ -12,8 +12,9 @@ struct TileTermProperties {
   bool forms_scores = false;           // forms the tile's scores itself (no replaced queries or second rotations)
   bool bidirectional = true;           // takes keys after the query too (attention without the causal mask)
   bool tile_backward = false;          // has a backward in tiles (tile_attention_trainable, or a family's blocks)
-  bool backward_softmax_only = false;  // that backward takes softmax alone (PaTH's blocks), not stick-breaking
+  bool backward_softmax_only = false;  // that backward takes softmax alone (PaTH's blocks, CoPE), not stick-breaking
   bool cuda = false;                   // the CUDA kernel computes it (tile_attention_cuda_launch.h; evaluation)
+  bool cuda_stick_breaking = false;    // ... under stick-breaking too (no rotations of the family's own)
 };
 
 }  // namespace roformer::ops

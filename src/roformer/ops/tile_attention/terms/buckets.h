@@ -23,6 +23,7 @@ struct BucketTerm {
     TileTermProperties p;
     p.tile_backward = true;
     p.cuda = true;
+    p.cuda_stick_breaking = true;
     return p;
   }
 };

@@ -27,6 +27,9 @@ struct CopeTerm {
     p.short_kernel = true;
     p.bidirectional = false;
     p.tile_backward = true;
+    p.backward_softmax_only = true;  // its backward visits keys from 0 up; stick-breaking's from the query back
+    p.cuda = true;
+    p.cuda_stick_breaking = true;
     return p;
   }
 };

@@ -31,6 +31,7 @@ struct FireTerm {
     p.positions_only = true;
     p.tile_backward = true;
     p.cuda = true;
+    p.cuda_stick_breaking = true;
     return p;
   }
 };

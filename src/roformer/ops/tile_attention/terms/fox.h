@@ -16,6 +16,7 @@ struct FoxTerm {
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.cuda = true;
+    p.cuda_stick_breaking = true;
     return p;
   }
 };

@@ -513,6 +513,10 @@ TEST(TileAttentionGrad, RefusesTermsWithoutABackwardInTiles) {
   EXPECT_THROW(ops::tile_attention_trainable(q, k, v, 0.3, true, rotations), c10::Error);
   EXPECT_FALSE(ops::tile_attention_trains(TileTerm{ops::FoxTerm{torch::zeros({1, 2, 9}, torch::kFloat64)}}));
   EXPECT_TRUE(ops::tile_attention_trains(TileTerm{}));
+  EXPECT_TRUE(ops::tile_attention_trains(TileTerm{}, ops::TileNormalizer::stick_breaking));
+  const TileTerm cope{ops::CopeTerm{torch::zeros({1, 2, 9, 4}, torch::kFloat64)}};
+  EXPECT_TRUE(ops::tile_attention_trains(cope));
+  EXPECT_FALSE(ops::tile_attention_trains(cope, ops::TileNormalizer::stick_breaking));  // keys from 0 up
 }
 
 }  // namespace tile_attention_grad_test

@@ -54,7 +54,7 @@ const char* no_tiles(const AttentionPassFacts& f) {
   if (!f.autograd && !f.training) return nullptr;
   if (f.dropout > 0.0) return "attention dropout in training";
   if (f.kernel == AttentionKernel::fused) return nullptr;
-  if (f.term->tile_backward && (f.softmax || !f.term->backward_softmax_only)) return nullptr;
+  if (f.term->trains_in_tiles(f.softmax)) return nullptr;
   if (!f.term->trains_faster_in_tiles) return "the term trains faster on explicit scores";
   const double S = double(f.seq), bytes = double(f.batch) * double(f.heads) * S * S * double(f.element_size);
   return bytes > kTileTrainingScoreBytes ? nullptr : "training scores below the tile limit";

@@ -39,11 +39,10 @@ torch::Tensor AttentionImpl::attend_in_tiles(const torch::Tensor& q, const torch
   // A term with a backward in tiles (or stick-breaking's scores alone): its tables keep their
   // graphs and the op differentiates them.
   const auto& properties = position_->traits().term;
-  const bool backward_in_tiles = properties && properties->tile_backward &&
-                                 (normalizer == TileNormalizer::softmax || !properties->backward_softmax_only);
+  const bool backward_in_tiles = properties && properties->trains_in_tiles(normalizer == TileNormalizer::softmax);
   if (torch::GradMode::is_enabled() && (!position_->traits().forms_scores || backward_in_tiles)) {
     const std::optional<ops::TileTerm> term = tile_term(q, k, ctx, state);
-    if (term && ops::tile_attention_trains(*term)) {
+    if (term && ops::tile_attention_trains(*term, normalizer)) {
       record_kernel(attention_kernel::kTile);
       return ops::tile_attention_trainable(q, k, v, position_->score_scale(head_dim_), ctx.causal, *term, normalizer,
                                            key_lengths);

@@ -205,16 +205,14 @@ TileAttentionGrads tile_attention_backward(const torch::Tensor& q_in, const torc
                                            const torch::Tensor& lse, const torch::Tensor& grad_out) {
   const at::Tensor& q = tile_attention_setup::scoring_q(q_in, term);
   const at::Tensor& k = tile_attention_setup::scoring_k(k_in, term);
-  TORCH_CHECK(tile_attention_trains(term), "roformer::tile_attention: this term has no backward in tiles");
+  TORCH_CHECK(tile_attention_trains(term, normalizer),
+              "roformer::tile_attention_backward: this term has no backward in tiles under this normaliser");
   const bool softmax = normalizer == TileNormalizer::softmax;
   TORCH_CHECK(out.sizes() == q.sizes() && grad_out.sizes() == q.sizes() &&
                   (!softmax || (lse.defined() && lse.sizes() == q.sizes().slice(0, 3))),
               "roformer::tile_attention_backward: out and grad_out must be like q ", q.sizes(),
               " and, for softmax, lse [B, H, S]");
   TORCH_CHECK(softmax || causal, "roformer::tile_attention: stick-breaking is causal");
-  TORCH_CHECK(softmax || !tile_term_properties(term.added).backward_softmax_only,
-              "roformer::tile_attention_backward: this term's backward in tiles takes softmax only (its keys visited "
-              "from 0 up, stick-breaking's from the query back)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   TileAttentionGrads grads{at::zeros({B, H, S, D}, q.options()),
                            at::zeros({B, H, S, D}, q.options()),
@@ -253,8 +251,9 @@ std::vector<torch::Tensor> tile_term_grad_tensors(const TileTerm& term) {
   return std::visit([](const auto& added) { return grad_tensors(added); }, term.added);
 }
 
-bool tile_attention_trains(const TileTerm& term) {
-  return tile_term_properties(term.added).tile_backward && !term.far_q.defined() && term.chunk == 0;
+bool tile_attention_trains(const TileTerm& term, TileNormalizer normalizer) {
+  return tile_term_properties(term.added).trains_in_tiles(normalizer == TileNormalizer::softmax) &&
+         !term.far_q.defined() && term.chunk == 0;
 }
 
 }  // namespace roformer::ops

@@ -78,9 +78,9 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch
 torch::Tensor tile_attention_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
                                   bool causal, const torch::Tensor& bias_rows);
 
-// Whether the backward in tiles takes the term: its type has one (tile_backward), no rotations;
-// with either normaliser.
-bool tile_attention_trains(const TileTerm& term);
+// Whether the backward in tiles takes the term under the normaliser: its type has one for it
+// (TileTermProperties::trains_in_tiles), no rotations.
+bool tile_attention_trains(const TileTerm& term, TileNormalizer normalizer = TileNormalizer::softmax);
 
 // The term's tensors that take a gradient in the backward in tiles, in tile_attention_backward's
 // order (some may be undefined).

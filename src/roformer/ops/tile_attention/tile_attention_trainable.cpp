@@ -59,11 +59,9 @@ class TileAttentionFunction : public torch::autograd::Function<TileAttentionFunc
 torch::Tensor tile_attention_trainable(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        double scale, bool causal, const TileTerm& term, TileNormalizer normalizer,
                                        const torch::Tensor& key_lengths) {
-  TORCH_CHECK(tile_attention_trains(term),
-              "roformer::tile_attention_trainable: this term has no backward in tiles (or has rotations)");
-  TORCH_CHECK(normalizer == TileNormalizer::softmax || !tile_term_properties(term.added).backward_softmax_only,
-              "roformer::tile_attention_trainable: this term's backward in tiles takes softmax only (its keys visited "
-              "from 0 up, stick-breaking's from the query back)");
+  TORCH_CHECK(tile_attention_trains(term, normalizer),
+              "roformer::tile_attention_trainable: this term has no backward in tiles under this normaliser (or has "
+              "rotations; CoPE's takes softmax only)");
   auto call = c10::make_intrusive<tile_attention_training::Call>();
   call->term = term;
   call->key_lengths = key_lengths;

@@ -15,6 +15,9 @@ struct TileTermProperties {
   bool backward_softmax_only = false;  // that backward takes softmax alone (PaTH's blocks, CoPE), not stick-breaking
   bool cuda = false;                   // the CUDA kernel computes it (tile_attention_cuda_launch.h; evaluation)
   bool cuda_stick_breaking = false;    // ... under stick-breaking too (no rotations of the family's own)
+
+  // Whether its backward in tiles takes this normaliser (softmax, else stick-breaking).
+  constexpr bool trains_in_tiles(bool softmax) const { return tile_backward && (softmax || !backward_softmax_only); }
 };
 
 }  // namespace roformer::ops

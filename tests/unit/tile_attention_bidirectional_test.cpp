@@ -282,7 +282,8 @@ TEST(TileAttentionBidirectional, ThePlanTakesTilesOnlyForTermsThatServeBothDirec
 }
 
 // On CUDA the families that form their scores take tiles in fused evaluation where the CUDA kernel
-// has their term (FoX, FIRE, DeBERTa's buckets), and keep their other paths otherwise.
+// has their term (FoX, FIRE, DeBERTa's buckets, CoPE, relative tables), and keep their other paths
+// otherwise (PaTH; a relative table under stick-breaking).
 TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   model::AttentionPassFacts f;
   f.forms_scores = true;
@@ -301,6 +302,11 @@ TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   f.term = ops::CopeTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
   f.term = ops::RelativeTerm::properties();
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+  f.softmax = false;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.softmax = true;
+  f.term = ops::PathTerm::properties();
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
   // Stick-breaking: over a term the scan takes (here none), not over RoPE's remaps.
   f.softmax = false;

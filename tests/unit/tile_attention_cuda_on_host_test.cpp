@@ -3,8 +3,8 @@
 // its output and log-sum-exp against the explicit scores in double, softmax(q k^T scale + term +
 // mask) v from the same inputs, for every dtype (bf16 and fp16 on the tensor-core path, float32
 // and float64 on the CUDA cores), each term (none, a relative bias row per head, FoX's decay,
-// FIRE's piecewise-linear map on both sides, DeBERTa's bucketed tables),
-// causal and bidirectional, right padding, lengths that end inside a tile and strided [B, S, H, D]
+// FIRE's piecewise-linear map on both sides, DeBERTa's bucketed tables, a relative table with
+// values as Shaw's), causal and bidirectional, right padding, lengths that end inside a tile and strided [B, S, H, D]
 // inputs. A check of the emulated product itself pins the fragment layout to a plain matrix
 // product. The GPU test (tile_attention_cuda_test.cpp) decides on a GPU.
 #include <gtest/gtest.h>
@@ -102,14 +102,46 @@ struct BucketTables {
   }
 };
 
+// A relative table with values, in the kernel's dtype: the term's queries [B, H, S, D] and the
+// tables [H, origin + S, D], origin 0 causal (rows before it would belong to hidden keys) and
+// S + 1 bidirectional (two rows no pair reads).
+struct RelativeTables {
+  int64_t origin = 0;
+  torch::Tensor q, table, value;
+  RelativeTables(const Case& c, torch::ScalarType dtype) : origin(c.causal ? 0 : c.seq + 1) {
+    q = torch::randn({c.batch, c.heads, c.seq, c.head_dim}, torch::kDouble).to(dtype);
+    table = torch::randn({c.heads, origin + c.seq, c.head_dim}, torch::kDouble).to(dtype);
+    value = torch::randn({c.heads, origin + c.seq, c.head_dim}, torch::kDouble).to(dtype);
+  }
+  // Each pair's row origin + i - j, [S, S] (clamped: the rows of hidden pairs do not matter).
+  torch::Tensor rows(int64_t S) const {
+    const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+    return (origin + i - j).clamp(0, origin + S - 1);
+  }
+  // q_i . table[h, origin + i - j], [B, H, S, S].
+  torch::Tensor term(int64_t S) const {
+    const torch::Tensor all = torch::matmul(q.to(torch::kDouble), table.to(torch::kDouble).transpose(1, 2));
+    return all.gather(3, rows(S).view({1, 1, S, S}).expand({q.size(0), q.size(1), S, S}));
+  }
+  // sum_j w_ij value[h, origin + i - j], [B, H, S, D].
+  torch::Tensor values(const torch::Tensor& w) const {
+    const int64_t S = w.size(2);
+    const torch::Tensor spread = torch::zeros({w.size(0), w.size(1), S, value.size(1)}, torch::kDouble)
+                                     .scatter_add(3, rows(S).view({1, 1, S, S}).expand(w.sizes()), w);
+    return torch::matmul(spread, value.to(torch::kDouble));
+  }
+};
+
 // The explicit scores in double: output [B, H, S, D] and log-sum-exp [B, H, S].
 std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, double scale, const torch::Tensor& bias,
                                                   const torch::Tensor& cumulative, const torch::Tensor& lengths,
-                                                  const FireTables& fire, const BucketTables& buckets) {
+                                                  const FireTables& fire, const BucketTables& buckets,
+                                                  const RelativeTables& relative) {
   const int64_t S = c.seq;
   torch::Tensor s = torch::matmul(q.to(torch::kDouble), k.to(torch::kDouble).transpose(2, 3));
   if (c.term == TileCudaTerm::buckets) s = s + buckets.term(S);
+  if (c.term == TileCudaTerm::relative) s = s + relative.term(S);
   s = s * scale;
   const torch::Tensor i = torch::arange(S, torch::kLong).view({S, 1}), j = torch::arange(S, torch::kLong).view({1, S});
   if (c.term == TileCudaTerm::bias_rows)
@@ -124,7 +156,10 @@ std::pair<torch::Tensor, torch::Tensor> reference(const Case& c, const torch::Te
   if (c.causal) hidden = hidden | (j > i).view({1, 1, S, S});
   if (lengths.defined()) hidden = hidden | (j.view({1, 1, 1, S}) >= lengths.view({c.batch, 1, 1, 1}));
   s = s.masked_fill(hidden, -std::numeric_limits<double>::infinity());
-  return {torch::matmul(torch::softmax(s, -1), v.to(torch::kDouble)), torch::logsumexp(s, -1)};
+  const torch::Tensor w = torch::softmax(s, -1);
+  torch::Tensor out = torch::matmul(w, v.to(torch::kDouble));
+  if (c.term == TileCudaTerm::relative) out = out + relative.values(w);
+  return {out, torch::logsumexp(s, -1)};
 }
 
 // [B, H, S, D] views of [B, S, H, D] storage, as attention hands them over.
@@ -144,6 +179,7 @@ void check_case(const Case& c) {
       torch::log_sigmoid(torch::randn({c.batch, c.heads, c.seq}, torch::kDouble) + 2).cumsum(-1).to(acc);
   const FireTables fire(c.heads, c.seq);
   const BucketTables buckets(c.batch, c.heads, c.seq);
+  const RelativeTables relative(c, c.dtype);
   std::vector<torch::Tensor> fire_acc;  // the tables in the accumulation dtype, alive during the launch
   auto acc_ptr = [&](const torch::Tensor& t) {
     fire_acc.push_back(t.to(acc).contiguous());
@@ -181,10 +217,15 @@ void check_case(const Case& c) {
   p.buckets.query_bucket = buckets.query_bucket.data_ptr<int64_t>() + (c.seq - 1);
   p.buckets.key_bucket = buckets.key_bucket.data_ptr<int64_t>() + (c.seq - 1);
   p.buckets.buckets = BucketTables::R;
+  p.relative.q = relative.q.data_ptr();
+  for (int a = 0; a < 3; ++a) p.relative.q_stride[a] = relative.q.stride(a);
+  p.relative.table = relative.table.data_ptr(), p.relative.value = relative.value.data_ptr();
+  p.relative.table_head_stride = relative.table.stride(0), p.relative.value_head_stride = relative.value.stride(0);
+  p.relative.origin = relative.origin;
   cuda_host::HostLauncher launcher;
   tile_attention_launch(p, launcher);
   ASSERT_EQ(launcher.launches, 1);
-  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths, fire, buckets);
+  const auto [want, want_lse] = reference(c, q, k, v, p.scale, bias, cumulative, lengths, fire, buckets, relative);
   // float64 to rounding; float32 at the 1e-5 the GPU test asks; the 16-bit types round the
   // weights before their product with the values and the output to storage.
   const double tol = c.dtype == torch::kFloat64   ? 1e-11
@@ -228,26 +269,29 @@ TEST(TileAttentionCudaOnHost, EmulatedMmaIsTheMatrixProductInTheFragmentLayout) 
 
 TEST(TileAttentionCudaOnHost, EveryDtypeAndTermEqualsTheExplicitScores) {
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kHalf})
-    for (TileCudaTerm term :
-         {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox, TileCudaTerm::fire, TileCudaTerm::buckets})
+    for (TileCudaTerm term : {TileCudaTerm::none, TileCudaTerm::bias_rows, TileCudaTerm::fox, TileCudaTerm::fire,
+                              TileCudaTerm::buckets, TileCudaTerm::relative})
       for (bool causal : {true, false}) {
         Case c;
         c.dtype = dtype, c.term = term, c.causal = causal;
-        c.padded = term == TileCudaTerm::bias_rows;
+        c.padded = term == TileCudaTerm::bias_rows || term == TileCudaTerm::relative;
         c.seq = causal ? 100 : 37;
         check_case(c);
       }
 }
 
+// The relative table's walk asks for the most shared memory (52 KiB at bf16 D = 128, past the
+// default 48 KiB: its launch opts in).
 TEST(TileAttentionCudaOnHost, HeadDimensionsAndLengthsAtTileEdges) {
   for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat32})
     for (int64_t head_dim : {64, 128})
-      for (int64_t seq : {1, 64, 130}) {
-        Case c;
-        c.dtype = dtype, c.head_dim = head_dim, c.seq = seq, c.batch = 1, c.heads = 1;
-        c.term = TileCudaTerm::bias_rows;
-        check_case(c);
-      }
+      for (int64_t seq : {1, 64, 130})
+        for (TileCudaTerm term : {TileCudaTerm::bias_rows, TileCudaTerm::relative}) {
+          Case c;
+          c.dtype = dtype, c.head_dim = head_dim, c.seq = seq, c.batch = 1, c.heads = 1;
+          c.term = term;
+          check_case(c);
+        }
 }
 
 // Two rotations (a far pair, i - j >= 40, scores far_q . far_k) and chunks of 24 (the chunk gap
@@ -296,14 +340,15 @@ TEST(TileAttentionCudaOnHost, RotationsGiveEachPairItsOwnProduct) {
 }
 
 // The LibTorch side (tile_attention_cuda_setup.h) on CPU tensors, run through the emulator: no
-// term with right padding, FoX's running sums, FIRE's and the buckets' tables give the CPU tile kernel's output
-// (held to each family's formula in double by its own tests), and the bias rows the explicit
-// scores; float64 to rounding, float32 at 1e-5.
+// term with right padding, FoX's running sums, FIRE's and the buckets' tables and a relative table
+// with values (heads sharing its rows, as Shaw's) give the CPU tile kernel's output (held to each
+// family's formula in double by its own tests), and the bias rows the explicit scores; float64 to
+// rounding, float32 at 1e-5.
 TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelComputesIt) {
   const int64_t B = 2, H = 2, S = 90, D = 32;
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32})
     for (bool causal : {true, false})
-      for (int term = 0; term < 5; ++term) {
+      for (int term = 0; term < 6; ++term) {
         SCOPED_TRACE(std::string(c10::toString(dtype)) + (causal ? " causal" : " bidirectional") + " term " +
                      std::to_string(term));
         torch::manual_seed(8);
@@ -321,6 +366,14 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
           const BucketTables b(B, H, S);
           t.added = BucketTerm{b.by_query, b.by_key, b.query_bucket, b.key_bucket, S - 1};
         }
+        if (term == 5) {
+          const int64_t origin = causal ? 0 : S - 1;
+          RelativeTerm r{heads(), torch::randn({1, origin + S + 3, D}, torch::kDouble).expand({H, -1, -1})};
+          r.value_table = torch::randn({H, origin + S, D}, torch::kDouble);
+          r.origin = origin;
+          t.added = r;
+          lengths = torch::tensor(std::vector<int64_t>{S, 50});
+        }
         std::vector<torch::Tensor> keep;
         const TileCudaLaunch p =
             term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
@@ -335,6 +388,11 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
           want = torch::matmul(torch::softmax(s, -1), dbl(v));
         } else {
           if (term == 1) t.added = FoxTerm{std::get<FoxTerm>(t.added).cumulative};
+          if (term == 5) {  // the term's queries in q's dtype, float64 here
+            RelativeTerm r = std::get<RelativeTerm>(t.added);
+            r.q = dbl(r.q);
+            t.added = r;
+          }
           torch::NoGradGuard no_grad;
           want = tile_attention(dbl(q), dbl(k), dbl(v), scale, causal, t, TileNormalizer::softmax, lengths);
         }
@@ -409,9 +467,9 @@ TEST(TileAttentionCudaOnHost, EveryFamilyClaimingCudaTilesGetsTheCpuTileKernelsO
         ++checked;
       }
     }
-  // FoX, FIRE and DeBERTa both ways, CoPE causal, RoPE's four remaps causal (softmax only), and
-  // stick-breaking over FoX, FIRE, DeBERTa and CoPE
-  EXPECT_GE(checked, 15);
+  // FoX, FIRE, DeBERTa, Shaw and Transformer-XL both ways, CoPE causal, RoPE's four remaps causal
+  // (softmax only), and stick-breaking over FoX, FIRE, DeBERTa and CoPE
+  EXPECT_GE(checked, 19);
 }
 
 }  // namespace tile_attention_cuda_on_host_test

@@ -162,7 +162,8 @@ TEST(TileAttentionCuda, RotationsEqualTheCpuTileKernel) {
 }
 
 // The families the CUDA tiles serve evaluate under fused as under reference (SDPA with the mask, or
-// the explicit scores), and the tiles ran: CoPE, and stick-breaking over no term, RoPE, FoX and CoPE, too.
+// the explicit scores), and the tiles ran: Shaw's and Transformer-XL's relative tables, CoPE, and
+// stick-breaking over no term, RoPE, FoX and CoPE, too.
 TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
   using config::AttentionNormalizer;
@@ -170,8 +171,9 @@ TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   using config::RopeMode;
   const auto softmax = AttentionNormalizer::softmax, sticks = AttentionNormalizer::stick_breaking;
   std::vector<std::tuple<PositionKind, RopeMode, config::Objective, AttentionNormalizer>> cases;
-  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich,
-                            PositionKind::fox, PositionKind::fire, PositionKind::deberta})
+  for (PositionKind kind :
+       {PositionKind::alibi, PositionKind::t5_bias, PositionKind::kerple, PositionKind::sandwich, PositionKind::fox,
+        PositionKind::fire, PositionKind::deberta, PositionKind::shaw, PositionKind::transformer_xl})
     for (config::Objective objective : {config::Objective::causal_lm, config::Objective::mlm})
       cases.push_back({kind, RopeMode::rotate, objective, softmax});
   for (RopeMode mode : {RopeMode::rerope, RopeMode::string, RopeMode::self_extend, RopeMode::dual_chunk})

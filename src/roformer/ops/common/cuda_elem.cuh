@@ -29,11 +29,17 @@ __device__ __forceinline__ unsigned char* dynamic_shared_memory() {
 }
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...): what the launch plans call on a GPU.
+// Past the 48 KiB a kernel gets by default it opts in first (cuda_host::kMaxDynamicSharedOptIn
+// bounds what a plan may ask); a refusal surfaces as the launch's error (cudaGetLastError).
 struct StreamLauncher {
   cudaStream_t stream;
   template <typename... Params, typename... Args>
   void operator()(void (*kernel)(Params...), unsigned grid, unsigned block, size_t shared_bytes,
                   const Args&... args) const {
+    if (shared_bytes > 48 * 1024 &&
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared_bytes)) != cudaSuccess)
+      return;
     kernel<<<grid, block, shared_bytes, stream>>>(args...);
   }
 };

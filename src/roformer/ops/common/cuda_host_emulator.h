@@ -2,12 +2,12 @@
 // vector paths and warp reductions (tests/unit/cuda_kernels_on_host_test.cpp), under ASan too.
 // It supplies, for a host compiler, the CUDA built-ins the kernel headers (*_cuda_kernels.cuh)
 // use: threadIdx / blockIdx / blockDim / gridDim (x only: our grids are 1-D), __syncthreads,
-// __shfl_xor_sync (full mask) and dynamic shared memory; HostLauncher takes the place of
+// __syncwarp and __shfl_xor_sync (full mask) and dynamic shared memory; HostLauncher takes the place of
 // `kernel<<<grid, block, smem, stream>>>(args)`. A block's threads are real threads, so
 // barriers and shuffles behave as on the GPU (a thread that returns stops counting for
 // __syncthreads, as PTX's `exit` specifies); blocks run one after another. Launches the GPU
-// would refuse (empty grid, more than 1024 threads, over 48 KiB of dynamic shared memory), a
-// full-mask shuffle in a warp with an exited lane (undefined on the GPU) and a barrier that
+// would refuse (empty grid, more than 1024 threads, more dynamic shared memory than
+// kMaxDynamicSharedOptIn), a full-mask shuffle in a warp with an exited lane (undefined on the GPU) and a barrier that
 // never completes are reported as errors. Not for nvcc.
 #pragma once
 
@@ -39,7 +39,9 @@ struct Index3 {
 };
 
 constexpr int kWarpSize = 32;
-constexpr size_t kMaxDynamicShared = 48 * 1024;  // without cudaFuncSetAttribute opt-in
+// Dynamic shared memory a launch may ask for: past 48 KiB cuda_elem::StreamLauncher opts in, up to
+// the smallest opt-in maximum of the architectures we build for (Turing's 64 KiB).
+constexpr size_t kMaxDynamicSharedOptIn = 64 * 1024;
 constexpr auto kDeadlockTimeout = std::chrono::seconds(60);
 constexpr size_t kMaxGatherBytes = 64;  // warp_all_gather's largest value
 
@@ -98,7 +100,7 @@ inline void leave(Block& b, unsigned thread) {
   --b.warp_alive[w];
   if (b.warps[w].arrived > 0)
     fail_locked(b, "lane " + std::to_string(thread % kWarpSize) + " of warp " + std::to_string(w) +
-                       " returned while its warp waits in __shfl_xor_sync");
+                       " returned while its warp waits in __shfl_xor_sync or __syncwarp");
 }
 
 // Runs body() as every thread of every block of a 1-D grid.
@@ -115,6 +117,19 @@ inline void __syncthreads() {
   Block& b = *current;
   std::unique_lock<std::mutex> lock(b.mutex);
   arrive_and_wait(b, b.sync, lock, "__syncthreads");
+}
+
+// A full warp's barrier, which orders its lanes' shared-memory accesses (full mask only).
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  using namespace roformer::ops::cuda_host;
+  Block& b = *current;
+  const unsigned w = threadIdx.x / kWarpSize;
+  std::unique_lock<std::mutex> lock(b.mutex);
+  if (mask != 0xffffffffu) fail_locked(b, "__syncwarp: only the full mask is emulated");
+  if (b.warp_alive[w] != kWarpSize)
+    fail_locked(b, "__syncwarp with a full mask in warp " + std::to_string(w) + ", which has " +
+                       std::to_string(b.warp_alive[w]) + " live lanes (undefined on the GPU)");
+  arrive_and_wait(b, b.warps[w], lock, "__syncwarp");
 }
 
 template <typename T>
@@ -174,9 +189,9 @@ void run_grid(unsigned grid, unsigned block, size_t shared_bytes, const Body& bo
   if (grid == 0 || block == 0 || block > 1024)
     throw std::runtime_error("invalid launch configuration: grid " + std::to_string(grid) + ", block " +
                              std::to_string(block) + " (the GPU refuses an empty grid or over 1024 threads)");
-  if (shared_bytes > kMaxDynamicShared)
+  if (shared_bytes > kMaxDynamicSharedOptIn)
     throw std::runtime_error("launch asks for " + std::to_string(shared_bytes) +
-                             " bytes of dynamic shared memory, over the 48 KiB a kernel gets without opt-in");
+                             " bytes of dynamic shared memory, over the 64 KiB every built architecture opts in to");
   Block b;
   const unsigned warps = (block + kWarpSize - 1) / kWarpSize;
   b.warps.reset(new Barrier[warps]);

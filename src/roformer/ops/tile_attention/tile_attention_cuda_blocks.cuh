@@ -42,6 +42,8 @@ constexpr int kKeys = kTensorCores<T> ? 64 : (sizeof(T) == 4 ? 32 : 16);
 
 // Shared memory, in elements: keys [kKeys][D + kPad]; the tensor cores' values transposed
 // [D][kKeys + 8], the CUDA cores' as rows [kKeys][D] and each warp's weights [16][kKeys + 1].
+// The relative tables' walk gives each warp such a weights region on the tensor cores too
+// (relative_bytes; over 48 KiB at bf16 D = 128, so its launch opts in).
 template <typename T>
 constexpr int kPad = kTensorCores<T> ? 8 : 1;
 template <typename T, int D>
@@ -55,7 +57,16 @@ struct SharedLayout {
   static constexpr int values = kTensorCores<T> ? D * value_ld : kKeys<T> * D;
   static constexpr int weights = kTensorCores<T> ? 0 : kWarps * 16 * weight_ld;
   static constexpr size_t bytes = sizeof(elem) * (keys + values) + sizeof(acc_t) * weights;
+  static constexpr size_t relative_bytes = sizeof(elem) * (keys + values) + sizeof(acc_t) * kWarps * 16 * weight_ld;
 };
+
+// A warp's weights region [16][kKeys + 1] in the accumulation type (see SharedLayout).
+template <typename T, int D>
+__device__ __forceinline__ typename Acc<T>::type* warp_weights(unsigned char* smem, int warp) {
+  using L = SharedLayout<T, D>;
+  return reinterpret_cast<typename Acc<T>::type*>(smem + sizeof(typename L::elem) * (L::keys + L::values)) +
+         warp * 16 * L::weight_ld;
+}
 
 __device__ __forceinline__ float exp2_of(float x) {
   return exp2f(x);
@@ -270,7 +281,7 @@ __device__ __forceinline__ void add_weighted_values(const Place& at, unsigned ch
       }
     }
   } else {
-    acc_t* weights = reinterpret_cast<acc_t*>(const_cast<elem*>(values) + L::values) + at.warp * 16 * L::weight_ld;
+    acc_t* weights = warp_weights<T, D>(smem, at.warp);
     for (int n = 0; n < kKeys<T> / 8; ++n)
       for (int e = 0; e < 4; ++e) weights[(at.g + 8 * (e >> 1)) * L::weight_ld + 8 * n + 2 * at.t + (e & 1)] = s[n][e];
     __syncthreads();  // the warp's weights written (every warp runs the same tiles)

@@ -6,7 +6,8 @@
 // (FlashAttention-2's online softmax, each row's running maximum and sum in log2 units; or
 // stick-breaking's sticks) and adds their product with the values. CoPE and stick-breaking scan
 // each row from its diagonal back (tile_attention_cuda_scan.cuh), so their kernel visits the
-// tiles from the last down. Unnamed namespace, as tile_attention_cuda_blocks.cuh.
+// tiles from the last down; a relative table adds a product per warp and tile
+// (tile_attention_cuda_relative.cuh). Unnamed namespace, as tile_attention_cuda_blocks.cuh.
 #pragma once
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "roformer/ops/tile_attention/tile_attention_cuda_blocks.cuh"
+#include "roformer/ops/tile_attention/tile_attention_cuda_relative.cuh"
 #include "roformer/ops/tile_attention/tile_attention_cuda_scan.cuh"
 
 namespace roformer::ops {
@@ -23,9 +25,10 @@ namespace {  // NOLINT(build/namespaces): per including file, see tile_attention
 
 namespace tile_cuda {
 
-// Which kernel: the plain one; RoPE's remaps (two rotations or chunks); or the scan from the
-// diagonal back (CoPE, stick-breaking). Each a kernel of its own, so the plain one keeps its registers.
-enum class Walk { plain, rotations, scan };
+// Which kernel: the plain one; RoPE's remaps (two rotations or chunks); the scan from the
+// diagonal back (CoPE, stick-breaking); or a relative table's products. Each a kernel of its own,
+// so the plain one keeps its registers.
+enum class Walk { plain, rotations, scan, relative };
 
 // Whether the launch needs the scan's walk.
 inline bool scans(const TileCudaLaunch& p) {
@@ -105,8 +108,13 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
   unsigned char* smem = cuda_elem::dynamic_shared_memory();
   const Place at = place_of(p);
   uint32_t qa[kTensorCores<T> ? D / 16 : 1][4];
+  uint32_t ra[kTensorCores<T> && kWalk == Walk::relative ? D / 16 : 1][4];  // the relative term's queries
   if constexpr (kTensorCores<T>)
     load_query_fragments<T, D>(p, at, rows_of<T>(p.q, p.q_stride[0], p.q_stride[1], p.q_stride[2], at), qa);
+  if constexpr (kTensorCores<T> && kWalk == Walk::relative)
+    load_query_fragments<T, D>(
+        p, at, rows_of<T>(p.relative.q, p.relative.q_stride[0], p.relative.q_stride[1], p.relative.q_stride[2], at),
+        ra);
   acc_t o[D / 8][4], top[2] = {kNegInf, kNegInf}, sum[2] = {0, 0};
   acc_t counted[2] = {0, 0}, left[2] = {0, 0};  // the scan, per row: CoPE's gates; log of what the sticks leave
 #pragma unroll
@@ -124,6 +132,7 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
     } else {
       tile_scores<T, D>(p, at, qa, rows_of<T>(p.q, p.q_stride[0], p.q_stride[1], p.q_stride[2], at), smem, s);
     }
+    if constexpr (kWalk == Walk::relative) add_relative_scores<T, D>(p, at, j0, ra, smem, s);
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
@@ -140,6 +149,8 @@ __global__ void __launch_bounds__(kThreads) tile_attention_kernel(const TileCuda
       softmax_step<acc_t, N, D>(s, top, sum, o);
     }
     add_weighted_values<T, D>(at, smem, s, o);
+    if constexpr (kWalk == Walk::relative)
+      if (p.relative.value) add_relative_values<T, D>(p, at, j0, smem, s, o);
     __syncthreads();  // the tile read by every warp before the next is staged
   }
   write_rows<T, D>(p, at, top, sum, o);
@@ -150,6 +161,11 @@ void launch_with(const TileCudaLaunch& p, const Launcher& launch) {
   const int64_t tiles = (p.seq + kTileCudaRows - 1) / kTileCudaRows;
   const unsigned grid = static_cast<unsigned>(p.batch * p.heads * tiles);
   const size_t bytes = SharedLayout<T, D>::bytes;
+  if (p.term == TileCudaTerm::relative) {
+    if (scans(p) || p.far_q)
+      throw std::invalid_argument("tile attention on CUDA: a relative table takes softmax and no rotations");
+    return launch(tile_attention_kernel<T, D, Walk::relative>, grid, kThreads, SharedLayout<T, D>::relative_bytes, p);
+  }
   if (scans(p)) {
     if (p.far_q) throw std::invalid_argument("tile attention on CUDA: CoPE and stick-breaking take no rotations");
     if (!p.causal) throw std::invalid_argument("tile attention on CUDA: CoPE and stick-breaking are causal");

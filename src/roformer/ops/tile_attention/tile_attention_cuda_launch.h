@@ -21,6 +21,7 @@ enum class TileCudaTerm : int {
   fire = 3,       // FIRE's piecewise-linear map of psi(|i - j|) / its row's denominator (TileCudaFire)
   buckets = 4,    // DeBERTa's bucketed tables, added to q . k before the scale (TileCudaBuckets)
   cope = 5,       // CoPE's term, causal: each row's gates counted from its diagonal back (TileCudaCope)
+  relative = 6,   // a table per distance, Transformer-XL's and Shaw's (TileCudaRelative), softmax only
 };
 
 // How a row's scores become weights: softmax, or stick-breaking (Tan et al. 2025, causal: w_ij =
@@ -64,6 +65,22 @@ struct TileCudaFire {
   TileCudaFireSide past, future;
 };
 
+// A relative table (Transformer-XL's projected sinusoids, Shaw's a^K and a^V): the pair at distance
+// d = i - j adds scale x q_i . table[h, origin + d] to its score, q the term's own queries
+// [B, H, S, D] (strides of b, h and s below, D: 1); with a value table, each output row also
+// gains sum_j w_ij value[h, origin + i - j]. Both in q's dtype, rows of D (D: 1) from row 0,
+// origin + S of them, a head's rows at h x its head stride (0: the heads share them). Causal
+// attention reads the rows from the origin on; bidirectional needs origin >= S - 1.
+struct TileCudaRelative {
+  const void* q = nullptr;
+  int64_t q_stride[3] = {0, 0, 0};
+  const void* table = nullptr;
+  int64_t table_head_stride = 0;
+  const void* value = nullptr;  // or null
+  int64_t value_head_stride = 0;
+  int64_t origin = 0;
+};
+
 struct TileCudaLaunch {
   int64_t batch = 0, heads = 0, seq = 0, head_dim = 0;  // head_dim: 64 or 128 (the host tests: 32 too)
   bool causal = false;
@@ -87,6 +104,7 @@ struct TileCudaLaunch {
   TileCudaFire fire;                                   // fire: its tables, each in the accumulation type
   TileCudaBuckets buckets;                             // buckets: its tables in the accumulation type
   TileCudaCope cope;                                   // cope: its table in the accumulation type
+  TileCudaRelative relative;                           // relative: its queries and tables in q's dtype
   TileCudaWeights weights = TileCudaWeights::softmax;  // stick-breaking: causal, no lse, no rotations
   // Two rotations, causal (RoPE's remaps): a pair at distance i - j >= far_from scores far_q_i .
   // far_k_j instead of q_i . k_j; far_q null: none. Chunks instead (chunk > 0): the chunk gap

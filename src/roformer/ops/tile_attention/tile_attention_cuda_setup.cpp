@@ -193,6 +193,37 @@ void describe_rotations(const TileTerm& term, const at::Tensor& q, bool causal, 
   rows(term.far_k, p.far_k, p.far_k_stride);
 }
 
+// A relative table's queries and tables (checked as the CPU kernel checks them) in q's dtype on
+// its device, rows of D from the first, kept alive in `keep`.
+TileCudaRelative relative_tables(const RelativeTerm& t, const at::Tensor& q, bool causal,
+                                 std::vector<at::Tensor>& keep) {
+  const int64_t H = q.size(1), S = q.size(2), D = q.size(3), rows = t.origin + S;
+  auto shaped = [&](const at::Tensor& table) {
+    return table.dim() == 3 && table.size(0) == H && table.size(1) >= rows && table.size(2) == D;
+  };
+  TORCH_CHECK(like_q(t.q, q) && t.origin >= 0 && shaped(t.table) && (!t.value_table.defined() || shaped(t.value_table)),
+              "roformer::tile_attention: a relative table needs queries like q and tables [H, >= origin + S, D] for "
+              "q ",
+              q.sizes(), " and origin ", t.origin, ", got ", t.table.defined() ? t.table.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(causal || t.origin >= S - 1,
+              "roformer::tile_attention: a relative table for bidirectional attention needs origin >= S - 1 = ", S - 1,
+              "; got ", t.origin);
+  auto rows_of_d = [&](const at::Tensor& table, int64_t& head_stride) {  // heads may share the rows
+    at::Tensor r = table.narrow(1, 0, rows).to(q.device(), q.scalar_type());
+    if (r.stride(2) != 1 || r.stride(1) != D) r = r.contiguous();
+    keep.push_back(r);
+    head_stride = r.stride(0);
+    return r.data_ptr();
+  };
+  TileCudaRelative relative;
+  relative.q = t.q.data_ptr();
+  for (int a = 0; a < 3; ++a) relative.q_stride[a] = t.q.stride(a);
+  relative.table = rows_of_d(t.table, relative.table_head_stride);
+  if (t.value_table.defined()) relative.value = rows_of_d(t.value_table, relative.value_head_stride);
+  relative.origin = t.origin;
+  return relative;
+}
+
 }  // namespace tile_attention_cuda_setup
 
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -209,10 +240,11 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
   using namespace tile_attention_cuda_setup;
   const bool fox = std::holds_alternative<FoxTerm>(term.added), fire = std::holds_alternative<FireTerm>(term.added);
   const bool buckets = std::holds_alternative<BucketTerm>(term.added),
-             cope = std::holds_alternative<CopeTerm>(term.added);
-  TORCH_CHECK(fox || fire || buckets || cope || std::holds_alternative<NoTerm>(term.added),
+             cope = std::holds_alternative<CopeTerm>(term.added),
+             relative = std::holds_alternative<RelativeTerm>(term.added);
+  TORCH_CHECK(fox || fire || buckets || cope || relative || std::holds_alternative<NoTerm>(term.added),
               "roformer::tile_attention on CUDA: this family's term runs on the CPU only (CUDA has none, FoX, FIRE, "
-              "DeBERTa's buckets and CoPE)");
+              "DeBERTa's buckets, CoPE and relative tables)");
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
   TileCudaLaunch p = describe(q, k, v, out, scale * term.score_factor, causal);
   describe_rotations(term, q, causal, p);
@@ -220,6 +252,8 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
   TORCH_CHECK((!cope && normalizer == TileNormalizer::softmax) || (causal && !p.far_q),
               "roformer::tile_attention on CUDA: CoPE and stick-breaking need causal attention without RoPE's "
               "remaps");
+  TORCH_CHECK(!relative || normalizer == TileNormalizer::softmax,
+              "roformer::tile_attention on CUDA: a relative table takes softmax only");
   if (key_lengths.defined()) {
     TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
                 "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
@@ -250,6 +284,10 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
     p.term = TileCudaTerm::cope;
     p.cope.at_integers = table.data_ptr();
     p.cope.positions = table.size(3);
+  }
+  if (relative) {
+    p.term = TileCudaTerm::relative;
+    p.relative = relative_tables(std::get<RelativeTerm>(term.added), q, causal, keep);
   }
   return p;
 }

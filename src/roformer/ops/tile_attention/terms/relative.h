@@ -23,6 +23,7 @@ struct RelativeTerm {
   static constexpr TileTermProperties properties() {
     TileTermProperties p;
     p.tile_backward = true;
+    p.cuda = true;  // softmax only
     return p;
   }
 };

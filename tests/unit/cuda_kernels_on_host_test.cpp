@@ -445,13 +445,37 @@ __global__ void barrier_in_a_branch(float* out) {
   out[threadIdx.x] = 1.0f;
 }
 
+__global__ void syncwarp_after_a_lane_returned(float* out) {
+  if (threadIdx.x == 3) return;
+  __syncwarp();
+  out[threadIdx.x] = 1.0f;
+}
+
+// Each lane writes its slot of shared memory and reads its neighbour's, a __syncwarp between.
+__global__ void syncwarp_passes_neighbours(float* out) {
+  float* slots = reinterpret_cast<float*>(cuda_elem::dynamic_shared_memory());
+  const unsigned lane = threadIdx.x;
+  out[lane] = 0.0f;
+  for (int round = 0; round < 8; ++round) {
+    slots[lane] = static_cast<float>(lane + 100 * round);
+    __syncwarp();
+    out[lane] += slots[(lane + 1) % 32];
+    __syncwarp();
+  }
+}
+
 TEST(CudaKernelsOnHost, TheEmulatorReportsWhatTheGpuWouldRefuseOrLeaveUndefined) {
   std::vector<float> out(64);
   cuda_host::HostLauncher launcher;
   EXPECT_THROW(launcher(shuffle_after_a_lane_returned, 1, 32, 0, out.data()), std::runtime_error);
-  EXPECT_THROW(launcher(shuffle_after_a_lane_returned, 0, 32, 0, out.data()), std::runtime_error);    // empty grid
-  EXPECT_THROW(launcher(shuffle_after_a_lane_returned, 1, 2048, 0, out.data()), std::runtime_error);  // block too big
-  EXPECT_THROW(launcher(shuffle_after_a_lane_returned, 1, 32, 64 * 1024, out.data()), std::runtime_error);
+  EXPECT_THROW(launcher(syncwarp_after_a_lane_returned, 1, 32, 0, out.data()), std::runtime_error);
+  EXPECT_THROW(launcher(barrier_in_a_branch, 0, 32, 0, out.data()), std::runtime_error);    // empty grid
+  EXPECT_THROW(launcher(barrier_in_a_branch, 1, 2048, 0, out.data()), std::runtime_error);  // block too big
+  // Past 48 KiB a launch opts in (cuda_elem::StreamLauncher), up to 64 KiB on every built architecture.
+  EXPECT_NO_THROW(launcher(barrier_in_a_branch, 1, 32, 64 * 1024, out.data()));
+  EXPECT_THROW(launcher(barrier_in_a_branch, 1, 32, 64 * 1024 + 16, out.data()), std::runtime_error);
+  launcher(syncwarp_passes_neighbours, 1, 32, 32 * sizeof(float), out.data());
+  for (int lane = 0; lane < 32; ++lane) EXPECT_EQ(out[lane], 8.0f * ((lane + 1) % 32) + 100.0f * 28) << lane;
   // Threads that return leave __syncthreads (Volta and later): a barrier reached by only some
   // threads completes once the others have returned.
   launcher(barrier_in_a_branch, 2, 32, 0, out.data());

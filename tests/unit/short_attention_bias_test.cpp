@@ -175,7 +175,8 @@ TEST(ShortAttentionBias, AutoKeepsTheBiasFamiliesInTheKernelUpToItsLimit) {
 }
 
 // On CUDA (no short kernel there) the bias families take the CUDA tiles in evaluation under
-// fused alone: auto keeps SDPA with the mask, and training keeps it (the tiles have no backward).
+// fused alone, with a right padding too: auto keeps SDPA with the mask, and training keeps it (the
+// tiles have no backward), as does a padding that is not a right padding.
 TEST(ShortAttentionBias, CudaTilesTakeTheBiasInFusedEvaluationOnly) {
   using model::AttentionPath;
   model::AttentionPassFacts f;
@@ -193,7 +194,13 @@ TEST(ShortAttentionBias, CudaTilesTakeTheBiasInFusedEvaluationOnly) {
   f.cuda_tile_shape = false;  // head_dim 96, or fp16 before compute capability 8.0
   EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
   f.cuda_tile_shape = true;
-  f.relative_bias_alone = false;  // a padding beside the bias
+  f.relative_bias_alone = false;  // a padding beside the bias: a right padding, as key lengths
+  f.relative_bias_padded = true;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::bias_tiles);
+  f.autograd = true;
+  EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
+  f.autograd = false;
+  f.relative_bias_padded = false;  // a left padding, or one a row with no tokens
   EXPECT_EQ(model::plan_attention(f).path, AttentionPath::sdpa);
 }
 

@@ -342,8 +342,8 @@ TEST(TileAttentionCudaOnHost, RotationsGiveEachPairItsOwnProduct) {
 // The LibTorch side (tile_attention_cuda_setup.h) on CPU tensors, run through the emulator: no
 // term with right padding, FoX's running sums, FIRE's and the buckets' tables and a relative table
 // with values (heads sharing its rows, as Shaw's) give the CPU tile kernel's output (held to each
-// family's formula in double by its own tests), and the bias rows the explicit scores; float64 to
-// rounding, float32 at 1e-5.
+// family's formula in double by its own tests), and the bias rows with right padding the explicit
+// scores; float64 to rounding, float32 at 1e-5.
 TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelComputesIt) {
   const int64_t B = 2, H = 2, S = 90, D = 32;
   for (torch::ScalarType dtype : {torch::kFloat64, torch::kFloat32})
@@ -361,7 +361,7 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
         const torch::Tensor bias = torch::randn({H, 2 * S - 1}, torch::kDouble);
         if (term == 1) t.added = FoxTerm{torch::log_sigmoid(torch::randn({B, H, S}, torch::kDouble)).cumsum(-1)};
         if (term == 2) t.added = roformer::testing::random_fire_term(H, torch::kCPU);
-        if (term == 0) lengths = torch::tensor(std::vector<int64_t>{S, 41});
+        if (term == 0 || term == 3) lengths = torch::tensor(std::vector<int64_t>{S, 41});
         if (term == 4) {
           const BucketTables b(B, H, S);
           t.added = BucketTerm{b.by_query, b.by_key, b.query_bucket, b.key_bucket, S - 1};
@@ -376,7 +376,7 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
         }
         std::vector<torch::Tensor> keep;
         const TileCudaLaunch p =
-            term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, keep)
+            term == 3 ? describe_tile_cuda_bias(q, k, v, out, scale, causal, bias, lengths, keep)
                       : describe_tile_cuda(q, k, v, out, scale, causal, t, TileNormalizer::softmax, lengths, keep);
         tile_attention_launch(p, cuda_host::HostLauncher{});
         auto dbl = [](const torch::Tensor& x) { return x.to(torch::kDouble); };
@@ -385,6 +385,8 @@ TEST(TileAttentionCudaOnHost, TheSetupDescribesEachTermAsTheCpuTileKernelCompute
           torch::Tensor s = torch::matmul(dbl(q), dbl(k).transpose(2, 3)) * scale +
                             bias.index_select(1, ((S - 1) + j - i).flatten()).view({1, H, S, S});
           if (causal) s = s.masked_fill((j > i).view({1, 1, S, S}), -std::numeric_limits<double>::infinity());
+          s = s.masked_fill((j.view({1, 1, 1, S}) >= lengths.view({B, 1, 1, 1})),
+                            -std::numeric_limits<double>::infinity());
           want = torch::matmul(torch::softmax(s, -1), dbl(v));
         } else {
           if (term == 1) t.added = FoxTerm{std::get<FoxTerm>(t.added).cumulative};

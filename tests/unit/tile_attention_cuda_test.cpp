@@ -205,4 +205,38 @@ TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
   }
 }
 
+// A right-padded batch (the key lengths found on the GPU in evaluation) evaluates under fused as
+// under reference for the bias families (their bias and the padding in the tiles, no mask) and the
+// families that form their scores, MLM and causal, and the tiles ran.
+TEST(TileAttentionCuda, RightPaddedBatchesEvaluateUnderFusedAsUnderReference) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  using config::PositionKind;
+  for (PositionKind kind : {PositionKind::alibi, PositionKind::t5_bias, PositionKind::fox, PositionKind::fire,
+                            PositionKind::deberta, PositionKind::shaw, PositionKind::transformer_xl})
+    for (config::Objective objective : {config::Objective::mlm, config::Objective::causal_lm}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(kind)) + " objective " +
+                   std::to_string(static_cast<int>(objective)));
+      torch::manual_seed(6);
+      model::EncoderInput in;
+      in.input_ids = torch::randint(0, 64, {2, 300}, torch::kLong).cuda();
+      in.attention_mask = torch::ones({2, 300}, torch::kLong);
+      in.attention_mask[1].narrow(0, 137, 300 - 137).zero_();
+      in.attention_mask = in.attention_mask.cuda();
+      torch::NoGradGuard no_grad;
+      auto run = [&](config::AttentionKernel kernel, std::string* ran) {
+        model::EncoderModel m = cuda_model(kind, objective, kernel);
+        model::AttentionKernelProbe probe;
+        const torch::Tensor out = m->forward(in);
+        torch::cuda::synchronize();
+        *ran = probe.summary();
+        return out;
+      };
+      std::string fused_ran, reference_ran;
+      const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
+      const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
+      EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
+      EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
+    }
+}
+
 }  // namespace tile_attention_cuda_test

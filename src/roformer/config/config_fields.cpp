@@ -101,7 +101,7 @@ void ModelConfig::visit(FieldVisitor& v) {
              "docs/kernels.md); on CUDA SDPA, except that fused evaluates ALiBi, T5, KERPLE, Sandwich, FoX, FIRE, "
              "DeBERTa, CoPE, Shaw, Transformer-XL, stick-breaking and RoPE's remaps (ReRoPE, STRING, Self-Extend, "
              "Dual Chunk Attention) in the CUDA tile kernel "
-             "(no S x S mask or scores; head_dim 64 or 128; float32, or bf16 on compute capability "
+             "(no S x S mask or scores, right padding too; head_dim 64 or 128; float32, or bf16 on compute capability "
              "8.0+). Families that form "
              "their scores on the CPU (causal; bidirectional too for FIRE, FoX, Shaw, Transformer-XL, DeBERTa): tile "
              "attention in evaluation, and in training without attention dropout "

@@ -359,6 +359,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.causal = ctx.causal;
   f.mask_beyond_causality = ctx.mask.defined() && !ctx.mask.nothing_beyond_causality();
   f.relative_bias_alone = ctx.mask.defined() && ctx.mask.only_relative_bias();
+  f.relative_bias_padded = ctx.mask.defined() && ctx.mask.relative_bias_and_right_padding();
   f.relative_bias_learned = f.relative_bias_alone && f.autograd && ctx.mask.relative_bias().requires_grad();
   f.right_padding_at_most = !ctx.mask.defined() || ctx.mask.right_padding_at_most();
   f.right_padding = ctx.mask.defined() && ctx.mask.key_lengths().defined();
@@ -480,7 +481,7 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
     case AttentionPath::bias_tiles:
       record_kernel(attention_kernel::kTile);
       return ops::tile_attention_bias(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim_)), ctx.causal,
-                                      ctx.mask.relative_bias())
+                                      ctx.mask.relative_bias(), ctx.mask.key_lengths())
           .narrow(2, rows_from, S - rows_from);
     default:
       break;

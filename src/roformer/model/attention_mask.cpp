@@ -57,7 +57,7 @@ AttentionMask::AttentionMask(const torch::Tensor& relative_bias, const torch::Te
   }
   if (key_keep.defined()) {
     pad_ = (key_keep == 0).view({key_keep.size(0), 1, 1, S});
-    if (device.is_cpu()) key_lengths_ = right_padding_lengths(key_keep);
+    if (device.is_cpu() || !torch::GradMode::is_enabled()) key_lengths_ = right_padding_lengths(key_keep);
   }
   square_ = bias_.defined() || causal || window_.size > 0 || packed;
   // Bytes of the whole mask: batch (padding combined with rows, or documents), heads (bias), rows, keys.

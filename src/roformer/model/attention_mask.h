@@ -80,6 +80,11 @@ class AttentionMask {
   bool only_relative_bias() const {
     return bias_.defined() && !pad_.defined() && window_.size == 0 && !documents_.segments.defined();
   }
+  // Whether it holds the family's relative bias and a right padding (key_lengths() describes it),
+  // nothing beyond them and causality.
+  bool relative_bias_and_right_padding() const {
+    return bias_.defined() && key_lengths_.defined() && window_.size == 0 && !documents_.segments.defined();
+  }
   // The relative bias [H, 2S - 1] in the scores' dtype (column S - 1 + d for key - query = d), or undefined.
   const torch::Tensor& relative_bias() const { return bias_; }
   // Whether it hides keys by causality (if causal) and a right padding at most (key_lengths()
@@ -92,8 +97,10 @@ class AttentionMask {
   bool documents_alone() const {
     return documents_.segments.defined() && !bias_.defined() && !pad_.defined() && window_.size == 0;
   }
-  // The keys each batch row keeps, int64 [B], when its padding is a right padding (each row's
-  // tokens a prefix of at least one; computed on the CPU); undefined otherwise or without padding.
+  // The keys each batch row keeps, int64 [B] on the mask's device, when its padding is a right
+  // padding (each row's tokens a prefix of at least one); undefined otherwise or without padding.
+  // Found on the CPU, and on CUDA without autograd (evaluation: the host sync it costs would
+  // break a training step's CUDA graph); undefined on CUDA with autograd.
   const torch::Tensor& key_lengths() const { return key_lengths_; }
   // Query rows per block: S when the whole mask is kept.
   int64_t block_rows() const { return block_rows_; }

@@ -116,7 +116,7 @@ AttentionPlan plan_attention(const AttentionPassFacts& f) {
   if (short_kernel && f.relative_bias_alone)
     return {AttentionPath::short_with_bias, "short sequence, the relative bias inside the kernel"};
   if (short_kernel) return {AttentionPath::short_kernel, "short sequence"};
-  if (f.relative_bias_alone && f.cuda_tile_shape && !no_cuda_tiles(f))
+  if ((f.relative_bias_alone || f.relative_bias_padded) && f.cuda_tile_shape && !no_cuda_tiles(f))
     return {AttentionPath::bias_tiles, "the relative bias per score in CUDA tiles"};
   return {AttentionPath::sdpa, "no fused path applies"};
 }

@@ -53,6 +53,7 @@ struct AttentionPassFacts {
   bool causal = false;                 // causal attention (the mask's, or the flag without a mask)
   bool mask_beyond_causality = false;  // the mask hides keys other than by causality
   bool relative_bias_alone = false;    // ... only by the family's relative bias (ALiBi, T5, KERPLE, Sandwich)
+  bool relative_bias_padded = false;   // ... by that bias and a right padding (key lengths known)
   bool relative_bias_learned = false;  // ... which takes a gradient in this pass (T5, KERPLE in training)
   bool right_padding_at_most = false;  // it hides keys by causality and a right padding at most
   bool right_padding = false;          // ... and has a right padding (key lengths)

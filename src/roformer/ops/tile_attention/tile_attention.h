@@ -62,8 +62,9 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_with_lse(const torch::Ten
 bool tile_attention_cuda_shape_supported(int64_t head_dim, torch::ScalarType dtype, const torch::Device& device);
 bool tile_attention_cuda_supports(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
-// tile_attention_with_lse on CUDA tensors (it dispatches there): no term, FoX's, FIRE's or
-// DeBERTa's buckets, causal or bidirectional, and CoPE's, causal; right padding as key lengths;
+// tile_attention_with_lse on CUDA tensors (it dispatches there): no term, FoX's, FIRE's,
+// DeBERTa's buckets or a relative table (softmax), causal or bidirectional, and CoPE's, causal;
+// right padding as key lengths;
 // softmax, or stick-breaking (causal); the rotations and chunks of RoPE's remaps (causal, softmax).
 // The log-sum-exp (softmax only) in float32.
 std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch::Tensor& q, const torch::Tensor& k,
@@ -73,10 +74,11 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch
 
 // softmax(q k^T scale + bias (+ the causal mask)) v on CUDA tensors in tiles, the relative bias of
 // ALiBi, T5, KERPLE or Sandwich read per score from its rows [H or 1, 2S - 1] (column S - 1 +
-// j - i for key j and query i, the attention mask's relative_bias()), so no S x S mask exists.
-// Evaluation only.
+// j - i for key j and query i, the attention mask's relative_bias()), so no S x S mask exists;
+// a right padding as key lengths [B] (or undefined: none). Evaluation only.
 torch::Tensor tile_attention_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                                  bool causal, const torch::Tensor& bias_rows);
+                                  bool causal, const torch::Tensor& bias_rows,
+                                  const torch::Tensor& key_lengths = torch::Tensor());
 
 // Whether the backward in tiles takes the term under the normaliser: its type has one for it
 // (TileTermProperties::trains_in_tiles), no rotations.

@@ -70,6 +70,16 @@ void run(const TileCudaLaunch& p, const at::Device& device) {
 #endif
 }
 
+// Right padding as key lengths [B] (undefined: none) into the launch, on q's device.
+void describe_key_lengths(const at::Tensor& key_lengths, const at::Tensor& q, TileCudaLaunch& p,
+                          std::vector<at::Tensor>& keep) {
+  if (!key_lengths.defined()) return;
+  TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == q.size(0),
+              "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
+  keep.push_back(key_lengths.to(q.device(), at::kLong).contiguous());
+  p.key_lengths = keep.back().data_ptr<int64_t>();
+}
+
 // q's dtype's accumulation type: float64 for float64, else float32.
 at::ScalarType accumulation(const at::Tensor& q) {
   return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -254,12 +264,7 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
               "remaps");
   TORCH_CHECK(!relative || normalizer == TileNormalizer::softmax,
               "roformer::tile_attention on CUDA: a relative table takes softmax only");
-  if (key_lengths.defined()) {
-    TORCH_CHECK(key_lengths.dim() == 1 && key_lengths.size(0) == B,
-                "roformer::tile_attention: key lengths must be [B] for q ", q.sizes(), ", got ", key_lengths.sizes());
-    keep.push_back(key_lengths.to(q.device(), at::kLong).contiguous());
-    p.key_lengths = keep.back().data_ptr<int64_t>();
-  }
+  describe_key_lengths(key_lengths, q, p, keep);
   if (fox) {
     keep.push_back(std::get<FoxTerm>(term.added).cumulative.to(q.device(), accumulation(q)).contiguous());
     TORCH_CHECK(keep.back().sizes() == at::IntArrayRef({B, H, S}),
@@ -294,7 +299,8 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
 
 TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& out, double scale, bool causal,
-                                       const torch::Tensor& bias_rows, std::vector<torch::Tensor>& keep) {
+                                       const torch::Tensor& bias_rows, const torch::Tensor& key_lengths,
+                                       std::vector<torch::Tensor>& keep) {
   using namespace tile_attention_cuda_setup;
   const int64_t H = q.size(1), S = q.size(2);
   TORCH_CHECK(
@@ -306,6 +312,7 @@ TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tens
   p.term = TileCudaTerm::bias_rows;
   p.bias = keep.back().data_ptr();
   p.bias_head_stride = keep.back().size(0) == 1 ? 0 : keep.back().stride(0);
+  describe_key_lengths(key_lengths, q, p, keep);
   return p;
 }
 
@@ -331,13 +338,13 @@ std::pair<torch::Tensor, torch::Tensor> tile_attention_cuda_with_lse(const torch
 }
 
 torch::Tensor tile_attention_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                                  bool causal, const torch::Tensor& bias_rows) {
+                                  bool causal, const torch::Tensor& bias_rows, const torch::Tensor& key_lengths) {
   using namespace tile_attention_cuda_setup;
   check_tensors(q, k, v);
   const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
   at::Tensor out = at::empty({B, S, H, D}, q.options()).transpose(1, 2);
   std::vector<at::Tensor> keep;
-  const TileCudaLaunch p = describe_tile_cuda_bias(q, k, v, out, scale, causal, bias_rows, keep);
+  const TileCudaLaunch p = describe_tile_cuda_bias(q, k, v, out, scale, causal, bias_rows, key_lengths, keep);
   if (q.numel() == 0) return out;
   run(p, q.device());
   return out;

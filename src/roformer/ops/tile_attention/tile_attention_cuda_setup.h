@@ -23,9 +23,11 @@ TileCudaLaunch describe_tile_cuda(const torch::Tensor& q, const torch::Tensor& k
                                   TileNormalizer normalizer, const torch::Tensor& key_lengths,
                                   std::vector<torch::Tensor>& keep);
 
-// The launch with a relative bias read from its rows [H or 1, 2S - 1] (column S - 1 + j - i).
+// The launch with a relative bias read from its rows [H or 1, 2S - 1] (column S - 1 + j - i) and
+// a right padding as key lengths [B] (undefined: none).
 TileCudaLaunch describe_tile_cuda_bias(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& out, double scale, bool causal,
-                                       const torch::Tensor& bias_rows, std::vector<torch::Tensor>& keep);
+                                       const torch::Tensor& bias_rows, const torch::Tensor& key_lengths,
+                                       std::vector<torch::Tensor>& keep);
 
 }  // namespace roformer::ops

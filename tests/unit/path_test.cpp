@@ -12,11 +12,17 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "attention_reference.h"
+#include "roformer/model/attention_kernel.h"
+#include "roformer/model/encoder.h"
 #include "roformer/model/position/path.h"
+#include "roformer/model/position/path_evaluation.h"
 #include "roformer/model/position/path_sweep.h"
+#include "tiny_models.h"
 
 namespace path_test {
 
@@ -241,6 +247,63 @@ TEST(Path, BlockRowsByCopyEqualThemByGather) {
     const auto a = torch::autograd::grad({(copied * weights).sum()}, {own, earlier});
     const auto g = torch::autograd::grad({(gathered * weights).sum()}, {own, earlier});
     EXPECT_TRUE(torch::equal(a[0], g[0]) && torch::equal(a[1], g[1])) << "first " << first;
+  }
+}
+
+// Evaluation by the sweep with an online softmax (path_attention_by_sweep) is the softmax of the
+// token-by-token scores (block 1), with and without FoX's gate, at block sizes that leave a
+// partial last block, one block, or many.
+TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
+  torch::manual_seed(6);
+  const int64_t B = 2, H = 3, S = 45, D = 8;
+  const torch::Tensor q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
+  const torch::Tensor v = torch::randn({B, H, S, D}, kDouble);
+  torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
+  w = w / w.norm(2, -1, true);
+  const PathTransforms t{w, 2.0 * torch::rand({B, H, S}, kDouble)};
+  const torch::Tensor gate = torch::log_sigmoid(torch::randn({B, H, S}, kDouble) + 1).cumsum(-1);
+  const double scale = 0.3;
+  const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+  for (bool gated : {false, true}) {
+    torch::Tensor s = path_scores(q, k, t, 0, S, 1);
+    if (gated) s = s + gate.unsqueeze(-1) - gate.unsqueeze(-2);
+    s = (s * scale).masked_fill(j > i, -std::numeric_limits<double>::infinity());
+    const torch::Tensor want = torch::matmul(torch::softmax(s, -1), v);
+    for (int64_t block : {1, 4, 16, 64}) {
+      const PathKeyBlocks keys = path_key_blocks(k, t, block);
+      const PathQueryBlocks queries = path_query_blocks(q, keys, 0, keys.blocks);
+      const torch::Tensor got = path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v,
+                                                        gated ? gate : torch::Tensor(), scale);
+      EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
+          << "block " << block << (gated ? " gated " : " ") << (got - want).abs().max();
+    }
+  }
+}
+
+// A PaTH model evaluates by the sweep where the CPU's tiles do not take the head dimension (12, as
+// on a GPU, where no tile form exists), and equals its explicit scores (the reference kernel).
+TEST(Path, EvaluationTakesTheSweepWhereNoTilesRun) {
+  for (bool gate : {false, true}) {
+    config::ModelConfig c = tiny_models::tiny_model(PositionKind::path, config::Objective::causal_lm);
+    c.hidden_size = 24, c.num_heads = 2, c.position.path.block = 16, c.position.path.forget_gate = gate;
+    auto run = [&](config::AttentionKernel kernel, std::string* ran) {
+      c.attention_kernel = kernel;
+      auto [m, ids] = tiny_models::double_model(c, 70);
+      m->eval();
+      torch::NoGradGuard no_grad;
+      AttentionKernelProbe probe;
+      model::EncoderInput in;
+      in.input_ids = ids;
+      const torch::Tensor out = m->forward(in);
+      *ran = probe.summary();
+      return out;
+    };
+    std::string swept, explicit_ran;
+    const torch::Tensor got = run(config::AttentionKernel::auto_, &swept);
+    const torch::Tensor want = run(config::AttentionKernel::reference, &explicit_ran);
+    EXPECT_NE(swept.find(attention_kernel::kTile), std::string::npos) << swept;
+    EXPECT_EQ(explicit_ran.find(attention_kernel::kTile), std::string::npos) << explicit_ran;
+    EXPECT_TRUE(torch::allclose(got, want, 1e-9, 1e-9)) << (got - want).abs().max();
   }
 }
 

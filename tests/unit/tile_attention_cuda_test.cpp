@@ -239,4 +239,36 @@ TEST(TileAttentionCuda, RightPaddedBatchesEvaluateUnderFusedAsUnderReference) {
     }
 }
 
+// PaTH and PaTH-FoX evaluate on CUDA by the sweep with an online softmax (no tile form there) as by
+// their explicit scores (the reference kernel), and the sweep ran.
+TEST(TileAttentionCuda, PathEvaluatesBySweepAsByItsExplicitScores) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible";
+  for (bool gate : {false, true}) {
+    SCOPED_TRACE(gate ? "PaTH-FoX" : "PaTH");
+    torch::manual_seed(8);
+    model::EncoderInput in;
+    in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
+    torch::NoGradGuard no_grad;
+    auto run = [&](config::AttentionKernel kernel, std::string* ran) {
+      config::ModelConfig c = tiny_models::tiny_model(config::PositionKind::path, config::Objective::causal_lm);
+      c.position.path.forget_gate = gate;
+      c.attention_kernel = kernel;
+      c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
+      model::EncoderModel m = model::build_model(c, 5);
+      m->to(torch::kCUDA);
+      m->eval();
+      model::AttentionKernelProbe probe;
+      const torch::Tensor out = m->forward(in);
+      torch::cuda::synchronize();
+      *ran = probe.summary();
+      return out;
+    };
+    std::string swept, explicit_ran;
+    const torch::Tensor got = run(config::AttentionKernel::auto_, &swept);
+    const torch::Tensor want = run(config::AttentionKernel::reference, &explicit_ran);
+    EXPECT_NE(swept.find(model::attention_kernel::kTile), std::string::npos) << swept;
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-4) << swept << " / " << explicit_ran;
+  }
+}
+
 }  // namespace tile_attention_cuda_test

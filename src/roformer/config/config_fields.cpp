@@ -107,7 +107,8 @@ void ModelConfig::visit(FieldVisitor& v) {
              "attention in evaluation, and in training without attention dropout "
              "under fused, or under auto where one layer's scores would pass 16 MiB, PaTH excepted (backward "
              "recomputes them per block of query rows); causal FoX trains in float32/64 with its decay folded into "
-             "the keys (its kernels as a family without a term); reference keeps the explicit scores");
+             "the keys (its kernels as a family without a term); PaTH evaluates off the CPU by its sweep with an "
+             "online softmax (linear memory); reference keeps the explicit scores");
   v.field("hidden_dropout", hidden_dropout, between(0.0, 0.99), "dropout on hidden states");
   v.field("attention_dropout", attention_dropout, between(0.0, 0.99), "dropout on attention weights");
   v.field("layer_norm_eps", layer_norm_eps, above(0.0), "LayerNorm epsilon");

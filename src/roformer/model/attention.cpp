@@ -269,6 +269,16 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 
 torch::Tensor AttentionImpl::attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
+  // A family that evaluates in blocks of its own (PaTH's sweep) does so instead, outside training
+  // (activation checkpointing's forward and its recomputation must agree) and the reference kernel.
+  const bool causal_alone = ctx.causal && (!ctx.mask.defined() || ctx.mask.nothing_beyond_causality());
+  if (causal_alone && kernel_ != config::AttentionKernel::reference && !is_training() &&
+      !torch::GradMode::is_enabled() && normalizer_ == config::AttentionNormalizer::softmax)
+    if (std::optional<torch::Tensor> out =
+            position_->evaluate_in_blocks(q, k, v, state, position_->score_scale(head_dim_))) {
+      record_kernel(attention_kernel::kTile);
+      return *out;
+    }
   record_kernel(attention_kernel::kExplicitScores);
   return in_query_blocks(
       q.size(2), ctx.score_block_rows > 0 ? ctx.score_block_rows : q.size(2),

@@ -1,6 +1,7 @@
 // PaTH's accumulated Householder transforms (see path.h).
 #include "roformer/model/position/path.h"
 
+#include "roformer/model/position/path_evaluation.h"
 #include "roformer/model/position/path_sweep.h"
 #include "roformer/ops/conv_silu_norm/conv_silu_norm.h"
 #include "roformer/ops/tile_attention/path_blocks.h"
@@ -225,6 +226,18 @@ std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, 
   const ops::PathBlocks blocks = ops::path_blocks(q.to(acc), k.to(acc), state, config_.block);
   const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
   return ops::path_block_attention(blocks, values, gate, scale).to(v.scalar_type());
+}
+
+std::optional<torch::Tensor> PathImpl::evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v, const torch::Tensor& state,
+                                                          double scale) {
+  const int64_t D = q.size(-1);
+  const auto acc = state.scalar_type();
+  const PathKeyBlocks keys = path_key_blocks(k.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, config_.block);
+  const PathQueryBlocks queries = path_query_blocks(q.to(acc), keys, 0, keys.blocks);
+  const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
+  return path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v.to(acc), gate, scale)
+      .to(v.scalar_type());
 }
 
 std::optional<ops::TileTerm> PathImpl::tile_term(const torch::Tensor& /*q*/, const torch::Tensor& /*k*/,

@@ -87,6 +87,10 @@ class PathImpl : public PositionEncodingImpl {
   // CPU with a block and head dim that are multiples of 8.
   std::optional<torch::Tensor> attend_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& state, double scale) override;
+  // The sweep with an online softmax by LibTorch ops (path_evaluation.h), on any device.
+  std::optional<torch::Tensor> evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const torch::Tensor& state,
+                                                  double scale) override;
   // The Householder walk of tile attention (ops::PathTerm) over layer_state's w,
   // beta and c.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

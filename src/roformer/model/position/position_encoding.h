@@ -127,6 +127,14 @@ class PositionEncodingImpl : public torch::nn::Module {
                                                         double scale) {
     return std::nullopt;
   }
+  // A family that evaluates its whole causal softmax attention in blocks where explicit scores
+  // would run instead (PaTH's sweep by LibTorch ops): as attend_in_blocks, without autograd;
+  // nullopt where it has no such form.
+  virtual std::optional<torch::Tensor> evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v, const torch::Tensor& state,
+                                                          double scale) {
+    return std::nullopt;
+  }
   // traits().causal_key_bias: the term's part by key, [B, H, S] from layer_state's `state`.
   virtual torch::Tensor key_bias(const torch::Tensor& state) const { return {}; }
   // softmax(q k^T scale + the term) v from ops::short_attention for a term whose properties say

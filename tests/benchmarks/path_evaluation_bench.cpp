@@ -1,0 +1,72 @@
+// PaTH's evaluation off the CPU's tiles: the sweep with an online softmax
+// (model::path_attention_by_sweep) against the explicit scores in blocks of query rows, as
+// attention forms them where no tile form runs (path_scores per block, softmax, the product with
+// the values; rows per block as a GPU's whole-mask limit gives them). One layer of BERT-base
+// width (1 x 12 heads x 64), PaTH's default blocks of 32 tokens, key blocks formed once for
+// both; float32, CPU. Numbers only. Run: build/release/tests/benchmarks/bench_path_evaluation
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "roformer/model/attention_mask.h"
+#include "roformer/model/position/path.h"
+#include "roformer/model/position/path_evaluation.h"
+
+namespace {
+
+using roformer::model::PathKeyBlocks;
+
+torch::Tensor explicit_scores(const torch::Tensor& q, const torch::Tensor& v, const PathKeyBlocks& keys, double scale) {
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2);
+  const int64_t rows = roformer::model::query_block_rows(double(B * H * S) * 4.0, S,
+                                                         roformer::model::AttentionMask::kWholeMaskBytes, torch::kCUDA);
+  torch::Tensor out = torch::empty_like(q);
+  for (int64_t begin = 0; begin < S; begin += rows) {
+    const int64_t end = std::min(S, begin + rows);
+    torch::Tensor s = roformer::model::path_scores(q, keys, begin, end) * scale;
+    const torch::Tensor i = torch::arange(begin, end).view({-1, 1}), j = torch::arange(S).view({1, -1});
+    s.masked_fill_(j > i, -std::numeric_limits<float>::infinity());
+    out.narrow(2, begin, end - begin).copy_(torch::matmul(torch::softmax(s, -1), v));
+  }
+  return out;
+}
+
+void run(benchmark::State& state, bool sweep, int64_t S) {
+  torch::manual_seed(0);
+  torch::NoGradGuard no_grad;
+  const int64_t B = 1, H = 12, D = 64;
+  const torch::Tensor q = torch::randn({B, H, S, D}), k = torch::randn({B, H, S, D}), v = torch::randn({B, H, S, D});
+  torch::Tensor w = torch::randn({B, H, S, D});
+  w = w / w.norm(2, -1, true);
+  const PathKeyBlocks keys = roformer::model::path_key_blocks(k, {w, 2.0 * torch::rand({B, H, S})}, 32);
+  for (auto _ : state) {
+    torch::Tensor out;
+    if (sweep) {
+      const roformer::model::PathQueryBlocks queries = roformer::model::path_query_blocks(q, keys, 0, keys.blocks);
+      out = roformer::model::path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v, {},
+                                                     0.125);
+    } else {
+      out = explicit_scores(q, v, keys, 0.125);
+    }
+    benchmark::DoNotOptimize(out.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * S);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int64_t S : {1024, 4096})
+    for (bool sweep : {false, true})
+      benchmark::RegisterBenchmark(
+          (std::string("PathEvaluation/") + (sweep ? "sweep" : "explicit") + "/S:" + std::to_string(S)).c_str(),
+          [sweep, S](benchmark::State& st) { run(st, sweep, S); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -11,6 +11,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -116,6 +117,26 @@ model::EncoderModel cuda_model(config::PositionKind kind, config::Objective obje
   return m;
 }
 
+// The models `build` makes under `kernel` and under reference give the same outputs on `in` in
+// evaluation, and the tiles ran under `kernel`.
+void expect_like_reference(const std::function<model::EncoderModel(config::AttentionKernel)>& build,
+                           const model::EncoderInput& in, config::AttentionKernel kernel) {
+  torch::NoGradGuard no_grad;
+  auto run = [&](config::AttentionKernel k, std::string* ran) {
+    model::EncoderModel m = build(k);
+    model::AttentionKernelProbe probe;
+    const torch::Tensor out = m->forward(in);
+    torch::cuda::synchronize();
+    *ran = probe.summary();
+    return out;
+  };
+  std::string tested_ran, reference_ran;
+  const torch::Tensor tested = run(kernel, &tested_ran);
+  const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
+  EXPECT_NE(tested_ran.find(model::attention_kernel::kTile), std::string::npos) << tested_ran;
+  EXPECT_LE((tested - reference).abs().max().item<double>(), 1e-4) << tested_ran << " / " << reference_ran;
+}
+
 }  // namespace
 
 TEST(TileAttentionCuda, EqualsTheExplicitScoresOnTheDevice) {
@@ -188,20 +209,9 @@ TEST(TileAttentionCuda, FamiliesEvaluateUnderFusedAsUnderReference) {
     torch::manual_seed(4);
     model::EncoderInput in;
     in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
-    torch::NoGradGuard no_grad;
-    auto run = [&](config::AttentionKernel kernel, std::string* ran) {
-      model::EncoderModel m = cuda_model(kind, objective, kernel, mode, normalizer);
-      model::AttentionKernelProbe probe;
-      const torch::Tensor out = m->forward(in);
-      torch::cuda::synchronize();
-      *ran = probe.summary();
-      return out;
-    };
-    std::string fused_ran, reference_ran;
-    const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
-    const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
-    EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
-    EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
+    expect_like_reference(
+        [&](config::AttentionKernel kernel) { return cuda_model(kind, objective, kernel, mode, normalizer); }, in,
+        config::AttentionKernel::fused);
   }
 }
 
@@ -222,20 +232,8 @@ TEST(TileAttentionCuda, RightPaddedBatchesEvaluateUnderFusedAsUnderReference) {
       in.attention_mask = torch::ones({2, 300}, torch::kLong);
       in.attention_mask[1].narrow(0, 137, 300 - 137).zero_();
       in.attention_mask = in.attention_mask.cuda();
-      torch::NoGradGuard no_grad;
-      auto run = [&](config::AttentionKernel kernel, std::string* ran) {
-        model::EncoderModel m = cuda_model(kind, objective, kernel);
-        model::AttentionKernelProbe probe;
-        const torch::Tensor out = m->forward(in);
-        torch::cuda::synchronize();
-        *ran = probe.summary();
-        return out;
-      };
-      std::string fused_ran, reference_ran;
-      const torch::Tensor fused = run(config::AttentionKernel::fused, &fused_ran);
-      const torch::Tensor reference = run(config::AttentionKernel::reference, &reference_ran);
-      EXPECT_NE(fused_ran.find(model::attention_kernel::kTile), std::string::npos) << fused_ran;
-      EXPECT_LE((fused - reference).abs().max().item<double>(), 1e-4) << fused_ran << " / " << reference_ran;
+      expect_like_reference([&](config::AttentionKernel kernel) { return cuda_model(kind, objective, kernel); }, in,
+                            config::AttentionKernel::fused);
     }
 }
 
@@ -247,27 +245,18 @@ TEST(TileAttentionCuda, PathEvaluatesBySweepAsByItsExplicitScores) {
     SCOPED_TRACE(gate ? "PaTH-FoX" : "PaTH");
     torch::manual_seed(8);
     model::EncoderInput in;
-    in.input_ids = torch::randint(0, 64, {2, 700}, torch::kLong).cuda();
-    torch::NoGradGuard no_grad;
-    auto run = [&](config::AttentionKernel kernel, std::string* ran) {
-      config::ModelConfig c = tiny_models::tiny_model(config::PositionKind::path, config::Objective::causal_lm);
-      c.position.path.forget_gate = gate;
-      c.attention_kernel = kernel;
-      c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
-      model::EncoderModel m = model::build_model(c, 5);
-      m->to(torch::kCUDA);
-      m->eval();
-      model::AttentionKernelProbe probe;
-      const torch::Tensor out = m->forward(in);
-      torch::cuda::synchronize();
-      *ran = probe.summary();
-      return out;
-    };
-    std::string swept, explicit_ran;
-    const torch::Tensor got = run(config::AttentionKernel::auto_, &swept);
-    const torch::Tensor want = run(config::AttentionKernel::reference, &explicit_ran);
-    EXPECT_NE(swept.find(model::attention_kernel::kTile), std::string::npos) << swept;
-    EXPECT_LE((got - want).abs().max().item<double>(), 1e-4) << swept << " / " << explicit_ran;
+    expect_like_reference(
+        [&](config::AttentionKernel kernel) {
+          config::ModelConfig c = tiny_models::tiny_model(config::PositionKind::path, config::Objective::causal_lm);
+          c.position.path.forget_gate = gate;
+          c.attention_kernel = kernel;
+          c.vocab_size = 64, c.hidden_size = 128, c.ffn_size = 256;
+          model::EncoderModel m = model::build_model(c, 5);
+          m->to(torch::kCUDA);
+          m->eval();
+          return m;
+        },
+        in, config::AttentionKernel::auto_);
   }
 }
 

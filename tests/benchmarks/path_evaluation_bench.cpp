@@ -2,8 +2,9 @@
 // (model::path_attention_by_sweep) against the explicit scores in blocks of query rows, as
 // attention forms them where no tile form runs (path_scores per block, softmax, the product with
 // the values; rows per block as a GPU's whole-mask limit gives them). One layer of BERT-base
-// width (1 x 12 heads x 64), PaTH's default blocks of 32 tokens, key blocks formed once for
-// both; float32, CPU. Numbers only. Run: build/release/tests/benchmarks/bench_path_evaluation
+// width (1 x 12 heads x 64); the explicit scores in PaTH's default blocks of 32 tokens, the sweep
+// in 32, 64 and 128 (evaluation takes 128); key blocks formed in each timing; float32, CPU.
+// Numbers only. Run: build/release/tests/benchmarks/bench_path_evaluation
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
@@ -33,15 +34,16 @@ torch::Tensor explicit_scores(const torch::Tensor& q, const torch::Tensor& v, co
   return out;
 }
 
-void run(benchmark::State& state, bool sweep, int64_t S) {
+void run(benchmark::State& state, bool sweep, int64_t S, int64_t block) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   const int64_t B = 1, H = 12, D = 64;
   const torch::Tensor q = torch::randn({B, H, S, D}), k = torch::randn({B, H, S, D}), v = torch::randn({B, H, S, D});
   torch::Tensor w = torch::randn({B, H, S, D});
   w = w / w.norm(2, -1, true);
-  const PathKeyBlocks keys = roformer::model::path_key_blocks(k, {w, 2.0 * torch::rand({B, H, S})}, 32);
+  const torch::Tensor beta = 2.0 * torch::rand({B, H, S});
   for (auto _ : state) {
+    const PathKeyBlocks keys = roformer::model::path_key_blocks(k, {w, beta}, block);
     torch::Tensor out;
     if (sweep) {
       const roformer::model::PathQueryBlocks queries = roformer::model::path_query_blocks(q, keys, 0, keys.blocks);
@@ -60,11 +62,15 @@ void run(benchmark::State& state, bool sweep, int64_t S) {
 int main(int argc, char** argv) {
   for (int64_t S : {1024, 4096})
     for (bool sweep : {false, true})
-      benchmark::RegisterBenchmark(
-          (std::string("PathEvaluation/") + (sweep ? "sweep" : "explicit") + "/S:" + std::to_string(S)).c_str(),
-          [sweep, S](benchmark::State& st) { run(st, sweep, S); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+      for (int64_t block : {32, 64, 128}) {
+        if (!sweep && block != 32) continue;  // the explicit scores' blocks: PaTH's default
+        benchmark::RegisterBenchmark((std::string("PathEvaluation/") + (sweep ? "sweep" : "explicit") +
+                                      "/S:" + std::to_string(S) + "/block:" + std::to_string(block))
+                                         .c_str(),
+                                     [sweep, S, block](benchmark::State& st) { run(st, sweep, S, block); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

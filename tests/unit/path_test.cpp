@@ -280,6 +280,33 @@ TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
   }
 }
 
+// In float32 the sweep's blocks of 128 tokens (what evaluation takes) stay near the double
+// softmax of the token-by-token scores over several blocks: the UT transform's solve and the rows'
+// products do not lose precision with the longer block.
+TEST(Path, TheSweepInFloatWithLongBlocksIsNearDouble) {
+  torch::manual_seed(8);
+  const int64_t B = 1, H = 2, S = 300, D = 64;
+  const torch::Tensor q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
+  const torch::Tensor v = torch::randn({B, H, S, D}, kDouble);
+  torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
+  w = w / w.norm(2, -1, true);
+  const torch::Tensor beta = 2.0 * torch::rand({B, H, S}, kDouble);
+  const double scale = 0.125;
+  const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+  const torch::Tensor s = (path_scores(q, k, PathTransforms{w, beta}, 0, S, 1) * scale)
+                              .masked_fill(j > i, -std::numeric_limits<double>::infinity());
+  const torch::Tensor want = torch::matmul(torch::softmax(s, -1), v);
+  auto f = [](const torch::Tensor& x) { return x.to(torch::kFloat32); };
+  for (int64_t block : {32, 128}) {
+    const PathKeyBlocks keys = path_key_blocks(f(k), PathTransforms{f(w), f(beta)}, block);
+    const PathQueryBlocks queries = path_query_blocks(f(q), keys, 0, keys.blocks);
+    const torch::Tensor got =
+        path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, f(v), {}, scale);
+    const double error = (got.to(kDouble) - want).abs().max().item<double>();
+    EXPECT_LE(error, 1e-5) << "block " << block;  // 1.2e-6 at both
+  }
+}
+
 // A PaTH model evaluates by the sweep where the CPU's tiles do not take the head dimension (12, as
 // on a GPU, where no tile form exists), and equals its explicit scores (the reference kernel).
 TEST(Path, EvaluationTakesTheSweepWhereNoTilesRun) {
@@ -288,7 +315,7 @@ TEST(Path, EvaluationTakesTheSweepWhereNoTilesRun) {
     c.hidden_size = 24, c.num_heads = 2, c.position.path.block = 16, c.position.path.forget_gate = gate;
     auto run = [&](config::AttentionKernel kernel, std::string* ran) {
       c.attention_kernel = kernel;
-      auto [m, ids] = tiny_models::double_model(c, 70);
+      auto [m, ids] = tiny_models::double_model(c, 300);  // the sweep's blocks of 128: three
       m->eval();
       torch::NoGradGuard no_grad;
       AttentionKernelProbe probe;

@@ -3,7 +3,8 @@
 // attention forms them where no tile form runs (path_scores per block, softmax, the product with
 // the values; rows per block as a GPU's whole-mask limit gives them). One layer of BERT-base
 // width (1 x 12 heads x 64); the explicit scores in PaTH's default blocks of 32 tokens, the sweep
-// in 32, 64 and 128 (evaluation takes 128); key blocks formed in each timing; float32, CPU.
+// in 32, 64 and 128 (evaluation takes 128); key blocks formed in each timing; and the CPU's own
+// evaluation, tile attention with PaTH's walk, as the anchor on this device; float32, CPU.
 // Numbers only. Run: build/release/tests/benchmarks/bench_path_evaluation
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/path.h"
 #include "roformer/model/position/path_evaluation.h"
+#include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace {
 
@@ -34,7 +36,7 @@ torch::Tensor explicit_scores(const torch::Tensor& q, const torch::Tensor& v, co
   return out;
 }
 
-void run(benchmark::State& state, bool sweep, int64_t S, int64_t block) {
+void run(benchmark::State& state, bool sweep, bool tiles, int64_t S, int64_t block) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   const int64_t B = 1, H = 12, D = 64;
@@ -42,6 +44,13 @@ void run(benchmark::State& state, bool sweep, int64_t S, int64_t block) {
   torch::Tensor w = torch::randn({B, H, S, D});
   w = w / w.norm(2, -1, true);
   const torch::Tensor beta = 2.0 * torch::rand({B, H, S});
+  if (tiles) {  // the CPU's evaluation: tile attention with PaTH's walk
+    const torch::Tensor layer = torch::cat({w, beta.unsqueeze(-1), torch::zeros({B, H, S, 1})}, -1);
+    const roformer::ops::TileTerm term{roformer::ops::PathTerm{layer, false}};
+    for (auto _ : state) benchmark::DoNotOptimize(roformer::ops::tile_attention(q, k, v, 0.125, true, term).data_ptr());
+    state.SetItemsProcessed(state.iterations() * S);
+    return;
+  }
   for (auto _ : state) {
     const PathKeyBlocks keys = roformer::model::path_key_blocks(k, {w, beta}, block);
     torch::Tensor out;
@@ -67,10 +76,15 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark((std::string("PathEvaluation/") + (sweep ? "sweep" : "explicit") +
                                       "/S:" + std::to_string(S) + "/block:" + std::to_string(block))
                                          .c_str(),
-                                     [sweep, S, block](benchmark::State& st) { run(st, sweep, S, block); })
+                                     [sweep, S, block](benchmark::State& st) { run(st, sweep, false, S, block); })
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
+  for (int64_t S : {1024, 4096})
+    benchmark::RegisterBenchmark(("PathEvaluation/tiles/S:" + std::to_string(S)).c_str(),
+                                 [S](benchmark::State& st) { run(st, false, true, S, 32); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -3,8 +3,8 @@
 // the position family's term computed per score in registers, so no S x S tensor exists (the
 // FlexAttention idea: the family as a score function, memory linear in S). Evaluation only (no
 // backward). tile_attention_cuda_setup.cpp fills the launch from tensors; the kernels and their
-// launch plan are in tile_attention_cuda_kernels.cuh (their parts in tile_attention_cuda_blocks.cuh
-// and tile_attention_cuda_scan.cuh).
+// launch plan are in tile_attention_cuda_kernels.cuh (their parts in tile_attention_cuda_blocks.cuh,
+// tile_attention_cuda_scan.cuh and tile_attention_cuda_relative.cuh).
 #pragma once
 
 #include <cstdint>

@@ -132,6 +132,27 @@ config::ModelConfig path_config(int64_t block, bool short_conv, bool gate) {
   return c;
 }
 
+// Random PaTH inputs in double: q, k, v [B, H, S, D], unit w and beta in [0, 2).
+struct SweepInputs {
+  torch::Tensor q, k, v;
+  PathTransforms t;
+  SweepInputs(int64_t B, int64_t H, int64_t S, int64_t D) {
+    q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
+    v = torch::randn({B, H, S, D}, kDouble);
+    const torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
+    t = {w / w.norm(2, -1, true), 2.0 * torch::rand({B, H, S}, kDouble)};
+  }
+  // softmax(scale (token-by-token scores + gate_i - gate_j), causal) v; gate undefined: none.
+  torch::Tensor attention(double scale, const torch::Tensor& gate = {}) const {
+    const int64_t S = q.size(2);
+    torch::Tensor s = path_scores(q, k, t, 0, S, 1);
+    if (gate.defined()) s = s + gate.unsqueeze(-1) - gate.unsqueeze(-2);
+    const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+    s = (s * scale).masked_fill(j > i, -std::numeric_limits<double>::infinity());
+    return torch::matmul(torch::softmax(s, -1), v);
+  }
+};
+
 }  // namespace
 
 TEST(Path, EqualsTheAuthorsDefinitionForEveryBlockSize) {
@@ -255,25 +276,15 @@ TEST(Path, BlockRowsByCopyEqualThemByGather) {
 // partial last block, one block, or many.
 TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
   torch::manual_seed(6);
-  const int64_t B = 2, H = 3, S = 45, D = 8;
-  const torch::Tensor q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
-  const torch::Tensor v = torch::randn({B, H, S, D}, kDouble);
-  torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
-  w = w / w.norm(2, -1, true);
-  const PathTransforms t{w, 2.0 * torch::rand({B, H, S}, kDouble)};
-  const torch::Tensor gate = torch::log_sigmoid(torch::randn({B, H, S}, kDouble) + 1).cumsum(-1);
-  const double scale = 0.3;
-  const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
+  const SweepInputs in(2, 3, 45, 8);
+  const torch::Tensor gate = torch::log_sigmoid(torch::randn({2, 3, 45}, kDouble) + 1).cumsum(-1);
   for (bool gated : {false, true}) {
-    torch::Tensor s = path_scores(q, k, t, 0, S, 1);
-    if (gated) s = s + gate.unsqueeze(-1) - gate.unsqueeze(-2);
-    s = (s * scale).masked_fill(j > i, -std::numeric_limits<double>::infinity());
-    const torch::Tensor want = torch::matmul(torch::softmax(s, -1), v);
+    const torch::Tensor want = in.attention(0.3, gated ? gate : torch::Tensor());
     for (int64_t block : {1, 4, 16, 64}) {
-      const PathKeyBlocks keys = path_key_blocks(k, t, block);
-      const PathQueryBlocks queries = path_query_blocks(q, keys, 0, keys.blocks);
-      const torch::Tensor got = path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v,
-                                                        gated ? gate : torch::Tensor(), scale);
+      const PathKeyBlocks keys = path_key_blocks(in.k, in.t, block);
+      const PathQueryBlocks queries = path_query_blocks(in.q, keys, 0, keys.blocks);
+      const torch::Tensor got = path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, in.v,
+                                                        gated ? gate : torch::Tensor(), 0.3);
       EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
           << "block " << block << (gated ? " gated " : " ") << (got - want).abs().max();
     }
@@ -285,23 +296,14 @@ TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
 // products do not lose precision with the longer block.
 TEST(Path, TheSweepInFloatWithLongBlocksIsNearDouble) {
   torch::manual_seed(8);
-  const int64_t B = 1, H = 2, S = 300, D = 64;
-  const torch::Tensor q = torch::randn({B, H, S, D}, kDouble), k = torch::randn({B, H, S, D}, kDouble);
-  const torch::Tensor v = torch::randn({B, H, S, D}, kDouble);
-  torch::Tensor w = torch::randn({B, H, S, D}, kDouble);
-  w = w / w.norm(2, -1, true);
-  const torch::Tensor beta = 2.0 * torch::rand({B, H, S}, kDouble);
-  const double scale = 0.125;
-  const torch::Tensor i = torch::arange(S).view({S, 1}), j = torch::arange(S).view({1, S});
-  const torch::Tensor s = (path_scores(q, k, PathTransforms{w, beta}, 0, S, 1) * scale)
-                              .masked_fill(j > i, -std::numeric_limits<double>::infinity());
-  const torch::Tensor want = torch::matmul(torch::softmax(s, -1), v);
+  const SweepInputs in(1, 2, 300, 64);
+  const torch::Tensor want = in.attention(0.125);
   auto f = [](const torch::Tensor& x) { return x.to(torch::kFloat32); };
   for (int64_t block : {32, 128}) {
-    const PathKeyBlocks keys = path_key_blocks(f(k), PathTransforms{f(w), f(beta)}, block);
-    const PathQueryBlocks queries = path_query_blocks(f(q), keys, 0, keys.blocks);
+    const PathKeyBlocks keys = path_key_blocks(f(in.k), PathTransforms{f(in.t.w), f(in.t.beta)}, block);
+    const PathQueryBlocks queries = path_query_blocks(f(in.q), keys, 0, keys.blocks);
     const torch::Tensor got =
-        path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, f(v), {}, scale);
+        path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, f(in.v), {}, 0.125);
     const double error = (got.to(kDouble) - want).abs().max().item<double>();
     EXPECT_LE(error, 1e-5) << "block " << block;  // 1.2e-6 at both
   }

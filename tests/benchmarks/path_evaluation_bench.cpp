@@ -1,5 +1,5 @@
 // PaTH's evaluation off the CPU's tiles: the sweep with an online softmax
-// (model::path_attention_by_sweep) against the explicit scores in blocks of query rows, as
+// (model::path_attention_swept) against the explicit scores in blocks of query rows, as
 // attention forms them where no tile form runs (path_scores per block, softmax, the product with
 // the values; rows per block as a GPU's whole-mask limit gives them). One layer of BERT-base
 // width (1 x 12 heads x 64); the explicit scores in PaTH's default blocks of 32 tokens, the sweep
@@ -14,7 +14,6 @@
 
 #include "roformer/model/attention_mask.h"
 #include "roformer/model/position/path.h"
-#include "roformer/model/position/path_evaluation.h"
 #include "roformer/ops/tile_attention/tile_attention.h"
 
 namespace {
@@ -52,15 +51,9 @@ void run(benchmark::State& state, bool sweep, bool tiles, int64_t S, int64_t blo
     return;
   }
   for (auto _ : state) {
-    const PathKeyBlocks keys = roformer::model::path_key_blocks(k, {w, beta}, block);
-    torch::Tensor out;
-    if (sweep) {
-      const roformer::model::PathQueryBlocks queries = roformer::model::path_query_blocks(q, keys, 0, keys.blocks);
-      out = roformer::model::path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v, {},
-                                                     0.125);
-    } else {
-      out = explicit_scores(q, v, keys, 0.125);
-    }
+    const torch::Tensor out = sweep
+                                  ? roformer::model::path_attention_swept(q, k, v, {w, beta}, {}, 0.125, block)
+                                  : explicit_scores(q, v, roformer::model::path_key_blocks(k, {w, beta}, block), 0.125);
     benchmark::DoNotOptimize(out.data_ptr());
   }
   state.SetItemsProcessed(state.iterations() * S);

@@ -20,7 +20,6 @@
 #include "roformer/model/attention_kernel.h"
 #include "roformer/model/encoder.h"
 #include "roformer/model/position/path.h"
-#include "roformer/model/position/path_evaluation.h"
 #include "roformer/model/position/path_sweep.h"
 #include "tiny_models.h"
 
@@ -271,7 +270,7 @@ TEST(Path, BlockRowsByCopyEqualThemByGather) {
   }
 }
 
-// Evaluation by the sweep with an online softmax (path_attention_by_sweep) is the softmax of the
+// Evaluation by the sweep with an online softmax (path_attention_swept) is the softmax of the
 // token-by-token scores (block 1), with and without FoX's gate, at block sizes that leave a
 // partial last block, one block, or many.
 TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
@@ -281,10 +280,8 @@ TEST(Path, TheSweepWithAnOnlineSoftmaxIsTheSoftmaxOfTheScores) {
   for (bool gated : {false, true}) {
     const torch::Tensor want = in.attention(0.3, gated ? gate : torch::Tensor());
     for (int64_t block : {1, 4, 16, 64}) {
-      const PathKeyBlocks keys = path_key_blocks(in.k, in.t, block);
-      const PathQueryBlocks queries = path_query_blocks(in.q, keys, 0, keys.blocks);
-      const torch::Tensor got = path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, in.v,
-                                                        gated ? gate : torch::Tensor(), 0.3);
+      const torch::Tensor got =
+          path_attention_swept(in.q, in.k, in.v, in.t, gated ? gate : torch::Tensor(), 0.3, block);
       EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
           << "block " << block << (gated ? " gated " : " ") << (got - want).abs().max();
     }
@@ -300,10 +297,8 @@ TEST(Path, TheSweepInFloatWithLongBlocksIsNearDouble) {
   const torch::Tensor want = in.attention(0.125);
   auto f = [](const torch::Tensor& x) { return x.to(torch::kFloat32); };
   for (int64_t block : {32, 128}) {
-    const PathKeyBlocks keys = path_key_blocks(f(in.k), PathTransforms{f(in.t.w), f(in.t.beta)}, block);
-    const PathQueryBlocks queries = path_query_blocks(f(in.q), keys, 0, keys.blocks);
     const torch::Tensor got =
-        path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, f(in.v), {}, 0.125);
+        path_attention_swept(f(in.q), f(in.k), f(in.v), PathTransforms{f(in.t.w), f(in.t.beta)}, {}, 0.125, block);
     const double error = (got.to(kDouble) - want).abs().max().item<double>();
     EXPECT_LE(error, 1e-5) << "block " << block;  // 1.2e-6 at both
   }

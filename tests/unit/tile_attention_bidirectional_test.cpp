@@ -324,6 +324,31 @@ TEST(TileAttentionBidirectional, CudaTilesServeTheTermsTheCudaKernelHas) {
   EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
 }
 
+// A family with blocks of its own (PaTH) evaluates in them where no tiles run (a GPU: no CUDA tile
+// form), and keeps its explicit scores under reference, in training, with a padding, or where its
+// tiles run (the CPU).
+TEST(TileAttentionBidirectional, AFamilyEvaluatesInItsOwnBlocksWhereNoTilesRun) {
+  model::AttentionPassFacts f;
+  f.forms_scores = f.family_blocks = f.causal = true;
+  f.batch = 1, f.heads = 12, f.seq = 32768, f.head_dim = 64;
+  f.term = ops::PathTerm::properties();
+  f.cuda_tile_shape = f.right_padding_at_most = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::family_blocks);
+  f.kernel = config::AttentionKernel::fused;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::family_blocks);
+  f.kernel = config::AttentionKernel::reference;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.kernel = config::AttentionKernel::auto_;
+  f.training = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.training = false;
+  f.mask_beyond_causality = f.right_padding = true;
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::explicit_scores);
+  f.mask_beyond_causality = f.right_padding = false;
+  f.cuda_tile_shape = false, f.tile_shape = true;  // the CPU
+  EXPECT_EQ(model::plan_attention(f).path, model::AttentionPath::tiles);
+}
+
 namespace {
 
 // The hidden states of an MLM model in double over 150 tokens, the second sequence padded after

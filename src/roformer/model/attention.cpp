@@ -269,16 +269,6 @@ torch::Tensor AttentionImpl::attend_rows_with_terms(const torch::Tensor& q, cons
 
 torch::Tensor AttentionImpl::attend_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const AttentionContext& ctx, const torch::Tensor& state) {
-  // A family that evaluates in blocks of its own (PaTH's sweep) does so instead, outside training
-  // (activation checkpointing's forward and its recomputation must agree) and the reference kernel.
-  const bool causal_alone = ctx.causal && (!ctx.mask.defined() || ctx.mask.nothing_beyond_causality());
-  if (causal_alone && kernel_ != config::AttentionKernel::reference && !is_training() &&
-      !torch::GradMode::is_enabled() && normalizer_ == config::AttentionNormalizer::softmax)
-    if (std::optional<torch::Tensor> out =
-            position_->evaluate_in_blocks(q, k, v, state, position_->score_scale(head_dim_))) {
-      record_kernel(attention_kernel::kTile);
-      return *out;
-    }
   record_kernel(attention_kernel::kExplicitScores);
   return in_query_blocks(
       q.size(2), ctx.score_block_rows > 0 ? ctx.score_block_rows : q.size(2),
@@ -343,6 +333,7 @@ AttentionPassFacts AttentionImpl::pass_facts(const torch::Tensor& x, const Atten
   f.linear = kind_ == config::AttentionKind::linear;
   f.softmax = normalizer_ == config::AttentionNormalizer::softmax;
   f.forms_scores = forms_scores();
+  f.family_blocks = traits.evaluates_in_blocks;
   if (traits.term) {
     f.term = *traits.term;
   } else if (f.forms_scores && !traits.forms_scores) {  // stick-breaking alone scores q.k
@@ -504,6 +495,9 @@ torch::Tensor AttentionImpl::attend_heads(const torch::Tensor& x, const Attentio
       return attend_short_with_term(q, k, v, ctx, state).narrow(2, rows_from, S - rows_from);
     case AttentionPath::tiles:
       return attend_in_tiles(q, k, v, ctx, state).narrow(2, rows_from, S - rows_from);
+    case AttentionPath::family_blocks:
+      record_kernel(attention_kernel::kTile);
+      return position_->evaluate_in_blocks(q, k, v, state, position_->score_scale(head_dim_));
     case AttentionPath::bias_to_sdpa:  // SDPA records its backend
       return in_query_blocks(S, ctx.score_block_rows > 0 ? ctx.score_block_rows : S, [&](int64_t begin, int64_t end) {
         return bias_rows_to_sdpa(q, k, v, ctx, state, begin, end);

@@ -71,6 +71,11 @@ AttentionPlan scores_plan(const AttentionPassFacts& f) {
   // must round as its recomputation with autograd does.
   if (f.term && f.term->positions_only && f.softmax && !f.autograd && !f.training)
     return {AttentionPath::bias_to_sdpa, "a positions-only term, no tiles: ", why_not_tiles};
+  // Outside the reference kernel and training (activation checkpointing's forward and its
+  // recomputation must agree), with nothing beyond causality in the mask.
+  if (f.family_blocks && f.causal && f.softmax && !f.mask_beyond_causality && !f.autograd && !f.training &&
+      f.kernel != AttentionKernel::reference)
+    return {AttentionPath::family_blocks, "the family's own blocks in evaluation, no tiles: ", why_not_tiles};
   return {AttentionPath::explicit_scores, "no tiles: ", why_not_tiles};
 }
 
@@ -94,6 +99,8 @@ const char* attention_path_name(AttentionPath path) {
       return "bias-tiles";
     case AttentionPath::bias_to_sdpa:
       return "bias-to-sdpa";
+    case AttentionPath::family_blocks:
+      return "family-blocks";
     case AttentionPath::explicit_scores:
       return "explicit-scores";
     case AttentionPath::sdpa:

@@ -23,6 +23,7 @@ enum class AttentionPath {
   tiles,             // ops::tile_attention: scores, term and weights per tile (no S x S tensor)
   bias_tiles,        // ops::tile_attention_bias: CUDA tiles with the family's relative bias per score
   bias_to_sdpa,      // SDPA with the family's positions-only term added to the mask
+  family_blocks,     // the family's own attention in blocks, in evaluation (PaTH's sweep)
   explicit_scores,   // the scores formed in attention, whole or per block of query rows
   sdpa,              // at::scaled_dot_product_attention with the encoder's mask or causal flag
 };
@@ -31,9 +32,10 @@ const char* attention_path_name(AttentionPath path);
 // Everything the plan reads, filled by AttentionImpl::pass_facts.
 struct AttentionPassFacts {
   // The layer.
-  bool linear = false;        // model.attention linear
-  bool softmax = true;        // the softmax normaliser (else stick-breaking)
-  bool forms_scores = false;  // the family forms its scores, or stick-breaking does
+  bool linear = false;         // model.attention linear
+  bool softmax = true;         // the softmax normaliser (else stick-breaking)
+  bool forms_scores = false;   // the family forms its scores, or stick-breaking does
+  bool family_blocks = false;  // it evaluates causal softmax attention in blocks of its own
   // The properties of the family's term (ops::tile_term_properties of traits().term); none where
   // the family has no tile form. Stick-breaking over a family without a term: a term of kind none.
   std::optional<ops::TileTermProperties> term;

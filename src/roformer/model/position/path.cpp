@@ -114,6 +114,20 @@ torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const 
   return path_scores(q, path_key_blocks(k, t, block), begin, end);
 }
 
+torch::Tensor path_attention_swept(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const PathTransforms& t, const torch::Tensor& gate, double scale, int64_t block) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  const PathKeyBlocks keys = path_key_blocks(k, t, block);
+  const int64_t b = keys.block, n = keys.blocks;
+  const PathQueryBlocks queries = path_query_blocks(q, keys, 0, n);
+  PathSweepBlocks blocks{queries.own, queries.rows, keys.carried, keys.product,
+                         block_major(pad_tokens(v, n * b).view({B, H, n, b, D}))};
+  if (gate.defined()) blocks.gate = block_major(pad_tokens(gate.unsqueeze(-1), n * b).view({B, H, n, b}));
+  const torch::Tensor out = path_attention_by_sweep(blocks, scale);  // [n, BH, b, D]
+  return out.view({n, B, H, b, D}).permute({1, 2, 0, 3, 4}).reshape({B, H, n * b, D}).narrow(2, 0, S);
+}
+
 PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t hidden, int64_t heads)
     : config_(config), heads_(heads) {
   traits_.forms_scores = true;
@@ -125,6 +139,7 @@ PathImpl::PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t
   // scores, faster than its walk's recomputed gradient.
   traits_.term->tile_backward = config.block % 8 == 0 && (hidden / heads) % 8 == 0;
   traits_.term->backward_softmax_only = true;
+  traits_.evaluates_in_blocks = true;  // off the CPU's tiles, the sweep with an online softmax
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(config, hidden, heads);
@@ -228,18 +243,16 @@ std::optional<torch::Tensor> PathImpl::attend_in_blocks(const torch::Tensor& q, 
   return ops::path_block_attention(blocks, values, gate, scale).to(v.scalar_type());
 }
 
-std::optional<torch::Tensor> PathImpl::evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
-                                                          const torch::Tensor& v, const torch::Tensor& state,
-                                                          double scale) {
+torch::Tensor PathImpl::evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& state, double scale) {
   const int64_t D = q.size(-1);
   const auto acc = state.scalar_type();
   // Blocks of at least 128 tokens: a quarter of the steps at PaTH's default 32 (a GPU launches a
   // dozen ops per step), and faster on the CPU too (docs/kernels.md); equal results.
   const int64_t block = std::max<int64_t>(config_.block, 128);
-  const PathKeyBlocks keys = path_key_blocks(k.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, block);
-  const PathQueryBlocks queries = path_query_blocks(q.to(acc), keys, 0, keys.blocks);
   const torch::Tensor gate = config_.forget_gate ? state.select(-1, D + 1) : torch::Tensor();
-  return path_attention_by_sweep({queries.own, queries.rows, keys.carried, keys.product}, v.to(acc), gate, scale)
+  return path_attention_swept(q.to(acc), k.to(acc), v.to(acc), {state.narrow(-1, 0, D), state.select(-1, D)}, gate,
+                              scale, block)
       .to(v.scalar_type());
 }
 

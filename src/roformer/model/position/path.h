@@ -69,6 +69,12 @@ torch::Tensor path_scores(const torch::Tensor& q, const PathKeyBlocks& keys, int
 torch::Tensor path_scores(const torch::Tensor& q, const torch::Tensor& k, const PathTransforms& t, int64_t begin,
                           int64_t end, int64_t block);
 
+// PaTH's causal softmax attention softmax_j(scale (S_ij + c_i - c_j)) v over keys j <= i, by the
+// sweep with an online softmax (path_evaluation.h) in blocks of `block` tokens: q, k, v [B, H, S, D],
+// gate c [B, H, S] (FoX's running sums; undefined: none) -> [B, H, S, D]. No autograd.
+torch::Tensor path_attention_swept(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const PathTransforms& t, const torch::Tensor& gate, double scale, int64_t block);
+
 class PathImpl : public PositionEncodingImpl {
  public:
   PathImpl(const config::PathConfig& config, int64_t num_layers, int64_t hidden, int64_t heads);
@@ -88,9 +94,8 @@ class PathImpl : public PositionEncodingImpl {
   std::optional<torch::Tensor> attend_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                 const torch::Tensor& state, double scale) override;
   // The sweep with an online softmax by LibTorch ops (path_evaluation.h), on any device.
-  std::optional<torch::Tensor> evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
-                                                  const torch::Tensor& v, const torch::Tensor& state,
-                                                  double scale) override;
+  torch::Tensor evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& state, double scale) override;
   // The Householder walk of tile attention (ops::PathTerm) over layer_state's w,
   // beta and c.
   std::optional<ops::TileTerm> tile_term(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,

@@ -11,15 +11,6 @@
 namespace roformer::model {
 namespace {
 
-// x [B, H, S, ...] -> [n, B * H, b, ...]: padded with zeros to n * b tokens, block-major.
-torch::Tensor to_blocks(const torch::Tensor& x, int64_t n, int64_t b) {
-  const int64_t B = x.size(0), H = x.size(1), S = x.size(2);
-  const torch::Tensor rows = x.dim() == 3 ? x.unsqueeze(-1) : x;
-  const torch::Tensor padded = S == n * b ? rows : at::constant_pad_nd(rows, {0, 0, 0, n * b - S});
-  torch::Tensor blocks = padded.reshape({B, H, n, b, rows.size(3)}).permute({2, 0, 1, 3, 4}).reshape({n, B * H, b, -1});
-  return x.dim() == 3 ? blocks.squeeze(-1) : blocks;
-}
-
 // The running state of every query block's rows: maximum and sum [n, BH, b], output [n, BH, b, D].
 struct OnlineSoftmax {
   torch::Tensor top, sum, out;
@@ -39,21 +30,19 @@ struct OnlineSoftmax {
 
 }  // namespace
 
-torch::Tensor path_attention_by_sweep(const PathSweepBlocks& blocks, const torch::Tensor& v, const torch::Tensor& gate,
-                                      double scale) {
+torch::Tensor path_attention_by_sweep(const PathSweepBlocks& blocks, double scale) {
   torch::NoGradGuard no_grad;
-  const int64_t B = v.size(0), H = v.size(1), S = v.size(2), D = v.size(3);
-  const int64_t n = blocks.own.size(0), b = blocks.own.size(2);
-  TORCH_CHECK(
-      n * b >= S && (n - 1) * b < S && blocks.rows.sizes() == at::IntArrayRef({n, B * H, b, D}) &&
-          blocks.carried.sizes() == blocks.rows.sizes() &&
-          blocks.product.sizes() == at::IntArrayRef({n, B * H, D, D}) &&
-          (!gate.defined() || gate.sizes() == v.sizes().slice(0, 3)),
-      "path_attention_by_sweep: blocks of v's ", S, " tokens and B * H = ", B * H,
-      " (own [n, BH, b, b], rows and carried [n, BH, b, D], product [n, BH, D, D]) and gate [B, H, S]; got own ",
-      blocks.own.sizes(), " and v ", v.sizes());
-  const torch::Tensor values = to_blocks(v, n, b);
-  const torch::Tensor c = gate.defined() ? to_blocks(gate * scale, n, b) : torch::Tensor();
+  const int64_t n = blocks.own.size(0), BH = blocks.own.size(1), b = blocks.own.size(2), D = blocks.values.size(3);
+  const std::vector<int64_t> own_shape{n, BH, b, b}, rows_shape{n, BH, b, D}, product_shape{n, BH, D, D};
+  auto shaped = [](const torch::Tensor& t, const std::vector<int64_t>& shape) { return t.sizes() == shape; };
+  TORCH_CHECK(shaped(blocks.own, own_shape) && shaped(blocks.rows, rows_shape) && shaped(blocks.carried, rows_shape) &&
+                  shaped(blocks.values, rows_shape) && shaped(blocks.product, product_shape) &&
+                  (!blocks.gate.defined() || shaped(blocks.gate, {n, BH, b})),
+              "path_attention_by_sweep: own [n, BH, b, b], rows, carried and values [n, BH, b, D], product "
+              "[n, BH, D, D] and gate [n, BH, b]; got own ",
+              blocks.own.sizes(), " and values ", blocks.values.sizes());
+  const torch::Tensor& values = blocks.values;
+  const torch::Tensor c = blocks.gate.defined() ? blocks.gate * scale : torch::Tensor();
   auto gated = [&](torch::Tensor& s, int64_t first, int64_t source) {  // + c_i - c_j, both scaled
     const int64_t count = s.size(0);
     if (c.defined()) s.add_(c.narrow(0, first, count).unsqueeze(-1) - c.narrow(0, source, count).unsqueeze(-2));
@@ -61,7 +50,7 @@ torch::Tensor path_attention_by_sweep(const PathSweepBlocks& blocks, const torch
   // Each query block's own keys, j <= i.
   torch::Tensor own = blocks.own * scale;
   gated(own, 0, 0);
-  own.masked_fill_(torch::ones({b, b}, v.options().dtype(torch::kBool)).triu(1),
+  own.masked_fill_(torch::ones({b, b}, values.options().dtype(torch::kBool)).triu(1),
                    -std::numeric_limits<double>::infinity());
   OnlineSoftmax state;
   state.top = std::get<0>(own.max(-1));
@@ -81,8 +70,7 @@ torch::Tensor path_attention_by_sweep(const PathSweepBlocks& blocks, const torch
       next.copy_(at::matmul(next, blocks.product.narrow(0, 1, count - 1)));
     }
   }
-  const torch::Tensor out = state.out.div_(state.sum.unsqueeze(-1));
-  return out.view({n, B, H, b, D}).permute({1, 2, 0, 3, 4}).reshape({B, H, n * b, D}).narrow(2, 0, S);
+  return state.out.div_(state.sum.unsqueeze(-1));
 }
 
 }  // namespace roformer::model

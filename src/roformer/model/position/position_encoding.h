@@ -57,6 +57,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     // Its scores read the pass's length (STRING's shift, dynamic NTK's and LongRoPE's frequencies),
     // so a packed document's piece of a row does not score as a sequence of its own would.
     bool reads_pass_length = false;
+    // It evaluates its causal softmax attention in blocks of its own (evaluate_in_blocks), which
+    // attention's plan takes in evaluation where no tiles run.
+    bool evaluates_in_blocks = false;
   };
   ~PositionEncodingImpl() override = default;
   const Traits& traits() const { return traits_; }
@@ -127,13 +130,12 @@ class PositionEncodingImpl : public torch::nn::Module {
                                                         double scale) {
     return std::nullopt;
   }
-  // A family that evaluates its whole causal softmax attention in blocks where explicit scores
-  // would run instead (PaTH's sweep by LibTorch ops): as attend_in_blocks, without autograd;
-  // nullopt where it has no such form.
-  virtual std::optional<torch::Tensor> evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k,
-                                                          const torch::Tensor& v, const torch::Tensor& state,
-                                                          double scale) {
-    return std::nullopt;
+  // traits().evaluates_in_blocks: softmax(scores) v in evaluation (no autograd) for q, k, v
+  // [B, H, S, D] after rotate, causal, no padding, `state` layer_state's (PaTH's sweep by
+  // LibTorch ops).
+  virtual torch::Tensor evaluate_in_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& state, double scale) {
+    TORCH_CHECK(false, "evaluate_in_blocks: this position family has no blocks of its own");
   }
   // traits().causal_key_bias: the term's part by key, [B, H, S] from layer_state's `state`.
   virtual torch::Tensor key_bias(const torch::Tensor& state) const { return {}; }
